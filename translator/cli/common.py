@@ -1,0 +1,111 @@
+"""What every command shares: ``--json``/``--debug``, turning errors into exit codes, the
+spec flags, and output (one JSON object, or a compact table)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+
+import click
+
+from translator.errors import BatchspecError, ConfigError
+from translator.findings import Finding
+
+
+def command(name: str, **kwargs):
+    """A click command with ``--json`` and ``--debug``; the only place errors become exit codes."""
+
+    def decorate(fn):
+        @click.command(name, **kwargs)
+        @click.option("--json", "as_json", is_flag=True,
+                      help="Print one JSON object on stdout and nothing else there.")
+        @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
+        @functools.wraps(fn)
+        def run(as_json: bool, debug: bool, **params):
+            try:
+                fn(as_json=as_json, **params)
+            except BatchspecError as exc:
+                if debug:
+                    raise
+                fail(str(exc), exc.exit_code, as_json, getattr(exc, "findings", []))
+            except (KeyboardInterrupt, click.exceptions.Exit, click.ClickException):
+                raise
+            except Exception as exc:  # a bug in batchspec: still one line, traceback on --debug
+                if debug:
+                    raise
+                fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)", 1, as_json)
+
+        return run
+
+    return decorate
+
+
+def fail(message: str, code: int, as_json: bool, findings: list[Finding] = ()) -> None:
+    click.echo(f"batchspec: error: {message}", err=True)
+    if as_json:
+        emit_json({"error": message, "exit_code": code,
+                   "findings": [f.as_dict() for f in findings]})
+    sys.exit(code)
+
+
+def emit_json(obj) -> None:
+    click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+_COUNT = click.IntRange(min=1)
+
+#: (flag, spec field, type, help) for every flag that sets a spec field.
+SPEC_FLAGS = [
+    ("--global-batch", "global_batch_size", _COUNT, "Samples per optimizer step, all ranks together."),
+    ("--micro-batch", "micro_batch_size", _COUNT, "Samples per forward/backward on one rank."),
+    ("--accumulation", "gradient_accumulation_steps", _COUNT, "Micro-batches per optimizer step."),
+    ("--world-size", "world_size", _COUNT, "All processes (GPUs)."),
+    ("--nnodes", "nodes", _COUNT, "Nodes (with --gpus-per-node)."),
+    ("--gpus-per-node", "gpus_per_node", _COUNT, "Processes per node."),
+    ("--tp", "tensor_parallel_size", _COUNT, "Tensor-parallel size."),
+    ("--pp", "pipeline_parallel_size", _COUNT, "Pipeline-parallel size."),
+    ("--cp", "context_parallel_size", _COUNT, "Context-parallel size."),
+    ("--ep", "expert_parallel_size", _COUNT, "Expert-parallel size."),
+    ("--num-experts", "num_experts", _COUNT, "Experts per MoE layer."),
+    ("--vp", "virtual_pipeline_stages", _COUNT, "Virtual pipeline stages per pipeline rank."),
+    ("--seq-len", "sequence_length", _COUNT, "Tokens per sample."),
+    ("--lr", "learning_rate", click.FloatRange(min=0, min_open=True),
+     "Learning rate tuned at --lr-batch."),
+    ("--lr-batch", "reference_global_batch_size", _COUNT, "Global batch the --lr was tuned for."),
+]
+
+
+def spec_options(fn):
+    """Flags that set spec fields; the command receives them as keyword arguments."""
+    for flag, field, kind, help_text in reversed(SPEC_FLAGS):
+        fn = click.option(flag, field, type=kind, default=None, help=help_text)(fn)
+    return fn
+
+
+def pop_spec_values(params: dict) -> dict:
+    """Take the spec flags out of a command's parameters, leaving the rest."""
+    return {field: params.pop(field) for _, field, _, _ in SPEC_FLAGS}
+
+
+def print_table(rows: list[tuple[str, object]], title: str | None = None) -> None:
+    """Two aligned columns; ``None`` shows as ``-``."""
+    if title:
+        click.echo(title)
+    width = max((len(k) for k, _ in rows), default=0)
+    for key, value in rows:
+        click.echo(f"  {key.ljust(width)}  {'-' if value is None else value}")
+
+
+def print_findings(findings: list[Finding]) -> None:
+    for f in findings:
+        where = f" [{f.where}]" if f.where else ""
+        click.echo(f"{f.severity}: {f.code}{where}: {f.message}")
+        if f.hint:
+            click.echo(f"  fix: {f.hint}")
+
+
+def exit_for(findings: list[Finding]) -> None:
+    """Exit 1 when any finding is an error (after the output has been printed)."""
+    if any(f.severity == "error" for f in findings):
+        sys.exit(ConfigError.exit_code)

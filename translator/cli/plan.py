@@ -1,0 +1,51 @@
+"""``batchspec plan``: solve a batch layout from flags or a spec file."""
+
+from __future__ import annotations
+
+import click
+
+from translator.cli.common import (command, emit_json, exit_for, pop_spec_values, print_findings,
+                                   print_table, spec_options)
+
+
+@command("plan")
+@click.argument("spec_file", required=False, metavar="[SPEC]")
+@spec_options
+@click.option("--for", "targets", metavar="BACKENDS",
+              help="Also check these frameworks' quirks (comma-separated: deepspeed,axolotl,megatron).")
+def plan(as_json: bool, spec_file: str | None, targets: str | None, **params) -> None:
+    """Solve global = micro × accumulation × data-parallel from SPEC and/or flags.
+
+    Give any three of global batch, micro-batch, accumulation and world size; the fourth is
+    solved. Without a micro-batch, every valid (micro, accumulation) pair is listed.
+    """
+    from translator import solve
+    from translator.advice import general_findings
+    from translator.backends import get_backends
+    from translator.spec_file import build_spec, load_spec
+
+    values = pop_spec_values(params)
+    spec = load_spec(spec_file, values) if spec_file else build_spec(values, "flags")
+    findings = general_findings(spec)
+    if targets:
+        backends = get_backends(targets)
+        if spec.is_decided:
+            findings += [f for b in backends for f in b.check(spec)]
+    options = None
+    if not spec.is_decided:
+        options = solve.decompositions(spec.global_batch_size, spec.data_parallel_size)
+
+    if as_json:
+        out = spec.output() | {"findings": [f.as_dict() for f in findings]}
+        if options is not None:
+            out["options"] = [{"micro_batch_size": m, "gradient_accumulation_steps": a}
+                              for m, a in options]
+        emit_json(out)
+    else:
+        print_table([(k.replace("_", " "), v) for k, v in spec.output().items()])
+        if options is not None:
+            click.echo(f"micro-batch × accumulation options for global {spec.global_batch_size} "
+                       f"at data-parallel {spec.data_parallel_size} (largest micro first):")
+            click.echo("  " + ", ".join(f"{m}×{a}" for m, a in options))
+        print_findings(findings)
+    exit_for(findings)

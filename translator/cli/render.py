@@ -1,0 +1,46 @@
+"""``batchspec render``: write one config file per framework from a spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from translator.cli.common import command, emit_json, print_findings
+
+
+@command("render")
+@click.argument("spec_file", metavar="SPEC")
+@click.option("--to", "targets", required=True, metavar="BACKENDS",
+              help="Comma-separated frameworks: deepspeed,axolotl,megatron.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder to write into (created when missing).")
+@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
+def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: bool) -> None:
+    """Render SPEC (YAML/JSON, or - for stdin) for each backend in --to, into --out.
+
+    Every file is read back and must give the same spec. Nothing is written unless every
+    backend renders, and no existing file is replaced without --force.
+    """
+    from translator.backends import get_backends
+    from translator.files import check_writable, write_atomic
+    from translator.render import render as render_one
+    from translator.spec_file import load_spec
+
+    backends = get_backends(targets)
+    spec = load_spec(spec_file)
+    rendered = [render_one(spec, b) for b in backends]
+    paths = [Path(out_dir) / r.filename for r in rendered]
+    check_writable(paths, force)
+    for r, path in zip(rendered, paths):
+        write_atomic(path, r.text)
+
+    findings = [f for r in rendered for f in r.findings]
+    if as_json:
+        emit_json(spec.output() | {
+            "files": {r.backend: str(p) for r, p in zip(rendered, paths)},
+            "findings": [f.as_dict() for f in findings]})
+    else:
+        for p in paths:
+            click.echo(f"wrote {p}")
+        print_findings(findings)

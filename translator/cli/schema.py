@@ -1,0 +1,13 @@
+"""``batchspec schema``: the JSON Schema of a spec file."""
+
+from __future__ import annotations
+
+from translator.cli.common import command, emit_json
+
+
+@command("schema")
+def schema(as_json: bool) -> None:
+    """Print the JSON Schema of the batch spec (always JSON)."""
+    from translator.spec import BatchSpec
+
+    emit_json(BatchSpec.model_json_schema(mode="validation"))

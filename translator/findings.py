@@ -1,0 +1,75 @@
+"""Findings: what batchspec has to say about a configuration, each with a stable code.
+
+A code never changes meaning once released; scripts may match on it. Its severity is fixed
+by the catalogue below, so the same problem is always an error (or always advice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+Severity = Literal["error", "warning", "info"]
+
+#: code -> (severity, what it is about). The catalogue is the list of everything we can say.
+CATALOGUE: dict[str, tuple[Severity, str]] = {
+    "global-not-divisible": (
+        "error", "the global batch does not split into micro-batch x accumulation x data-parallel"),
+    "world-not-divisible": (
+        "error", "the world size does not divide by tensor x pipeline x context parallel"),
+    "world-nodes-mismatch": (
+        "error", "world_size disagrees with nodes x gpus_per_node"),
+    "experts-not-divisible": (
+        "error", "the number of experts does not divide by the expert-parallel size"),
+    "expert-grid": (
+        "error", "the world size does not divide by expert-parallel x pipeline-parallel"),
+    "virtual-pipeline-needs-pp": (
+        "error", "interleaved (virtual) pipeline stages need pipeline parallelism"),
+    "virtual-pipeline-microbatches": (
+        "error", "the number of micro-batches does not fit the interleaved pipeline schedule"),
+    "megatron-accumulation-implied": (
+        "info", "Megatron has no accumulation flag: it is global / (micro x data-parallel)"),
+    "deepspeed-pipeline-accumulation": (
+        "info", "DeepSpeed's pipeline engine runs gradient_accumulation_steps micro-batches per step"),
+    "deepspeed-pipeline-zero": (
+        "error", "DeepSpeed's pipeline engine refuses ZeRO stage 2 or 3"),
+    "deepspeed-mpu-world": (
+        "info", "with model parallelism DeepSpeed counts the data-parallel size its mpu reports"),
+    "deepspeed-autotp-world": (
+        "warning", "DeepSpeed AutoTP checks train_batch_size against the full world size"),
+    "axolotl-no-pipeline": (
+        "error", "Axolotl has no pipeline parallelism"),
+    "lr-scaling": (
+        "warning", "the global batch differs from the batch the learning rate was tuned for"),
+    "alignment": (
+        "info", "a size is not a multiple of what NVIDIA recommends for tensor-core GEMMs"),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing batchspec found. Build it with :func:`finding` so severity follows the code."""
+
+    code: str
+    """Stable identifier from :data:`CATALOGUE`."""
+    severity: Severity
+    """``error`` makes the command exit 1; ``warning`` and ``info`` do not."""
+    message: str
+    """One sentence with the actual values."""
+    where: str | None = None
+    """``file:line`` (or ``file``, or a key) the finding is about, when there is one."""
+    hint: str | None = None
+    """The fix, with values, when there is one."""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def finding(code: str, message: str, hint: str | None = None, where: str | None = None) -> Finding:
+    """A finding whose severity is the catalogue's for ``code``."""
+    severity, _ = CATALOGUE[code]
+    return Finding(code=code, severity=severity, message=message, where=where, hint=hint)
+
+
+def has_errors(findings: list[Finding]) -> bool:
+    return any(f.severity == "error" for f in findings)

@@ -1,0 +1,79 @@
+"""The one Jinja environment, and rendering a spec for a backend with a read-back check.
+
+Templates live in ``templates/`` at the top of the source tree and are shipped inside the
+wheel as ``translator/templates`` (see pyproject.toml). The environment is sandboxed and uses
+``StrictUndefined``: a template naming a value the backend did not provide fails loudly.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from translator import solve
+from translator.errors import ConfigError, InputError, RenderError
+from translator.findings import Finding, has_errors
+from translator.spec import BatchSpec
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One backend's file for a spec."""
+
+    backend: str
+    """Registry name of the backend that made it."""
+    filename: str
+    """File name to write it under (``deepspeed.json``...)."""
+    text: str
+    """The file's content."""
+    findings: list[Finding]
+    """What the backend had to say about the spec (no errors: those stop rendering)."""
+
+
+def template_dir() -> Path:
+    """``translator/templates`` in an installed wheel, else the source tree's ``templates/``."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "templates"
+    return packaged if packaged.is_dir() else here.parent / "templates"
+
+
+@functools.cache
+def environment():
+    from jinja2 import FileSystemLoader, StrictUndefined
+    from jinja2.sandbox import SandboxedEnvironment
+
+    return SandboxedEnvironment(
+        loader=FileSystemLoader(template_dir()), undefined=StrictUndefined, autoescape=False,
+        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+
+
+def render_template(name: str, context: dict) -> str:
+    """Render one template; any template error names the template file."""
+    from jinja2 import TemplateError
+
+    try:
+        return environment().get_template(name).render(**context)
+    except TemplateError as exc:
+        raise RenderError(f"template {template_dir() / name}: {exc}") from exc
+
+
+def render(spec: BatchSpec, backend: ModuleType) -> Rendered:
+    """Render ``spec`` for ``backend``, then read the output back; it must give the same spec."""
+    if not spec.is_decided:
+        options = solve.decompositions(spec.global_batch_size, spec.data_parallel_size)
+        raise InputError(
+            "the spec leaves the micro-batch open; set micro_batch_size to one of "
+            + ", ".join(f"{m} (accumulation {a})" for m, a in options))
+    findings = backend.check(spec)
+    if has_errors(findings):
+        raise ConfigError([f for f in findings if f.severity == "error"])
+    text = render_template(backend.TEMPLATE, backend.context(spec))
+    read_back, _ = backend.read(text, backend.FILENAME)
+    wrong = {key: (value, getattr(spec, key)) for key, value in read_back.items()
+             if value != getattr(spec, key)}
+    if wrong:
+        detail = ", ".join(f"{k} reads {got}, spec has {want}" for k, (got, want) in wrong.items())
+        raise RenderError(f"{backend.FILENAME} does not read back as its spec: {detail}")
+    return Rendered(backend.NAME, backend.FILENAME, text, findings)

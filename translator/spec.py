@@ -1,0 +1,155 @@
+"""The canonical batch spec: one place that says how many samples an optimizer step sees.
+
+``global_batch_size = micro_batch_size x gradient_accumulation_steps x data_parallel_size`` and
+``data_parallel_size = world_size / (tensor x pipeline x context)``. Give any three of global,
+micro, accumulation and world (or data-parallel) size; the fourth is solved, never floored.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (AliasChoices, BaseModel, ConfigDict, Field, StrictBool, StrictFloat,
+                      StrictInt, model_validator)
+
+from translator import solve
+from translator.errors import ConfigError, InputError
+from translator.findings import finding
+
+#: Upper bound for any count: far beyond any real cluster, low enough to catch 10**60 typos.
+MAX_COUNT = 1 << 40
+
+Count = Annotated[StrictInt, Field(ge=1, le=MAX_COUNT)]
+Rate = Annotated[StrictFloat | StrictInt, Field(gt=0, allow_inf_nan=False)]
+
+#: The keys every resolved-spec output carries, in this order (DESIGN.md).
+OUTPUT_KEYS = (
+    "global_batch_size", "micro_batch_size", "gradient_accumulation_steps", "data_parallel_size",
+    "world_size", "tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size",
+    "sequence_length", "tokens_per_step",
+)
+
+
+class BatchSpec(BaseModel):
+    """A batch layout. After validation it is consistent; micro and accumulation may stay
+    undecided (``None``) when only the global batch and the data-parallel size are known."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True,
+                              title="batchspec BatchSpec")
+
+    global_batch_size: Count | None = Field(
+        None, validation_alias=AliasChoices("global_batch_size", "effective_batch_size"))
+    """Samples per optimizer step, all ranks together (alias: ``effective_batch_size``)."""
+    micro_batch_size: Count | None = None
+    """Samples in one forward/backward pass on one rank."""
+    gradient_accumulation_steps: Count | None = None
+    """Micro-batches each rank runs per optimizer step."""
+    data_parallel_size: Count | None = None
+    """Model replicas: ``world_size / (tensor x pipeline x context)``. Solved when not given."""
+    world_size: Count | None = None
+    """All processes (GPUs) of the job. Give it, or ``nodes`` and ``gpus_per_node``."""
+    nodes: Count | None = None
+    """Number of nodes; with ``gpus_per_node`` gives the world size."""
+    gpus_per_node: Count | None = None
+    """Processes (GPUs) per node."""
+    tensor_parallel_size: Count = 1
+    """Ranks that split each layer's matrices (Megatron TP, or DeepSpeed AutoTP)."""
+    pipeline_parallel_size: Count = 1
+    """Pipeline stages; each holds a slice of the layers."""
+    context_parallel_size: Count = 1
+    """Ranks that split each sequence (Megatron CP, DeepSpeed Ulysses sequence parallel)."""
+    expert_parallel_size: Count = 1
+    """Ranks the experts of a mixture-of-experts layer are spread over; does not shrink DP."""
+    num_experts: Count | None = None
+    """Experts per MoE layer; must divide by ``expert_parallel_size``."""
+    virtual_pipeline_stages: Count | None = None
+    """Megatron interleaved schedule: model chunks per pipeline rank (needs pipeline > 1)."""
+    microbatch_group_size_per_vp_stage: Count | None = None
+    """Megatron interleaved schedule: micro-batches per group (default: the pipeline size)."""
+    sequence_length: Count | None = None
+    """Tokens per sample; left out of rendered configs when not given."""
+    zero_stage: Literal[0, 1, 2, 3] | None = None
+    """DeepSpeed ZeRO stage to write into the DeepSpeed config, when wanted."""
+    deepspeed_autotp: StrictBool = False
+    """Tensor parallelism is DeepSpeed AutoTP (``tensor_parallel.autotp_size``), not Megatron's."""
+    learning_rate: Rate | None = None
+    """The learning rate that was tuned at ``reference_global_batch_size``."""
+    reference_global_batch_size: Count | None = None
+    """The global batch the learning rate was tuned for; differing from it gives LR advice."""
+    optimizer: Literal["adam", "sgd"] = "adam"
+    """Optimizer family, which decides the LR scaling rule (square root for Adam, linear for SGD)."""
+    adam_beta2: Annotated[StrictFloat, Field(gt=0, lt=1)] | None = None
+    """Adam's beta2 at the reference batch; advice keeps its half-life in tokens fixed."""
+
+    @model_validator(mode="after")
+    def _solve(self) -> "BatchSpec":
+        world = self._world_from_nodes()
+        dp = self.data_parallel_size
+        if world is not None:
+            from_world = solve.data_parallel_size(world, self.tensor_parallel_size,
+                                                  self.pipeline_parallel_size,
+                                                  self.context_parallel_size)
+            if dp is not None and dp != from_world:
+                raise ConfigError([finding(
+                    "world-not-divisible",
+                    f"data_parallel_size {dp} ≠ world {world} / (tensor {self.tensor_parallel_size}"
+                    f" × pipeline {self.pipeline_parallel_size} × context "
+                    f"{self.context_parallel_size}) = {from_world}",
+                    hint=f"drop data_parallel_size or set it to {from_world}")])
+            dp = from_world
+        g, m, a, dp = solve.complete(self.global_batch_size, self.micro_batch_size,
+                                     self.gradient_accumulation_steps, dp)
+        self.global_batch_size, self.micro_batch_size = g, m
+        self.gradient_accumulation_steps, self.data_parallel_size = a, dp
+        self.world_size = dp * self.model_parallel_size
+        return self
+
+    def _world_from_nodes(self) -> int | None:
+        if (self.nodes is None) != (self.gpus_per_node is None):
+            raise InputError("give both nodes and gpus_per_node, or world_size alone")
+        if self.nodes is None:
+            return self.world_size
+        world = self.nodes * self.gpus_per_node
+        if self.world_size is not None and self.world_size != world:
+            raise ConfigError([finding(
+                "world-nodes-mismatch",
+                f"world_size {self.world_size} ≠ nodes {self.nodes} × gpus_per_node "
+                f"{self.gpus_per_node} = {world}",
+                hint=f"drop world_size or set it to {world}")])
+        return world
+
+    @property
+    def model_parallel_size(self) -> int:
+        """Ranks that hold one model replica: tensor x pipeline x context."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.context_parallel_size
+
+    @property
+    def is_decided(self) -> bool:
+        """True once micro-batch and accumulation are known (rendering needs that)."""
+        return self.micro_batch_size is not None
+
+    @property
+    def tokens_per_step(self) -> int | None:
+        """Tokens per optimizer step: global batch x sequence length, when the length is known."""
+        if self.sequence_length is None:
+            return None
+        return self.global_batch_size * self.sequence_length
+
+    @property
+    def batch_scale(self) -> float | None:
+        """Global batch / reference batch, when a reference is given."""
+        if self.reference_global_batch_size is None:
+            return None
+        return self.global_batch_size / self.reference_global_batch_size
+
+    def output(self) -> dict:
+        """The resolved-spec keys of DESIGN.md, then any optional field that was set."""
+        data = {key: getattr(self, key) for key in OUTPUT_KEYS}
+        extras = self.model_dump(exclude_defaults=True, exclude=set(OUTPUT_KEYS))
+        return data | extras
+
+
+def spec_fields() -> set[str]:
+    """Every key a spec file may hold (aliases included)."""
+    return set(BatchSpec.model_fields) | {"effective_batch_size"}
+

@@ -1,0 +1,93 @@
+"""Spec files (YAML or JSON, the keys of the resolved-spec output) and flag overrides -> BatchSpec.
+
+Malformed input (not a mapping, unknown key, a string where a count belongs...) is an
+:class:`InputError` (exit 2) naming the file and line; arithmetic that does not work out is a
+:class:`ConfigError` (exit 1) from the solver.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+import yaml
+from pydantic import ValidationError
+
+from translator.errors import InputError
+from translator.files import read_text
+from translator.spec import BatchSpec, spec_fields
+
+#: Keys that say the same thing (the world size); a flag for one replaces all of the file's.
+WORLD_KEYS = {"world_size", "nodes", "gpus_per_node", "data_parallel_size"}
+#: Keys of a ``plan --json`` output that are recomputed, so such an output is a valid spec.
+DERIVED_KEYS = {"tokens_per_step", "findings", "options"}
+
+
+def parse_mapping(text: str, where: str) -> dict:
+    """A YAML (or JSON) mapping from ``text``; safe loading only, no tags, errors with a line."""
+    try:
+        data = json.loads(text) if where.endswith(".json") else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"{where}:{mark.line + 1}" if mark is not None else where
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"{at}: not valid YAML: {problem}") from None
+    except RecursionError:
+        raise InputError(f"{where}: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a mapping of keys to values, got {type(data).__name__}")
+    return data
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """Line (1-based) of each top-level key, for error messages; empty when it cannot tell."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+
+
+def build_spec(values: dict, where: str, text: str = "") -> BatchSpec:
+    """Validate ``values`` as a BatchSpec; a field error becomes one line naming file and line."""
+    if "global_batch_size" in values and "effective_batch_size" in values:
+        raise InputError(f"{where}: give global_batch_size or its alias effective_batch_size, "
+                         "not both")
+    try:
+        return BatchSpec(**{k: v for k, v in values.items()
+                            if k not in DERIVED_KEYS and v is not None})
+    except ValidationError as exc:
+        raise InputError(describe(exc, where, key_lines(text) if text else {})) from None
+
+
+def describe(exc: ValidationError, where: str, lines: dict[str, int]) -> str:
+    """One line for the first of pydantic's errors (and how many more there are)."""
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0]
+    key = ".".join(str(p) for p in first["loc"]) or "spec"
+    top = str(first["loc"][0]) if first["loc"] else ""
+    at = f"{where}:{lines[top]}" if top in lines else where
+    if first["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(top, sorted(spec_fields()), n=1)
+        text = f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
+    else:
+        text = f"{key}: {first['msg']}"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{at}: {text}{more}"
+
+
+def load_spec(path: str, overrides: dict | None = None) -> BatchSpec:
+    """The spec in ``path`` with ``overrides`` (flag values that are not None) on top."""
+    text = read_text(path)
+    where = "<stdin>" if path == "-" else str(path)
+    values = parse_mapping(text, where)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if given.keys() & WORLD_KEYS:
+        values = {k: v for k, v in values.items() if k not in WORLD_KEYS}
+    if "global_batch_size" in given:
+        values.pop("effective_batch_size", None)
+    return build_spec(values | given, where, text)
