@@ -17,8 +17,12 @@ FILENAME = "deepspeed.json"
 
 
 def batch_world(spec: BatchSpec) -> int:
-    """The world size DeepSpeed multiplies by in its batch check."""
-    return spec.world_size if spec.deepspeed_autotp else spec.data_parallel_size
+    """The world size DeepSpeed multiplies by in its batch check: the data-parallel size, except
+    under AutoTP, where no mpu exists when the config is read and DeepSpeed takes every rank
+    (divided by ``sequence_parallel_size`` when that is set)."""
+    if spec.deepspeed_autotp:
+        return spec.world_size // spec.context_parallel_size
+    return spec.data_parallel_size
 
 
 def context(spec: BatchSpec) -> dict:
@@ -86,9 +90,9 @@ def check(spec: BatchSpec) -> list[Finding]:
         written = context(spec)["train_batch_size"]
         out.append(finding(
             "deepspeed-autotp-world",
-            f"DeepSpeed AutoTP checks train_batch_size against every rank (world "
-            f"{spec.world_size}), so it is written as {written} = micro {spec.micro_batch_size} × "
-            f"accumulation {spec.gradient_accumulation_steps} × world {spec.world_size}; the "
+            f"DeepSpeed AutoTP checks train_batch_size against every rank, so it is written as "
+            f"{written} = micro {spec.micro_batch_size} × accumulation "
+            f"{spec.gradient_accumulation_steps} × {batch_world(spec)} ranks; the "
             f"samples per optimizer step are still {spec.global_batch_size} (tensor-parallel ranks "
             "share their data)",
             hint="do not 'correct' train_batch_size to the global batch: DeepSpeed would refuse it"))

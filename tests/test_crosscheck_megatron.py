@@ -1,0 +1,40 @@
+"""Rendered Megatron args fed to megatron-core's micro-batch calculator give the intended
+number of micro-batches (the accumulation Megatron has no flag for)."""
+
+import pytest
+from hypothesis import given, settings
+
+from strategies import specs
+from translator.backends import megatron as backend
+from translator.errors import ConfigError
+from translator.render import render
+from translator.spec import BatchSpec
+
+pytest.importorskip("megatron.core")
+from translator.crosscheck.megatron import num_microbatches  # noqa: E402
+
+pytestmark = pytest.mark.framework
+
+
+@settings(max_examples=500, deadline=None)
+@given(specs())
+def test_megatron_runs_the_intended_number_of_microbatches(spec):
+    args, _ = backend.read(render(spec, backend).text, backend.FILENAME)
+    model = (args["tensor_parallel_size"] * args["pipeline_parallel_size"]
+             * args["context_parallel_size"])
+    data_parallel = spec.world_size // model
+    m = num_microbatches(args["global_batch_size"], args["micro_batch_size"], data_parallel)
+    assert m == spec.gradient_accumulation_steps
+    assert args["global_batch_size"] == m * args["micro_batch_size"] * data_parallel
+
+
+def test_megatron_and_batchspec_refuse_the_same_split():
+    with pytest.raises(AssertionError, match=r"global batch size \(60\) is not divisible by micro "
+                                             r"batch size \(2\) times data parallel size \(4\)"):
+        num_microbatches(60, 2, 4)
+    with pytest.raises(ConfigError, match="nearest are 56 .* and 64"):
+        BatchSpec(global_batch_size=60, micro_batch_size=2, world_size=4)
+
+
+def test_calculator_is_reusable_between_checks():
+    assert [num_microbatches(64, 2, 4), num_microbatches(64, 4, 4)] == [8, 4]

@@ -1,0 +1,69 @@
+import types
+
+import pytest
+from hypothesis import given, settings
+
+from strategies import specs
+from translator import render as render_mod
+from translator.backends import BACKENDS, deepspeed
+from translator.errors import ConfigError, InputError, RenderError
+from translator.render import render, template_dir
+from translator.spec import BatchSpec
+
+
+@settings(max_examples=3000, deadline=None)
+@given(specs(pipeline=False))
+def test_every_backend_reads_back_what_it_rendered(spec):
+    for backend in BACKENDS.values():
+        r = render(spec, backend)
+        read, _ = backend.read(r.text, r.filename)
+        assert read and all(read[k] == getattr(spec, k) for k in read)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(specs(pipeline=True))
+def test_pipeline_specs_render_for_megatron_and_deepspeed(spec):
+    for name in ("megatron", "deepspeed"):
+        render(spec, BACKENDS[name])
+
+
+def test_a_backend_whose_output_does_not_read_back_fails_loudly(monkeypatch):
+    broken = types.SimpleNamespace(**{k: getattr(deepspeed, k) for k in
+                                      ("NAME", "TEMPLATE", "FILENAME", "read", "check")})
+    broken.context = lambda s: deepspeed.context(s) | {"gradient_accumulation_steps": 1}
+    s = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8)
+    with pytest.raises(RenderError, match="deepspeed.json does not read back as its spec"):
+        render(s, broken)
+
+
+def test_a_template_naming_an_unknown_value_fails_naming_the_template():
+    broken = types.SimpleNamespace(NAME="deepspeed", TEMPLATE="deepspeed.json.j2",
+                                   FILENAME="deepspeed.json", read=deepspeed.read,
+                                   check=lambda s: [], context=lambda s: {"micro_batch_size": 1})
+    s = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8)
+    with pytest.raises(RenderError, match=r"deepspeed.json.j2: 'train_batch_size' is undefined"):
+        render(s, broken)
+
+
+def test_the_environment_is_sandboxed():
+    from jinja2.exceptions import SecurityError
+
+    env = render_mod.environment()
+    with pytest.raises(SecurityError):
+        env.from_string("{{ spec.__class__.__mro__ }}").render(spec=object())
+
+
+def test_an_open_micro_batch_is_refused_with_the_options():
+    with pytest.raises(InputError, match=r"set micro_batch_size to one of 8 \(accumulation 1\), 4 \(accumulation 2\)"):
+        render(BatchSpec(global_batch_size=64, world_size=8), deepspeed)
+
+
+def test_backend_errors_stop_rendering():
+    s = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8, pipeline_parallel_size=2)
+    with pytest.raises(ConfigError, match="Axolotl has no pipeline parallelism"):
+        render(s, BACKENDS["axolotl"])
+
+
+def test_templates_exist_for_every_backend():
+    for backend in BACKENDS.values():
+        assert (template_dir() / backend.TEMPLATE).is_file()
