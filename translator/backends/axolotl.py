@@ -1,8 +1,8 @@
 """Axolotl: ``micro_batch_size`` and ``gradient_accumulation_steps`` per rank; the world size
 comes from the launcher's ``WORLD_SIZE``. Axolotl computes
 ``batch_size = micro x gas x (world // context // tensor)``. It has no pipeline parallelism,
-and its ``batch_size`` key is a trap (ignored when ``micro_batch_size`` is set), so it is never
-written."""
+and its ``batch_size`` key is a trap (beside ``micro_batch_size`` without accumulation,
+validation fills accumulation 1 first, so training ignores it), so it is never written."""
 
 from __future__ import annotations
 
