@@ -5,6 +5,7 @@ import yaml
 
 from translator.backends import BACKENDS, axolotl, deepspeed, get_backends, megatron
 from translator.errors import InputError
+from translator.reading import Launch
 from translator.render import render
 from translator.spec import BatchSpec
 
@@ -122,5 +123,7 @@ def test_interleaved_pipeline_rules(pp, accumulation, group, code):
 
 
 def test_megatron_reader_refuses_non_integers():
-    with pytest.raises(InputError, match="--micro-batch-size wants an integer, not 'four'"):
-        megatron.read("ARGS=(\n    --micro-batch-size four\n)\n", "x.sh")
+    reading = megatron.read("ARGS=(\n    --micro-batch-size four\n    --global-batch-size 8\n)\n", "x.sh")
+    _, findings = megatron.interpret(reading, Launch(8))
+    assert [f.code for f in findings] == ["invalid-value"]
+    assert findings[0].where == "x.sh:2" and '--micro-batch-size is "four"' in findings[0].message

@@ -19,13 +19,14 @@ pytestmark = pytest.mark.framework
 @settings(max_examples=500, deadline=None)
 @given(specs())
 def test_megatron_runs_the_intended_number_of_microbatches(spec):
-    args, _ = backend.read(render(spec, backend).text, backend.FILENAME)
-    model = (args["tensor_parallel_size"] * args["pipeline_parallel_size"]
-             * args["context_parallel_size"])
+    args = backend.read(render(spec, backend).text, backend.FILENAME)
+    model = (args.count("--tensor-model-parallel-size") * args.count("--pipeline-model-parallel-size")
+             * args.count("--context-parallel-size"))
     data_parallel = spec.world_size // model
-    m = num_microbatches(args["global_batch_size"], args["micro_batch_size"], data_parallel)
+    glob, micro = args.count("--global-batch-size"), args.count("--micro-batch-size")
+    m = num_microbatches(glob, micro, data_parallel)
     assert m == spec.gradient_accumulation_steps
-    assert args["global_batch_size"] == m * args["micro_batch_size"] * data_parallel
+    assert glob == m * micro * data_parallel == spec.global_batch_size
 
 
 def test_megatron_and_batchspec_refuse_the_same_split():

@@ -7,6 +7,8 @@ from strategies import specs
 from translator import render as render_mod
 from translator.backends import BACKENDS, deepspeed
 from translator.errors import ConfigError, InputError, RenderError
+from translator.inspection import inspect_reading
+from translator.reading import Launch
 from translator.render import render, template_dir
 from translator.spec import BatchSpec
 
@@ -14,10 +16,17 @@ from translator.spec import BatchSpec
 @settings(max_examples=3000, deadline=None)
 @given(specs(pipeline=False))
 def test_every_backend_reads_back_what_it_rendered(spec):
+    launch = Launch(spec.world_size, spec.tensor_parallel_size, spec.pipeline_parallel_size,
+                    spec.context_parallel_size)
     for backend in BACKENDS.values():
         r = render(spec, backend)
-        read, _ = backend.read(r.text, r.filename)
-        assert read and all(read[k] == getattr(spec, k) for k in read)
+        got = inspect_reading(backend, backend.read(r.text, r.filename), launch)
+        assert not [f for f in got.findings if f.severity == "error"]
+        for key in ("global_batch_size", "micro_batch_size", "gradient_accumulation_steps",
+                    "data_parallel_size", "world_size", "tensor_parallel_size",
+                    "pipeline_parallel_size", "context_parallel_size"):
+            assert getattr(got.spec, key) == getattr(spec, key), (backend.NAME, key)
+        assert all(got.values[k] == getattr(spec, k) for k in got.values if k in BatchSpec.model_fields)
 
 
 @settings(max_examples=1000, deadline=None)
@@ -29,7 +38,7 @@ def test_pipeline_specs_render_for_megatron_and_deepspeed(spec):
 
 def test_a_backend_whose_output_does_not_read_back_fails_loudly(monkeypatch):
     broken = types.SimpleNamespace(**{k: getattr(deepspeed, k) for k in
-                                      ("NAME", "TEMPLATE", "FILENAME", "read", "check")})
+                                      ("NAME", "TEMPLATE", "FILENAME", "read", "interpret", "check")})
     broken.context = lambda s: deepspeed.context(s) | {"gradient_accumulation_steps": 1}
     s = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8)
     with pytest.raises(RenderError, match="deepspeed.json does not read back as its spec"):
@@ -39,6 +48,7 @@ def test_a_backend_whose_output_does_not_read_back_fails_loudly(monkeypatch):
 def test_a_template_naming_an_unknown_value_fails_naming_the_template():
     broken = types.SimpleNamespace(NAME="deepspeed", TEMPLATE="deepspeed.json.j2",
                                    FILENAME="deepspeed.json", read=deepspeed.read,
+                                   interpret=deepspeed.interpret,
                                    check=lambda s: [], context=lambda s: {"micro_batch_size": 1})
     s = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8)
     with pytest.raises(RenderError, match=r"deepspeed.json.j2: 'train_batch_size' is undefined"):

@@ -39,6 +39,54 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "warning", "DeepSpeed AutoTP checks train_batch_size against the full world size"),
     "axolotl-no-pipeline": (
         "error", "Axolotl has no pipeline parallelism"),
+    "invalid-value": (
+        "error", "a batch value is not a positive integer"),
+    "batch-key-typo": (
+        "error", "a key looks like a misspelt batch key, which the framework would ignore"),
+    "duplicate-key": (
+        "error", "a key is set twice; DeepSpeed refuses such a file"),
+    "unknown-value": (
+        "warning", "a value depends on something only known when the script runs"),
+    "missing-batch-value": (
+        "error", "the file does not give enough batch values to know the batch"),
+    "world-unknown": (
+        "warning", "the file does not say its world size, so the global batch is not known"),
+    "world-implied": (
+        "info", "the file is only valid at one data-parallel size"),
+    "hf-auto": (
+        "info", "an \"auto\" value is filled by the Hugging Face Trainer, not by DeepSpeed"),
+    "deepspeed-batch-mismatch": (
+        "error", "train_batch_size is not micro x accumulation x the world DeepSpeed counts"),
+    "deepspeed-floor": (
+        "error", "DeepSpeed would derive a missing batch value by floor division and then fail"),
+    "deepspeed-no-batch": (
+        "error", "neither train_batch_size nor train_micro_batch_size_per_gpu is given"),
+    "deepspeed-elasticity-removed": (
+        "error", "the elasticity block was removed from DeepSpeed and makes it raise"),
+    "axolotl-batch-keys": (
+        "error", "Axolotl's validator refuses this combination of batch keys"),
+    "axolotl-batch-size-ignored": (
+        "error", "Axolotl ignores batch_size beside micro_batch_size without accumulation"),
+    "axolotl-world-rounding": (
+        "error", "Axolotl floors world / context / tensor, silently changing the batch"),
+    "axolotl-deepspeed-mismatch": (
+        "error", "the DeepSpeed JSON disagrees with the Axolotl YAML that points to it"),
+    "axolotl-sample-packing": (
+        "info", "with sample packing a micro-batch holds packed rows, not samples"),
+    "missing-file": (
+        "error", "a file the config points to does not exist"),
+    "megatron-global-default": (
+        "info", "without --global-batch-size Megatron uses micro x data-parallel"),
+    "megatron-rampup-ignored": (
+        "warning", "--rampup-batch-size is ignored by recent megatron-core"),
+    "megatron-decrease-batch": (
+        "warning", "--decrease-batch-size-if-needed may round the global batch down"),
+    "framework-accepts": (
+        "info", "the framework's own validator accepts the file"),
+    "framework-refuses": (
+        "error", "the framework's own validator refuses the file"),
+    "framework-not-installed": (
+        "info", "the framework is not installed, so its own validator was not run"),
     "lr-scaling": (
         "warning", "the global batch differs from the batch the learning rate was tuned for"),
     "alignment": (

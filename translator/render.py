@@ -15,6 +15,7 @@ from types import ModuleType
 from translator import solve
 from translator.errors import ConfigError, InputError, RenderError
 from translator.findings import Finding, has_errors
+from translator.reading import Launch
 from translator.spec import BatchSpec
 
 
@@ -70,7 +71,9 @@ def render(spec: BatchSpec, backend: ModuleType) -> Rendered:
     if has_errors(findings):
         raise ConfigError([f for f in findings if f.severity == "error"])
     text = render_template(backend.TEMPLATE, backend.context(spec))
-    read_back, _ = backend.read(text, backend.FILENAME)
+    launch = Launch(spec.world_size, spec.tensor_parallel_size, spec.pipeline_parallel_size,
+                    spec.context_parallel_size)
+    read_back, _ = backend.interpret(backend.read(text, backend.FILENAME), launch)
     wrong = {key: (value, getattr(spec, key)) for key, value in read_back.items()
              if value != getattr(spec, key)}
     if wrong:

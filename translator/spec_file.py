@@ -10,9 +10,9 @@ from __future__ import annotations
 import difflib
 import json
 
-import yaml
 from pydantic import ValidationError
 
+from translator import yaml_source
 from translator.errors import InputError
 from translator.files import read_text
 from translator.spec import BatchSpec, spec_fields
@@ -23,36 +23,29 @@ WORLD_KEYS = {"world_size", "nodes", "gpus_per_node", "data_parallel_size"}
 DERIVED_KEYS = {"tokens_per_step", "findings", "options"}
 
 
-def parse_mapping(text: str, where: str) -> dict:
-    """A YAML (or JSON) mapping from ``text``; safe loading only, no tags, errors with a line."""
-    try:
-        data = json.loads(text) if where.endswith(".json") else yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f"{where}:{mark.line + 1}" if mark is not None else where
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"{at}: not valid YAML: {problem}") from None
-    except RecursionError:
-        raise InputError(f"{where}: nested too deeply") from None
+def parse_mapping(text: str, where: str) -> tuple[dict, dict[str, int]]:
+    """A YAML (or JSON) mapping from ``text`` and the line of each key; safe loading only."""
+    if where.endswith(".json"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise InputError(f"{where}: nested too deeply") from None
+        positions = {}
+        if isinstance(data, dict):  # JSON is YAML: the positions are still useful for errors
+            try:
+                positions = yaml_source.load(text, where)[1]
+            except InputError:
+                pass
+    else:
+        data, positions = yaml_source.load(text, where)
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a mapping of keys to values, got {type(data).__name__}")
-    return data
+    return data, {key: line for key, (line, _) in positions.items()}
 
 
-def key_lines(text: str) -> dict[str, int]:
-    """Line (1-based) of each top-level key, for error messages; empty when it cannot tell."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return {}
-    if not isinstance(node, yaml.MappingNode):
-        return {}
-    return {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
-
-
-def build_spec(values: dict, where: str, text: str = "") -> BatchSpec:
+def build_spec(values: dict, where: str, lines: dict[str, int] | None = None) -> BatchSpec:
     """Validate ``values`` as a BatchSpec; a field error becomes one line naming file and line."""
     if "global_batch_size" in values and "effective_batch_size" in values:
         raise InputError(f"{where}: give global_batch_size or its alias effective_batch_size, "
@@ -61,7 +54,7 @@ def build_spec(values: dict, where: str, text: str = "") -> BatchSpec:
         return BatchSpec(**{k: v for k, v in values.items()
                             if k not in DERIVED_KEYS and v is not None})
     except ValidationError as exc:
-        raise InputError(describe(exc, where, key_lines(text) if text else {})) from None
+        raise InputError(describe(exc, where, lines or {})) from None
 
 
 def describe(exc: ValidationError, where: str, lines: dict[str, int]) -> str:
@@ -84,10 +77,10 @@ def load_spec(path: str, overrides: dict | None = None) -> BatchSpec:
     """The spec in ``path`` with ``overrides`` (flag values that are not None) on top."""
     text = read_text(path)
     where = "<stdin>" if path == "-" else str(path)
-    values = parse_mapping(text, where)
+    values, lines = parse_mapping(text, where)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if given.keys() & WORLD_KEYS:
         values = {k: v for k, v in values.items() if k not in WORLD_KEYS}
     if "global_batch_size" in given:
         values.pop("effective_batch_size", None)
-    return build_spec(values | given, where, text)
+    return build_spec(values | given, where, lines)

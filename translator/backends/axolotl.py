@@ -6,10 +6,15 @@ validation fills accumulation 1 first, so training ignores it), so it is never w
 
 from __future__ import annotations
 
-import yaml
+import json
+from pathlib import Path
 
+from translator import yaml_source
+from translator.backends import deepspeed
 from translator.errors import InputError
+from translator.files import read_text
 from translator.findings import Finding, finding
+from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
 
 NAME = "axolotl"
@@ -24,6 +29,13 @@ KEYS = {
     "tensor_parallel_size": "tensor_parallel_size",
     "context_parallel_size": "context_parallel_size",
 }
+BATCH_KEYS = list(KEYS) + ["batch_size"]
+#: Real Axolotl keys that look like batch keys.
+LOOKALIKES = {"eval_batch_size", "pad_to_sequence_len", "eval_sequence_len", "dp_shard_size",
+              "dp_replicate_size", "gradient_checkpointing", "sequence_parallel_degree"}
+#: Read too, for what they say about the batch.
+OTHER_KEYS = ["batch_size", "eval_batch_size", "sample_packing", "deepspeed", "fsdp",
+              "fsdp_config", "dp_shard_size", "dp_replicate_size"]
 
 
 def context(spec: BatchSpec) -> dict:
@@ -34,16 +46,139 @@ def context(spec: BatchSpec) -> dict:
     }
 
 
-def read(text: str, where: str) -> tuple[dict, list[Finding]]:
-    try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        at = f"{where}:{line + 1}" if line is not None else where
-        raise InputError(f"{at}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+def read(text: str, where: str) -> Reading:
+    """An Axolotl YAML, and the DeepSpeed JSON its ``deepspeed:`` key points to."""
+    config, positions = yaml_source.load(text, where)
     if not isinstance(config, dict):
-        raise InputError(f"{where}: an Axolotl config must be a YAML mapping")
-    return {field: config[key] for key, field in KEYS.items() if key in config}, []
+        raise InputError(f"{where}: an Axolotl config must be a YAML mapping, "
+                         f"not {type(config).__name__}")
+    reading = Reading(where, NAME, text)
+    for key in list(KEYS) + OTHER_KEYS:
+        if key in config:
+            line, span = positions.get(key, (None, None))
+            reading.values[key] = Value(config[key], line, span)
+    keys = {str(k): positions.get(str(k), (None,))[0] for k in config}
+    reading.findings += typo_findings(keys, BATCH_KEYS, LOOKALIKES, where)
+    if "deepspeed" in config:
+        _read_deepspeed(reading, config["deepspeed"])
+    return reading
+
+
+def _read_deepspeed(reading: Reading, target) -> None:
+    where = reading.where("deepspeed")
+    if isinstance(target, dict):
+        reading.partners.append(deepspeed.read(json.dumps(target, indent=2),
+                                               f"{where} (inline deepspeed)"))
+        return
+    if not isinstance(target, str):
+        reading.findings.append(invalid_value("deepspeed", reading.values["deepspeed"],
+                                              reading.path, "a path to a DeepSpeed JSON"))
+        return
+    base = Path(reading.path).parent if reading.path != "-" else Path.cwd()
+    path = base / target
+    if not path.is_file():
+        reading.findings.append(finding(
+            "missing-file", f"deepspeed: {target} does not exist (looked for {path})",
+            hint="fix the path (it is relative to the YAML) or add the file", where=where))
+        return
+    reading.partners.append(deepspeed.read(read_text(path), str(path)))
+
+
+def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
+    """Spec values as Axolotl's ``validate_config`` + ``normalize_config`` compute them."""
+    findings = list(reading.findings)
+    counts = {}
+    for key in BATCH_KEYS:
+        v = reading.values.get(key)
+        if v is None or v.value is None:
+            continue
+        if v.is_count:
+            counts[key] = v.value
+        else:
+            findings.append(invalid_value(key, v, reading.path))
+    micro, gas, bs = (counts.get(k) for k in ("micro_batch_size", "gradient_accumulation_steps",
+                                              "batch_size"))
+    given = [k for k in ("micro_batch_size", "gradient_accumulation_steps", "batch_size")
+             if k in counts]
+    if len(given) < 2:
+        findings.append(finding(
+            "axolotl-batch-keys",
+            "At least two of micro_batch_size, gradient_accumulation_steps, batch_size must be "
+            f"set (Axolotl's words); this file sets {', '.join(given) or 'none'}",
+            hint="set micro_batch_size and gradient_accumulation_steps", where=reading.path))
+    elif gas is not None and bs is not None:
+        findings.append(finding(
+            "axolotl-batch-keys",
+            "please set only one of gradient_accumulation_steps or batch_size (Axolotl's words)",
+            hint="delete batch_size", where=reading.where("batch_size")))
+    elif micro is not None and bs is not None:
+        findings.append(finding(
+            "axolotl-batch-size-ignored",
+            f"batch_size {bs} is ignored: Axolotl fills gradient_accumulation_steps 1 before it "
+            f"could derive it, so each rank trains micro {micro} × accumulation 1 (and its "
+            f"reported batch_size becomes {bs} × world)",
+            hint=(f"replace batch_size: {bs} with gradient_accumulation_steps: {bs // micro}"
+                  if bs % micro == 0 else
+                  f"replace batch_size with gradient_accumulation_steps (batch_size {bs} is not a "
+                  f"multiple of micro_batch_size {micro})"),
+            where=reading.where("batch_size")))
+        gas = 1
+    values = {field: counts[key] for key, field in KEYS.items() if key in counts}
+    if gas is not None:
+        values["gradient_accumulation_steps"] = gas
+    if "micro_batch_size" not in counts or gas is None:
+        values.pop("gradient_accumulation_steps", None)
+    findings += _world_rounding(reading, values, launch.world_size)
+    findings += _sample_packing(reading)
+    for partner in reading.partners:
+        findings += partner.findings + _pair(reading, partner, values, launch.world_size)
+    return values, findings
+
+
+def _world_rounding(reading: Reading, values: dict, world: int | None) -> list[Finding]:
+    tp, cp = values.get("tensor_parallel_size", 1), values.get("context_parallel_size", 1)
+    if world is None or world % (tp * cp) == 0:
+        return []
+    return [finding(
+        "axolotl-world-rounding",
+        f"WORLD_SIZE {world} does not divide by context {cp} × tensor {tp}: Axolotl floors "
+        f"{world} // {cp} // {tp} = {world // cp // tp} and reports a batch_size no rank trains",
+        hint=f"launch a multiple of {tp * cp} processes", where=reading.path)]
+
+
+def _sample_packing(reading: Reading) -> list[Finding]:
+    v = reading.values.get("sample_packing")
+    if v is None or v.value is not True:
+        return []
+    return [finding(
+        "axolotl-sample-packing",
+        "sample_packing is on: each micro-batch row packs several samples up to sequence_len "
+        "tokens, so samples per step vary while rows (and tokens) per step are fixed",
+        where=reading.where("sample_packing"))]
+
+
+def _pair(reading: Reading, ds: Reading, values: dict, world: int | None) -> list[Finding]:
+    """The HF Trainer's check of the DeepSpeed JSON against the Axolotl values it fills."""
+    micro, gas = values.get("micro_batch_size"), values.get("gradient_accumulation_steps")
+    hf = {deepspeed.MBS: ("per_device_train_batch_size", micro),
+          deepspeed.GAS: ("gradient_accumulation_steps", gas),
+          deepspeed.TBS: ("train_batch_size (calculated)",
+                          None if None in (world, micro, gas) else world * micro * gas)}
+    wrong = []
+    for key, (hf_name, expected) in hf.items():
+        v = ds.values.get(key)
+        if v is None or v.value == "auto" or expected is None or not v.is_count:
+            continue
+        if v.value != expected:
+            wrong.append(f"ds {key}={v.value} vs hf {hf_name}={expected}")
+    if not wrong:
+        return []
+    return [finding(
+        "axolotl-deepspeed-mismatch",
+        "Please correct the following DeepSpeed config values that mismatch TrainingArguments "
+        f"values: {'; '.join(wrong)} (the HF Trainer's words, from {reading.path} and {ds.path})",
+        hint=f'set the batch keys in {ds.path} to "auto" so the Trainer fills them',
+        where=ds.path)]
 
 
 def check(spec: BatchSpec) -> list[Finding]:

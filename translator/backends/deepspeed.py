@@ -6,14 +6,30 @@ engine), ``world / sequence_parallel_size`` without one, or every rank under Aut
 from __future__ import annotations
 
 import json
+import re
 
 from translator.errors import InputError
 from translator.findings import Finding, finding
+from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
 
 NAME = "deepspeed"
 TEMPLATE = "deepspeed.json.j2"
 FILENAME = "deepspeed.json"
+
+TBS, MBS, GAS = "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"
+BATCH_KEYS = [TBS, MBS, GAS]
+#: Real DeepSpeed keys that look like batch keys.
+LOOKALIKES = {"gradient_accumulation_dtype", "gradient_clipping", "gradient_predivide_factor",
+              "sequence_parallel_size", "prescale_gradients"}
+#: The HF Trainer argument each "auto" batch key is filled from.
+HF_FILLS = {
+    TBS: "world_size × per_device_train_batch_size × gradient_accumulation_steps (world = every "
+         "process, not the data-parallel size)",
+    MBS: "per_device_train_batch_size",
+    GAS: "gradient_accumulation_steps",
+}
+_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null')
 
 
 def batch_world(spec: BatchSpec) -> int:
@@ -37,29 +53,184 @@ def context(spec: BatchSpec) -> dict:
     }
 
 
-def read(text: str, where: str) -> tuple[dict, list[Finding]]:
+# Reading ---------------------------------------------------------------------------------------
+
+def _locate(text: str, key: str, after: int = 0) -> tuple[int, tuple[int, int] | None]:
+    """Line and value span of the first ``"key": value`` at or after ``after``."""
+    m = re.compile(rf'"{re.escape(key)}"\s*:\s*').search(text, after)
+    if not m:
+        return 0, None
+    line = text.count("\n", 0, m.start()) + 1
+    lit = _LITERAL.match(text, m.end())
+    return line, (lit.start(), lit.end()) if lit else None
+
+
+def _parse(text: str, where: str) -> dict:
+    duplicates = []
+
+    def pairs(items):
+        seen = {}
+        for k, v in items:
+            if k in seen:
+                duplicates.append(k)
+            seen[k] = v
+        return seen
+
     try:
-        config = json.loads(text)
+        config = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{where}: nested too deeply") from None
     if not isinstance(config, dict):
-        raise InputError(f"{where}: a DeepSpeed config must be a JSON object")
-    tbs = config.get("train_batch_size")
-    micro = config.get("train_micro_batch_size_per_gpu")
-    gas = config.get("gradient_accumulation_steps")
-    autotp = config.get("tensor_parallel", {}).get("autotp_size", 1)
-    partial = {"micro_batch_size": micro, "gradient_accumulation_steps": gas}
+        raise InputError(f"{where}: a DeepSpeed config must be a JSON object, "
+                         f"not {type(config).__name__}")
+    config["\0duplicates"] = duplicates
+    return config
+
+
+def read(text: str, where: str) -> Reading:
+    """A DeepSpeed JSON: the batch keys (ints or "auto"), ZeRO, AutoTP, sequence parallel."""
+    config = _parse(text, where)
+    duplicates = config.pop("\0duplicates")
+    reading = Reading(where, NAME, text)
+    lines = {key: _locate(text, key)[0] for key in config}
+    for key in BATCH_KEYS + ["sequence_parallel_size"]:
+        if key in config:
+            line, span = _locate(text, key)
+            reading.values[key] = Value(config[key], line, span)
+    nested = {"zero_optimization": "stage", "tensor_parallel": "autotp_size"}
+    for block, key in nested.items():
+        if isinstance(config.get(block), dict) and key in config[block]:
+            line, span = _locate(text, key, text.find(f'"{block}"'))
+            reading.values[f"{block}.{key}"] = Value(config[block][key], line, span)
+    if "pipeline" in config:
+        reading.values["pipeline"] = Value(True, lines["pipeline"])
+    for key in duplicates:
+        reading.findings.append(finding(
+            "duplicate-key", f'"{key}" is set more than once; DeepSpeed refuses duplicate keys',
+            hint=f'keep one "{key}"', where=f"{where}:{lines.get(key) or 0}"))
+    if "elasticity" in config:
+        reading.findings.append(finding(
+            "deepspeed-elasticity-removed",
+            "the elasticity block was removed from DeepSpeed (0.19.8 raises on it)",
+            hint="delete it; batchspec plan lists the batch layouts valid on each world size",
+            where=f"{where}:{lines['elasticity']}"))
+    reading.findings += typo_findings(lines, BATCH_KEYS, LOOKALIKES, where)
+    return reading
+
+
+# Interpreting ----------------------------------------------------------------------------------
+
+def _counts(reading: Reading, findings: list[Finding]) -> dict[str, object]:
+    """Each batch key as an int, "auto", or absent; wrong values become findings."""
+    out = {}
+    for key in BATCH_KEYS + ["sequence_parallel_size", "zero_optimization.stage",
+                             "tensor_parallel.autotp_size"]:
+        v = reading.values.get(key)
+        if v is None:
+            continue
+        if v.value == "auto" and key in BATCH_KEYS:
+            out[key] = "auto"
+            findings.append(finding(
+                "hf-auto", f'{key} is "auto": the Hugging Face Trainer fills it from '
+                           f'{HF_FILLS[key]}; DeepSpeed itself does not understand "auto"',
+                where=reading.where(key)))
+        elif key == "zero_optimization.stage" and type(v.value) is int and v.value in (0, 1, 2, 3):
+            out[key] = v.value
+        elif v.is_count and key != "zero_optimization.stage":
+            out[key] = v.value
+        else:
+            findings.append(invalid_value(
+                key, v, reading.path, "0, 1, 2 or 3" if key.startswith("zero") else
+                "a positive integer" + (' or "auto"' if key in BATCH_KEYS else "")))
+    return out
+
+
+def world_counted(launch: Launch, autotp: int, sequence_parallel: int) -> int | None:
+    """The world DeepSpeed's batch check multiplies by, for a launch of ``launch.world_size``."""
+    world = launch.world_size
+    if world is None:
+        return None
+    model = (launch.tensor_parallel_size or 1) * (launch.pipeline_parallel_size or 1)
+    if autotp == 1 and model > 1:  # Megatron-style model parallelism: the mpu reports DP
+        return world // (model * (launch.context_parallel_size or sequence_parallel))
+    return world // sequence_parallel
+
+
+def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
+    """Spec values the way DeepSpeed completes them (``_set_batch_related_parameters``), with
+    its own error where its floor division or its batch assertion would fail."""
+    findings = list(reading.findings)
+    c = _counts(reading, findings)
+    autotp = c.get("tensor_parallel.autotp_size", 1)
+    sp = c.get("sequence_parallel_size", 1)
+    values = {"context_parallel_size": sp}
     if autotp > 1:
-        partial |= {"tensor_parallel_size": autotp, "deepspeed_autotp": True}
-    if tbs is not None:
-        partial["global_batch_size"] = tbs // autotp
-        if micro and gas:
-            partial["data_parallel_size"] = tbs // (micro * gas * autotp)
-    if "sequence_parallel_size" in config:
-        partial["context_parallel_size"] = config["sequence_parallel_size"]
-    if "zero_optimization" in config:
-        partial["zero_stage"] = config["zero_optimization"].get("stage", 0)
-    return {k: v for k, v in partial.items() if v is not None}, []
+        values |= {"tensor_parallel_size": autotp, "deepspeed_autotp": True}
+    if "zero_optimization.stage" in c:
+        values["zero_stage"] = c["zero_optimization.stage"]
+    tbs, mbs, gas = (c.get(k) if isinstance(c.get(k), int) else None for k in BATCH_KEYS)
+    if "auto" in c.values() or any(f.code == "invalid-value" for f in findings):
+        return values | _known(None, mbs, gas), findings
+    if tbs is None and mbs is None:
+        findings.append(finding(
+            "deepspeed-no-batch",
+            "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided "
+            "(DeepSpeed's words)", hint=f"add {MBS}", where=reading.path))
+        return values, findings
+    explicit_gas = gas is not None
+    if gas is None and (tbs is None or mbs is None):
+        gas = 1  # DeepSpeed's default when it cannot derive accumulation
+    values |= _known(tbs // autotp if tbs is not None and tbs % autotp == 0 else None, mbs, gas)
+    w = world_counted(launch, autotp, sp)
+    if w is not None and tbs is not None:
+        findings += _against_world(reading, tbs, mbs, gas, explicit_gas, w)
+    elif w is None and None not in (tbs, mbs) and tbs % (mbs * gas) == 0:
+        ranks = tbs // (mbs * gas)
+        findings.append(finding(
+            "world-implied",
+            f"{TBS} {tbs} = {MBS} {mbs} × {GAS} {gas} × {ranks}: DeepSpeed accepts this file "
+            f"only where it counts {ranks} ranks", where=reading.where(TBS)))
+    return values, findings
+
+
+def _known(global_batch, micro, accumulation) -> dict:
+    pairs = (("global_batch_size", global_batch), ("micro_batch_size", micro),
+             ("gradient_accumulation_steps", accumulation))
+    return {k: v for k, v in pairs if v is not None}
+
+
+def _against_world(reading: Reading, tbs, mbs, gas, explicit_gas, w) -> list[Finding]:
+    """DeepSpeed's batch assertion, after its floor-division completion, at world ``w``."""
+    if mbs is not None and explicit_gas:
+        if tbs == mbs * gas * w:
+            return []
+        return [finding(
+            "deepspeed-batch-mismatch",
+            f"Check batch related parameters. train_batch_size is not equal to "
+            f"micro_batch_per_gpu * gradient_acc_step * world_size {tbs} != {mbs} * {gas} * {w} "
+            "(DeepSpeed's words)", hint=_fix(tbs, mbs, w), where=reading.where(TBS))]
+    if mbs is not None:
+        key, derived, formula = GAS, tbs // mbs // w, f"{tbs} // {mbs} // {w}"
+        mbs_, gas_ = mbs, derived
+    else:
+        key, derived, formula = MBS, tbs // w // gas, f"{tbs} // {w} // {gas}"
+        mbs_, gas_ = derived, gas
+    if derived >= 1 and tbs == mbs_ * gas_ * w:
+        return []
+    return [finding(
+        "deepspeed-floor",
+        f"DeepSpeed derives {key} = {formula} = {derived} and then fails its own check: "
+        f"{tbs} != {mbs_} * {gas_} * {w}", hint=_fix(tbs, max(mbs_, 1), w),
+        where=reading.where(TBS))]
+
+
+def _fix(tbs: int, mbs: int, w: int) -> str:
+    unit = mbs * w
+    lower, upper = tbs // unit * unit, (tbs // unit + 1) * unit
+    options = [f"{v} (gradient_accumulation_steps {v // unit})" for v in (lower, upper) if v]
+    return f"with {MBS} {mbs} on {w} ranks use train_batch_size {' or '.join(options)}"
 
 
 def check(spec: BatchSpec) -> list[Finding]:

@@ -1,13 +1,14 @@
 """Megatron-LM: ``--micro-batch-size`` and ``--global-batch-size``; there is no accumulation
 flag, the number of micro-batches per step is ``global / (micro x DP)``. Rendered as a bash
-array of literal ``--flag value`` pairs, ready to paste into a launch script."""
+array of literal ``--flag value`` pairs, ready to paste into a launch script; read from launch
+scripts as people write them (variables, arrays, arithmetic, the torchrun line) without
+running them."""
 
 from __future__ import annotations
 
-import shlex
-
-from translator.errors import InputError
+from translator import bash
 from translator.findings import Finding, finding
+from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
 
 NAME = "megatron"
@@ -27,11 +28,19 @@ FLAGS = {
     "--num-experts": "num_experts",
     "--seq-length": "sequence_length",
 }
-#: torchrun flags that give the world size.
-LAUNCH_FLAGS = {"--nproc_per_node": "gpus_per_node", "--nnodes": "nodes"}
+#: torchrun flags (both spellings) that give the world size.
+LAUNCH_FLAGS = {"--nproc_per_node": "gpus_per_node", "--nproc-per-node": "gpus_per_node",
+                "--nnodes": "nodes"}
+#: Flags read for their effect on the batch, beside FLAGS.
+OTHER_FLAGS = {"--num-layers", "--num-layers-per-virtual-pipeline-stage"}
 #: Flags always written, even at their default, so the layout is explicit.
 ALWAYS = {"--micro-batch-size", "--global-batch-size", "--tensor-model-parallel-size",
           "--pipeline-model-parallel-size", "--context-parallel-size"}
+#: Real Megatron flags that look like batch flags.
+LOOKALIKES = {"--rampup-batch-size", "--expert-tensor-parallel-size", "--decoder-seq-length",
+              "--encoder-seq-length", "--num-layers", "--inference-max-batch-size",
+              "--decrease-batch-size-if-needed"}
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
 
 
 def context(spec: BatchSpec) -> dict:
@@ -39,24 +48,128 @@ def context(spec: BatchSpec) -> dict:
             if flag in ALWAYS or getattr(spec, field) not in (None, 1)]
     launch = None
     if spec.nodes is not None:
-        launch = [(flag, getattr(spec, field)) for flag, field in LAUNCH_FLAGS.items()]
+        launch = [("--nproc_per_node", spec.gpus_per_node), ("--nnodes", spec.nodes)]
     return {"spec": spec, "args": args, "launch": launch}
 
 
-def read(text: str, where: str) -> tuple[dict, list[Finding]]:
+# Reading ---------------------------------------------------------------------------------------
+
+def _launch_words(script: bash.Script) -> list[bash.Word]:
+    """The words of the command that runs Megatron, or every word when no command does
+    (an argument file, or a snippet of arrays)."""
+    known = set(FLAGS) | {"--rampup-batch-size"}
+    running = [c for c in script.commands
+               if any(w.text in known or (w.text or "").split("=")[0] in known for w in c)]
+    if running:
+        return running[-1]
+    words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
+    return words + [w for c in script.commands for w in c]
+
+
+def _value(word: bash.Word) -> Value:
+    if word.text is None:
+        return Value(None, word.line, None, word.why_unknown)
     try:
-        words = shlex.split(text, comments=True)
-    except ValueError as exc:
-        raise InputError(f"{where}: cannot split into shell words: {exc}") from None
-    known = FLAGS | LAUNCH_FLAGS
-    partial = {}
-    for flag, value in zip(words, words[1:]):
-        if flag in known:
-            try:
-                partial[known[flag]] = int(value)
-            except ValueError:
-                raise InputError(f"{where}: {flag} wants an integer, not {value!r}") from None
-    return partial, []
+        return Value(int(word.text), word.line, word.span)
+    except ValueError:
+        return Value(word.text, word.line, word.span)
+
+
+def read(text: str, where: str) -> Reading:
+    """A launch script or argument file: Megatron's batch flags and torchrun's world size."""
+    words = _launch_words(bash.parse(text, where))
+    reading = Reading(where, NAME, text)
+    wanted = set(FLAGS) | set(LAUNCH_FLAGS) | OTHER_FLAGS
+    flags_seen = {}
+    for i, word in enumerate(words):
+        if word.text is None or not word.text.startswith("--"):
+            continue
+        flag, eq, inline = word.text.partition("=")
+        flags_seen.setdefault(flag, word.line)
+        if flag == "--rampup-batch-size":
+            reading.values[flag] = Value(" ".join(w.text or "?" for w in words[i + 1:i + 4]),
+                                         word.line)
+        elif flag == "--decrease-batch-size-if-needed":
+            reading.values[flag] = Value(True, word.line)
+        elif flag in wanted:
+            if eq:
+                reading.values[flag] = _value(bash.Word(inline, word.line))
+            elif i + 1 < len(words):
+                reading.values[flag] = _value(words[i + 1])
+    reading.findings += typo_findings(flags_seen, list(FLAGS), LOOKALIKES | set(LAUNCH_FLAGS)
+                                      | OTHER_FLAGS, where)
+    reading.world_size = _world(reading)
+    return reading
+
+
+def _world(reading: Reading) -> int | None:
+    nproc = reading.count("--nproc_per_node") or reading.count("--nproc-per-node")
+    if nproc is None:
+        return None
+    nodes = reading.values.get("--nnodes")
+    if nodes is None:
+        return nproc
+    return nproc * nodes.value if nodes.is_count else None
+
+
+# Interpreting ----------------------------------------------------------------------------------
+
+def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
+    """Spec values as Megatron-LM takes them from its arguments."""
+    findings = list(reading.findings)
+    values = {}
+    for flag, v in reading.values.items():
+        field = FLAGS.get(flag) or LAUNCH_FLAGS.get(flag)
+        if flag in OTHER_FLAGS and v.value is not None and not v.is_count:
+            findings.append(invalid_value(flag, v, reading.path))
+        if field is None:
+            continue
+        if v.value is None:
+            findings.append(finding(
+                "unknown-value", f"{flag} is {v.why_unknown}: unknown until the script runs",
+                hint=f"give the value on the command line (e.g. --world-size) or write {flag} "
+                     "as a literal", where=f"{reading.path}:{v.line}"))
+        elif not v.is_count:
+            findings.append(invalid_value(flag, v, reading.path))
+        else:
+            values[field] = v.value
+    if {"nodes", "gpus_per_node"} - values.keys():
+        values.pop("nodes", None)
+        values.pop("gpus_per_node", None)
+    _virtual_from_layers(reading, values)
+    if "global_batch_size" not in values and "--global-batch-size" not in reading.values \
+            and "micro_batch_size" in values:
+        values["gradient_accumulation_steps"] = 1
+        findings.append(finding(
+            "megatron-global-default",
+            "no --global-batch-size: Megatron uses micro × data-parallel, one micro-batch per "
+            "step (no accumulation)", hint="write --global-batch-size explicitly",
+            where=reading.where("--micro-batch-size")))
+    if "--rampup-batch-size" in reading.values:
+        findings.append(finding(
+            "megatron-rampup-ignored",
+            f"--rampup-batch-size {reading.values['--rampup-batch-size'].value}: the global batch "
+            "grows during the ramp-up, and megatron-core 0.18 and later ignore this flag",
+            hint="use --step-batch-size-schedule on recent megatron-core",
+            where=reading.where("--rampup-batch-size")))
+    if "--decrease-batch-size-if-needed" in reading.values:
+        findings.append(finding(
+            "megatron-decrease-batch",
+            "--decrease-batch-size-if-needed: Megatron rounds the global batch down to a multiple "
+            "of micro × data-parallel instead of failing, so the batch may not be the one written",
+            hint="drop it and let batchspec name valid global batches",
+            where=reading.where("--decrease-batch-size-if-needed")))
+    return values, findings
+
+
+def _virtual_from_layers(reading: Reading, values: dict) -> None:
+    """``--num-layers-per-virtual-pipeline-stage`` gives the virtual stages per rank."""
+    layers, per_stage = reading.count("--num-layers"), reading.count(
+        "--num-layers-per-virtual-pipeline-stage")
+    pp = values.get("pipeline_parallel_size", 1)
+    if layers and per_stage and "virtual_pipeline_stages" not in values \
+            and layers % (pp * per_stage) == 0:
+        values["virtual_pipeline_stages"] = layers // (pp * per_stage)
 
 
 def check(spec: BatchSpec) -> list[Finding]:

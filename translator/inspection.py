@@ -1,0 +1,133 @@
+"""Read a framework config and tell the truth about its batch: the resolved spec (``None``
+for what cannot be known) and every finding, each with its location."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from translator.advice import general_findings
+from translator.backends import BACKENDS
+from translator.errors import ConfigError, InputError
+from translator.files import read_text
+from translator.findings import Finding, finding, has_errors
+from translator.reading import Launch, Reading
+from translator.spec import OUTPUT_KEYS, BatchSpec
+
+#: World sizes shown when a file does not say its own.
+COMMON_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+EXTENSIONS = {".json": "deepspeed", ".yaml": "axolotl", ".yml": "axolotl", ".sh": "megatron",
+              ".bash": "megatron", ".args": "megatron", ".txt": "megatron"}
+
+
+@dataclass
+class Inspection:
+    """What batchspec makes of one file."""
+
+    reading: Reading
+    """What the reader took from the file."""
+    values: dict
+    """Spec fields the file determines (with the launch), even when no full spec results."""
+    spec: BatchSpec | None
+    """The resolved spec, when the file and the launch determine one."""
+    findings: list[Finding]
+    """Everything found, errors first."""
+
+    def output(self) -> dict:
+        """The DESIGN.md resolved-spec keys (``None`` when unknown), plus file and framework."""
+        if self.spec is not None:
+            data = self.spec.output()
+        else:
+            data = {key: self.values.get(key) for key in OUTPUT_KEYS}
+        return {"file": self.reading.path, "framework": self.reading.framework} | data | {
+            "findings": [f.as_dict() for f in self.findings]}
+
+
+def detect(path: str, text: str) -> ModuleType:
+    """The backend for a file, by extension, else by content."""
+    by_ext = EXTENSIONS.get(Path(path).suffix.lower())
+    if by_ext:
+        return BACKENDS[by_ext]
+    head = text.lstrip()
+    if head.startswith("{"):
+        return BACKENDS["deepspeed"]
+    if "--micro-batch-size" in text or "--global-batch-size" in text or "torchrun" in text:
+        return BACKENDS["megatron"]
+    if "micro_batch_size:" in text or "base_model:" in text:
+        return BACKENDS["axolotl"]
+    raise InputError(f"{path}: cannot tell which framework this config is for; "
+                     f"give --framework {'|'.join(BACKENDS)}")
+
+
+def inspect_file(path: str, framework: str | None = None, launch: Launch = Launch()) -> Inspection:
+    """Read ``path`` and resolve its batch on ``launch`` (flags win over the file)."""
+    text = read_text(path)
+    backend = BACKENDS[framework] if framework else detect(path, text)
+    return inspect_reading(backend, backend.read(text, path), launch)
+
+
+def inspect_reading(backend: ModuleType, reading: Reading, launch: Launch) -> Inspection:
+    world = launch.world_size or reading.world_size
+    launch = Launch(world, launch.tensor_parallel_size, launch.pipeline_parallel_size,
+                    launch.context_parallel_size)
+    values, findings = backend.interpret(reading, launch)
+    values = _with_launch(values, launch)
+    spec = None
+    if not has_errors(findings):
+        spec, more = _solve(values, world, reading)
+        findings += more
+    if spec is not None and spec.is_decided:
+        findings += general_findings(spec) + backend.check(spec)
+    shown = dict(values)
+    if spec is not None:
+        shown |= {k: v for k, v in spec.output().items() if v is not None}
+    findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
+    return Inspection(reading, shown, spec, findings)
+
+
+def _with_launch(values: dict, launch: Launch) -> dict:
+    layout = {"world_size": launch.world_size,
+              "tensor_parallel_size": launch.tensor_parallel_size,
+              "pipeline_parallel_size": launch.pipeline_parallel_size,
+              "context_parallel_size": launch.context_parallel_size}
+    merged = dict(values)
+    for key, value in layout.items():
+        if value is not None and (key not in merged or key == "world_size"):
+            merged[key] = value
+    if launch.world_size is not None:
+        merged.pop("nodes", None)
+        merged.pop("gpus_per_node", None)
+    return merged
+
+
+def _solve(values: dict, world: int | None, reading: Reading) -> tuple[BatchSpec | None, list]:
+    try:
+        return BatchSpec(**values), []
+    except ConfigError as exc:
+        where = next((reading.where(k) for k in reading.values if "batch" in k), reading.path)
+        return None, [Finding(f.code, f.severity, f.message, f.where or where, f.hint)
+                      for f in exc.findings]
+    except InputError as exc:
+        if world is None and "data_parallel_size" not in values:
+            return None, [_world_unknown(values, reading)]
+        return None, [finding("missing-batch-value", f"{exc}", where=reading.path,
+                              hint="add the missing batch value to the file")]
+
+
+def _world_unknown(values: dict, reading: Reading) -> Finding:
+    options = []
+    for world in COMMON_WORLDS:
+        try:
+            spec = BatchSpec(**(values | {"world_size": world}))
+        except (ConfigError, InputError):
+            continue
+        if spec.is_decided:
+            options.append(f"{world} → global {spec.global_batch_size} (micro "
+                           f"{spec.micro_batch_size} × accumulation "
+                           f"{spec.gradient_accumulation_steps} × DP {spec.data_parallel_size})")
+    return finding(
+        "world-unknown",
+        "the file does not say how many processes run it, so the global batch is not known"
+        + (f"; on common world sizes: {'; '.join(options[:6])}" if options else ""),
+        hint="give --world-size (or --nnodes and --nproc-per-node)", where=reading.path)

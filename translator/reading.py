@@ -1,0 +1,109 @@
+"""What a reader finds in a framework's config file: each batch value with where it came from.
+
+A :class:`Value` remembers the line and, when the value was written literally, the exact
+character span of that literal, so ``update`` can change it and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from translator.findings import Finding
+
+#: Largest count a config may hold; larger is a typo (10**60), not a cluster.
+MAX_COUNT = 1 << 40
+
+
+@dataclass(frozen=True)
+class Value:
+    """One value read from a file."""
+
+    value: object
+    """As read: an int when it is one; ``"auto"``; ``None`` when it cannot be known."""
+    line: int | None = None
+    """1-based line where it is set (for a bash flag: where the flag is)."""
+    span: tuple[int, int] | None = None
+    """Character offsets ``[start, end)`` of the literal in the text, when it is a literal."""
+    why_unknown: str | None = None
+    """For ``None`` values: what stood there (``$1``, an unknown variable...)."""
+
+    @property
+    def is_count(self) -> bool:
+        """A usable positive integer (bools are not counts)."""
+        return (isinstance(self.value, int) and not isinstance(self.value, bool)
+                and 1 <= self.value <= MAX_COUNT)
+
+
+@dataclass
+class Reading:
+    """Everything a reader took from one file."""
+
+    path: str
+    """The file, as the user named it."""
+    framework: str
+    """Backend name that read it."""
+    text: str
+    """The file's text (``update`` edits it)."""
+    values: dict[str, Value] = field(default_factory=dict)
+    """Framework key (as written in the file) -> value."""
+    findings: list[Finding] = field(default_factory=list)
+    """What the reader noticed on the way (typos, unknowns, removed blocks)."""
+    world_size: int | None = None
+    """World size the file itself launches (a torchrun line), when it says."""
+    partners: list["Reading"] = field(default_factory=list)
+    """Files this one points to and that were read with it (Axolotl's ``deepspeed:`` JSON)."""
+
+    def where(self, key: str) -> str:
+        """``path:line`` of a key, or just ``path``."""
+        v = self.values.get(key)
+        return f"{self.path}:{v.line}" if v is not None and v.line else self.path
+
+    def count(self, key: str) -> int | None:
+        """The key's value when it is a usable count, else ``None``."""
+        v = self.values.get(key)
+        return v.value if v is not None and v.is_count else None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the command line says about the launch, beside the file."""
+
+    world_size: int | None = None
+    """All processes, when given (``--world-size``, or ``--nnodes`` x ``--nproc-per-node``)."""
+    tensor_parallel_size: int | None = None
+    """Model-parallel sizes a config file may not hold (a DeepSpeed JSON under Megatron)."""
+    pipeline_parallel_size: int | None = None
+    context_parallel_size: int | None = None
+
+
+def typo_findings(keys: dict[str, int | None], batch_keys: list[str], allowed: set[str],
+                  path: str) -> list[Finding]:
+    """Errors for keys that look like misspelt batch keys (``keys``: key -> line)."""
+    import difflib
+
+    from translator.findings import finding
+
+    out = []
+    for key, line in keys.items():
+        if key in batch_keys or key in allowed:
+            continue
+        close = difflib.get_close_matches(key, batch_keys, n=1, cutoff=0.8)
+        if close:
+            out.append(finding(
+                "batch-key-typo",
+                f"'{key}' is not a key the framework reads; it looks like '{close[0]}', which "
+                "would then be silently left at its default",
+                hint=f"rename '{key}' to '{close[0]}'",
+                where=f"{path}:{line}" if line else path))
+    return out
+
+
+def invalid_value(key: str, value: Value, path: str, wants: str = "a positive integer") -> Finding:
+    """The error for a value of the wrong type or range."""
+    from translator.findings import finding
+
+    shown = repr(value.value) if not isinstance(value.value, str) else f'"{value.value}"'
+    kind = type(value.value).__name__
+    return finding("invalid-value", f"{key} is {shown} ({kind}); it must be {wants}",
+                   hint=f"write {key} as {wants}",
+                   where=f"{path}:{value.line}" if value.line else path)
