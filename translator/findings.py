@@ -85,8 +85,10 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "info", "the framework's own validator accepts the file"),
     "framework-refuses": (
         "error", "the framework's own validator refuses the file"),
-    "framework-not-installed": (
-        "info", "the framework is not installed, so its own validator was not run"),
+    "framework-not-run": (
+        "info", "the framework's own validator was not run (not installed, or too little known)"),
+    "update-impossible": (
+        "error", "the requested update has no exact batch layout"),
     "lr-scaling": (
         "warning", "the global batch differs from the batch the learning rate was tuned for"),
     "alignment": (

@@ -190,3 +190,16 @@ def check(spec: BatchSpec) -> list[Finding]:
             hint="render this spec for Megatron or DeepSpeed, or use pipeline_parallel_size 1 "
                  f"(data-parallel {spec.data_parallel_size * spec.pipeline_parallel_size})")]
     return []
+
+
+def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
+    """New values for Axolotl's batch keys: ``batch_size`` is removed (``None``), and parallel
+    sizes are written when the file has them or they are no longer 1."""
+    out = {"micro_batch_size": spec.micro_batch_size,
+           "gradient_accumulation_steps": spec.gradient_accumulation_steps}
+    for key in ("tensor_parallel_size", "context_parallel_size"):
+        if key in reading.values or getattr(spec, key) != 1:
+            out[key] = getattr(spec, key)
+    if "batch_size" in reading.values:
+        out["batch_size"] = None
+    return out

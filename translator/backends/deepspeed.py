@@ -268,3 +268,13 @@ def check(spec: BatchSpec) -> list[Finding]:
             "share their data)",
             hint="do not 'correct' train_batch_size to the global batch: DeepSpeed would refuse it"))
     return out
+
+
+def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
+    """New values for the batch keys the file holds ("auto" stays: the Trainer fills it)."""
+    wanted = {TBS: context(spec)["train_batch_size"], MBS: spec.micro_batch_size,
+              GAS: spec.gradient_accumulation_steps,
+              "sequence_parallel_size": spec.context_parallel_size,
+              "tensor_parallel.autotp_size": spec.tensor_parallel_size}
+    return {k: v for k, v in wanted.items()
+            if k in reading.values and reading.values[k].value != "auto"}

@@ -7,6 +7,7 @@ running them."""
 from __future__ import annotations
 
 from translator import bash
+from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
@@ -204,4 +205,25 @@ def check(spec: BatchSpec) -> list[Finding]:
             f"the remainder of M={m} micro-batches divided by N={group} should be 0 or at least "
             f"PP={pp}, but it is {m % group}",
             hint=f"use accumulation {m - m % group} or {m - m % group + group}"))
+    return out
+
+
+def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
+    """New values for the batch flags, and torchrun's sizes when the world changes."""
+    out = {"--micro-batch-size": spec.micro_batch_size,
+           "--global-batch-size": spec.global_batch_size}
+    for flag in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+                 "--context-parallel-size"):
+        value = getattr(spec, FLAGS[flag])
+        if flag in reading.values or value != 1:
+            out[flag] = value
+    if reading.world_size is None or reading.world_size == spec.world_size:
+        return out
+    nproc_flag = next(f for f in ("--nproc_per_node", "--nproc-per-node") if f in reading.values)
+    nproc = spec.gpus_per_node or reading.count(nproc_flag)
+    if spec.world_size % nproc:
+        raise InputError(f"{reading.path}: world {spec.world_size} is not a multiple of "
+                         f"{nproc_flag} {nproc}; give --nnodes and --nproc-per-node")
+    out[nproc_flag] = nproc
+    out["--nnodes"] = spec.world_size // nproc
     return out

@@ -109,3 +109,36 @@ def exit_for(findings: list[Finding]) -> None:
     """Exit 1 when any finding is an error (after the output has been printed)."""
     if any(f.severity == "error" for f in findings):
         sys.exit(ConfigError.exit_code)
+
+
+def launch_options(fn):
+    """``--framework`` and the launch flags that say what a config file may not."""
+    options = [
+        click.option("--framework", type=click.Choice(["deepspeed", "axolotl", "megatron"]),
+                     default=None, help="Read the files as this framework's (default: detect)."),
+        click.option("--world-size", type=_COUNT, default=None, help="All processes launched."),
+        click.option("--nnodes", type=_COUNT, default=None, help="Nodes (with --nproc-per-node)."),
+        click.option("--nproc-per-node", type=_COUNT, default=None, help="Processes per node."),
+        click.option("--tp", type=_COUNT, default=None, help="Tensor-parallel size, when the file "
+                                                             "does not say (DeepSpeed under Megatron)."),
+        click.option("--pp", type=_COUNT, default=None, help="Pipeline-parallel size, likewise."),
+        click.option("--cp", type=_COUNT, default=None, help="Context-parallel size, likewise."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def pop_launch(params: dict):
+    """Take the launch flags out of a command's parameters as a :class:`Launch`."""
+    from translator.errors import InputError
+    from translator.reading import Launch
+
+    world, nnodes, nproc = (params.pop(k) for k in ("world_size", "nnodes", "nproc_per_node"))
+    if (nnodes is None) != (nproc is None):
+        raise InputError("give both --nnodes and --nproc-per-node, or --world-size")
+    if nnodes is not None:
+        if world is not None and world != nnodes * nproc:
+            raise InputError(f"--world-size {world} ≠ --nnodes {nnodes} × --nproc-per-node {nproc}")
+        world = nnodes * nproc
+    return Launch(world, params.pop("tp"), params.pop("pp"), params.pop("cp"))

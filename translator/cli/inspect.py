@@ -1,0 +1,54 @@
+"""``batchspec inspect``: the truth about the batch in configs people already have."""
+
+from __future__ import annotations
+
+import click
+
+from translator.cli.common import (command, emit_json, launch_options, pop_launch, print_findings,
+                                   print_table)
+
+
+def inspect_all(files, framework, launch):
+    """``(inspections, unusable)``: each readable file inspected; each unusable one's error."""
+    from translator.errors import InputError
+    from translator.inspection import inspect_file
+
+    done, unusable = [], []
+    for path in files:
+        try:
+            done.append(inspect_file(path, framework, launch))
+        except InputError as exc:
+            if len(files) == 1:
+                raise
+            click.echo(f"batchspec: error: {exc}", err=True)
+            unusable.append({"file": path, "error": str(exc)})
+    return done, unusable
+
+
+def exit_code(inspections, unusable) -> int:
+    if unusable:
+        return 2
+    return 1 if any(f.severity == "error" for i in inspections for f in i.findings) else 0
+
+
+@command("inspect")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@launch_options
+def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **params) -> None:
+    """Resolve the batch of DeepSpeed JSONs, Axolotl YAMLs and Megatron launch scripts.
+
+    Unknown values are shown as null/-; every finding names its file and line.
+    """
+    launch = pop_launch(params)
+    inspections, unusable = inspect_all(files, framework, launch)
+    if as_json:
+        outputs = [i.output() for i in inspections] + unusable
+        emit_json(outputs[0] if len(files) == 1 else outputs)
+    else:
+        for i in inspections:
+            out = i.output()
+            click.echo(f"{out.pop('file')} ({out.pop('framework')})")
+            out.pop("findings")
+            print_table([(k.replace("_", " "), v) for k, v in out.items()])
+            print_findings(i.findings)
+    raise SystemExit(exit_code(inspections, unusable))

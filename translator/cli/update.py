@@ -1,0 +1,74 @@
+"""``batchspec update``: move a config to a new cluster size or batch, keeping everything else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from translator.cli.common import _COUNT, command, emit_json
+
+
+@command("update")
+@click.argument("file", metavar="FILE")
+@click.option("--world-size", type=_COUNT, help="The new number of processes.")
+@click.option("--nnodes", type=_COUNT, help="The new number of nodes (with --nproc-per-node).")
+@click.option("--nproc-per-node", type=_COUNT, help="The new processes per node.")
+@click.option("--global-batch", type=_COUNT, help="A new global batch (default: keep it).")
+@click.option("--micro-batch", type=_COUNT, help="A new micro-batch (default: keep it).")
+@click.option("--tp", type=_COUNT, help="A new tensor-parallel size.")
+@click.option("--pp", type=_COUNT, help="A new pipeline-parallel size.")
+@click.option("--cp", type=_COUNT, help="A new context-parallel size.")
+@click.option("--from-world-size", type=_COUNT,
+              help="The world size the file runs on now, when the file does not say.")
+@click.option("--framework", type=click.Choice(["deepspeed", "axolotl", "megatron"]),
+              help="Read FILE as this framework's (default: detect).")
+@click.option("-o", "--out", "out_path", type=click.Path(dir_okay=False),
+              help="Write the updated config here.")
+@click.option("--in-place", is_flag=True, help="Replace FILE (atomically).")
+@click.option("--force", is_flag=True, help="Let --out replace an existing file.")
+def update(as_json: bool, file: str, world_size, nnodes, nproc_per_node, global_batch,
+           micro_batch, tp, pp, cp, from_world_size, framework, out_path, in_place,
+           force) -> None:
+    """Re-solve FILE's accumulation for a new world size or batch; only batch values change.
+
+    Without -o/--in-place the new file is printed. An update that cannot keep the batch exact
+    is refused (exit 1) with the options, and nothing is written.
+    """
+    from translator.backends import BACKENDS
+    from translator.errors import InputError
+    from translator.files import check_writable, read_text, write_atomic
+    from translator.inspection import detect, inspect_reading
+    from translator.reading import Launch
+    from translator.update import target_spec
+    from translator.update import update as do_update
+
+    if out_path and in_place:
+        raise InputError("give -o/--out or --in-place, not both")
+    if (nnodes is None) != (nproc_per_node is None):
+        raise InputError("give both --nnodes and --nproc-per-node")
+    if file == "-" and in_place:
+        raise InputError("--in-place needs a file, not standard input")
+    text = read_text(file)
+    backend = BACKENDS[framework] if framework else detect(file, text)
+    old = inspect_reading(backend, backend.read(text, file), Launch(from_world_size))
+    spec = target_spec(old, global_batch=global_batch, micro=micro_batch, world=world_size,
+                       nodes=nnodes, gpus_per_node=nproc_per_node, tensor=tp, pipeline=pp,
+                       context=cp)
+    launch = Launch(spec.world_size, spec.tensor_parallel_size, spec.pipeline_parallel_size,
+                    spec.context_parallel_size)
+    new_text, changes, again = do_update(backend, old, spec, launch)
+    target = Path(file) if in_place else Path(out_path) if out_path else None
+    if target is not None:
+        if not in_place:
+            check_writable([target], force)
+        write_atomic(target, new_text)
+    if as_json:
+        emit_json(again.output() | {"changes": [c.as_dict() for c in changes],
+                                    "written": None if target is None else str(target),
+                                    **({"text": new_text} if target is None else {})})
+    elif target is None:
+        click.echo(new_text, nl=False)
+    else:
+        for c in changes:
+            click.echo(f"{target}:{c.line or '+'}: {c.key} {c.old} → {c.new}")

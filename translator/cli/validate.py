@@ -1,0 +1,36 @@
+"""``batchspec validate``: findings only, grouped by file; exit 1 on any error."""
+
+from __future__ import annotations
+
+import click
+
+from translator.cli.common import command, emit_json, launch_options, pop_launch, print_findings
+from translator.cli.inspect import exit_code, inspect_all
+
+
+@command("validate")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@launch_options
+@click.option("--with-framework", is_flag=True,
+              help="Also run the framework's own validator where it is installed.")
+def validate(as_json: bool, files: tuple[str, ...], framework: str | None, with_framework: bool,
+             **params) -> None:
+    """Check configs for batch mistakes, with the fix for each."""
+    launch = pop_launch(params)
+    inspections, unusable = inspect_all(files, framework, launch)
+    if with_framework:
+        from translator.crosscheck.verdict import framework_verdict
+
+        for i in inspections:
+            i.findings.append(framework_verdict(i))
+    if as_json:
+        emit_json({"files": [{"file": i.reading.path, "framework": i.reading.framework,
+                              "findings": [f.as_dict() for f in i.findings]}
+                             for i in inspections] + unusable})
+    else:
+        for i in inspections:
+            errors = sum(f.severity == "error" for f in i.findings)
+            click.echo(f"{i.reading.path} ({i.reading.framework}): "
+                       f"{'ok' if not errors else f'{errors} error(s)'}")
+            print_findings(i.findings)
+    raise SystemExit(exit_code(inspections, unusable))

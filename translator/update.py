@@ -1,0 +1,160 @@
+"""Move an existing config to a new world size or batch, changing only its batch values.
+
+Every other byte stays: values are replaced at the exact span they were read from, a missing
+Axolotl key gets its own line, and the result must read back as the new spec or nothing is
+written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import ModuleType
+
+from translator import solve
+from translator.errors import ConfigError, InputError
+from translator.findings import finding
+from translator.inspection import Inspection, inspect_reading
+from translator.reading import Launch, Reading
+from translator.spec import BatchSpec
+
+#: Spec fields an update carries over from the old config unchanged.
+CARRIED = ("sequence_length", "deepspeed_autotp", "zero_stage", "virtual_pipeline_stages",
+           "microbatch_group_size_per_vp_stage", "expert_parallel_size", "num_experts")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One edit of the file."""
+
+    key: str
+    """The framework key or flag."""
+    old: object
+    """Its value before (``None`` when it was not in the file)."""
+    new: object
+    """Its value after (``None`` when the key was removed)."""
+    line: int | None
+    """Where it is (or was) in the file."""
+
+    def as_dict(self) -> dict:
+        return {"key": self.key, "old": self.old, "new": self.new, "line": self.line}
+
+
+def target_spec(old: Inspection, *, global_batch: int | None, micro: int | None,
+                world: int | None, nodes: int | None, gpus_per_node: int | None,
+                tensor: int | None, pipeline: int | None, context: int | None) -> BatchSpec:
+    """The new spec: the old global batch and micro-batch unless told otherwise, accumulation
+    re-solved. Refuses (exit 1) with the options when that does not divide."""
+    v = old.values
+    g = global_batch or v.get("global_batch_size")
+    if g is None:
+        raise InputError(f"{old.reading.path}: the current global batch is not known (the file "
+                         "does not say its world size); give --global-batch or --from-world-size")
+    m = micro or v.get("micro_batch_size")
+    if nodes is None and world is None:
+        world = v.get("world_size")
+    layout = {"tensor_parallel_size": tensor or v.get("tensor_parallel_size", 1),
+              "pipeline_parallel_size": pipeline or v.get("pipeline_parallel_size", 1),
+              "context_parallel_size": context or v.get("context_parallel_size", 1)}
+    fields = {k: v[k] for k in CARRIED if v.get(k) is not None} | layout | {
+        "global_batch_size": g, "micro_batch_size": m, "world_size": world,
+        "nodes": nodes, "gpus_per_node": gpus_per_node}
+    try:
+        return BatchSpec(**{k: x for k, x in fields.items() if x is not None})
+    except ConfigError as exc:
+        if exc.findings[0].code != "global-not-divisible":
+            raise
+        raise ConfigError([_options(g, m, fields, exc.findings[0].message)]) from None
+
+
+def _options(g: int, m: int, fields: dict, message: str):
+    world = fields["world_size"] or fields["nodes"] * fields["gpus_per_node"]
+    dp = solve.data_parallel_size(world, fields["tensor_parallel_size"],
+                                  fields["pipeline_parallel_size"], fields["context_parallel_size"])
+    unit = m * dp
+    near = [x for x in (g // unit * unit, (g // unit + 1) * unit) if x]
+    lr = "; ".join(f"global {x} (accumulation {x // unit}) needs the learning rate × "
+                   f"{math.sqrt(x / g):.3g} for Adam (square root) or × {x / g:.3g} for SGD"
+                   for x in near)
+    micros = [str(mm) for mm, _ in solve.decompositions(g, dp)] if g % dp == 0 else []
+    keep = (f"; or keep global {g} with micro-batch {', '.join(micros)}" if micros else
+            f"; no micro-batch keeps global {g} on data-parallel {dp}")
+    return finding("update-impossible", f"cannot keep the batch exact: {message}",
+                   hint=lr + keep)
+
+
+def apply(backend: ModuleType, reading: Reading, spec: BatchSpec) -> tuple[str, list[Change]]:
+    """The file's new text and the changes made; every other byte unchanged."""
+    replacements: dict[tuple[int, int], str] = {}
+    changes = []
+    for key, new in backend.edits(reading, spec).items():
+        old = reading.values.get(key)
+        if old is not None and old.value == new:
+            continue
+        if old is None:
+            if new is None:
+                continue
+            replacements[_insertion(reading, key)] = f"{key}: {new}\n"
+        elif new is None:
+            replacements[_line_span(reading.text, old.span, reading.path, key)] = ""
+        elif old.span is None:
+            raise InputError(
+                f"{reading.where(key)}: cannot change {key}: its value "
+                f"{'is ' + old.why_unknown if old.why_unknown else 'is computed, not written'}"
+                f"; set it to {new} by hand")
+        elif replacements.get(old.span, str(new)) != str(new):
+            raise InputError(f"{reading.where(key)}: {key} shares its value with another key "
+                             "that needs a different one; edit it by hand")
+        else:
+            replacements[old.span] = str(new)
+        changes.append(Change(key, None if old is None else old.value, new,
+                              None if old is None else old.line))
+    text = reading.text
+    for (start, end), new_text in sorted(replacements.items(), reverse=True):
+        text = text[:start] + new_text + text[end:]
+    return text, changes
+
+
+def _insertion(reading: Reading, key: str) -> tuple[int, int]:
+    """Where a missing top-level YAML key goes: after ``micro_batch_size``'s line."""
+    if reading.framework != "axolotl":
+        raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
+    anchor = reading.values.get("micro_batch_size")
+    if anchor is None or anchor.span is None:
+        pos = len(reading.text) if reading.text.endswith("\n") else None
+        if pos is None:
+            raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
+        return pos, pos
+    end = reading.text.find("\n", anchor.span[1])
+    pos = len(reading.text) if end < 0 else end + 1
+    return pos, pos
+
+
+def _line_span(text: str, span, path: str, key: str) -> tuple[int, int]:
+    """The whole line(s) of a top-level ``key: scalar`` entry."""
+    if span is None:
+        raise InputError(f"{path}: cannot remove {key}: its value is not a plain scalar")
+    start = text.rfind("\n", 0, span[0]) + 1
+    end = text.find("\n", span[1])
+    return start, len(text) if end < 0 else end + 1
+
+
+def update(backend: ModuleType, old: Inspection, spec: BatchSpec, launch: Launch):
+    """New text, changes and the re-read inspection; refuses when the result is not exact."""
+    text, changes = apply(backend, old.reading, spec)
+    again = inspect_reading(backend, backend.read(text, old.reading.path), launch)
+    errors = [f for f in again.findings if f.severity == "error"]
+    if errors:
+        raise ConfigError(errors)
+    got = again.spec
+    if again.reading.world_size not in (None, spec.world_size):
+        raise InputError(f"{old.reading.path}: the launch line would still start "
+                         f"{again.reading.world_size} processes, not {spec.world_size}; "
+                         "give --nnodes and --nproc-per-node")
+    for key in ("global_batch_size", "micro_batch_size", "gradient_accumulation_steps",
+                "world_size"):
+        if got is None or getattr(got, key) != getattr(spec, key):
+            raise InputError(f"{old.reading.path}: after the update the file would give {key} "
+                             f"{None if got is None else getattr(got, key)}, not "
+                             f"{getattr(spec, key)}; edit it by hand")
+    return text, changes, again
