@@ -92,7 +92,7 @@ class _Parser:
     def command(self) -> None:
         words: list[Word] = []
         heredoc = None
-        assigning = True
+        assigning, declared = True, False
         while True:
             self.skip_blanks(newlines=False)
             c = self.peek()
@@ -105,8 +105,15 @@ class _Parser:
             if c == "<" and self.peek(1) == "<" and self.peek(2) != "<":
                 heredoc = self.heredoc_marker()
                 continue
+            start = self.i
             expanded = self.word()
-            if assigning and len(expanded) == 1 and expanded[0].text in DECLARERS:
+            if self.i == start:  # a character no word starts with, such as "(": step over it
+                self.i += 1
+                continue
+            texts = [w.text for w in expanded]
+            if assigning and len(texts) == 1 and (texts[0] in DECLARERS or (
+                    declared and (texts[0] or "").startswith("-"))):
+                declared = True
                 continue
             words.extend(expanded)
             assigning = False
@@ -154,7 +161,10 @@ class _Parser:
             if self.peek() == ")":
                 self.i += 1
                 return items
+            start = self.i
             items.extend(self.word())
+            if self.i == start:  # an operator inside the array: not a word, step over it
+                self.i += 1
 
     # -- words ----------------------------------------------------------------------------------
     def word(self, split: bool = True) -> list[Word]:
@@ -212,10 +222,11 @@ class _Parser:
 
     def double_quoted(self, arrays: list[list[Word]]):
         parts = []
+        opened = self.i
         self.i += 1
         while True:
             if self.i >= len(self.text):
-                self.fail(self.i - 1, "unterminated double quote")
+                self.fail(opened, "unterminated double quote")
             c = self.peek()
             if c == '"':
                 self.i += 1

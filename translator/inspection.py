@@ -3,18 +3,22 @@ for what cannot be known) and every finding, each with its location."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from translator import solve
 from translator.advice import general_findings
 from translator.backends import BACKENDS
-from translator.errors import ConfigError, InputError
+from translator.errors import BatchspecError, ConfigError, InputError
 from translator.files import read_text
 from translator.findings import Finding, finding, has_errors
 from translator.reading import Launch, Reading
 from translator.spec import OUTPUT_KEYS, BatchSpec
 
+#: Findings that already say why the batch cannot be solved.
+EXPLAINS = {"hf-auto", "unknown-value"}
 #: World sizes shown when a file does not say its own.
 COMMON_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 EXTENSIONS = {".json": "deepspeed", ".yaml": "axolotl", ".yml": "axolotl", ".sh": "megatron",
@@ -73,17 +77,36 @@ def inspect_reading(backend: ModuleType, reading: Reading, launch: Launch) -> In
                     launch.context_parallel_size)
     values, findings = backend.interpret(reading, launch)
     values = _with_launch(values, launch)
-    spec = None
+    spec, wrong, missing = _solve(values, world, reading)
     if not has_errors(findings):
-        spec, more = _solve(values, world, reading)
-        findings += more
+        findings += wrong
+    if not (has_errors(findings) or any(f.code in EXPLAINS for f in findings)):
+        findings += missing
     if spec is not None and spec.is_decided:
-        findings += general_findings(spec) + backend.check(spec)
-    shown = dict(values)
-    if spec is not None:
-        shown |= {k: v for k, v in spec.output().items() if v is not None}
+        findings += [f if f.where else Finding(f.code, f.severity, f.message, reading.path, f.hint)
+                     for f in general_findings(spec) + backend.check(spec)]
+    shown = _known_values(values) if spec is None else values | {
+        k: v for k, v in spec.output().items() if v is not None}
     findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
     return Inspection(reading, shown, spec, findings)
+
+
+def _known_values(values: dict) -> dict:
+    """What follows from the values even though they make no valid spec."""
+    out = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "context_parallel_size": 1}
+    out |= values
+    world = out.get("world_size")
+    model = math.prod(out.get(k, 1) for k in ("tensor_parallel_size", "pipeline_parallel_size",
+                                             "context_parallel_size"))
+    if world is not None and "data_parallel_size" not in out and world % model == 0:
+        out["data_parallel_size"] = world // model
+    keys = ("global_batch_size", "micro_batch_size", "gradient_accumulation_steps",
+            "data_parallel_size")
+    try:
+        out |= dict(zip(keys, solve.complete(*(out.get(k) for k in keys))))
+    except BatchspecError:
+        pass
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _with_launch(values: dict, launch: Launch) -> dict:
@@ -101,18 +124,20 @@ def _with_launch(values: dict, launch: Launch) -> dict:
     return merged
 
 
-def _solve(values: dict, world: int | None, reading: Reading) -> tuple[BatchSpec | None, list]:
+def _solve(values: dict, world: int | None, reading: Reading):
+    """``(spec, wrong, missing)``: the spec, or the findings saying the values are wrong, or
+    that too few are known."""
     try:
-        return BatchSpec(**values), []
+        return BatchSpec(**values), [], []
     except ConfigError as exc:
         where = next((reading.where(k) for k in reading.values if "batch" in k), reading.path)
         return None, [Finding(f.code, f.severity, f.message, f.where or where, f.hint)
-                      for f in exc.findings]
+                      for f in exc.findings], []
     except InputError as exc:
         if world is None and "data_parallel_size" not in values:
-            return None, [_world_unknown(values, reading)]
-        return None, [finding("missing-batch-value", f"{exc}", where=reading.path,
-                              hint="add the missing batch value to the file")]
+            return None, [], [_world_unknown(values, reading)]
+        return None, [], [finding("missing-batch-value", f"{exc}", where=reading.path,
+                                  hint="add the missing batch value to the file")]
 
 
 def _world_unknown(values: dict, reading: Reading) -> Finding:

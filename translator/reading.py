@@ -91,8 +91,8 @@ def typo_findings(keys: dict[str, int | None], batch_keys: list[str], allowed: s
         if close:
             out.append(finding(
                 "batch-key-typo",
-                f"'{key}' is not a key the framework reads; it looks like '{close[0]}', which "
-                "would then be silently left at its default",
+                f"'{key}' is not a key the framework reads, so it is silently ignored; it "
+                f"looks like a misspelt '{close[0]}'",
                 hint=f"rename '{key}' to '{close[0]}'",
                 where=f"{path}:{line}" if line else path))
     return out

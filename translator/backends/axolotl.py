@@ -98,20 +98,19 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             findings.append(invalid_value(key, v, reading.path))
     micro, gas, bs = (counts.get(k) for k in ("micro_batch_size", "gradient_accumulation_steps",
                                               "batch_size"))
-    given = [k for k in ("micro_batch_size", "gradient_accumulation_steps", "batch_size")
-             if k in counts]
-    if len(given) < 2:
-        findings.append(finding(
-            "axolotl-batch-keys",
-            "At least two of micro_batch_size, gradient_accumulation_steps, batch_size must be "
-            f"set (Axolotl's words); this file sets {', '.join(given) or 'none'}",
-            hint="set micro_batch_size and gradient_accumulation_steps", where=reading.path))
-    elif gas is not None and bs is not None:
+    if gas is not None and bs is not None:
         findings.append(finding(
             "axolotl-batch-keys",
             "please set only one of gradient_accumulation_steps or batch_size (Axolotl's words)",
             hint="delete batch_size", where=reading.where("batch_size")))
-    elif micro is not None and bs is not None:
+    elif bs is not None and micro is None:
+        findings.append(finding(
+            "axolotl-batch-keys",
+            "At least two of micro_batch_size, gradient_accumulation_steps, batch_size must be "
+            "set (Axolotl's words): batch_size alone is refused",
+            hint="set micro_batch_size and gradient_accumulation_steps instead of batch_size",
+            where=reading.where("batch_size")))
+    elif bs is not None:
         findings.append(finding(
             "axolotl-batch-size-ignored",
             f"batch_size {bs} is ignored: Axolotl fills gradient_accumulation_steps 1 before it "
@@ -122,12 +121,11 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
                   f"replace batch_size with gradient_accumulation_steps (batch_size {bs} is not a "
                   f"multiple of micro_batch_size {micro})"),
             where=reading.where("batch_size")))
-        gas = 1
+    # Axolotl's schema defaults both to 1.
     values = {field: counts[key] for key, field in KEYS.items() if key in counts}
-    if gas is not None:
-        values["gradient_accumulation_steps"] = gas
-    if "micro_batch_size" not in counts or gas is None:
-        values.pop("gradient_accumulation_steps", None)
+    if not any(f.code == "invalid-value" for f in findings):
+        values.setdefault("micro_batch_size", 1)
+        values.setdefault("gradient_accumulation_steps", 1)
     findings += _world_rounding(reading, values, launch.world_size)
     findings += _sample_packing(reading)
     for partner in reading.partners:
@@ -164,6 +162,15 @@ def _pair(reading: Reading, ds: Reading, values: dict, world: int | None) -> lis
           deepspeed.GAS: ("gradient_accumulation_steps", gas),
           deepspeed.TBS: ("train_batch_size (calculated)",
                           None if None in (world, micro, gas) else world * micro * gas)}
+    autos = {key: expected for key, (_, expected) in hf.items()
+             if key in ds.values and ds.values[key].value == "auto"}
+    out = []
+    if autos:
+        filled = ", ".join(f"{k} = {'world × ' + str(micro) + ' × ' + str(gas) if v is None else v}"
+                           for k, v in autos.items())
+        out.append(finding(
+            "hf-auto", f'the "auto" batch values in {ds.path} are filled by the HF Trainer from '
+                       f"this YAML: {filled}", where=ds.path))
     wrong = []
     for key, (hf_name, expected) in hf.items():
         v = ds.values.get(key)
@@ -172,8 +179,8 @@ def _pair(reading: Reading, ds: Reading, values: dict, world: int | None) -> lis
         if v.value != expected:
             wrong.append(f"ds {key}={v.value} vs hf {hf_name}={expected}")
     if not wrong:
-        return []
-    return [finding(
+        return out
+    return out + [finding(
         "axolotl-deepspeed-mismatch",
         "Please correct the following DeepSpeed config values that mismatch TrainingArguments "
         f"values: {'; '.join(wrong)} (the HF Trainer's words, from {reading.path} and {ds.path})",

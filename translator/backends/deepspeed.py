@@ -171,22 +171,23 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     if "zero_optimization.stage" in c:
         values["zero_stage"] = c["zero_optimization.stage"]
     tbs, mbs, gas = (c.get(k) if isinstance(c.get(k), int) else None for k in BATCH_KEYS)
+    written = _known(tbs // autotp if tbs is not None and tbs % autotp == 0 else None, mbs, gas)
     if "auto" in c.values() or any(f.code == "invalid-value" for f in findings):
-        return values | _known(None, mbs, gas), findings
+        return values | written, findings
     if tbs is None and mbs is None:
         findings.append(finding(
             "deepspeed-no-batch",
             "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided "
             "(DeepSpeed's words)", hint=f"add {MBS}", where=reading.path))
-        return values, findings
+        return values | written, findings
     explicit_gas = gas is not None
     if gas is None and (tbs is None or mbs is None):
         gas = 1  # DeepSpeed's default when it cannot derive accumulation
-    values |= _known(tbs // autotp if tbs is not None and tbs % autotp == 0 else None, mbs, gas)
+    values |= written | _known(None, None, gas)
     w = world_counted(launch, autotp, sp)
     if w is not None and tbs is not None:
         findings += _against_world(reading, tbs, mbs, gas, explicit_gas, w)
-    elif w is None and None not in (tbs, mbs) and tbs % (mbs * gas) == 0:
+    elif w is None and None not in (tbs, mbs, gas) and tbs % (mbs * gas) == 0:
         ranks = tbs // (mbs * gas)
         findings.append(finding(
             "world-implied",
@@ -210,7 +211,7 @@ def _against_world(reading: Reading, tbs, mbs, gas, explicit_gas, w) -> list[Fin
             "deepspeed-batch-mismatch",
             f"Check batch related parameters. train_batch_size is not equal to "
             f"micro_batch_per_gpu * gradient_acc_step * world_size {tbs} != {mbs} * {gas} * {w} "
-            "(DeepSpeed's words)", hint=_fix(tbs, mbs, w), where=reading.where(TBS))]
+            "(DeepSpeed's words)", hint=_mismatch_fix(tbs, mbs, gas, w), where=reading.where(TBS))]
     if mbs is not None:
         key, derived, formula = GAS, tbs // mbs // w, f"{tbs} // {mbs} // {w}"
         mbs_, gas_ = mbs, derived
@@ -224,6 +225,13 @@ def _against_world(reading: Reading, tbs, mbs, gas, explicit_gas, w) -> list[Fin
         f"DeepSpeed derives {key} = {formula} = {derived} and then fails its own check: "
         f"{tbs} != {mbs_} * {gas_} * {w}", hint=_fix(tbs, max(mbs_, 1), w),
         where=reading.where(TBS))]
+
+
+def _mismatch_fix(tbs: int, mbs: int, gas: int, w: int) -> str:
+    keep_gas = f"train_batch_size {mbs * gas * w} keeps accumulation {gas}"
+    if tbs % (mbs * w) == 0:
+        return f"{GAS} {tbs // (mbs * w)} keeps train_batch_size {tbs}; or {keep_gas}"
+    return f"{keep_gas}; {_fix(tbs, mbs, w)}"
 
 
 def _fix(tbs: int, mbs: int, w: int) -> str:

@@ -59,8 +59,8 @@ def _launch_words(script: bash.Script) -> list[bash.Word]:
     """The words of the command that runs Megatron, or every word when no command does
     (an argument file, or a snippet of arrays)."""
     known = set(FLAGS) | {"--rampup-batch-size"}
-    running = [c for c in script.commands
-               if any(w.text in known or (w.text or "").split("=")[0] in known for w in c)]
+    running = [c for c in script.commands if not (c[0].text or "-").startswith("-")
+               and any((w.text or "").split("=")[0] in known for w in c)]
     if running:
         return running[-1]
     words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
@@ -128,8 +128,9 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         if v.value is None:
             findings.append(finding(
                 "unknown-value", f"{flag} is {v.why_unknown}: unknown until the script runs",
-                hint=f"give the value on the command line (e.g. --world-size) or write {flag} "
-                     "as a literal", where=f"{reading.path}:{v.line}"))
+                hint=("give --world-size" if flag in LAUNCH_FLAGS else
+                      f"write {flag} as a literal, or set the variable in the script"),
+                where=f"{reading.path}:{v.line}"))
         elif not v.is_count:
             findings.append(invalid_value(flag, v, reading.path))
         else:

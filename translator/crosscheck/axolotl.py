@@ -43,6 +43,11 @@ CPU_SAFE = {
     "save_strategy": "no",
 }
 
+#: The keys taken from the checked file.
+BATCH_KEYS = {"micro_batch_size", "gradient_accumulation_steps", "batch_size", "sequence_len",
+              "eval_batch_size", "tensor_parallel_size", "context_parallel_size",
+              "sample_packing", "dp_shard_size", "dp_replicate_size"}
+
 #: The keys :func:`resolve` reports, as Axolotl leaves them after ``normalize_config``.
 REPORTED = ("batch_size", "micro_batch_size", "gradient_accumulation_steps", "world_size")
 
@@ -113,11 +118,13 @@ def _environ(values: dict[str, str]):
 
 
 def build_config(yaml_text: str, base_dir: Path) -> dict:
-    """The rendered YAML plus what Axolotl needs to validate it; rendered keys win."""
+    """The file's batch keys plus what Axolotl needs to validate them."""
     import yaml
 
     base_dir = Path(base_dir)
-    rendered = yaml.safe_load(yaml_text) or {}
+    # Only the batch keys of the file are checked: its model, data and attention settings
+    # would need the Hub or a GPU and say nothing about the batch.
+    rendered = {k: v for k, v in (yaml.safe_load(yaml_text) or {}).items() if k in BATCH_KEYS}
     required = {}
     if (rendered.get("context_parallel_size") or 1) > 1:
         # Axolotl's only context-parallel path is ring attention on flash-attention 2; with

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import sys
 import tempfile
 
 from translator.findings import Finding, finding
@@ -31,8 +33,10 @@ def framework_verdict(inspection: Inspection) -> Finding:
                        f"{name}'s validator needs the world size, which is unknown",
                        hint="give --world-size", where=where)
     try:
-        verdict = ASK[name](inspection, world)
-    except NotEnoughKnown as exc:
+        # Frameworks print banners on stdout, which belongs to --json alone.
+        with contextlib.redirect_stdout(sys.stderr):
+            verdict = ASK[name](inspection, world)
+    except (NotEnoughKnown, ImportError) as exc:
         return finding("framework-not-run", f"{name}'s validator was not run: {exc}", where=where)
     except Exception as exc:  # the framework's refusal, in its own words
         text = " ".join(str(exc).split()) or type(exc).__name__
@@ -42,12 +46,15 @@ def framework_verdict(inspection: Inspection) -> Finding:
 
 
 class NotEnoughKnown(Exception):
-    """Too little is known to ask the framework."""
+    """Too little is known to ask the framework, or the file is not for it alone."""
 
 
 def _deepspeed(inspection: Inspection, world: int) -> str:
     from translator.crosscheck.deepspeed import resolve
 
+    if '"auto"' in inspection.reading.text:
+        raise NotEnoughKnown('its "auto" values are filled by the HF Trainer; DeepSpeed alone '
+                             "refuses them")
     config = json.loads(inspection.reading.text)
     values = inspection.values
     model = values.get("tensor_parallel_size", 1) * values.get("pipeline_parallel_size", 1)
@@ -65,7 +72,8 @@ def _megatron(inspection: Inspection, world: int) -> str:
     if None in (v.get("global_batch_size"), v.get("micro_batch_size"), v.get("data_parallel_size")):
         raise NotEnoughKnown("global batch, micro-batch or data-parallel size unknown")
     m = num_microbatches(v["global_batch_size"], v["micro_batch_size"], v["data_parallel_size"])
-    return f"megatron-core's calculator runs {m} micro-batches per step"
+    return (f"megatron-core's micro-batch calculator runs {m} micro-batches per step (it checks "
+            "global against micro × data-parallel only)")
 
 
 def _axolotl(inspection: Inspection, world: int) -> str:
