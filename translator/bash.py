@@ -161,9 +161,9 @@ class _Parser:
             if self.peek() == ")":
                 self.i += 1
                 return items
-            start = self.i
+            before = self.i
             items.extend(self.word())
-            if self.i == start:  # an operator inside the array: not a word, step over it
+            if self.i == before:  # an operator inside the array: not a word, step over it
                 self.i += 1
 
     # -- words ----------------------------------------------------------------------------------
