@@ -18,6 +18,10 @@ from translator.inspection import Inspection, inspect_reading
 from translator.reading import Launch, Reading
 from translator.spec import BatchSpec
 
+#: Errors in the old file that an update rewrites away; any other error is refused first.
+REWRITES = {"deepspeed-batch-mismatch", "deepspeed-floor", "axolotl-batch-size-ignored",
+            "global-not-divisible", "world-not-divisible", "axolotl-world-rounding",
+            "virtual-pipeline-microbatches"}
 #: Spec fields an update carries over from the old config unchanged.
 CARRIED = ("sequence_length", "deepspeed_autotp", "zero_stage", "virtual_pipeline_stages",
            "microbatch_group_size_per_vp_stage", "expert_parallel_size", "num_experts")
@@ -45,6 +49,9 @@ def target_spec(old: Inspection, *, global_batch: int | None, micro: int | None,
                 tensor: int | None, pipeline: int | None, context: int | None) -> BatchSpec:
     """The new spec: the old global batch and micro-batch unless told otherwise, accumulation
     re-solved. Refuses (exit 1) with the options when that does not divide."""
+    kept = [f for f in old.findings if f.severity == "error" and f.code not in REWRITES]
+    if kept:
+        raise ConfigError(kept)
     v = old.values
     g = global_batch or v.get("global_batch_size")
     if g is None:
