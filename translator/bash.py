@@ -10,6 +10,7 @@ the word *unknown*: it is reported as such, never guessed.
 from __future__ import annotations
 
 import ast
+import bisect
 import operator
 import re
 from dataclasses import dataclass, field
@@ -51,10 +52,11 @@ class _Parser:
     def __init__(self, text: str, where: str):
         self.text, self.where, self.i = text, where, 0
         self.script = Script()
+        self.newlines = [m.start() for m in re.finditer("\n", text)]
 
     # -- positions ------------------------------------------------------------------------------
     def line_at(self, pos: int) -> int:
-        return self.text.count("\n", 0, pos) + 1
+        return bisect.bisect_left(self.newlines, pos) + 1
 
     def fail(self, pos: int, message: str):
         raise InputError(f"{self.where}:{self.line_at(pos)}: {message}")
@@ -321,7 +323,7 @@ class _Parser:
                 return text, span, why, None
             default_at = body_at + m.end() + op.end()
             sub = _Parser(self.text[:default_at + len(rest) - op.end()], self.where)
-            sub.script, sub.i = self.script, default_at
+            sub.script, sub.i, sub.newlines = self.script, default_at, self.newlines
             words = sub.word(split=False) if default_at < len(sub.text) else [Word("", 0)]
             w = words[0] if words else Word("", 0)
             if op.group(0).endswith("="):

@@ -11,8 +11,12 @@ def load(text: str, where: str) -> tuple[object, dict[str, tuple[int, tuple[int,
     """``(data, positions)``: ``yaml.safe_load`` data (no tags, no code) and, for each
     top-level key, its 1-based line and the character span of its value when that is a scalar."""
     try:
-        data = yaml.safe_load(text)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = None if node is None else loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"{where}:{mark.line + 1}" if mark is not None else where

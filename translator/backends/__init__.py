@@ -3,8 +3,11 @@
 - ``NAME``: registry name; ``TEMPLATE``: its template in ``templates/``; ``FILENAME``: the file
   ``render`` writes;
 - ``context(spec) -> dict``: the values its template needs;
-- ``read(text, where) -> (partial spec dict, findings)``: what a file of that framework says;
-- ``check(spec) -> list[Finding]``: that framework's quirks for a spec.
+- ``read(text, where) -> Reading``: each batch value in a file, with its line and span;
+- ``interpret(reading, launch) -> (spec values, findings)``: the values as the framework itself
+  completes them on that launch, with its own errors;
+- ``check(spec) -> list[Finding]``: that framework's quirks for a spec;
+- ``edits(reading, spec) -> {key: new value}``: what ``update`` changes in a file.
 
 Adding a backend is one module, one template and one line here.
 """
