@@ -89,6 +89,10 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "info", "the framework's own validator was not run (not installed, or too little known)"),
     "update-impossible": (
         "error", "the requested update has no exact batch layout"),
+    "smoke-world-mismatch": (
+        "error", "the config is for another world size than the smoke run launches"),
+    "smoke-engine": (
+        "error", "the smoke engine cannot run this layout here"),
     "lr-scaling": (
         "warning", "the global batch differs from the batch the learning rate was tuned for"),
     "alignment": (

@@ -10,6 +10,7 @@ from translator.cli.inspect import inspect
 from translator.cli.plan import plan
 from translator.cli.render import render
 from translator.cli.schema import schema
+from translator.cli.smoke import smoke
 from translator.cli.update import update
 from translator.cli.validate import validate
 
@@ -31,3 +32,4 @@ main.add_command(inspect)
 main.add_command(validate)
 main.add_command(convert)
 main.add_command(update)
+main.add_command(smoke)

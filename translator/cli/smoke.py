@@ -1,0 +1,136 @@
+"""``batchspec smoke``: a few real optimizer steps that prove the batch."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from translator.cli.common import _COUNT, command, emit_json, print_findings, print_table
+
+MEMORY = re.compile(r"^(\d+)([KMGT]?)$")
+
+
+def parse_memory(value: str | None) -> int | None:
+    from translator.errors import InputError
+
+    if value is None:
+        return None
+    m = MEMORY.match(value.upper())
+    if not m:
+        raise InputError(f"--memory-limit {value!r}: give bytes, or a number with K, M, G or T")
+    return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
+
+
+@command("smoke")
+@click.argument("file", metavar="FILE")
+@click.option("--framework", type=click.Choice(["deepspeed", "megatron", "axolotl", "torch"]),
+              help="Engine (default: the config's own framework; torch for a spec).")
+@click.option("--nproc", type=_COUNT, default=1, show_default=True, help="Processes per node.")
+@click.option("--nnodes", type=_COUNT, default=1, show_default=True, help="Nodes.")
+@click.option("--steps", type=_COUNT, default=3, show_default=True, help="Optimizer steps.")
+@click.option("--seq-len", type=_COUNT, help="Tokens per sample (default: the config's, else "
+                                             "64 for tiny, 1024 for 125m).")
+@click.option("--model", type=click.Choice(["tiny", "125m"]), default="tiny", show_default=True,
+              help="A GPT-style model built in code with random weights.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+              help="Seconds before the run is stopped (exit 1, nothing left running).")
+@click.option("--memory-limit", help="Cap each rank's address space (e.g. 4G), to see what fits.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the config and the ranks' results (shared across nodes; "
+                   "default: .batchspec-smoke/<framework>).")
+@click.option("--dry-run", is_flag=True, help="Print exactly what would run; run nothing.")
+@click.option("--slurm", "use_slurm", is_flag=True, help="Submit with sbatch instead of running here.")
+@click.option("--partition", help="Slurm partition.")
+@click.option("--account", help="Slurm account.")
+@click.option("--time", "time_limit", help="Slurm time limit, e.g. 0:30:00.")
+@click.option("--sbatch", "sbatch_extra", multiple=True, help="Extra #SBATCH option (repeatable).")
+@click.option("--setup", multiple=True, help="Shell line run before the launch (repeatable).")
+def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, model, timeout,
+          memory_limit, workdir, dry_run, use_slurm, partition, account, time_limit,
+          sbatch_extra, setup) -> None:
+    """Run a few real optimizer steps of FILE (a spec or a framework config) and count the
+    samples every optimizer step consumes; exit 1 unless each is exactly the global batch."""
+    from translator.errors import ConfigError
+    from translator.launch import command as commands
+    from translator.launch import slurm, smoke as runs
+
+    limit = parse_memory(memory_limit)
+    options = slurm.SlurmOptions(partition, account, time_limit, list(sbatch_extra), list(setup))
+    options.validate()
+    workdir = (workdir or Path(".batchspec-smoke") / (framework or "run")).resolve()
+    prepared = runs.prepare(file, framework, nproc, nnodes, steps, model, seq_len, workdir)
+    if dry_run:
+        return _dry_run(prepared, options, use_slurm, as_json)
+    say = (lambda text: None) if as_json else (lambda text: click.echo(text, err=True))
+    say(f"smoke: {prepared.plan.framework}, {nnodes} node(s) × {nproc}, {steps} steps, "
+        f"global batch {prepared.spec.global_batch_size}, workdir {workdir}")
+    job = state = None
+    if use_slurm:
+        stopped, tail, job, state = runs.run_slurm(prepared, options, timeout, limit, say)
+    else:
+        stopped, tail = runs.run_local(prepared, timeout, limit, _progress(say, steps))
+    report = runs.judge(prepared, stopped, timeout, tail)
+    mfu, formula = runs.mfu(report, prepared)
+    m = report.measurement
+    out = prepared.spec.output() | {
+        "framework": prepared.plan.framework, "optimizer_steps": m.optimizer_steps,
+        "samples_per_optimizer_step": m.samples_per_optimizer_step,
+        "tokens_per_second": m.tokens_per_second, "step_time_seconds": m.step_time_seconds,
+        "peak_memory_bytes": m.peak_memory_bytes, "device": m.device, "mfu": mfu,
+        "mfu_formula": formula, "workdir": str(workdir), "slurm_job": job,
+        "errors": report.errors, "findings": [f.as_dict() for f in prepared.findings]}
+    if as_json:
+        emit_json(out)
+    else:
+        _table(out)
+        print_findings(prepared.findings)
+    if report.errors:
+        click.echo(f"batchspec: error: {'; '.join(report.errors)}", err=True)
+        sys.exit(130 if stopped == "interrupted" else ConfigError.exit_code)
+
+
+def _progress(say, steps):
+    from translator.launch.worker import PROGRESS
+
+    def on_line(line: str) -> None:
+        if line.startswith(f"{PROGRESS} rank 0 step "):
+            say(f"  optimizer step {line.rsplit(' ', 1)[-1]}/{steps}")
+
+    return on_line
+
+
+def _dry_run(prepared, options, use_slurm, as_json) -> None:
+    from translator.launch import command as commands
+    from translator.launch import slurm
+
+    plan = prepared.plan
+    argv = commands.local_command(plan)
+    sbatch = slurm.script(plan, options) if use_slurm else None
+    if as_json:
+        emit_json(prepared.spec.output() | {"framework": plan.framework, "command": argv,
+                                            "sbatch": sbatch, "workdir": str(plan.workdir)})
+        return
+    import shlex
+
+    click.echo(f"# would write {plan.workdir}/spec.json and {plan.workdir}/{plan.config_name}")
+    click.echo(sbatch if sbatch else shlex.join(argv))
+
+
+def _table(out: dict) -> None:
+    def mem(n):
+        return f"{n / 2**20:.0f} MiB" if n else None
+
+    rows = [("global batch", out["global_batch_size"]), ("micro-batch", out["micro_batch_size"]),
+            ("accumulation", out["gradient_accumulation_steps"]),
+            ("data-parallel", out["data_parallel_size"]), ("world", out["world_size"]),
+            ("optimizer steps", out["optimizer_steps"]),
+            ("samples per step", ", ".join(map(str, out["samples_per_optimizer_step"]))),
+            ("tokens/s", None if out["tokens_per_second"] is None else f"{out['tokens_per_second']:,.0f}"),
+            ("median step", None if out["step_time_seconds"] is None else f"{out['step_time_seconds']:.3f} s"),
+            ("peak memory", mem(out["peak_memory_bytes"])), ("device", out["device"])]
+    if out["mfu"] is not None:
+        rows.append(("MFU", f"{out['mfu']:.1%} ({out['mfu_formula']})"))
+    print_table(rows, title=f"smoke ({out['framework']})")

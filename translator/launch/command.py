@@ -1,0 +1,64 @@
+"""Command lines for a smoke run, built as argument lists (never a shell string)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class SmokePlan:
+    """Everything that decides what runs."""
+
+    framework: str
+    """Engine: deepspeed, megatron, axolotl or torch."""
+    nproc: int
+    """Processes per node."""
+    nnodes: int
+    """Nodes."""
+    steps: int
+    """Optimizer steps."""
+    model: str
+    """Model name (``tiny``, ``125m``)."""
+    sequence_length: int
+    """Tokens per sample."""
+    workdir: Path
+    """Folder for the spec, the rendered config and the ranks' results (shared across nodes)."""
+    config_name: str
+    """File name of the rendered config inside ``workdir``."""
+    rdzv_endpoint: str | None = None
+    """``host:port`` of the rendezvous for several nodes."""
+    python: str = sys.executable
+    """The interpreter every rank runs (the one batchspec runs in)."""
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nnodes
+
+    @property
+    def results(self) -> Path:
+        return self.workdir / "results"
+
+
+def worker_args(plan: SmokePlan) -> list[str]:
+    """``-m translator.launch.worker ...``: what each rank runs."""
+    return ["-m", "translator.launch.worker", "--engine", plan.framework,
+            "--spec", str(plan.workdir / "spec.json"), "--config",
+            str(plan.workdir / plan.config_name), "--out", str(plan.results),
+            "--steps", str(plan.steps), "--model", plan.model,
+            "--seq-len", str(plan.sequence_length)]
+
+
+def torchrun_args(plan: SmokePlan, endpoint: str | None = None) -> list[str]:
+    """torchrun's own arguments: standalone (a free port) on one node, else a c10d rendezvous."""
+    if plan.nnodes == 1:
+        return ["--standalone", "--nnodes", "1", "--nproc_per_node", str(plan.nproc)]
+    return ["--nnodes", str(plan.nnodes), "--nproc_per_node", str(plan.nproc),
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint or plan.rdzv_endpoint or "",
+            "--rdzv-id", "batchspec-smoke"]
+
+
+def local_command(plan: SmokePlan) -> list[str]:
+    """The full command for this machine (run on every node when ``nnodes`` > 1)."""
+    return [plan.python, "-m", "torch.distributed.run", *torchrun_args(plan), *worker_args(plan)]

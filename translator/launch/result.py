@@ -1,0 +1,86 @@
+"""What each rank reports, and how the launcher merges the reports into one measurement."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class RankResult:
+    """One rank's own account of its run, written as ``rank-<R>.json``."""
+
+    rank: int
+    """Global rank."""
+    world_size: int
+    """Processes in the job."""
+    data_parallel_rank: int
+    """Which model replica this rank belongs to."""
+    counts_samples: bool
+    """True on exactly one rank per data-parallel replica (the one whose samples are summed)."""
+    samples_per_step: list[int] = field(default_factory=list)
+    """Samples this rank fed to the model during each optimizer step, as the engine stepped."""
+    step_times: list[float] = field(default_factory=list)
+    """Wall seconds of each optimizer step."""
+    peak_memory_bytes: int = 0
+    """``torch.cuda.max_memory_allocated`` on GPU, peak RSS on CPU."""
+    device: str = "cpu"
+    """``cpu`` or the GPU's name."""
+    sequence_length: int = 0
+    """Tokens per sample."""
+    parameters: int = 0
+    """Model parameters on this rank (for the FLOPs estimate)."""
+    error: str | None = None
+    """``oom`` when the rank ran out of memory, else a one-line error, else None."""
+    micro_batch_size: int | None = None
+    """The micro-batch the engine used (reported with an out-of-memory error)."""
+
+    def write(self, folder: Path) -> None:
+        path = Path(folder) / f"rank-{self.rank}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self)))
+        tmp.replace(path)
+
+    @classmethod
+    def read(cls, path: Path) -> "RankResult":
+        return cls(**json.loads(Path(path).read_text()))
+
+
+def read_all(folder: Path) -> list[RankResult]:
+    return sorted((RankResult.read(p) for p in Path(folder).glob("rank-*.json")),
+                  key=lambda r: r.rank)
+
+
+@dataclass
+class Measurement:
+    """The merged run."""
+
+    optimizer_steps: int
+    samples_per_optimizer_step: list[int]
+    """Summed over data-parallel replicas, one entry per optimizer step."""
+    tokens_per_second: float | None
+    step_time_seconds: float | None
+    """Median over steps after the first (the first includes warm-up)."""
+    peak_memory_bytes: int
+    """Largest over ranks."""
+    device: str
+
+
+def merge(results: list[RankResult]) -> Measurement:
+    """Sum the counting ranks' samples step by step; steps must agree across ranks."""
+    counting = [r for r in results if r.counts_samples]
+    steps = {len(r.samples_per_step) for r in results}
+    n = min(steps) if steps else 0
+    per_step = [sum(r.samples_per_step[i] for r in counting) for i in range(n)]
+    times = [max(r.step_times[i] for r in results) for i in range(n)]
+    timed = times[1:] or times
+    median = statistics.median(timed) if timed else None
+    seq = max((r.sequence_length for r in results), default=0)
+    tokens = (sum(per_step[1:] or per_step) * seq / sum(timed)) if timed and sum(timed) > 0 else None
+    return Measurement(
+        optimizer_steps=n, samples_per_optimizer_step=per_step, tokens_per_second=tokens,
+        step_time_seconds=median,
+        peak_memory_bytes=max((r.peak_memory_bytes for r in results), default=0),
+        device=results[0].device if results else "unknown")

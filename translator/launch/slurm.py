@@ -1,0 +1,124 @@
+"""Smoke runs on Slurm: render an sbatch script, submit it, follow it, cancel it.
+
+Commands are argument lists. Values that reach the script are validated (partition,
+account, time, extra ``#SBATCH`` options) or shell-quoted (paths, the interpreter), and
+setup lines are the user's own shell lines, one per line. Job state comes from ``squeue``
+and, once the job has left the queue, ``scontrol show job`` (no accounting database needed).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+from translator.errors import InputError
+from translator.launch.command import SmokePlan, torchrun_args, worker_args
+
+NAME_VALUE = re.compile(r"^[A-Za-z0-9_.,+-]+$")
+TIME_VALUE = re.compile(r"^[0-9]+(-[0-9]{1,2})?(:[0-9]{1,2}){0,2}$")
+SBATCH_OPTION = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*(=[^\s'\"`$;|&<>\\]+)?$")
+#: Job states after which nothing more will happen.
+FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+                "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+RDZV_PORT = 29500
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """What the user says about the cluster."""
+
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    """Slurm time limit (``MM``, ``HH:MM:SS``, ``D-HH:MM``...)."""
+    extra: list[str] = field(default_factory=list)
+    """Extra ``#SBATCH`` options, e.g. ``--gpus-per-node=8``."""
+    setup: list[str] = field(default_factory=list)
+    """Shell lines run before the launch (``module load ...``, ``source venv/bin/activate``)."""
+
+    def validate(self) -> None:
+        for name, value in (("--partition", self.partition), ("--account", self.account)):
+            if value is not None and not NAME_VALUE.match(value):
+                raise InputError(f"{name} {value!r}: only letters, digits and _ . , + - allowed")
+        if self.time is not None and not TIME_VALUE.match(self.time):
+            raise InputError(f"--time {self.time!r}: use a Slurm time such as 30, 1:00:00 or 1-00:00")
+        for line in self.extra:
+            if not SBATCH_OPTION.match(line):
+                raise InputError(f"--sbatch {line!r}: give one option such as --gpus-per-node=8 "
+                                 "(no spaces, quotes or shell characters)")
+        for line in self.setup:
+            if "\n" in line or "\r" in line or "\0" in line:
+                raise InputError(f"--setup {line!r}: one line per --setup")
+
+
+def script(plan: SmokePlan, options: SlurmOptions) -> str:
+    """The sbatch script for ``plan``."""
+    from translator.render import render_template
+
+    options.validate()
+    launcher = [plan.python, "-m", "torch.distributed.run", *torchrun_args(plan, "")]
+    if plan.nnodes > 1:  # the endpoint and id are written by the template from Slurm's variables
+        launcher = launcher[:launcher.index("--rdzv-endpoint")]
+    return render_template("sbatch.sh.j2", {
+        "plan": plan, "job_name": f"batchspec-smoke-{plan.framework}",
+        "log": shlex.quote(str(plan.workdir / "slurm-%j.out")),
+        "partition": options.partition, "account": options.account, "time": options.time,
+        "extra": options.extra, "setup": options.setup, "port": RDZV_PORT,
+        "launcher": [shlex.quote(a) for a in launcher],
+        "worker": [shlex.quote(a) for a in worker_args(plan)]})
+
+
+def submit(path: str, env: dict) -> str:
+    """``sbatch --parsable``; the job id."""
+    out = _slurm(["sbatch", "--parsable", path], env)
+    return out.strip().split(";")[0]
+
+
+def state(job: str, env: dict) -> str:
+    """The job's state: from squeue while queued or running, else from scontrol."""
+    queued = _slurm(["squeue", "-h", "-j", job, "-o", "%T"], env, check=False).strip()
+    if queued:
+        return queued.splitlines()[0]
+    shown = _slurm(["scontrol", "show", "job", "-o", job], env, check=False)
+    m = re.search(r"JobState=(\S+)", shown)
+    return m.group(1) if m else "UNKNOWN"
+
+
+def follow(job: str, env: dict, timeout: float | None, on_state=lambda s: None) -> str:
+    """Wait for a final state; ``scancel`` on timeout or Ctrl-C. Returns the final state or
+    ``timeout`` / ``interrupted``."""
+    start, last = time.monotonic(), None
+    try:
+        while True:
+            current = state(job, env)
+            if current != last:
+                on_state(current)
+                last = current
+            if current in FINAL_STATES:
+                return current
+            if timeout is not None and time.monotonic() - start > timeout:
+                cancel(job, env)
+                return "timeout"
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        cancel(job, env)
+        return "interrupted"
+
+
+def cancel(job: str, env: dict) -> None:
+    _slurm(["scancel", job], env, check=False)
+
+
+def _slurm(argv: list[str], env: dict, check: bool = True) -> str:
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise InputError(f"{argv[0]} not found: is this a Slurm login node?") from None
+    except subprocess.TimeoutExpired:
+        raise InputError(f"{argv[0]} did not answer within 60 s") from None
+    if check and done.returncode:
+        raise InputError(f"{' '.join(argv[:2])} failed: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout

@@ -1,0 +1,222 @@
+"""A smoke run from start to end: resolve the batch on the launched world, write the config the
+engine runs, launch (locally or on Slurm), merge the ranks' reports, and check that every
+optimizer step consumed exactly the global batch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from translator.backends import BACKENDS
+from translator.errors import ConfigError, InputError
+from translator.files import read_text, write_atomic
+from translator.findings import Finding, finding
+from translator.launch import command, runner, slurm
+from translator.launch.engines import CONFIG_BACKEND
+from translator.launch.model import SHAPES
+from translator.launch.result import Measurement, RankResult, merge, read_all
+from translator.reading import Launch
+from translator.spec import BatchSpec, spec_fields
+from translator.spec_file import DERIVED_KEYS, build_spec, parse_mapping
+
+#: Tokens per sample when neither the config nor --seq-len says.
+DEFAULT_SEQUENCE = {"tiny": 64, "125m": 1024}
+#: Peak dense bf16 FLOP/s per GPU, for MFU (NVIDIA data sheets).
+PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12}
+
+
+@dataclass
+class Prepared:
+    """What will run."""
+
+    spec: BatchSpec
+    plan: command.SmokePlan
+    config_text: str
+    """The config the engine is fed (the user's own file when it is for that engine)."""
+    findings: list[Finding] = field(default_factory=list)
+
+
+def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: int, model: str,
+            seq_len: int | None, workdir: Path) -> Prepared:
+    """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed."""
+    world = nproc * nnodes
+    text = read_text(path)
+    values = _as_spec_values(text, path)
+    if values is not None:
+        spec, source, own_text, findings = _spec_for_world(values, path, world), None, None, []
+        framework = framework or "torch"
+    else:
+        from translator.inspection import inspect_file
+
+        inspection = inspect_file(path, None, Launch(world_size=world))
+        errors = [f for f in inspection.findings if f.severity == "error"]
+        if errors:
+            raise ConfigError(errors)
+        if inspection.spec is None or not inspection.spec.is_decided:
+            raise InputError(f"{path}: its batch is not fully known; see batchspec inspect {path}")
+        spec, source, own_text = inspection.spec, inspection.reading.framework, text
+        findings = inspection.findings
+        framework = framework or source
+    _check_engine(framework, spec, world)
+    backend_name = CONFIG_BACKEND[framework]
+    if backend_name is None:
+        config_name, config_text = "spec.json", spec.model_dump_json(indent=2)
+    elif backend_name == source:
+        config_name, config_text = BACKENDS[source].FILENAME, own_text
+    else:
+        from translator.render import render
+
+        rendered = render(spec, BACKENDS[backend_name])
+        config_name, config_text, findings = rendered.filename, rendered.text, findings + rendered.findings
+    length = seq_len or spec.sequence_length or DEFAULT_SEQUENCE[model]
+    plan = command.SmokePlan(framework=framework, nproc=nproc, nnodes=nnodes, steps=steps,
+                             model=model, sequence_length=length, workdir=workdir,
+                             config_name=config_name)
+    return Prepared(spec, plan, config_text, findings)
+
+
+def _as_spec_values(text: str, path: str) -> dict | None:
+    """The mapping when the file is a batchspec spec (only spec keys), else None."""
+    if Path(path).suffix.lower() not in (".yaml", ".yml", ".json") and path != "-":
+        return None
+    try:
+        values, _ = parse_mapping(text, path)
+    except InputError:
+        return None
+    keys = set(values)
+    return values if keys and keys <= spec_fields() | DERIVED_KEYS else None
+
+
+def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
+    given = {k: v for k, v in values.items() if k in ("world_size", "nodes", "gpus_per_node",
+                                                      "data_parallel_size") and v is not None}
+    spec = build_spec(values if given else values | {"world_size": world}, path)
+    if spec.world_size != world:
+        raise ConfigError([finding(
+            "smoke-world-mismatch",
+            f"{path} is for world size {spec.world_size}, but the smoke run launches {world}",
+            hint=f"launch {spec.world_size} processes, or plan the batch for {world}: "
+                 f"batchspec plan {path} --world-size {world}", where=path)])
+    return spec
+
+
+def _check_engine(framework: str, spec: BatchSpec, world: int) -> None:
+    if framework == "axolotl" and world != 1:
+        raise ConfigError([finding(
+            "smoke-engine", f"the Axolotl smoke engine runs one process (Axolotl's multi-process "
+                            f"path needs CUDA), not {world}", hint="use --nproc 1 --nnodes 1")])
+    if framework == "axolotl" and spec.pipeline_parallel_size > 1:
+        raise ConfigError(BACKENDS["axolotl"].check(spec))
+
+
+def write_workdir(prepared: Prepared) -> None:
+    plan = prepared.plan
+    plan.results.mkdir(parents=True, exist_ok=True)
+    for stale in plan.results.glob("rank-*.json"):
+        stale.unlink()
+    write_atomic(plan.workdir / "spec.json", prepared.spec.model_dump_json(indent=2))
+    write_atomic(plan.workdir / plan.config_name, prepared.config_text)
+
+
+def environment(memory_limit: int | None) -> dict:
+    """The ranks' environment: offline, one thread per rank unless told, optional memory cap."""
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(HF_HUB_OFFLINE="1", AXOLOTL_DO_NOT_TRACK="1", PYTHONUNBUFFERED="1")
+    if memory_limit:
+        from translator.launch.worker import MEMORY_LIMIT_ENV
+
+        env[MEMORY_LIMIT_ENV] = str(memory_limit)
+    return env
+
+
+@dataclass
+class Report:
+    """The outcome of a smoke run."""
+
+    measurement: Measurement
+    errors: list[str]
+    """Why the run does not prove the batch (empty when it does)."""
+    results: list[RankResult]
+
+
+def judge(prepared: Prepared, stopped: str | None, timeout: float | None,
+          log_tail: list[str]) -> Report:
+    """Merge the ranks' reports and say what is wrong, if anything."""
+    plan, spec = prepared.plan, prepared.spec
+    results = read_all(plan.results)
+    m = merge(results)
+    errors = []
+    if stopped == "timeout":
+        errors.append(f"timed out after {timeout:g} s; every process of the run was stopped")
+    elif stopped == "interrupted":
+        errors.append("interrupted; every process of the run was stopped")
+    for r in results:
+        if r.error == "oom":
+            errors.append(_oom_message(spec, r))
+        elif r.error:
+            errors.append(f"rank {r.rank} failed: {r.error}")
+    missing = sorted(set(range(plan.world_size)) - {r.rank for r in results})
+    if missing and not errors:
+        tail = next((line for line in reversed(log_tail) if line.strip()), "no output")
+        errors.append(f"rank(s) {', '.join(map(str, missing))} reported nothing; last output: {tail}")
+    if not errors:
+        if m.optimizer_steps != plan.steps:
+            errors.append(f"{m.optimizer_steps} optimizer steps ran, not {plan.steps}")
+        wrong = [n for n in m.samples_per_optimizer_step if n != spec.global_batch_size]
+        if wrong:
+            errors.append(f"samples per optimizer step measured {m.samples_per_optimizer_step}, "
+                          f"not the global batch {spec.global_batch_size}")
+    return Report(m, errors, results)
+
+
+def _oom_message(spec: BatchSpec, r: RankResult) -> str:
+    from translator import solve
+
+    micro = r.micro_batch_size or spec.micro_batch_size
+    smaller = [(m, a) for m, a in solve.decompositions(spec.global_batch_size,
+                                                       spec.data_parallel_size) if m < micro]
+    fix = (f"micro-batch {smaller[0][0]} with accumulation {smaller[0][1]} keeps the global "
+           f"batch {spec.global_batch_size}" if smaller else "no smaller micro-batch keeps the "
+           "global batch; use more ranks or a smaller model")
+    return f"out of memory at micro-batch {micro} on rank {r.rank}; fix: {fix}"
+
+
+def mfu(report: Report, prepared: Prepared) -> tuple[float | None, str]:
+    """Model FLOPs utilisation on GPU: (6 N + 12 L h s) FLOPs per token (PaLM, appendix B)
+    × tokens/s / (GPUs × peak dense bf16 FLOP/s). None on CPU or an unknown GPU."""
+    formula = "6·N + 12·L·h·s FLOPs per token (PaLM appendix B), peak dense bf16"
+    m = report.measurement
+    peak = next((v for k, v in PEAK_FLOPS.items() if k in m.device), None)
+    if peak is None or not m.tokens_per_second or not report.results:
+        return None, formula
+    shape, plan = SHAPES[prepared.plan.model], prepared.plan
+    params = max(r.parameters for r in report.results)
+    per_token = 6 * params + 12 * shape.layers * shape.hidden * plan.sequence_length
+    return m.tokens_per_second * per_token / (plan.world_size * peak), formula
+
+
+def run_local(prepared: Prepared, timeout: float | None, memory_limit: int | None, on_line):
+    write_workdir(prepared)
+    outcome = runner.run(command.local_command(prepared.plan), environment(memory_limit),
+                         timeout, on_line)
+    return outcome.stopped, outcome.log_tail
+
+
+def run_slurm(prepared: Prepared, options: slurm.SlurmOptions, timeout: float | None,
+              memory_limit: int | None, on_state):
+    if shutil.which("sbatch") is None:
+        raise InputError("sbatch not found: --slurm needs a Slurm login node")
+    write_workdir(prepared)
+    path = prepared.plan.workdir / "smoke.sbatch"
+    write_atomic(path, slurm.script(prepared.plan, options))
+    env = environment(memory_limit)
+    job = slurm.submit(str(path), env)
+    on_state(f"submitted job {job}")
+    final = slurm.follow(job, env, timeout, lambda s: on_state(f"job {job}: {s}"))
+    log = prepared.plan.workdir / f"slurm-{job}.out"
+    tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+    stopped = final if final in ("timeout", "interrupted") else None
+    return stopped, tail, job, final

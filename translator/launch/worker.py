@@ -1,0 +1,138 @@
+"""The program every rank runs: ``python -m translator.launch.worker --engine E ...``.
+
+It builds the engine's run from the rendered config, counts the samples the engine consumes
+per optimizer step, and writes ``rank-<R>.json`` into the results folder, also when it fails
+(an out-of-memory error is reported as such, with the micro-batch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import resource
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from translator.launch.result import RankResult
+from translator.spec import BatchSpec
+
+#: Prefix of the progress lines ranks print.
+PROGRESS = "[batchspec-smoke]"
+#: Exit code of a rank that ran out of memory.
+OOM_EXIT = 3
+#: Cap on the rank's address space, in bytes (how tests provoke an honest out-of-memory).
+MEMORY_LIMIT_ENV = "BATCHSPEC_MEMORY_LIMIT"
+
+
+@dataclass
+class RunContext:
+    """Everything an engine needs to run on this rank."""
+
+    spec: BatchSpec
+    """The batch to run (what the config was rendered from)."""
+    config: Path
+    """The rendered framework config (DeepSpeed JSON, Axolotl YAML, Megatron args)."""
+    workdir: Path
+    """Results folder, shared by all ranks (and a place for scratch files)."""
+    steps: int
+    """Optimizer steps to run."""
+    model: str
+    """Model name from ``translator.launch.model.SHAPES``."""
+    sequence_length: int
+    """Tokens per sample."""
+    rank: int
+    local_rank: int
+    world_size: int
+
+    @property
+    def device(self) -> str:
+        import torch
+
+        return f"cuda:{self.local_rank}" if torch.cuda.is_available() else "cpu"
+
+    def result(self, **fields) -> RankResult:
+        """A result for this rank with device and peak memory filled in."""
+        return RankResult(rank=self.rank, world_size=self.world_size,
+                          sequence_length=self.sequence_length, device=device_name(),
+                          peak_memory_bytes=peak_memory(), **fields)
+
+
+def device_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
+
+def peak_memory() -> int:
+    import torch
+
+    if torch.cuda.is_available():
+        return int(torch.cuda.max_memory_allocated())
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc).lower()
+    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text \
+        or "can't allocate memory" in text or "cannot allocate memory" in text
+
+
+class StepTimer:
+    """Wall time per optimizer step; each step is announced on stderr for the progress display."""
+
+    def __init__(self):
+        self.times: list[float] = []
+        self._start = time.perf_counter()
+
+    def step(self) -> None:
+        now = time.perf_counter()
+        self.times.append(now - self._start)
+        self._start = now
+        print(f"{PROGRESS} rank {os.environ.get('RANK', 0)} step {len(self.times)}",
+              file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="translator.launch.worker")
+    parser.add_argument("--engine", required=True)
+    parser.add_argument("--spec", required=True, type=Path)
+    parser.add_argument("--config", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--steps", required=True, type=int)
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--seq-len", type=int, required=True)
+    args = parser.parse_args(argv)
+
+    limit = os.environ.get(MEMORY_LIMIT_ENV)
+    if limit:
+        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+    rank = int(os.environ.get("RANK", 0))
+    ctx = RunContext(
+        spec=BatchSpec.model_validate_json(args.spec.read_text()), config=args.config,
+        workdir=args.out, steps=args.steps, model=args.model, sequence_length=args.seq_len,
+        rank=rank, local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+        world_size=int(os.environ.get("WORLD_SIZE", 1)))
+    from translator.launch.engines import MODULES
+
+    engine = importlib.import_module(f"translator.launch.engines.{MODULES[args.engine]}")
+    try:
+        result = engine.run(ctx)
+    except BaseException as exc:  # the launcher needs every rank's outcome, whatever it is
+        oom = is_out_of_memory(exc)
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        RankResult(rank=rank, world_size=ctx.world_size, data_parallel_rank=0,
+                   counts_samples=False, error="oom" if oom else f"{type(exc).__name__}: {first_line}",
+                   micro_batch_size=ctx.spec.micro_batch_size, device="unknown").write(args.out)
+        print(f"rank {rank}: {type(exc).__name__}: {first_line}", file=sys.stderr)
+        return OOM_EXIT if oom else 1
+    result.write(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
