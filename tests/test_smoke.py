@@ -1,0 +1,290 @@
+"""smoke: real short runs that count the samples of every optimizer step."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from translator.cli import main
+from translator.launch import command, slurm
+from translator.launch.result import RankResult, merge
+from translator.launch.smoke import Prepared, judge, mfu, prepare
+
+SPEC = "global_batch_size: 8\nmicro_batch_size: 2\nsequence_length: 32\n"
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture
+def spec(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC)
+    return path
+
+
+def smoke_json(*args, timeout=300):
+    """Run batchspec smoke in a subprocess (its own ranks need a real process tree)."""
+    done = subprocess.run([sys.executable, "-m", "translator", "smoke", *map(str, args), "--json"],
+                          capture_output=True, text=True, timeout=timeout)
+    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else None, done.stderr
+
+
+def leftovers(marker: str) -> list[str]:
+    """Processes whose command line mentions ``marker`` (a test's own workdir)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmd and str(os.getpid()) != proc.name:
+                found.append(f"{proc.name}: {cmd}")
+    return found
+
+
+# Pure parts ------------------------------------------------------------------------------------
+
+def test_commands_are_argument_lists(tmp_path):
+    plan = command.SmokePlan("deepspeed", 2, 1, 3, "tiny", 32, tmp_path, "deepspeed.json")
+    argv = command.local_command(plan)
+    assert argv[:5] == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes"]
+    assert argv[argv.index("--engine") + 1] == "deepspeed"
+    multi = command.SmokePlan("torch", 8, 4, 3, "tiny", 32, tmp_path, "spec.json",
+                              rdzv_endpoint="node1:29500")
+    argv = command.local_command(multi)
+    assert ["--rdzv-backend", "c10d", "--rdzv-endpoint", "node1:29500"] == argv[7:11]
+
+
+def test_sbatch_script_quotes_paths_and_names_the_first_node(tmp_path):
+    odd = tmp_path / "my runs"
+    plan = command.SmokePlan("torch", 4, 2, 3, "tiny", 32, odd, "spec.json")
+    text = slurm.script(plan, slurm.SlurmOptions("gpu", "proj-1", "0:30:00",
+                                                 ["--gpus-per-node=4"], ["module load cuda"]))
+    assert "#SBATCH --nodes=2\n" in text and "#SBATCH --partition=gpu\n" in text
+    assert "#SBATCH --gpus-per-node=4\n" in text and "\nmodule load cuda\n" in text
+    assert f"'{odd}/results'" in text
+    assert 'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in text
+    assert '--rdzv-endpoint "$head_node:29500"' in text
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--partition", "gpu;rm -rf /", "only letters"),
+    ("--account", "a b", "only letters"),
+    ("--time", "tomorrow", "Slurm time"),
+    ("--sbatch", "--gres=gpu:8 --wrap='x'", "one option"),
+    ("--sbatch", "--comment=$(id)", "one option"),
+])
+def test_values_that_reach_the_script_are_validated(spec, tmp_path, flag, value, message):
+    result = run("smoke", spec, "--slurm", "--dry-run", flag, value, "--workdir", tmp_path / "w")
+    assert result.exit_code == 2 and message in result.stderr
+    assert not (tmp_path / "w").exists()
+
+
+def test_dry_run_prints_and_writes_nothing(spec, tmp_path):
+    result = run("smoke", spec, "--nproc", 2, "--framework", "deepspeed", "--dry-run", "--json",
+                 "--workdir", tmp_path / "w")
+    out = json.loads(result.stdout)
+    assert result.exit_code == 0 and out["command"][:3] == [sys.executable, "-m",
+                                                            "torch.distributed.run"]
+    assert out["world_size"] == 2 and out["gradient_accumulation_steps"] == 2
+    assert not (tmp_path / "w").exists()
+    human = run("smoke", spec, "--nproc", 2, "--slurm", "--dry-run", "--workdir", tmp_path / "w")
+    assert human.stdout.count("#SBATCH") >= 4
+
+
+def test_a_config_for_another_world_is_refused_before_launch(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("global_batch_size: 64\nmicro_batch_size: 2\nworld_size: 16\n")
+    result = run("smoke", path, "--nproc", 2, "--workdir", tmp_path / "w", "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["findings"][0]["code"] == "smoke-world-mismatch"
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_framework_config_that_does_not_fit_the_launch_is_refused(tmp_path):
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, '
+                  '"gradient_accumulation_steps": 2}')
+    result = run("smoke", ds, "--nproc", 4, "--workdir", tmp_path / "w")
+    assert result.exit_code == 1 and "8 != 2 * 2 * 4" in result.stderr
+
+
+def test_axolotl_engine_is_single_process(spec, tmp_path):
+    result = run("smoke", spec, "--framework", "axolotl", "--nproc", 2, "--dry-run")
+    assert result.exit_code == 1 and "runs one process" in result.stderr
+
+
+def write_results(folder, per_rank):
+    folder.mkdir(parents=True)
+    for rank, samples in enumerate(per_rank):
+        RankResult(rank, len(per_rank), rank, True, samples, [0.1] * len(samples),
+                   sequence_length=32).write(folder)
+
+
+def test_judge_sums_data_parallel_ranks_and_catches_a_wrong_batch(spec, tmp_path):
+    prepared = prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path)
+    write_results(prepared.plan.results, [[4, 4], [4, 4]])
+    assert judge(prepared, None, None, []).errors == []
+    shutil.rmtree(prepared.plan.results)
+    write_results(prepared.plan.results, [[4, 2], [4, 2]])
+    (error,) = judge(prepared, None, None, []).errors
+    assert error == "samples per optimizer step measured [8, 4], not the global batch 8"
+
+
+def test_judge_reports_missing_ranks_with_the_last_output(spec, tmp_path):
+    prepared = prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path)
+    write_results(prepared.plan.results, [[4, 4]])
+    (error,) = judge(prepared, None, None, ["", "Killed"]).errors
+    assert error == "rank(s) 1 reported nothing; last output: Killed"
+
+
+def test_mfu_formula_on_a_known_gpu(spec, tmp_path):
+    prepared = prepare(str(spec), "torch", 1, 1, 2, "tiny", None, tmp_path)
+    result = RankResult(0, 1, 0, True, [8, 8], [1.0, 1.0], device="NVIDIA H200",
+                        sequence_length=32, parameters=1000)
+    report = judge.__globals__["Report"](merge([result]), [], [result])
+    value, formula = mfu(report, prepared)
+    per_token = 6 * 1000 + 12 * 2 * 64 * 32
+    assert value == pytest.approx(8 * 32 * per_token / 989e12) and "PaLM" in formula
+    report.measurement.device = "cpu"
+    assert mfu(report, prepared)[0] is None
+
+
+# Real runs -------------------------------------------------------------------------------------
+
+@pytest.mark.framework
+@pytest.mark.parametrize("framework", ["deepspeed", "torch"])
+def test_two_cpu_ranks_take_two_steps_of_exactly_the_global_batch(spec, tmp_path, framework):
+    pytest.importorskip("deepspeed" if framework == "deepspeed" else "torch")
+    code, out, err = smoke_json(spec, "--framework", framework, "--nproc", 2, "--steps", 2,
+                                "--workdir", tmp_path / "w")
+    assert code == 0, err
+    assert out["optimizer_steps"] == 2 and out["samples_per_optimizer_step"] == [8, 8]
+    assert out["tokens_per_second"] > 0 and out["peak_memory_bytes"] > 0
+    assert out["device"] == "cpu" and out["errors"] == []
+
+
+@pytest.mark.framework
+def test_a_framework_that_steps_differently_is_caught(spec, tmp_path):
+    """The engine feeds DeepSpeed the config in the workdir; if DeepSpeed accumulates
+    differently from the spec, the measured samples per step say so."""
+    pytest.importorskip("deepspeed")
+    from translator.launch import runner
+    from translator.launch.smoke import environment, write_workdir
+
+    prepared = prepare(str(spec), "deepspeed", 2, 1, 2, "tiny", None, tmp_path / "w")
+    write_workdir(prepared)
+    (tmp_path / "w" / "deepspeed.json").write_text(
+        '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, '
+        '"gradient_accumulation_steps": 1}')
+    outcome = runner.run(command.local_command(prepared.plan), environment(None), 300)
+    (error,) = judge(prepared, outcome.stopped, None, outcome.log_tail).errors
+    assert error == "samples per optimizer step measured [4, 4], not the global batch 8"
+
+
+@pytest.mark.framework
+def test_timeout_stops_the_run_and_leaves_no_process(spec, tmp_path):
+    pytest.importorskip("torch")
+    workdir = tmp_path / "timeout-run"
+    start = time.monotonic()
+    code, out, err = smoke_json(spec, "--nproc", 2, "--steps", 100000, "--timeout", 8,
+                                "--workdir", workdir)
+    assert code == 1 and "timed out after 8 s" in err
+    assert time.monotonic() - start < 60
+    assert leftovers(str(workdir)) == []
+
+
+@pytest.mark.framework
+def test_ctrl_c_stops_the_whole_group(spec, tmp_path):
+    pytest.importorskip("torch")
+    workdir = tmp_path / "interrupted-run"
+    proc = subprocess.Popen([sys.executable, "-m", "translator", "smoke", str(spec), "--nproc", "2",
+                             "--steps", "100000", "--workdir", str(workdir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((workdir / "results").glob("*")) and not leftovers(str(workdir / "results")):
+        assert time.monotonic() < deadline, "the ranks never started"
+        time.sleep(0.5)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err
+    assert leftovers(str(workdir)) == []
+
+
+@pytest.mark.framework
+def test_out_of_memory_is_reported_with_the_fix(tmp_path):
+    """An honest OOM: each rank's address space is capped at 2 GiB (setrlimit), which runs
+    micro-batch 2 fine and cannot hold micro-batch 512 at 256 tokens."""
+    pytest.importorskip("torch")
+    small, big = tmp_path / "small.yaml", tmp_path / "big.yaml"
+    small.write_text("global_batch_size: 8\nmicro_batch_size: 2\nsequence_length: 256\n")
+    big.write_text("global_batch_size: 1024\nmicro_batch_size: 512\nsequence_length: 256\n")
+    code, out, err = smoke_json(small, "--nproc", 2, "--steps", 1, "--memory-limit", "2G",
+                                "--workdir", tmp_path / "a")
+    assert code == 0, err
+    code, out, err = smoke_json(big, "--nproc", 2, "--steps", 1, "--memory-limit", "2G",
+                                "--workdir", tmp_path / "b")
+    assert code == 1
+    assert "out of memory at micro-batch 512 on rank 0; fix: micro-batch 256 with accumulation " \
+           "2 keeps the global batch 1024" in err
+
+
+def slurm_up() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    done = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
+    return done.returncode == 0 and "idle" in done.stdout
+
+
+@pytest.mark.framework
+@pytest.mark.parametrize("framework", ["deepspeed", "torch"])
+def test_through_slurm(spec, tmp_path, framework):
+    if not slurm_up():
+        pytest.skip("no Slurm cluster (scripts/local-slurm.sh start)")
+    code, out, err = smoke_json(spec, "--framework", framework, "--slurm", "--nnodes", 1,
+                                "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w",
+                                "--timeout", 240)
+    assert code == 0, err
+    assert out["slurm_job"] and out["samples_per_optimizer_step"] == [8, 8]
+    state = subprocess.run(["scontrol", "show", "job", "-o", out["slurm_job"]],
+                           capture_output=True, text=True).stdout
+    assert "JobState=COMPLETED" in state
+
+
+@pytest.mark.framework
+def test_slurm_timeout_cancels_the_job(spec, tmp_path):
+    if not slurm_up():
+        pytest.skip("no Slurm cluster (scripts/local-slurm.sh start)")
+    code, out, err = smoke_json(spec, "--slurm", "--nproc", 2, "--steps", 100000,
+                                "--workdir", tmp_path / "w", "--timeout", 15)
+    assert code == 1 and "timed out" in err
+    job = out["slurm_job"]
+    for _ in range(60):
+        state = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True,
+                               text=True).stdout
+        if "JobState=CANCELLED" in state or "JobState=COMPLETED" in state:
+            break
+        time.sleep(0.5)
+    assert "JobState=CANCELLED" in state
+    assert leftovers(str(tmp_path / "w")) == []
+
+
+@pytest.mark.gpu
+def test_gpu_smoke_of_the_125m_model_in_bf16(spec, tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    code, out, err = smoke_json(spec, "--framework", "torch", "--model", "125m", "--steps", 3,
+                                "--workdir", tmp_path / "w")
+    assert code == 0, err and out["mfu"] is not None
