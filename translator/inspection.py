@@ -38,6 +38,17 @@ class Inspection:
     findings: list[Finding]
     """Everything found, errors first."""
 
+    def require_spec(self) -> BatchSpec:
+        """The resolved spec, or the error that says why there is none."""
+        errors = [f for f in self.findings if f.severity == "error"]
+        if errors:
+            raise ConfigError(errors)
+        if self.spec is None or not self.spec.is_decided:
+            why = "; ".join(f.message for f in self.findings if f.severity == "warning")
+            raise InputError(f"{self.reading.path}: its batch is not fully known "
+                             f"({why or 'see batchspec inspect'}); give --world-size")
+        return self.spec
+
     def output(self) -> dict:
         """The DESIGN.md resolved-spec keys (``None`` when unknown), plus file and framework."""
         if self.spec is not None:

@@ -142,3 +142,24 @@ def pop_launch(params: dict):
             raise InputError(f"--world-size {world} ≠ --nnodes {nnodes} × --nproc-per-node {nproc}")
         world = nnodes * nproc
     return Launch(world, params.pop("tp"), params.pop("pp"), params.pop("cp"))
+
+
+def write_rendered(as_json: bool, output: dict, rendered: list, out_dir: str, force: bool,
+                   findings: list[Finding] = ()) -> None:
+    """Write every rendered file (none if any is refused) and report them with the findings."""
+    from pathlib import Path
+
+    from translator.files import check_writable, write_atomic
+
+    paths = [Path(out_dir) / r.filename for r in rendered]
+    check_writable(paths, force)
+    for r, path in zip(rendered, paths):
+        write_atomic(path, r.text)
+    findings = list(findings) + [f for r in rendered for f in r.findings]
+    if as_json:
+        emit_json(output | {"files": {r.backend: str(p) for r, p in zip(rendered, paths)},
+                            "findings": [f.as_dict() for f in findings]})
+    else:
+        for p in paths:
+            click.echo(f"wrote {p}")
+        print_findings(findings)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from translator.cli.common import command, emit_json, print_findings
+from translator.cli.common import command, write_rendered
 
 
 @command("render")
@@ -23,24 +21,10 @@ def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: boo
     backend renders, and no existing file is replaced without --force.
     """
     from translator.backends import get_backends
-    from translator.files import check_writable, write_atomic
     from translator.render import render as render_one
     from translator.spec_file import load_spec
 
     backends = get_backends(targets)
     spec = load_spec(spec_file)
     rendered = [render_one(spec, b) for b in backends]
-    paths = [Path(out_dir) / r.filename for r in rendered]
-    check_writable(paths, force)
-    for r, path in zip(rendered, paths):
-        write_atomic(path, r.text)
-
-    findings = [f for r in rendered for f in r.findings]
-    if as_json:
-        emit_json(spec.output() | {
-            "files": {r.backend: str(p) for r, p in zip(rendered, paths)},
-            "findings": [f.as_dict() for f in findings]})
-    else:
-        for p in paths:
-            click.echo(f"wrote {p}")
-        print_findings(findings)
+    write_rendered(as_json, spec.output(), rendered, out_dir, force)

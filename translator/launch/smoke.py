@@ -51,12 +51,7 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
         from translator.inspection import inspect_file
 
         inspection = inspect_file(path, None, Launch(world_size=world))
-        errors = [f for f in inspection.findings if f.severity == "error"]
-        if errors:
-            raise ConfigError(errors)
-        if inspection.spec is None or not inspection.spec.is_decided:
-            raise InputError(f"{path}: its batch is not fully known; see batchspec inspect {path}")
-        spec, source, own_text = inspection.spec, inspection.reading.framework, text
+        spec, source, own_text = inspection.require_spec(), inspection.reading.framework, text
         findings = inspection.findings
         framework = framework or source
     _check_engine(framework, spec, world)

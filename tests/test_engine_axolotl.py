@@ -1,0 +1,51 @@
+"""The Axolotl smoke engine runs the real ``axolotl train`` on a rendered YAML and counts what
+Axolotl's trainer fed per optimizer step."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("axolotl")
+
+from translator.backends import BACKENDS  # noqa: E402
+from translator.launch.result import merge, read_all  # noqa: E402
+from translator.render import render  # noqa: E402
+from translator.spec import BatchSpec  # noqa: E402
+
+pytestmark = pytest.mark.framework
+
+
+def test_axolotl_runs_two_optimizer_steps_of_the_rendered_global_batch(tmp_path):
+    spec = BatchSpec(global_batch_size=4, micro_batch_size=2, world_size=1, sequence_length=64)
+    assert spec.gradient_accumulation_steps == 2
+    (tmp_path / "spec.json").write_text(spec.model_dump_json())
+    (tmp_path / "axolotl.yaml").write_text(render(spec, BACKENDS["axolotl"]).text)
+    out = tmp_path / "results"
+    out.mkdir()
+    env = dict(os.environ, WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", HF_HUB_OFFLINE="1",
+               AXOLOTL_DO_NOT_TRACK="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "translator.launch.worker", "--engine", "axolotl",
+         "--spec", str(tmp_path / "spec.json"), "--config", str(tmp_path / "axolotl.yaml"),
+         "--out", str(out), "--steps", "2", "--model", "tiny", "--seq-len", "64"],
+        env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    results = read_all(out)
+    assert [r.error for r in results] == [None]
+    measured = merge(results)
+    assert measured.optimizer_steps == 2
+    assert measured.samples_per_optimizer_step == [4, 4]
+    assert measured.device == "cpu" and measured.peak_memory_bytes > 0
+    assert results[0].parameters > 0 and results[0].sequence_length == 64
+    assert all(t > 0 for t in results[0].step_times)
+
+    # Axolotl's own account agrees: its trainer's global_step, and its running token count
+    # (4 samples padded to 64 tokens per step).
+    report = json.loads((out / "axolotl" / "axolotl-steps.json").read_text())
+    assert report["global_step"] == 2
+    assert [s["axolotl_tokens_total"] for s in report["steps"]] == [256, 512]
+    assert "micro_batch_size: 2" in (out / "axolotl" / "axolotl-smoke.yaml").read_text()
