@@ -9,7 +9,8 @@ The synthetic alpaca-style dataset has exactly ``K × micro × accumulation`` ro
 so data-parallel 1), with no ``max_steps``: Axolotl sizes the run from the dataset itself. The
 rows are short (a minimal prompt format, well under ``sequence_len``), ``val_set_size`` is 0,
 deduplication is off and ``excess_length_strategy: raise`` makes Axolotl fail rather than drop a
-row silently. Each row is padded to exactly ``sequence_len`` tokens.
+row silently. Each row is padded to exactly ``sequence_len`` tokens, and the result reports the
+rendered ``sequence_len`` (``--seq-len`` only when the file has none).
 
 Measuring: Axolotl loads :class:`CountingPlugin` (``plugins:`` in the YAML). Inside the Axolotl
 process it puts a forward pre-hook on the trainer's model that counts the rows of every
@@ -18,12 +19,17 @@ per optimizer step, right after ``optimizer.step()`` and ``global_step += 1``) c
 samples fed since the previous step, and the wall time since the previous ``on_step_end`` (the
 first from ``on_train_begin``; data loading of a step's batches falls inside it, as with
 :class:`~translator.launch.worker.StepTimer`). So step count, samples per step and step times
-are all per step, as Axolotl's trainer stepped; the plugin also checks the step count against
-the trainer's own ``state.global_step``. Peak memory is the Axolotl process's: its peak RSS
+are all per step, as Axolotl's trainer stepped. The engine cross-checks them with Axolotl's own
+account and fails on any disagreement: the step count against the trainer's
+``state.global_step``, and the tokens fed in each step against the increase of Axolotl's
+``tokens/total`` log entry (``logging_steps: 1``; its ``compute_loss`` adds the ``labels.numel()``
+of every training micro-batch). Peak memory is the Axolotl process's: its peak RSS
 (``RUSAGE_CHILDREN``) on CPU, its ``torch.cuda.max_memory_allocated`` on GPU.
 
 Only ``--model tiny`` is supported (Axolotl needs a Hugging Face model on disk; the tiny Llama
-is written locally, nothing is downloaded).
+is written locally, nothing is downloaded). Scratch files, the YAML that ran
+(``axolotl-smoke.yaml``), Axolotl's output (``axolotl-train.log``) and the per-step report
+(``axolotl-steps.json``) stay in ``<results>/axolotl/``.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ DEFAULT_TIMEOUT = 1800.0
 #: Launcher variables the Axolotl process must not inherit.
 DISTRIBUTED_ENV = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                    "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                   "TORCHELASTIC_RUN_ID", "ACCELERATE_USE_CPU"}
+                   "TORCHELASTIC_RUN_ID"}
 #: Name of the plugin class in this module, as Axolotl's ``plugins:`` list spells it.
 PLUGIN = f"{__name__}.CountingPlugin"
 DATA_FILE = "smoke.jsonl"
