@@ -102,6 +102,15 @@ def test_dry_run_prints_and_writes_nothing(spec, tmp_path):
     assert human.stdout.count("#SBATCH") >= 4
 
 
+def test_multi_node_outside_slurm_prints_the_rendezvous_command(spec, tmp_path):
+    result = run("smoke", spec, "--nnodes", 2, "--nproc", 2, "--workdir", tmp_path / "w")
+    assert result.exit_code == 2 and "starts on every node" in result.stderr
+    result = run("smoke", spec, "--nnodes", 2, "--nproc", 2, "--dry-run", "--rdzv-endpoint",
+                 "node0:29500", "--json", "--workdir", tmp_path / "w")
+    argv = json.loads(result.stdout)["command"]
+    assert argv[argv.index("--rdzv-endpoint") + 1] == "node0:29500" and "--standalone" not in argv
+
+
 def test_a_config_for_another_world_is_refused_before_launch(tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text("global_batch_size: 64\nmicro_batch_size: 2\nworld_size: 16\n")

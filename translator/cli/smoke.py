@@ -41,6 +41,8 @@ def parse_memory(value: str | None) -> int | None:
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the config and the ranks' results (shared across nodes; "
                    "default: .batchspec-smoke/<framework>).")
+@click.option("--rdzv-endpoint", metavar="HOST:PORT",
+              help="Rendezvous of a multi-node run started outside Slurm (with --dry-run).")
 @click.option("--dry-run", is_flag=True, help="Print exactly what would run; run nothing.")
 @click.option("--slurm", "use_slurm", is_flag=True, help="Submit with sbatch instead of running here.")
 @click.option("--partition", help="Slurm partition.")
@@ -49,19 +51,23 @@ def parse_memory(value: str | None) -> int | None:
 @click.option("--sbatch", "sbatch_extra", multiple=True, help="Extra #SBATCH option (repeatable).")
 @click.option("--setup", multiple=True, help="Shell line run before the launch (repeatable).")
 def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, model, timeout,
-          memory_limit, workdir, dry_run, use_slurm, partition, account, time_limit,
-          sbatch_extra, setup) -> None:
+          memory_limit, workdir, rdzv_endpoint, dry_run, use_slurm, partition, account,
+          time_limit, sbatch_extra, setup) -> None:
     """Run a few real optimizer steps of FILE (a spec or a framework config) and count the
     samples every optimizer step consumes; exit 1 unless each is exactly the global batch."""
-    from translator.errors import ConfigError
-    from translator.launch import command as commands
-    from translator.launch import slurm, smoke as runs
+    from translator.errors import ConfigError, InputError
+    from translator.launch import slurm
+    from translator.launch import smoke as runs
 
     limit = parse_memory(memory_limit)
     options = slurm.SlurmOptions(partition, account, time_limit, list(sbatch_extra), list(setup))
     options.validate()
     workdir = (workdir or Path(".batchspec-smoke") / (framework or "run")).resolve()
-    prepared = runs.prepare(file, framework, nproc, nnodes, steps, model, seq_len, workdir)
+    if nnodes > 1 and not use_slurm and not (dry_run and rdzv_endpoint):
+        raise InputError("a multi-node run outside Slurm starts on every node: print its command "
+                         "with --dry-run --rdzv-endpoint HOST:PORT, or use --slurm")
+    prepared = runs.prepare(file, framework, nproc, nnodes, steps, model, seq_len, workdir,
+                            rdzv_endpoint)
     if dry_run:
         return _dry_run(prepared, options, use_slurm, as_json)
     say = (lambda text: None) if as_json else (lambda text: click.echo(text, err=True))

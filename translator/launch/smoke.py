@@ -39,7 +39,7 @@ class Prepared:
 
 
 def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: int, model: str,
-            seq_len: int | None, workdir: Path) -> Prepared:
+            seq_len: int | None, workdir: Path, rdzv_endpoint: str | None = None) -> Prepared:
     """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed."""
     world = nproc * nnodes
     text = read_text(path)
@@ -68,7 +68,7 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
     length = seq_len or spec.sequence_length or DEFAULT_SEQUENCE[model]
     plan = command.SmokePlan(framework=framework, nproc=nproc, nnodes=nnodes, steps=steps,
                              model=model, sequence_length=length, workdir=workdir,
-                             config_name=config_name)
+                             config_name=config_name, rdzv_endpoint=rdzv_endpoint)
     return Prepared(spec, plan, config_text, findings)
 
 
