@@ -83,6 +83,7 @@ def inspect_file(path: str, framework: str | None = None, launch: Launch = Launc
 
 
 def inspect_reading(backend: ModuleType, reading: Reading, launch: Launch) -> Inspection:
+    """Interpret a reading the framework's way on ``launch``, solve it, and collect findings."""
     world = launch.world_size or reading.world_size
     launch = Launch(world, launch.tensor_parallel_size, launch.pipeline_parallel_size,
                     launch.context_parallel_size)

@@ -53,26 +53,26 @@ def emit_json(obj) -> None:
     click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
-_COUNT = click.IntRange(min=1)
+COUNT = click.IntRange(min=1)
 
 #: (flag, spec field, type, help) for every flag that sets a spec field.
 SPEC_FLAGS = [
-    ("--global-batch", "global_batch_size", _COUNT, "Samples per optimizer step, all ranks together."),
-    ("--micro-batch", "micro_batch_size", _COUNT, "Samples per forward/backward on one rank."),
-    ("--accumulation", "gradient_accumulation_steps", _COUNT, "Micro-batches per optimizer step."),
-    ("--world-size", "world_size", _COUNT, "All processes (GPUs)."),
-    ("--nnodes", "nodes", _COUNT, "Nodes (with --gpus-per-node)."),
-    ("--gpus-per-node", "gpus_per_node", _COUNT, "Processes per node."),
-    ("--tp", "tensor_parallel_size", _COUNT, "Tensor-parallel size."),
-    ("--pp", "pipeline_parallel_size", _COUNT, "Pipeline-parallel size."),
-    ("--cp", "context_parallel_size", _COUNT, "Context-parallel size."),
-    ("--ep", "expert_parallel_size", _COUNT, "Expert-parallel size."),
-    ("--num-experts", "num_experts", _COUNT, "Experts per MoE layer."),
-    ("--vp", "virtual_pipeline_stages", _COUNT, "Virtual pipeline stages per pipeline rank."),
-    ("--seq-len", "sequence_length", _COUNT, "Tokens per sample."),
+    ("--global-batch", "global_batch_size", COUNT, "Samples per optimizer step, all ranks together."),
+    ("--micro-batch", "micro_batch_size", COUNT, "Samples per forward/backward on one rank."),
+    ("--accumulation", "gradient_accumulation_steps", COUNT, "Micro-batches per optimizer step."),
+    ("--world-size", "world_size", COUNT, "All processes (GPUs)."),
+    ("--nnodes", "nodes", COUNT, "Nodes (with --gpus-per-node)."),
+    ("--gpus-per-node", "gpus_per_node", COUNT, "Processes per node."),
+    ("--tp", "tensor_parallel_size", COUNT, "Tensor-parallel size."),
+    ("--pp", "pipeline_parallel_size", COUNT, "Pipeline-parallel size."),
+    ("--cp", "context_parallel_size", COUNT, "Context-parallel size."),
+    ("--ep", "expert_parallel_size", COUNT, "Expert-parallel size."),
+    ("--num-experts", "num_experts", COUNT, "Experts per MoE layer."),
+    ("--vp", "virtual_pipeline_stages", COUNT, "Virtual pipeline stages per pipeline rank."),
+    ("--seq-len", "sequence_length", COUNT, "Tokens per sample."),
     ("--lr", "learning_rate", click.FloatRange(min=0, min_open=True),
      "Learning rate tuned at --lr-batch."),
-    ("--lr-batch", "reference_global_batch_size", _COUNT, "Global batch the --lr was tuned for."),
+    ("--lr-batch", "reference_global_batch_size", COUNT, "Global batch the --lr was tuned for."),
 ]
 
 
@@ -116,13 +116,13 @@ def launch_options(fn):
     options = [
         click.option("--framework", type=click.Choice(["deepspeed", "axolotl", "megatron"]),
                      default=None, help="Read the files as this framework's (default: detect)."),
-        click.option("--world-size", type=_COUNT, default=None, help="All processes launched."),
-        click.option("--nnodes", type=_COUNT, default=None, help="Nodes (with --nproc-per-node)."),
-        click.option("--nproc-per-node", type=_COUNT, default=None, help="Processes per node."),
-        click.option("--tp", type=_COUNT, default=None, help="Tensor-parallel size, when the file "
+        click.option("--world-size", type=COUNT, default=None, help="All processes launched."),
+        click.option("--nnodes", type=COUNT, default=None, help="Nodes (with --nproc-per-node)."),
+        click.option("--nproc-per-node", type=COUNT, default=None, help="Processes per node."),
+        click.option("--tp", type=COUNT, default=None, help="Tensor-parallel size, when the file "
                                                              "does not say (DeepSpeed under Megatron)."),
-        click.option("--pp", type=_COUNT, default=None, help="Pipeline-parallel size, likewise."),
-        click.option("--cp", type=_COUNT, default=None, help="Context-parallel size, likewise."),
+        click.option("--pp", type=COUNT, default=None, help="Pipeline-parallel size, likewise."),
+        click.option("--cp", type=COUNT, default=None, help="Context-parallel size, likewise."),
     ]
     for option in reversed(options):
         fn = option(fn)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from translator.cli.common import _COUNT, command, emit_json, print_findings, print_table
+from translator.cli.common import COUNT, command, emit_json, print_findings, print_table
 
 MEMORY = re.compile(r"^(\d+)([KMGT]?)$")
 
@@ -28,10 +28,10 @@ def parse_memory(value: str | None) -> int | None:
 @click.argument("file", metavar="FILE")
 @click.option("--framework", type=click.Choice(["deepspeed", "megatron", "axolotl", "torch"]),
               help="Engine (default: the config's own framework; torch for a spec).")
-@click.option("--nproc", type=_COUNT, default=1, show_default=True, help="Processes per node.")
-@click.option("--nnodes", type=_COUNT, default=1, show_default=True, help="Nodes.")
-@click.option("--steps", type=_COUNT, default=3, show_default=True, help="Optimizer steps.")
-@click.option("--seq-len", type=_COUNT, help="Tokens per sample (default: the config's, else "
+@click.option("--nproc", type=COUNT, default=1, show_default=True, help="Processes per node.")
+@click.option("--nnodes", type=COUNT, default=1, show_default=True, help="Nodes.")
+@click.option("--steps", type=COUNT, default=3, show_default=True, help="Optimizer steps.")
+@click.option("--seq-len", type=COUNT, help="Tokens per sample (default: the config's, else "
                                              "64 for tiny, 1024 for 125m).")
 @click.option("--model", type=click.Choice(["tiny", "125m"]), default="tiny", show_default=True,
               help="A GPT-style model built in code with random weights.")

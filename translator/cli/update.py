@@ -6,20 +6,20 @@ from pathlib import Path
 
 import click
 
-from translator.cli.common import _COUNT, command, emit_json
+from translator.cli.common import COUNT, command, emit_json
 
 
 @command("update")
 @click.argument("file", metavar="FILE")
-@click.option("--world-size", type=_COUNT, help="The new number of processes.")
-@click.option("--nnodes", type=_COUNT, help="The new number of nodes (with --nproc-per-node).")
-@click.option("--nproc-per-node", type=_COUNT, help="The new processes per node.")
-@click.option("--global-batch", type=_COUNT, help="A new global batch (default: keep it).")
-@click.option("--micro-batch", type=_COUNT, help="A new micro-batch (default: keep it).")
-@click.option("--tp", type=_COUNT, help="A new tensor-parallel size.")
-@click.option("--pp", type=_COUNT, help="A new pipeline-parallel size.")
-@click.option("--cp", type=_COUNT, help="A new context-parallel size.")
-@click.option("--from-world-size", type=_COUNT,
+@click.option("--world-size", type=COUNT, help="The new number of processes.")
+@click.option("--nnodes", type=COUNT, help="The new number of nodes (with --nproc-per-node).")
+@click.option("--nproc-per-node", type=COUNT, help="The new processes per node.")
+@click.option("--global-batch", type=COUNT, help="A new global batch (default: keep it).")
+@click.option("--micro-batch", type=COUNT, help="A new micro-batch (default: keep it).")
+@click.option("--tp", type=COUNT, help="A new tensor-parallel size.")
+@click.option("--pp", type=COUNT, help="A new pipeline-parallel size.")
+@click.option("--cp", type=COUNT, help="A new context-parallel size.")
+@click.option("--from-world-size", type=COUNT,
               help="The world size the file runs on now, when the file does not say.")
 @click.option("--framework", type=click.Choice(["deepspeed", "axolotl", "megatron"]),
               help="Read FILE as this framework's (default: detect).")
