@@ -144,6 +144,15 @@ def pop_launch(params: dict):
     return Launch(world, params.pop("tp"), params.pop("pp"), params.pop("cp"))
 
 
+def output_options(fn):
+    """``--to``, ``--out`` and ``--force``: where rendered configs go."""
+    fn = click.option("--force", is_flag=True, help="Overwrite files that already exist.")(fn)
+    fn = click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+                      help="Folder to write into (created when missing).")(fn)
+    return click.option("--to", "targets", required=True, metavar="BACKENDS",
+                        help="Comma-separated frameworks: deepspeed,axolotl,megatron.")(fn)
+
+
 def write_rendered(as_json: bool, output: dict, rendered: list, out_dir: str, force: bool,
                    findings: list[Finding] = ()) -> None:
     """Write every rendered file (none if any is refused) and report them with the findings."""

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import click
 
-from translator.cli.common import command, launch_options, pop_launch, write_rendered
+from translator.cli.common import command, output_options, launch_options, pop_launch, write_rendered
 
 
 @command("convert")
 @click.argument("file", metavar="FILE")
-@click.option("--to", "targets", required=True, metavar="BACKENDS",
-              help="Comma-separated frameworks: deepspeed,axolotl,megatron.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Folder to write into (created when missing).")
-@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
+@output_options
 @launch_options
 def convert(as_json: bool, file: str, targets: str, out_dir: str, force: bool,
             framework: str | None, **params) -> None:

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import click
 
-from translator.cli.common import command, write_rendered
+from translator.cli.common import command, output_options, write_rendered
 
 
 @command("render")
 @click.argument("spec_file", metavar="SPEC")
-@click.option("--to", "targets", required=True, metavar="BACKENDS",
-              help="Comma-separated frameworks: deepspeed,axolotl,megatron.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Folder to write into (created when missing).")
-@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
+@output_options
 def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: bool) -> None:
     """Render SPEC (YAML/JSON, or - for stdin) for each backend in --to, into --out.
 
