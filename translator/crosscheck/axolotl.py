@@ -52,7 +52,7 @@ BATCH_KEYS = {"micro_batch_size", "gradient_accumulation_steps", "batch_size", "
 REPORTED = ("batch_size", "micro_batch_size", "gradient_accumulation_steps", "world_size")
 
 
-def _lines(count: int) -> list[str]:
+def synthetic_lines(count: int) -> list[str]:
     """Deterministic synthetic English-ish lines for the tokenizer and the dataset."""
     words = ["the", "model", "reads", "a", "batch", "of", "tokens", "and", "learns",
              "slowly", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "data"]
@@ -67,18 +67,19 @@ def _write_tokenizer(directory: Path) -> None:
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.train_from_iterator(_lines(400), trainers.BpeTrainer(
+    tok.train_from_iterator(synthetic_lines(400), trainers.BpeTrainer(
         vocab_size=VOCAB_SIZE, special_tokens=SPECIAL_TOKENS, show_progress=False))
     PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
                             eos_token="</s>", pad_token="<pad>").save_pretrained(directory)
 
 
-def _write_dataset(path: Path) -> None:
-    """Write a small alpaca-style JSONL file."""
-    with path.open("w", encoding="utf-8") as out:
-        for i, line in enumerate(_lines(32)):
-            out.write(json.dumps({"instruction": f"Repeat line {i}.", "input": "",
+def write_dataset(path: Path, rows: int = 32) -> Path:
+    """``rows`` short, distinct alpaca-style rows (``instruction``, ``input``, ``output``)."""
+    with Path(path).open("w", encoding="utf-8") as out:
+        for i, line in enumerate(synthetic_lines(rows)):
+            out.write(json.dumps({"instruction": f"Line {i}.", "input": "",
                                   "output": line}) + "\n")
+    return Path(path)
 
 
 def make_tiny_model(directory: str | os.PathLike) -> Path:
@@ -98,7 +99,7 @@ def make_tiny_model(directory: str | os.PathLike) -> Path:
                          pad_token_id=3)
     LlamaForCausalLM(config).save_pretrained(model_dir)
     _write_tokenizer(model_dir)
-    _write_dataset(directory / DATA_FILE)
+    write_dataset(directory / DATA_FILE)
     return model_dir
 
 

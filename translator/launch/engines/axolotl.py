@@ -73,7 +73,7 @@ def run(ctx: RunContext):
         raise RuntimeError(f"the Axolotl smoke engine runs only the tiny Llama, not {ctx.model!r}")
     import yaml
 
-    from translator.crosscheck.axolotl import make_tiny_model
+    from translator.crosscheck.axolotl import make_tiny_model, write_dataset
 
     rendered = yaml.safe_load(ctx.config.read_text()) or {}
     keys = {key: rendered[key] for key in RUN_KEYS if key in rendered}
@@ -120,17 +120,6 @@ def check(report: dict) -> None:
         if axolotl is not None and axolotl != step["tokens"]:
             raise RuntimeError(f"step {number}: the model was fed {step['tokens']} tokens "
                                f"({step['samples']} samples) but Axolotl counted {axolotl}")
-
-
-def write_dataset(path: Path, rows: int) -> Path:
-    """``rows`` short, distinct alpaca-style rows (``instruction``, ``input``, ``output``)."""
-    from translator.crosscheck.axolotl import _lines
-
-    with Path(path).open("w", encoding="utf-8") as out:
-        for i, line in enumerate(_lines(rows)):
-            out.write(json.dumps({"instruction": f"Line {i}.", "input": "",
-                                  "output": line}) + "\n")
-    return Path(path)
 
 
 def smoke_config(keys: dict, model_dir: Path, scratch: Path) -> dict:
