@@ -91,8 +91,7 @@ install_packages() {
     log "installing slurmctld slurmd slurm-client munge"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        slurmctld slurmd slurm-client munge >&2
+    apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >&2
 }
 
 start_munge() {
