@@ -184,6 +184,18 @@ def test_two_cpu_ranks_take_two_steps_of_exactly_the_global_batch(spec, tmp_path
 
 
 @pytest.mark.framework
+def test_deepspeed_pipeline_engine_runs_accumulation_micro_batches_per_step(tmp_path):
+    pytest.importorskip("deepspeed")
+    spec = tmp_path / "pp.yaml"
+    spec.write_text(SPEC + "pipeline_parallel_size: 2\n")
+    code, out, err = smoke_json(spec, "--framework", "deepspeed", "--nproc", 2, "--steps", 2,
+                                "--workdir", tmp_path / "w")
+    assert code == 0, err
+    assert (out["data_parallel_size"], out["gradient_accumulation_steps"]) == (1, 4)
+    assert out["samples_per_optimizer_step"] == [8, 8]
+
+
+@pytest.mark.framework
 def test_a_framework_that_steps_differently_is_caught(spec, tmp_path):
     """The engine feeds DeepSpeed the config in the workdir; if DeepSpeed accumulates
     differently from the spec, the measured samples per step say so."""

@@ -101,9 +101,12 @@ def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, mo
 def _progress(say, steps):
     from translator.launch.worker import PROGRESS
 
+    # Ranks share one output stream, so a progress line may arrive glued to another line.
+    pattern = re.compile(rf"{re.escape(PROGRESS)} rank 0 step (\d+)")
+
     def on_line(line: str) -> None:
-        if line.startswith(f"{PROGRESS} rank 0 step "):
-            say(f"  optimizer step {line.rsplit(' ', 1)[-1]}/{steps}")
+        for step in pattern.findall(line):
+            say(f"  optimizer step {step}/{steps}")
 
     return on_line
 

@@ -29,12 +29,23 @@ SHAPES = {
 }
 
 
-def build(name: str, sequence_length: int):
-    """A causal language model whose ``forward(tokens)`` returns the mean next-token loss."""
+def layers(name: str, sequence_length: int) -> list:
+    """The model as a list of layers, tokens in and logits out: embedding, blocks, head (a
+    pipeline engine splits this list into stages)."""
     import torch
     from torch import nn
 
     shape = SHAPES[name]
+
+    class Embed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokens = nn.Embedding(shape.vocab, shape.hidden)
+            self.positions = nn.Embedding(sequence_length, shape.hidden)
+
+        def forward(self, tokens):
+            return self.tokens(tokens) + self.positions(
+                torch.arange(tokens.shape[1], device=tokens.device))
 
     class Block(nn.Module):
         def __init__(self):
@@ -44,33 +55,47 @@ def build(name: str, sequence_length: int):
             self.mlp = nn.Sequential(nn.Linear(shape.hidden, 4 * shape.hidden), nn.GELU(),
                                      nn.Linear(4 * shape.hidden, shape.hidden))
 
-        def forward(self, x, mask):
+        def forward(self, x):
+            seq = x.shape[1]
+            mask = torch.triu(torch.full((seq, seq), float("-inf"), device=x.device), 1)
             h = self.ln1(x)
             x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
             return x + self.mlp(self.ln2(x))
 
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(shape.hidden)
+            self.proj = nn.Linear(shape.hidden, shape.vocab, bias=False)
+
+        def forward(self, x):
+            return self.proj(self.ln(x))
+
+    torch.manual_seed(0)
+    return [Embed(), *(Block() for _ in range(shape.layers)), Head()]
+
+
+def next_token_loss(logits, targets):
+    """Mean cross-entropy of the logits against the next tokens."""
+    from torch import nn
+
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def build(name: str, sequence_length: int):
+    """A causal language model whose ``forward(tokens)`` returns the mean next-token loss; the
+    head shares the embedding's weights, as in GPT-2."""
+    from torch import nn
+
     class TinyGPT(nn.Module):
         def __init__(self):
             super().__init__()
-            self.embed = nn.Embedding(shape.vocab, shape.hidden)
-            self.pos = nn.Embedding(sequence_length, shape.hidden)
-            self.blocks = nn.ModuleList(Block() for _ in range(shape.layers))
-            self.ln = nn.LayerNorm(shape.hidden)
-            self.head = nn.Linear(shape.hidden, shape.vocab, bias=False)
-            self.head.weight = self.embed.weight
+            self.layers = nn.Sequential(*layers(name, sequence_length))
+            self.layers[-1].proj.weight = self.layers[0].tokens.weight
 
         def forward(self, tokens):
-            seq = tokens.shape[1] - 1
-            inputs, targets = tokens[:, :-1], tokens[:, 1:]
-            mask = torch.triu(torch.full((seq, seq), float("-inf"), device=tokens.device), 1)
-            x = self.embed(inputs) + self.pos(torch.arange(seq, device=tokens.device))
-            for block in self.blocks:
-                x = block(x, mask)
-            logits = self.head(self.ln(x))
-            return nn.functional.cross_entropy(logits.reshape(-1, shape.vocab),
-                                               targets.reshape(-1))
+            return next_token_loss(self.layers(tokens[:, :-1]), tokens[:, 1:])
 
-    torch.manual_seed(0)
     return TinyGPT()
 
 
