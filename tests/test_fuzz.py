@@ -71,3 +71,22 @@ def test_the_seeds_read_cleanly(name):
     backend = BACKENDS[name]
     reading = backend.read(SEEDS[name], "seed")
     assert reading.values
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yml", ".sh", ".conf"])
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(content=st.binary(max_size=400))
+def test_random_bytes_through_the_command_line(tmp_path, suffix, content):
+    from click.testing import CliRunner
+
+    from translator.cli import main
+
+    path = tmp_path / f"random{suffix}"
+    path.write_bytes(content)
+    result = CliRunner().invoke(main, ["inspect", str(path), "--world-size", "8"])
+    assert result.exit_code in (0, 1, 2)
+    assert "Traceback" not in result.output and "internal error" not in result.output
+    if result.exit_code == 2:
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("batchspec: error: ")
