@@ -196,6 +196,19 @@ def test_deepspeed_pipeline_engine_runs_accumulation_micro_batches_per_step(tmp_
 
 
 @pytest.mark.framework
+def test_a_users_own_launch_script_runs_on_megatron_as_written(tmp_path):
+    pytest.importorskip("megatron.core")
+    script = tmp_path / "train.sh"
+    script.write_text("GPUS=${GPUS:-2}\nMBS=2\nARGS=(\n  --micro-batch-size $MBS\n"
+                      "  --global-batch-size $((MBS * 4))\n  --seq-length 32\n)\n"
+                      'torchrun --nproc_per_node $GPUS pretrain_gpt.py "${ARGS[@]}"\n')
+    code, out, err = smoke_json(script, "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w")
+    assert code == 0, err
+    assert out["framework"] == "megatron" and out["samples_per_optimizer_step"] == [8, 8]
+    assert (tmp_path / "w" / "megatron.sh").read_text() == script.read_text()
+
+
+@pytest.mark.framework
 def test_a_framework_that_steps_differently_is_caught(spec, tmp_path):
     """The engine feeds DeepSpeed the config in the workdir; if DeepSpeed accumulates
     differently from the spec, the measured samples per step say so."""
