@@ -1,4 +1,5 @@
-"""Plain PyTorch DDP: accumulation with ``no_sync`` on all but the last micro-batch."""
+"""Plain PyTorch DDP: accumulation with ``no_sync`` on all but the last micro-batch; bf16
+autocast on GPU."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ def run(ctx: RunContext):
         ddp = DistributedDataParallel(net, device_ids=[device] if device.startswith("cuda") else None)
         optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
         micro, accumulation = ctx.spec.micro_batch_size, ctx.spec.gradient_accumulation_steps
+        def precision():
+            if device.startswith("cuda"):
+                return torch.autocast("cuda", dtype=torch.bfloat16)
+            return contextlib.nullcontext()
+
         vocab = models.SHAPES[ctx.model].vocab
         gen = torch.Generator().manual_seed(1000 + ctx.rank)
         samples, timer = [], StepTimer()
@@ -31,7 +37,7 @@ def run(ctx: RunContext):
             for i in range(accumulation):
                 tokens = models.batch(micro, ctx.sequence_length, vocab, gen, device)
                 sync = i == accumulation - 1
-                with ddp.no_sync() if not sync else contextlib.nullcontext():
+                with ddp.no_sync() if not sync else contextlib.nullcontext(), precision():
                     (ddp(tokens) / accumulation).backward()
                 seen += tokens.shape[0]
             optimizer.step()
