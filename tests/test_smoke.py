@@ -315,10 +315,12 @@ def test_slurm_timeout_cancels_the_job(spec, tmp_path):
 
 
 @pytest.mark.gpu
-def test_gpu_smoke_of_the_125m_model_in_bf16(spec, tmp_path):
+@pytest.mark.parametrize("framework", ["torch", "deepspeed"])
+def test_gpu_smoke_of_the_125m_model_in_bf16(spec, tmp_path, framework):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    code, out, err = smoke_json(spec, "--framework", "torch", "--model", "125m", "--steps", 3,
-                                "--workdir", tmp_path / "w")
-    assert code == 0, err and out["mfu"] is not None
+    code, out, err = smoke_json(spec, "--framework", framework, "--model", "125m", "--steps", 3,
+                                "--seq-len", 1024, "--workdir", tmp_path / "w")
+    assert code == 0, err
+    assert out["device"] != "cpu" and out["mfu"] is not None and out["peak_memory_bytes"] > 0
