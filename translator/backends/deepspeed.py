@@ -65,7 +65,8 @@ def _locate(text: str, key: str, after: int = 0) -> tuple[int, tuple[int, int] |
     return line, (lit.start(), lit.end()) if lit else None
 
 
-def _parse(text: str, where: str) -> dict:
+def _parse(text: str, where: str) -> tuple[dict, list[str]]:
+    """The JSON object and the keys it sets more than once (which DeepSpeed refuses)."""
     duplicates = []
 
     def pairs(items):
@@ -85,14 +86,12 @@ def _parse(text: str, where: str) -> dict:
     if not isinstance(config, dict):
         raise InputError(f"{where}: a DeepSpeed config must be a JSON object, "
                          f"not {type(config).__name__}")
-    config["\0duplicates"] = duplicates
-    return config
+    return config, duplicates
 
 
 def read(text: str, where: str) -> Reading:
     """A DeepSpeed JSON: the batch keys (ints or "auto"), ZeRO, AutoTP, sequence parallel."""
-    config = _parse(text, where)
-    duplicates = config.pop("\0duplicates")
+    config, duplicates = _parse(text, where)
     reading = Reading(where, NAME, text)
     lines = {key: _locate(text, key)[0] for key in config}
     for key in BATCH_KEYS + ["sequence_parallel_size"]:
