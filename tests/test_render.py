@@ -16,8 +16,7 @@ from translator.spec import BatchSpec
 @settings(max_examples=3000, deadline=None)
 @given(specs(pipeline=False))
 def test_every_backend_reads_back_what_it_rendered(spec):
-    launch = Launch(spec.world_size, spec.tensor_parallel_size, spec.pipeline_parallel_size,
-                    spec.context_parallel_size)
+    launch = Launch.of(spec)
     for backend in BACKENDS.values():
         r = render(spec, backend)
         got = inspect_reading(backend, backend.read(r.text, r.filename), launch)

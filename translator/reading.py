@@ -75,6 +75,12 @@ class Launch:
     pipeline_parallel_size: int | None = None
     context_parallel_size: int | None = None
 
+    @classmethod
+    def of(cls, spec) -> "Launch":
+        """The launch a solved spec describes."""
+        return cls(spec.world_size, spec.tensor_parallel_size, spec.pipeline_parallel_size,
+                   spec.context_parallel_size)
+
 
 def typo_findings(keys: dict[str, int | None], batch_keys: list[str], allowed: set[str],
                   path: str) -> list[Finding]:

@@ -71,9 +71,7 @@ def render(spec: BatchSpec, backend: ModuleType) -> Rendered:
     if has_errors(findings):
         raise ConfigError([f for f in findings if f.severity == "error"])
     text = render_template(backend.TEMPLATE, backend.context(spec))
-    launch = Launch(spec.world_size, spec.tensor_parallel_size, spec.pipeline_parallel_size,
-                    spec.context_parallel_size)
-    read_back, _ = backend.interpret(backend.read(text, backend.FILENAME), launch)
+    read_back, _ = backend.interpret(backend.read(text, backend.FILENAME), Launch.of(spec))
     wrong = {key: (value, getattr(spec, key)) for key, value in read_back.items()
              if value != getattr(spec, key)}
     if wrong:

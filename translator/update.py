@@ -146,10 +146,10 @@ def _line_span(text: str, span, path: str, key: str) -> tuple[int, int]:
     return start, len(text) if end < 0 else end + 1
 
 
-def update(backend: ModuleType, old: Inspection, spec: BatchSpec, launch: Launch):
+def update(backend: ModuleType, old: Inspection, spec: BatchSpec):
     """New text, changes and the re-read inspection; refuses when the result is not exact."""
     text, changes = apply(backend, old.reading, spec)
-    again = inspect_reading(backend, backend.read(text, old.reading.path), launch)
+    again = inspect_reading(backend, backend.read(text, old.reading.path), Launch.of(spec))
     errors = [f for f in again.findings if f.severity == "error"]
     if errors:
         raise ConfigError(errors)

@@ -55,9 +55,7 @@ def update(as_json: bool, file: str, world_size, nnodes, nproc_per_node, global_
     spec = target_spec(old, global_batch=global_batch, micro=micro_batch, world=world_size,
                        nodes=nnodes, gpus_per_node=nproc_per_node, tensor=tp, pipeline=pp,
                        context=cp)
-    launch = Launch(spec.world_size, spec.tensor_parallel_size, spec.pipeline_parallel_size,
-                    spec.context_parallel_size)
-    new_text, changes, again = do_update(backend, old, spec, launch)
+    new_text, changes, again = do_update(backend, old, spec)
     target = Path(file) if in_place else Path(out_path) if out_path else None
     if target is not None:
         if not in_place:
