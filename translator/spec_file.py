@@ -8,11 +8,10 @@ Malformed input (not a mapping, unknown key, a string where a count belongs...) 
 from __future__ import annotations
 
 import difflib
-import json
 
 from pydantic import ValidationError
 
-from translator import yaml_source
+from translator import parsing
 from translator.errors import InputError
 from translator.files import read_text
 from translator.spec import BatchSpec, spec_fields
@@ -26,20 +25,15 @@ DERIVED_KEYS = {"tokens_per_step", "findings", "options"}
 def parse_mapping(text: str, where: str) -> tuple[dict, dict[str, int]]:
     """A YAML (or JSON) mapping from ``text`` and the line of each key; safe loading only."""
     if where.endswith(".json"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-        except RecursionError:
-            raise InputError(f"{where}: nested too deeply") from None
+        data = parsing.load_json(text, where)
         positions = {}
         if isinstance(data, dict):  # JSON is YAML: the positions are still useful for errors
             try:
-                positions = yaml_source.load(text, where)[1]
+                positions = parsing.load_yaml(text, where)[1]
             except InputError:
                 pass
     else:
-        data, positions = yaml_source.load(text, where)
+        data, positions = parsing.load_yaml(text, where)
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a mapping of keys to values, got {type(data).__name__}")
     return data, {key: line for key, (line, _) in positions.items()}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from translator import yaml_source
+from translator import parsing
 from translator.backends import deepspeed
 from translator.errors import InputError
 from translator.files import read_text
@@ -48,7 +48,7 @@ def context(spec: BatchSpec) -> dict:
 
 def read(text: str, where: str) -> Reading:
     """An Axolotl YAML, and the DeepSpeed JSON its ``deepspeed:`` key points to."""
-    config, positions = yaml_source.load(text, where)
+    config, positions = parsing.load_yaml(text, where)
     if not isinstance(config, dict):
         raise InputError(f"{where}: an Axolotl config must be a YAML mapping, "
                          f"not {type(config).__name__}")

@@ -5,9 +5,9 @@ engine), ``world / sequence_parallel_size`` without one, or every rank under Aut
 
 from __future__ import annotations
 
-import json
 import re
 
+from translator import parsing
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
@@ -77,12 +77,7 @@ def _parse(text: str, where: str) -> tuple[dict, list[str]]:
             seen[k] = v
         return seen
 
-    try:
-        config = json.loads(text, object_pairs_hook=pairs)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise InputError(f"{where}: nested too deeply") from None
+    config = parsing.load_json(text, where, object_pairs_hook=pairs)
     if not isinstance(config, dict):
         raise InputError(f"{where}: a DeepSpeed config must be a JSON object, "
                          f"not {type(config).__name__}")

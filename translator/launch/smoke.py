@@ -19,7 +19,7 @@ from translator.launch.model import SHAPES
 from translator.launch.result import Measurement, RankResult, merge, read_all
 from translator.reading import Launch
 from translator.spec import BatchSpec, spec_fields
-from translator.spec_file import DERIVED_KEYS, build_spec, parse_mapping
+from translator.spec_file import DERIVED_KEYS, WORLD_KEYS, build_spec, parse_mapping
 
 #: Tokens per sample when neither the config nor --seq-len says.
 DEFAULT_SEQUENCE = {"tiny": 64, "125m": 1024}
@@ -85,8 +85,7 @@ def _as_spec_values(text: str, path: str) -> dict | None:
 
 
 def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
-    given = {k: v for k, v in values.items() if k in ("world_size", "nodes", "gpus_per_node",
-                                                      "data_parallel_size") and v is not None}
+    given = {k: v for k, v in values.items() if k in WORLD_KEYS and v is not None}
     spec = build_spec(values if given else values | {"world_size": world}, path)
     if spec.world_size != world:
         raise ConfigError([finding(

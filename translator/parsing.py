@@ -1,13 +1,16 @@
-"""Safe YAML loading that also tells where each top-level key and scalar value stands."""
+"""Parsing config text safely, with errors that name the file and line: YAML (which also says
+where each top-level key and scalar value stands) and JSON."""
 
 from __future__ import annotations
+
+import json
 
 import yaml
 
 from translator.errors import InputError
 
 
-def load(text: str, where: str) -> tuple[object, dict[str, tuple[int, tuple[int, int] | None]]]:
+def load_yaml(text: str, where: str) -> tuple[object, dict[str, tuple[int, tuple[int, int] | None]]]:
     """``(data, positions)``: ``yaml.safe_load`` data (no tags, no code) and, for each
     top-level key, its 1-based line and the character span of its value when that is a scalar."""
     try:
@@ -32,3 +35,13 @@ def load(text: str, where: str) -> tuple[object, dict[str, tuple[int, tuple[int,
                         if isinstance(value, yaml.ScalarNode) else None)
                 positions[key.value] = (key.start_mark.line + 1, span)
     return data, positions
+
+
+def load_json(text: str, where: str, object_pairs_hook=None) -> object:
+    """``json.loads`` with one-line errors naming the file and line."""
+    try:
+        return json.loads(text, object_pairs_hook=object_pairs_hook)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{where}: nested too deeply") from None
