@@ -74,12 +74,19 @@ def peak_memory() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+#: What allocators (torch's CPU and CUDA ones, Python, the OS) say when memory runs out.
+OUT_OF_MEMORY_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory",
+                       "memoryerror", "outofmemoryerror")
+
+
+def mentions_out_of_memory(text: str) -> bool:
+    """True when an error text (or a log) says memory ran out."""
+    lowered = text.lower()
+    return any(words in lowered for words in OUT_OF_MEMORY_WORDS)
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError):
-        return True
-    text = str(exc).lower()
-    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text \
-        or "can't allocate memory" in text or "cannot allocate memory" in text
+    return isinstance(exc, MemoryError) or mentions_out_of_memory(f"{type(exc).__name__} {exc}")
 
 
 class StepTimer:

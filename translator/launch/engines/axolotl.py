@@ -43,7 +43,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from translator.launch.worker import RunContext
+from translator.launch.worker import RunContext, mentions_out_of_memory
 
 #: Keys of the rendered YAML that are run (everything else is the tiny model's setup).
 #: ``batch_size`` is not rendered, but if a file has it, Axolotl must see it too.
@@ -174,9 +174,7 @@ def train(config: Path, scratch: Path, report_path: Path) -> str:
         raise RuntimeError(f"axolotl train timed out after {timeout:g} s") from None
     (scratch / LOG_FILE).write_text(proc.stdout)
     if proc.returncode != 0:
-        lowered = proc.stdout.lower()
-        if "out of memory" in lowered or "memoryerror" in lowered \
-                or "cannot allocate memory" in lowered:
+        if mentions_out_of_memory(proc.stdout):
             raise MemoryError(f"axolotl train ran out of memory: {last_line(proc.stdout)}")
         raise RuntimeError(f"axolotl train exited with {proc.returncode}: "
                            f"{last_line(proc.stdout)}")
