@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -90,6 +91,64 @@ def test_values_that_reach_the_script_are_validated(spec, tmp_path, flag, value,
     assert not (tmp_path / "w").exists()
 
 
+PAYLOADS = ["w\ntouch {m} #", "$(touch {m})", "`touch {m}`", "w;touch {m}", "w\rtouch {m}",
+            "w\u2028touch {m}", "w\x1b]0;title\x07"]
+FIELDS = ["--workdir", "--partition", "--account", "--time", "--sbatch", "--setup"]
+
+
+def _run_script(text: str, tmp_path: Path) -> None:
+    """Run a generated sbatch script in bash with stand-ins for srun and scontrol."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("srun", "scontrol"):
+        (bin_dir / name).write_text("#!/bin/sh\necho node0\n")
+        (bin_dir / name).chmod(0o755)
+    path = tmp_path / "job.sh"
+    path.write_text(text)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_NODELIST="node0",
+               SLURM_JOB_ID="1")
+    subprocess.run(["bash", str(path)], env=env, cwd=tmp_path, capture_output=True, timeout=30)
+
+
+@pytest.mark.parametrize("field", FIELDS)
+@pytest.mark.parametrize("payload", PAYLOADS)
+@pytest.mark.parametrize("nnodes", [1, 2])
+def test_no_value_injects_a_command_into_the_sbatch_script(spec, tmp_path, field, payload, nnodes):
+    """Each value that reaches the script, with a newline, $(), backticks, ; or a carriage
+    return: refused with one line and exit 2, or inert when the script runs. Setup lines are
+    the user's own shell lines, run as written, but a control character is refused there too."""
+    marker = tmp_path / "pwned"
+    value = payload.format(m=marker)
+    if field == "--workdir":
+        value = str(tmp_path / value)
+    result = run("smoke", spec, "--slurm", "--dry-run", "--json", "--nnodes", nnodes, "--nproc", 2,
+                 field, value)
+    control = any(ord(c) < 32 or c in "\u2028" for c in value)
+    if result.exit_code == 2:
+        assert len(result.stderr.strip().splitlines()) == 1 and "control character" in result.stderr \
+            or "only letters" in result.stderr or "Slurm time" in result.stderr \
+            or "one option" in result.stderr
+        assert not marker.exists()
+        return
+    assert result.exit_code == 0 and not control, result.stderr
+    out = json.loads(result.stdout)
+    for line in out["sbatch"].splitlines():
+        if line.startswith("#SBATCH"):
+            assert re.fullmatch(r"#SBATCH --[a-z-]+=[A-Za-z0-9_.,:+-]+", line), line
+    if field == "--setup":
+        assert value in out["sbatch"].splitlines()  # the user's own line, exactly one line
+        return
+    _run_script(out["sbatch"], tmp_path)
+    assert not marker.exists()
+    if field == "--workdir":
+        assert out["submit"][2] == f"--output={value}/slurm-%j.out"
+
+
+def test_a_percent_in_the_workdir_is_escaped_for_slurm(spec, tmp_path):
+    result = run("smoke", spec, "--slurm", "--dry-run", "--json", "--workdir", tmp_path / "a%jb")
+    assert json.loads(result.stdout)["submit"][2] == f"--output={tmp_path}/a%%jb/slurm-%j.out"
+
+
 def test_dry_run_prints_and_writes_nothing(spec, tmp_path):
     result = run("smoke", spec, "--nproc", 2, "--framework", "deepspeed", "--dry-run", "--json",
                  "--workdir", tmp_path / "w")
@@ -99,7 +158,8 @@ def test_dry_run_prints_and_writes_nothing(spec, tmp_path):
     assert out["world_size"] == 2 and out["gradient_accumulation_steps"] == 2
     assert not (tmp_path / "w").exists()
     human = run("smoke", spec, "--nproc", 2, "--slurm", "--dry-run", "--workdir", tmp_path / "w")
-    assert human.stdout.count("#SBATCH") >= 4
+    assert human.stdout.count("#SBATCH") >= 3
+    assert f"submitted as: sbatch --parsable --output={tmp_path}/w/slurm-%j.out" in human.stdout
 
 
 def test_multi_node_outside_slurm_prints_the_rendezvous_command(spec, tmp_path):

@@ -118,13 +118,17 @@ def _dry_run(prepared, options, use_slurm, as_json) -> None:
     plan = prepared.plan
     argv = commands.local_command(plan)
     sbatch = slurm.script(plan, options) if use_slurm else None
+    submit = slurm.submit_command(plan, str(plan.workdir / "smoke.sbatch")) if use_slurm else None
     if as_json:
         emit_json(prepared.spec.output() | {"framework": plan.framework, "command": argv,
-                                            "sbatch": sbatch, "workdir": str(plan.workdir)})
+                                            "sbatch": sbatch, "submit": submit,
+                                            "workdir": str(plan.workdir)})
         return
     import shlex
 
     click.echo(f"# would write {plan.workdir}/spec.json and {plan.workdir}/{plan.config_name}")
+    if sbatch:
+        click.echo(f"# and {plan.workdir}/smoke.sbatch, submitted as: {shlex.join(submit)}")
     click.echo(sbatch if sbatch else shlex.join(argv))
 
 

@@ -1,9 +1,13 @@
 """Smoke runs on Slurm: render an sbatch script, submit it, follow it, cancel it.
 
-Commands are argument lists. Values that reach the script are validated (partition,
-account, time, extra ``#SBATCH`` options) or shell-quoted (paths, the interpreter), and
-setup lines are the user's own shell lines, one per line. Job state comes from ``squeue``
-and, once the job has left the queue, ``scontrol show job`` (no accounting database needed).
+Commands are argument lists. No value that reaches the script may hold a control character
+(a newline would end a ``#SBATCH`` line and start a command, and quoting cannot protect such a
+line). Beyond that, values on ``#SBATCH`` lines are validated against what Slurm takes
+(partition, account, time, extra options); paths and the interpreter appear only on the
+``srun`` line, shell-quoted; the log path is given to ``sbatch`` as an argument, never written
+into the script. Setup lines are the user's own shell lines, one per line. Job state comes
+from ``squeue`` and, once the job has left the queue, ``scontrol show job`` (no accounting
+database needed).
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ import re
 import shlex
 import subprocess
 import time
+import unicodedata
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from translator.errors import InputError
 from translator.launch.command import SmokePlan, torchrun_args, worker_args
@@ -41,17 +47,38 @@ class SlurmOptions:
 
     def validate(self) -> None:
         for name, value in (("--partition", self.partition), ("--account", self.account)):
-            if value is not None and not NAME_VALUE.match(value):
+            if value is not None and not NAME_VALUE.fullmatch(value):
                 raise InputError(f"{name} {value!r}: only letters, digits and _ . , + - allowed")
-        if self.time is not None and not TIME_VALUE.match(self.time):
+        if self.time is not None and not TIME_VALUE.fullmatch(self.time):
             raise InputError(f"--time {self.time!r}: use a Slurm time such as 30, 1:00:00 or 1-00:00")
         for line in self.extra:
-            if not SBATCH_OPTION.match(line):
+            if not SBATCH_OPTION.fullmatch(line):
                 raise InputError(f"--sbatch {line!r}: give one option such as --gpus-per-node=8 "
                                  "(no spaces, quotes or shell characters)")
         for line in self.setup:
-            if "\n" in line or "\r" in line or "\0" in line:
-                raise InputError(f"--setup {line!r}: one line per --setup")
+            check_line("--setup", line)
+
+
+def check_line(name: str, value: str) -> None:
+    """Refuse a value with a control character (newline, carriage return, escape...): in a
+    generated script it would end the line it stands on and start another."""
+    bad = next((c for c in value if unicodedata.category(c) == "Cc"
+                or c in "\u2028\u2029"), None)
+    if bad is not None:
+        raise InputError(f"{name} {value!r}: holds the control character {bad!r}; a generated "
+                         "script takes no control characters")
+
+
+def check_path(name: str, path: Path) -> None:
+    """A path that reaches a generated script: absolute and free of control characters."""
+    if not path.is_absolute():
+        raise InputError(f"{name} {str(path)!r}: must be an absolute path here")
+    check_line(name, str(path))
+
+
+def log_path(plan: SmokePlan) -> str:
+    """The job's output file for ``sbatch --output`` (``%`` doubled: Slurm reads ``%j``...)."""
+    return str(plan.workdir).replace("%", "%%") + "/slurm-%j.out"
 
 
 def script(plan: SmokePlan, options: SlurmOptions) -> str:
@@ -59,21 +86,27 @@ def script(plan: SmokePlan, options: SlurmOptions) -> str:
     from translator.render import render_template
 
     options.validate()
+    check_path("--workdir", plan.workdir)
+    check_path("the Python interpreter", Path(plan.python))
     launcher = [plan.python, "-m", "torch.distributed.run", *torchrun_args(plan, "")]
     if plan.nnodes > 1:  # the endpoint and id are written by the template from Slurm's variables
         launcher = launcher[:launcher.index("--rdzv-endpoint")]
     return render_template("sbatch.sh.j2", {
         "plan": plan, "job_name": f"batchspec-smoke-{plan.framework}",
-        "log": shlex.quote(str(plan.workdir / "slurm-%j.out")),
         "partition": options.partition, "account": options.account, "time": options.time,
         "extra": options.extra, "setup": options.setup, "port": RDZV_PORT,
         "launcher": [shlex.quote(a) for a in launcher],
         "worker": [shlex.quote(a) for a in worker_args(plan)]})
 
 
-def submit(path: str, env: dict) -> str:
-    """``sbatch --parsable``; the job id."""
-    out = _slurm(["sbatch", "--parsable", path], env)
+def submit_command(plan: SmokePlan, path: str) -> list[str]:
+    """The ``sbatch`` command for the script at ``path``; the log path travels as an argument."""
+    return ["sbatch", "--parsable", f"--output={log_path(plan)}", path]
+
+
+def submit(plan: SmokePlan, path: str, env: dict) -> str:
+    """Submit the script at ``path``; the job id."""
+    out = _slurm(submit_command(plan, path), env)
     return out.strip().split(";")[0]
 
 

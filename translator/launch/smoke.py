@@ -203,11 +203,12 @@ def run_slurm(prepared: Prepared, options: slurm.SlurmOptions, timeout: float | 
               memory_limit: int | None, on_state):
     if shutil.which("sbatch") is None:
         raise InputError("sbatch not found: --slurm needs a Slurm login node")
+    text = slurm.script(prepared.plan, options)  # refuses unsafe values before writing anything
     write_workdir(prepared)
     path = prepared.plan.workdir / "smoke.sbatch"
-    write_atomic(path, slurm.script(prepared.plan, options))
+    write_atomic(path, text)
     env = environment(memory_limit)
-    job = slurm.submit(str(path), env)
+    job = slurm.submit(prepared.plan, str(path), env)
     on_state(f"submitted job {job}")
     final = slurm.follow(job, env, timeout, lambda s: on_state(f"job {job}: {s}"))
     log = prepared.plan.workdir / f"slurm-{job}.out"
