@@ -158,17 +158,15 @@ def write_rendered(as_json: bool, output: dict, rendered: list, out_dir: str, fo
     """Write every rendered file (none if any is refused) and report them with the findings."""
     from pathlib import Path
 
-    from translator.files import check_writable, write_atomic
+    from translator.files import write_files
 
     paths = [Path(out_dir) / r.filename for r in rendered]
-    check_writable(paths, force)
-    for r, path in zip(rendered, paths):
-        write_atomic(path, r.text)
+    written = write_files([(path, r.text) for r, path in zip(rendered, paths)], force)
     findings = list(findings) + [f for r in rendered for f in r.findings]
     if as_json:
-        emit_json(output | {"files": {r.backend: str(p) for r, p in zip(rendered, paths)},
+        emit_json(output | {"files": {r.backend: str(w.path) for r, w in zip(rendered, written)},
                             "findings": [f.as_dict() for f in findings]})
     else:
-        for p in paths:
-            click.echo(f"wrote {p}")
+        for w in written:
+            click.echo(f"wrote {w.describe()}")
         print_findings(findings)

@@ -25,7 +25,8 @@ from translator.cli.common import COUNT, command, emit_json
               help="Read FILE as this framework's (default: detect).")
 @click.option("-o", "--out", "out_path", type=click.Path(dir_okay=False),
               help="Write the updated config here.")
-@click.option("--in-place", is_flag=True, help="Replace FILE (atomically).")
+@click.option("--in-place", is_flag=True,
+              help="Replace FILE atomically, keeping its mode and owner (a symlink: its target).")
 @click.option("--force", is_flag=True, help="Let --out replace an existing file.")
 def update(as_json: bool, file: str, world_size, nnodes, nproc_per_node, global_batch,
            micro_batch, tp, pp, cp, from_world_size, framework, out_path, in_place,
@@ -37,7 +38,7 @@ def update(as_json: bool, file: str, world_size, nnodes, nproc_per_node, global_
     """
     from translator.backends import BACKENDS
     from translator.errors import InputError
-    from translator.files import check_writable, read_text, write_atomic
+    from translator.files import read_text, write_files
     from translator.inspection import detect, inspect_reading
     from translator.reading import Launch
     from translator.update import target_spec
@@ -57,10 +58,8 @@ def update(as_json: bool, file: str, world_size, nnodes, nproc_per_node, global_
                        context=cp)
     new_text, changes, again = do_update(backend, old, spec)
     target = Path(file) if in_place else Path(out_path) if out_path else None
-    if target is not None:
-        if not in_place:
-            check_writable([target], force)
-        write_atomic(target, new_text)
+    written = None if target is None else \
+        write_files([(target, new_text)], force=force or in_place)[0]
     if as_json:
         emit_json(again.output() | {"changes": [c.as_dict() for c in changes],
                                     "written": None if target is None else str(target),
@@ -70,3 +69,5 @@ def update(as_json: bool, file: str, world_size, nnodes, nproc_per_node, global_
     else:
         for c in changes:
             click.echo(f"{target}:{c.line or '+'}: {c.key} {c.old} → {c.new}")
+        if written.target != written.path:
+            click.echo(f"wrote {written.describe()}")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from translator.backends import BACKENDS
 from translator.errors import ConfigError, InputError
-from translator.files import read_text, write_atomic
+from translator.files import read_text, write_atomic, write_files
 from translator.findings import Finding, finding
 from translator.launch import command, runner, slurm
 from translator.launch.engines import CONFIG_BACKEND
@@ -106,12 +106,15 @@ def _check_engine(framework: str, spec: BatchSpec, world: int) -> None:
 
 
 def write_workdir(prepared: Prepared) -> None:
+    """The work folder for a run: the spec and the engine's config, no results of an old run."""
     plan = prepared.plan
     plan.results.mkdir(parents=True, exist_ok=True)
     for stale in plan.results.glob("rank-*.json"):
         stale.unlink()
-    write_atomic(plan.workdir / "spec.json", prepared.spec.model_dump_json(indent=2))
-    write_atomic(plan.workdir / plan.config_name, prepared.config_text)
+    # A dict: for the torch engine the config is spec.json itself.
+    files = {plan.workdir / "spec.json": prepared.spec.model_dump_json(indent=2),
+             plan.workdir / plan.config_name: prepared.config_text}
+    write_files(list(files.items()), force=True)
 
 
 def environment(memory_limit: int | None) -> dict:
