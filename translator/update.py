@@ -101,7 +101,8 @@ def apply(backend: ModuleType, reading: Reading, spec: BatchSpec) -> tuple[str, 
         if old is None:
             if new is None:
                 continue
-            replacements[_insertion(reading, key)] = f"{key}: {new}\n"
+            at = _insertion(reading, key)
+            replacements[at] = f"{key}: {new}{_line_ending(reading.text, at[0])}"
         elif new is None:
             replacements[_line_span(reading.text, old.span, reading.path, key)] = ""
         elif old.span is None:
@@ -109,11 +110,11 @@ def apply(backend: ModuleType, reading: Reading, spec: BatchSpec) -> tuple[str, 
                 f"{reading.where(key)}: cannot change {key}: its value "
                 f"{'is ' + old.why_unknown if old.why_unknown else 'is computed, not written'}"
                 f"; set it to {new} by hand")
-        elif replacements.get(old.span, str(new)) != str(new):
+        elif replacements.get(_without_line_end(reading.text, old.span), str(new)) != str(new):
             raise InputError(f"{reading.where(key)}: {key} shares its value with another key "
                              "that needs a different one; edit it by hand")
         else:
-            replacements[old.span] = str(new)
+            replacements[_without_line_end(reading.text, old.span)] = str(new)
         changes.append(Change(key, None if old is None else old.value, new,
                               None if old is None else old.line))
     text = reading.text
@@ -135,6 +136,19 @@ def _insertion(reading: Reading, key: str) -> tuple[int, int]:
     end = reading.text.find("\n", anchor.span[1])
     pos = len(reading.text) if end < 0 else end + 1
     return pos, pos
+
+
+def _line_ending(text: str, pos: int) -> str:
+    """The line ending of the line before ``pos`` (so an inserted line matches its neighbour)."""
+    return "\r\n" if text[max(pos - 2, 0):pos] == "\r\n" else "\n"
+
+
+def _without_line_end(text: str, span: tuple[int, int]) -> tuple[int, int]:
+    """``span`` short of a carriage return a reader took into the value (a CRLF file)."""
+    start, end = span
+    while end > start and text[end - 1] == "\r":
+        end -= 1
+    return start, end
 
 
 def _line_span(text: str, span, path: str, key: str) -> tuple[int, int]:
