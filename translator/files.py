@@ -127,10 +127,12 @@ def write_files(files: list[tuple[Path, str]], force: bool) -> list[Written]:
     refused (replacing it would split it from its other names). Folders are created.
     """
     plans = [_plan(Path(p), text, force) for p, text in files]
-    targets = [os.path.realpath(p.target) for p in plans]
-    for p, real in zip(plans, targets):
-        if targets.count(real) > 1:
+    seen = set()
+    for p in plans:
+        real = os.path.realpath(p.target)
+        if real in seen:
             raise InputError(f"{p.path}: the same file would be written twice")
+        seen.add(real)
     new_folders = _missing_folders(p.target.parent for p in plans)
     current = plans[0].path if plans else None
     try:
