@@ -13,7 +13,10 @@ from translator.cli.common import command, output_options, launch_options, pop_l
 @launch_options
 def convert(as_json: bool, file: str, targets: str, out_dir: str, force: bool,
             framework: str | None, **params) -> None:
-    """Read FILE (any framework's config), then render its batch for the --to frameworks."""
+    """Read FILE (any framework's config), then render its batch for the --to frameworks.
+
+    All files are written or none, and no existing file is replaced without --force.
+    """
     from translator.backends import get_backends
     from translator.inspection import inspect_file
     from translator.render import render

@@ -13,8 +13,8 @@ from translator.cli.common import command, output_options, write_rendered
 def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: bool) -> None:
     """Render SPEC (YAML/JSON, or - for stdin) for each backend in --to, into --out.
 
-    Every file is read back and must give the same spec. Nothing is written unless every
-    backend renders, and no existing file is replaced without --force.
+    Every file is read back and must give the same spec. All files are written or none, and
+    no existing file is replaced without --force (a symlink is written through to its target).
     """
     from translator.backends import get_backends
     from translator.render import render as render_one
