@@ -170,7 +170,7 @@ BAD_SPECS = [
     ("bomb.yaml", b"a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
                   b"c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
                   b"e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
-                  b"global_batch_size: *f\n", 2, "bomb.yaml:7: global_batch_size: Input should be a valid integer"),
+                  b"global_batch_size: *f\n", 2, "bomb.yaml:5: aliases expand to more than 10000 nodes"),
     ("string.yaml", b"global_batch_size: '64'\nworld_size: 8\n", 2,
      "string.yaml:1: global_batch_size: Input should be a valid integer"),
     ("float.yaml", b"global_batch_size: 64.0\nworld_size: 8\n", 2,

@@ -286,8 +286,8 @@ BAD = [
      "tag.yml:1: not valid YAML"),
     ("bomb.yml", b"a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
                  b"c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
-                 b"micro_batch_size: *d\ngradient_accumulation_steps: 2\n", 1,
-     "micro_batch_size is [[[["),
+                 b"micro_batch_size: *d\ngradient_accumulation_steps: 2\n", 2,
+     "bomb.yml:5: aliases expand to more than 10000 nodes"),
     ("string.json", b'{"train_batch_size": "64", "train_micro_batch_size_per_gpu": 2}', 1,
      'train_batch_size is "64" (str)'),
     ("float.yml", b"micro_batch_size: 2.5\ngradient_accumulation_steps: 4\n", 1,

@@ -51,6 +51,9 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "error", "the file does not give enough batch values to know the batch"),
     "world-unknown": (
         "warning", "the file does not say its world size, so the global batch is not known"),
+    "batch-depends-on-unknown": (
+        "warning", "the batch depends on a value the script does not fix; listed for each value "
+                   "that fits"),
     "world-implied": (
         "info", "the file is only valid at one data-parallel size"),
     "hf-auto": (
@@ -73,6 +76,14 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "error", "the DeepSpeed JSON disagrees with the Axolotl YAML that points to it"),
     "axolotl-sample-packing": (
         "info", "with sample packing a micro-batch holds packed rows, not samples"),
+    "yaml-duplicate-batch-key": (
+        "error", "a batch key is set twice in a YAML file with different values; the last wins"),
+    "yaml-duplicate-key": (
+        "warning", "a key is set twice in a YAML file; the loader keeps the last one silently"),
+    "axolotl-null-batch": (
+        "error", "a batch key is null, which Axolotl keeps and then fails on"),
+    "axolotl-accumulation-from-batch-size": (
+        "info", "gradient_accumulation_steps is null, so Axolotl derives it from batch_size"),
     "missing-file": (
         "error", "a file the config points to does not exist"),
     "megatron-global-default": (

@@ -1,25 +1,157 @@
-"""Parsing config text safely, with errors that name the file and line: YAML (which also says
-where each top-level key and scalar value stands) and JSON."""
+"""Parsing config text safely, with errors that name the file and line: YAML and JSON.
+
+Both give a :class:`Document`: the data, where each key stands (and the span of its value when
+that is a scalar), and the keys a mapping sets more than once. Hostile input is refused with an
+:class:`InputError` (exit 2): YAML aliases that expand past :data:`ALIAS_BUDGET` nodes, recursive
+aliases, integers longer than :data:`MAX_INT_CHARS`, tags that do not construct, deep nesting.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+import reprlib
+from dataclasses import dataclass, field
 
 import yaml
 
 from translator.errors import InputError
 
+#: Nodes that aliases may add to a YAML document, all aliases together ("billion laughs").
+ALIAS_BUDGET = 10_000
+#: Characters of a scalar that count as one node in that budget (so a long string repeated by
+#: aliases cannot get round it).
+SCALAR_CHARS = 80
+#: Longest integer literal read; longer ones cost quadratic time to convert (and to print).
+MAX_INT_CHARS = 1000
+#: Longest rendering of a value in a message.
+BRIEF_CHARS = 60
 
-def load_yaml(text: str, where: str) -> tuple[object, dict[str, tuple[int, tuple[int, int] | None]]]:
-    """``(data, positions)``: ``yaml.safe_load`` data (no tags, no code) and, for each
-    top-level key, its 1-based line and the character span of its value when that is a scalar."""
+_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null')
+_JSON_TOKEN = re.compile(r'("(?:[^"\\]|\\.)*")(\s*:\s*)?|[{}\[\]]')
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """A key set twice in one mapping; the later one is the one loaders keep."""
+
+    path: str
+    """Dotted path of the key (``deepspeed.train_batch_size``)."""
+    first: int
+    """1-based line of the first occurrence."""
+    again: int
+    """1-based line of the later occurrence."""
+    same: bool
+    """Whether both give the same scalar value."""
+
+
+@dataclass
+class Document:
+    """What a config file holds, and where."""
+
+    data: object
+    """As ``yaml.safe_load`` / ``json.loads`` give it (the last of duplicate keys wins)."""
+    positions: dict[str, tuple[int, tuple[int, int] | None]] = field(default_factory=dict)
+    """Dotted key path (through mappings only) -> 1-based line and the character span of its
+    value when that is a scalar; for a duplicated key, the later one."""
+    duplicates: list[Duplicate] = field(default_factory=list)
+    """Keys set more than once, in the order the later occurrences appear."""
+
+
+def brief(value: object, quote: str = '"') -> str:
+    """``value`` for a message: its ``repr`` (a string between ``quote`` marks), cut to a short
+    length without ever rendering it whole (an expanded alias never reaches a message)."""
+    if isinstance(value, str):
+        text = f"{quote}{value[:BRIEF_CHARS]}{quote}"
+    else:
+        text = _REPR.repr(value)
+    return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS - 1] + "…"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = BRIEF_CHARS
+
+
+# YAML ------------------------------------------------------------------------------------------
+
+class _Refused(Exception):
+    """A YAML document refused while composing; ``line`` is 1-based."""
+
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line = line
+
+
+class _Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that counts what aliases expand to and turns constructor crashes
+    (``!!int 'abc'``, a 13th month) into YAML errors at the node's line."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.expanded = 0
+        self.sizes: dict[int, int] = {}
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            node = self.anchors.get(event.anchor)
+            if node is not None:
+                line = event.start_mark.line + 1
+                if node.end_mark is None:  # still being composed: the alias is inside its anchor
+                    raise _Refused(line, f"alias *{brief(event.anchor, '')} refers to itself "
+                                         "(a recursive structure); not a config")
+                self.expanded += self._size(node)
+                if self.expanded > ALIAS_BUDGET:
+                    raise _Refused(line, f"aliases expand to more than {ALIAS_BUDGET} nodes "
+                                         "(an alias bomb?); refused")
+        return super().compose_node(parent, index)
+
+    def _size(self, node) -> int:
+        """Nodes in ``node`` with every alias expanded (memoised: shared nodes cost once); a
+        long scalar counts as one node per :data:`SCALAR_CHARS` characters."""
+        known = self.sizes.get(id(node))
+        if known is not None:
+            return known
+        if isinstance(node, yaml.ScalarNode):
+            size = 1 + len(node.value) // SCALAR_CHARS
+        elif isinstance(node, yaml.SequenceNode):
+            size = 1 + sum(self._size(child) for child in node.value)
+        else:
+            size = 1 + sum(self._size(k) + self._size(v) for k, v in node.value)
+        self.sizes[id(node)] = size
+        return size
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {node.tag.rsplit(':', 1)[-1]} {brief(node.value)}: "
+                            f"{type(exc).__name__}", node.start_mark) from None
+
+    def construct_yaml_int(self, node):
+        if len(node.value) > MAX_INT_CHARS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {len(node.value)} characters; refused",
+                node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
+def load_yaml(text: str, where: str) -> Document:
+    """The YAML document in ``text``, safely loaded (no tags, no code), with key positions and
+    duplicate keys."""
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _Loader(text)
         try:
             node = loader.get_single_node()
             data = None if node is None else loader.construct_document(node)
         finally:
             loader.dispose()
+    except _Refused as exc:
+        raise InputError(f"{where}:{exc.line}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"{where}:{mark.line + 1}" if mark is not None else where
@@ -27,21 +159,104 @@ def load_yaml(text: str, where: str) -> tuple[object, dict[str, tuple[int, tuple
         raise InputError(f"{at}: not valid YAML: {problem}") from None
     except RecursionError:
         raise InputError(f"{where}: nested too deeply") from None
-    positions = {}
-    if isinstance(node, yaml.MappingNode):
+    doc = Document(data)
+    if node is not None:
+        _walk_yaml(node, doc)
+    return doc
+
+
+def _walk_yaml(root, doc: Document) -> None:
+    """Fill ``doc.positions`` and ``doc.duplicates`` from the composed node graph."""
+    seen = set()
+    stack = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen or isinstance(node, yaml.ScalarNode):
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((child, None) for child in node.value)
+            continue
+        first = {}
         for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                span = ((value.start_mark.index, value.end_mark.index)
-                        if isinstance(value, yaml.ScalarNode) else None)
-                positions[key.value] = (key.start_mark.line + 1, span)
-    return data, positions
+            if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            name = key.value if not path else f"{path}.{key.value}"
+            line = key.start_mark.line + 1
+            scalar = isinstance(value, yaml.ScalarNode)
+            if (key.tag, key.value) in first:
+                before_line, before = first[(key.tag, key.value)]
+                same = before is value or (scalar and isinstance(before, yaml.ScalarNode)
+                                           and (before.tag, before.value) == (value.tag, value.value))
+                doc.duplicates.append(Duplicate(name, before_line, line, same))
+            first[(key.tag, key.value)] = (line, value)
+            if path is not None:
+                span = (value.start_mark.index, value.end_mark.index) if scalar else None
+                doc.positions[name] = (line, span)
+            stack.append((value, name if path is not None else None))
+    doc.duplicates.sort(key=lambda d: d.again)
 
 
-def load_json(text: str, where: str, object_pairs_hook=None) -> object:
-    """``json.loads`` with one-line errors naming the file and line."""
+# JSON ------------------------------------------------------------------------------------------
+
+class _LongInt(Exception):
+    pass
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal) > MAX_INT_CHARS:
+        raise _LongInt(literal)
+    return int(literal)
+
+
+def load_json(text: str, where: str) -> Document:
+    """``json.loads`` with one-line errors naming the file and line, key positions and
+    duplicate keys (found in one pass over the text: linear in its length)."""
     try:
-        return json.loads(text, object_pairs_hook=object_pairs_hook)
+        data = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except _LongInt as exc:
+        line = text.count("\n", 0, text.find(str(exc))) + 1
+        raise InputError(f"{where}:{line}: an integer of {len(str(exc))} digits; refused") from None
     except RecursionError:
         raise InputError(f"{where}: nested too deeply") from None
+    doc = Document(data)
+    _scan_json(text, doc)
+    return doc
+
+
+def _scan_json(text: str, doc: Document) -> None:
+    """Positions and duplicates of every key of a valid JSON text, by one scan of its tokens."""
+    frames = []  # per open container: (dotted path, None under arrays; {key: (line, literal)})
+    line, last, pending = 1, 0, None
+    for m in _JSON_TOKEN.finditer(text):
+        token = m.group()
+        if m.group(2) is None and token[0] == '"':
+            continue
+        line += text.count("\n", last, m.start())
+        last = m.start()
+        if token == "{":
+            frames.append(("" if not frames else pending, {}))
+        elif token == "[":
+            frames.append((None, None))
+        elif token in "}]":
+            frames.pop()
+        if token in "{[}]":
+            pending = None
+            continue
+        path, keys = frames[-1]
+        raw = m.group(1)
+        key = json.loads(raw) if "\\" in raw else raw[1:-1]
+        literal = _LITERAL.match(text, m.end())
+        value = literal.group() if literal else None
+        name = None if path is None else key if not path else f"{path}.{key}"
+        shown = name if name is not None else key
+        if key in keys:
+            before_line, before = keys[key]
+            doc.duplicates.append(Duplicate(shown, before_line, line,
+                                            value is not None and value == before))
+        keys[key] = (line, value)
+        if name is not None:
+            doc.positions[name] = (line, literal.span() if literal else None)
+        pending = name

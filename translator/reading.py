@@ -107,8 +107,9 @@ def typo_findings(keys: dict[str, int | None], batch_keys: list[str], allowed: s
 def invalid_value(key: str, value: Value, path: str, wants: str = "a positive integer") -> Finding:
     """The error for a value of the wrong type or range."""
     from translator.findings import finding
+    from translator.parsing import brief
 
-    shown = repr(value.value) if not isinstance(value.value, str) else f'"{value.value}"'
+    shown = brief(value.value)
     kind = type(value.value).__name__
     return finding("invalid-value", f"{key} is {shown} ({kind}); it must be {wants}",
                    hint=f"write {key} as {wants}",

@@ -23,20 +23,16 @@ DERIVED_KEYS = {"tokens_per_step", "findings", "options"}
 
 
 def parse_mapping(text: str, where: str) -> tuple[dict, dict[str, int]]:
-    """A YAML (or JSON) mapping from ``text`` and the line of each key; safe loading only."""
-    if where.endswith(".json"):
-        data = parsing.load_json(text, where)
-        positions = {}
-        if isinstance(data, dict):  # JSON is YAML: the positions are still useful for errors
-            try:
-                positions = parsing.load_yaml(text, where)[1]
-            except InputError:
-                pass
-    else:
-        data, positions = parsing.load_yaml(text, where)
-    if not isinstance(data, dict):
-        raise InputError(f"{where}: expected a mapping of keys to values, got {type(data).__name__}")
-    return data, {key: line for key, (line, _) in positions.items()}
+    """A YAML (or JSON) mapping from ``text`` and the line of each key; safe loading only.
+    A key given twice is refused: which one was meant is anyone's guess."""
+    doc = (parsing.load_json if where.endswith(".json") else parsing.load_yaml)(text, where)
+    if not isinstance(doc.data, dict):
+        raise InputError(f"{where}: expected a mapping of keys to values, "
+                         f"got {type(doc.data).__name__}")
+    for dup in doc.duplicates:
+        raise InputError(f"{where}:{dup.again}: {parsing.brief(dup.path)} is given twice "
+                         f"(lines {dup.first} and {dup.again}); keep one")
+    return doc.data, {key: line for key, (line, _) in doc.positions.items()}
 
 
 def build_spec(values: dict, where: str, lines: dict[str, int] | None = None) -> BatchSpec:
@@ -60,9 +56,10 @@ def describe(exc: ValidationError, where: str, lines: dict[str, int]) -> str:
     at = f"{where}:{lines[top]}" if top in lines else where
     if first["type"] == "extra_forbidden":
         close = difflib.get_close_matches(top, sorted(spec_fields()), n=1)
-        text = f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
+        shown = parsing.brief(key, quote="'")
+        text = f"unknown key {shown}" + (f" (did you mean '{close[0]}'?)" if close else "")
     else:
-        text = f"{key}: {first['msg']}"
+        text = f"{parsing.brief(key, quote='')}: {first['msg']}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{at}: {text}{more}"
 

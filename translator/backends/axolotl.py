@@ -48,27 +48,41 @@ def context(spec: BatchSpec) -> dict:
 
 def read(text: str, where: str) -> Reading:
     """An Axolotl YAML, and the DeepSpeed JSON its ``deepspeed:`` key points to."""
-    config, positions = parsing.load_yaml(text, where)
+    doc = parsing.load_yaml(text, where)
+    config = doc.data
     if not isinstance(config, dict):
         raise InputError(f"{where}: an Axolotl config must be a YAML mapping, "
                          f"not {type(config).__name__}")
     reading = Reading(where, NAME, text)
     for key in list(KEYS) + OTHER_KEYS:
         if key in config:
-            line, span = positions.get(key, (None, None))
+            line, span = doc.positions.get(key, (None, None))
             reading.values[key] = Value(config[key], line, span)
-    keys = {str(k): positions.get(str(k), (None,))[0] for k in config}
+    keys = {str(k): doc.positions.get(str(k), (None,))[0] for k in config}
     reading.findings += typo_findings(keys, BATCH_KEYS, LOOKALIKES, where)
+    reading.findings += [_duplicate(dup, where) for dup in doc.duplicates]
     if "deepspeed" in config:
         _read_deepspeed(reading, config["deepspeed"])
     return reading
 
 
+def _duplicate(dup: parsing.Duplicate, where: str) -> Finding:
+    """A key set twice: an error when it is a batch key and the two values differ."""
+    batch = dup.path in BATCH_KEYS or dup.path in {f"deepspeed.{k}" for k in deepspeed.BATCH_KEYS}
+    code = "yaml-duplicate-batch-key" if batch and not dup.same else "yaml-duplicate-key"
+    return finding(
+        code, f"{parsing.brief(dup.path, quote='')} is set twice (lines {dup.first} and "
+              f"{dup.again}); Axolotl loads its YAML with yaml.safe_load, which keeps the last "
+              "one and says nothing", hint=f"delete line {dup.first} or line {dup.again}",
+        where=f"{where}:{dup.again}")
+
+
 def _read_deepspeed(reading: Reading, target) -> None:
     where = reading.where("deepspeed")
     if isinstance(target, dict):
-        reading.partners.append(deepspeed.read(json.dumps(target, indent=2),
-                                               f"{where} (inline deepspeed)"))
+        # default=str: a date or a set in the block becomes a string the reader then refuses
+        text = json.dumps(target, indent=2, default=str)
+        reading.partners.append(deepspeed.read(text, f"{where} (inline deepspeed)"))
         return
     if not isinstance(target, str):
         reading.findings.append(invalid_value("deepspeed", reading.values["deepspeed"],
@@ -76,9 +90,14 @@ def _read_deepspeed(reading: Reading, target) -> None:
         return
     base = Path(reading.path).parent if reading.path != "-" else Path.cwd()
     path = base / target
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte: no such file either way
+        found = False
+    if not found:
         reading.findings.append(finding(
-            "missing-file", f"deepspeed: {target} does not exist (looked for {path})",
+            "missing-file", f"deepspeed: {parsing.brief(target, quote='')} does not exist "
+                            f"(looked in {base})",
             hint="fix the path (it is relative to the YAML) or add the file", where=where))
         return
     reading.partners.append(deepspeed.read(read_text(path), str(path)))
@@ -98,7 +117,11 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             findings.append(invalid_value(key, v, reading.path))
     micro, gas, bs = (counts.get(k) for k in ("micro_batch_size", "gradient_accumulation_steps",
                                               "batch_size"))
-    if gas is not None and bs is not None:
+    nulls = _nulls(reading, micro, bs)
+    findings += nulls
+    if any(f.code == "axolotl-accumulation-from-batch-size" for f in nulls):
+        counts["gradient_accumulation_steps"] = bs // micro
+    elif gas is not None and bs is not None:
         findings.append(finding(
             "axolotl-batch-keys",
             "please set only one of gradient_accumulation_steps or batch_size (Axolotl's words)",
@@ -123,7 +146,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             where=reading.where("batch_size")))
     # Axolotl's schema defaults both to 1.
     values = {field: counts[key] for key, field in KEYS.items() if key in counts}
-    if not any(f.code == "invalid-value" for f in findings):
+    if not any(f.code in ("invalid-value", "axolotl-null-batch") for f in findings):
         values.setdefault("micro_batch_size", 1)
         values.setdefault("gradient_accumulation_steps", 1)
     findings += _world_rounding(reading, values, launch.world_size)
@@ -131,6 +154,35 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     for partner in reading.partners:
         findings += partner.findings + _pair(reading, partner, values, launch.world_size)
     return values, findings
+
+
+def _nulls(reading: Reading, micro: int | None, bs: int | None) -> list[Finding]:
+    """What Axolotl makes of ``micro_batch_size: null`` or ``gradient_accumulation_steps: null``:
+    its schema keeps an explicit null (the default 1 is for a missing key), and
+    ``normalize_config`` then derives accumulation as ``batch_size // micro_batch_size`` or
+    fails on the None."""
+    out = []
+    for key in ("micro_batch_size", "gradient_accumulation_steps"):
+        v = reading.values.get(key)
+        if v is None or v.value is not None:
+            continue
+        if key == "gradient_accumulation_steps" and None not in (micro, bs):
+            floors = "" if bs % micro == 0 else (f", flooring: each rank trains "
+                                                 f"{micro * (bs // micro)}, not batch_size {bs}")
+            out.append(finding(
+                "axolotl-accumulation-from-batch-size",
+                f"{key} is null, so Axolotl derives it as batch_size // micro_batch_size = "
+                f"{bs} // {micro} = {bs // micro}{floors}",
+                hint=f"write {key}: {max(bs // micro, 1)} and delete batch_size",
+                where=reading.where(key)))
+            continue
+        out.append(finding(
+            "axolotl-null-batch",
+            f"{key} is null: Axolotl keeps an explicit null (its default 1 is only for a missing "
+            "key) and its normalize_config then fails computing the batch (a TypeError on None)",
+            hint=f"write {key} as a positive integer, or delete the line for the default 1",
+            where=reading.where(key)))
+    return out
 
 
 def _world_rounding(reading: Reading, values: dict, world: int | None) -> list[Finding]:

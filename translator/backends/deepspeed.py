@@ -5,8 +5,6 @@ engine), ``world / sequence_parallel_size`` without one, or every rank under Aut
 
 from __future__ import annotations
 
-import re
-
 from translator import parsing
 from translator.errors import InputError
 from translator.findings import Finding, finding
@@ -29,7 +27,6 @@ HF_FILLS = {
     MBS: "per_device_train_batch_size",
     GAS: "gradient_accumulation_steps",
 }
-_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null')
 
 
 def batch_world(spec: BatchSpec) -> int:
@@ -55,55 +52,30 @@ def context(spec: BatchSpec) -> dict:
 
 # Reading ---------------------------------------------------------------------------------------
 
-def _locate(text: str, key: str, after: int = 0) -> tuple[int, tuple[int, int] | None]:
-    """Line and value span of the first ``"key": value`` at or after ``after``."""
-    m = re.compile(rf'"{re.escape(key)}"\s*:\s*').search(text, after)
-    if not m:
-        return 0, None
-    line = text.count("\n", 0, m.start()) + 1
-    lit = _LITERAL.match(text, m.end())
-    return line, (lit.start(), lit.end()) if lit else None
-
-
-def _parse(text: str, where: str) -> tuple[dict, list[str]]:
-    """The JSON object and the keys it sets more than once (which DeepSpeed refuses)."""
-    duplicates = []
-
-    def pairs(items):
-        seen = {}
-        for k, v in items:
-            if k in seen:
-                duplicates.append(k)
-            seen[k] = v
-        return seen
-
-    config = parsing.load_json(text, where, object_pairs_hook=pairs)
+def read(text: str, where: str) -> Reading:
+    """A DeepSpeed JSON: the batch keys (ints or "auto"), ZeRO, AutoTP, sequence parallel."""
+    doc = parsing.load_json(text, where)
+    config = doc.data
     if not isinstance(config, dict):
         raise InputError(f"{where}: a DeepSpeed config must be a JSON object, "
                          f"not {type(config).__name__}")
-    return config, duplicates
-
-
-def read(text: str, where: str) -> Reading:
-    """A DeepSpeed JSON: the batch keys (ints or "auto"), ZeRO, AutoTP, sequence parallel."""
-    config, duplicates = _parse(text, where)
     reading = Reading(where, NAME, text)
-    lines = {key: _locate(text, key)[0] for key in config}
-    for key in BATCH_KEYS + ["sequence_parallel_size"]:
-        if key in config:
-            line, span = _locate(text, key)
-            reading.values[key] = Value(config[key], line, span)
-    nested = {"zero_optimization": "stage", "tensor_parallel": "autotp_size"}
-    for block, key in nested.items():
-        if isinstance(config.get(block), dict) and key in config[block]:
-            line, span = _locate(text, key, text.find(f'"{block}"'))
-            reading.values[f"{block}.{key}"] = Value(config[block][key], line, span)
+    lines = {key: doc.positions.get(key, (0,))[0] for key in config}
+    for key in BATCH_KEYS + ["sequence_parallel_size", "zero_optimization.stage",
+                             "tensor_parallel.autotp_size"]:
+        block, _, inner = key.rpartition(".")
+        holder = config.get(block) if block else config
+        if isinstance(holder, dict) and inner in holder:
+            line, span = doc.positions.get(key, (0, None))
+            reading.values[key] = Value(holder[inner], line, span)
     if "pipeline" in config:
         reading.values["pipeline"] = Value(True, lines["pipeline"])
-    for key in duplicates:
+    for dup in doc.duplicates:
+        key = parsing.brief(dup.path)
         reading.findings.append(finding(
-            "duplicate-key", f'"{key}" is set more than once; DeepSpeed refuses duplicate keys',
-            hint=f'keep one "{key}"', where=f"{where}:{lines.get(key) or 0}"))
+            "duplicate-key", f"{key} is set twice (lines {dup.first} and {dup.again}); "
+                             "DeepSpeed refuses duplicate keys",
+            hint=f"keep one {key}", where=f"{where}:{dup.again}"))
     if "elasticity" in config:
         reading.findings.append(finding(
             "deepspeed-elasticity-removed",
