@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import click
 
 from translator import __version__
+from translator.cli.common import fail
 from translator.cli.convert import convert
 from translator.cli.inspect import inspect
 from translator.cli.plan import plan
@@ -15,7 +18,44 @@ from translator.cli.update import update
 from translator.cli.validate import validate
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _wants_json(args) -> bool:
+    """Whether ``--json`` is among the options (not after ``--``)."""
+    args = list(args)
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
+@contextmanager
+def _usage_errors(as_json: bool):
+    """A bad flag or argument is one ``batchspec: error:`` line (exit 2), not click's usage."""
+    try:
+        yield
+    except click.exceptions.NoArgsIsHelpError:
+        raise
+    except click.UsageError as exc:
+        names, ctx = [], exc.ctx
+        while ctx is not None and ctx.parent is not None:
+            names.append(ctx.info_name)
+            ctx = ctx.parent
+        command_path = " ".join(["batchspec", *reversed(names)])
+        fail(f"{exc.format_message()} (see {command_path} --help)", exc.exit_code, as_json)
+
+
+class _Group(click.Group):
+    """The command group, with usage errors reported like every other error."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        as_json = _wants_json(args)
+        with _usage_errors(as_json):
+            ctx = super().make_context(info_name, args, parent, **extra)
+        ctx.meta["batchspec.json"] = as_json
+        return ctx
+
+    def invoke(self, ctx):
+        with _usage_errors(ctx.meta.get("batchspec.json", False)):
+            return super().invoke(ctx)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="batchspec")
 def main() -> None:
     """One global batch (samples per optimizer step), exact in every framework.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 
 import click
@@ -31,6 +32,8 @@ def command(name: str, **kwargs):
                 fail(str(exc), exc.exit_code, as_json, getattr(exc, "findings", []))
             except (KeyboardInterrupt, click.exceptions.Exit, click.ClickException):
                 raise
+            except BrokenPipeError:
+                leave_quietly()
             except Exception as exc:  # a bug in batchspec: still one line, traceback on --debug
                 if debug:
                     raise
@@ -42,11 +45,32 @@ def command(name: str, **kwargs):
 
 
 def fail(message: str, code: int, as_json: bool, findings: list[Finding] = ()) -> None:
-    click.echo(f"batchspec: error: {message}", err=True)
+    """Report an error: one line on stderr (and the JSON object on stdout), then exit."""
+    click.echo(f"batchspec: error: {printable(message)}", err=True)
     if as_json:
         emit_json({"error": message, "exit_code": code,
                    "findings": [f.as_dict() for f in findings]})
     sys.exit(code)
+
+
+def leave_quietly() -> None:
+    """stdout's reader has gone (``| head``): exit without a word, as Python's documentation
+    advises for SIGPIPE (stdout points at devnull, so the final flush cannot fail again)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (a test runner)
+        pass
+    sys.exit(128 + 13)  # what a shell reports for a process that SIGPIPE ended
+
+
+#: Control characters (C0, DEL, C1) and the Unicode line separators -> Python's escape for each.
+_ESCAPES = {c: repr(chr(c))[1:-1] for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]}
+
+
+def printable(text: object) -> str:
+    """``text`` safe for a terminal: control characters escaped the way Python writes them
+    (``\\n``, ``\\x1b``), so a value from a file can neither forge a line nor drive the terminal."""
+    return str(text).translate(_ESCAPES)
 
 
 def emit_json(obj) -> None:
@@ -91,18 +115,20 @@ def pop_spec_values(params: dict) -> dict:
 def print_table(rows: list[tuple[str, object]], title: str | None = None) -> None:
     """Two aligned columns; ``None`` shows as ``-``."""
     if title:
-        click.echo(title)
+        click.echo(printable(title))
+    rows = [(printable(k), "-" if v is None else printable(v)) for k, v in rows]
     width = max((len(k) for k, _ in rows), default=0)
     for key, value in rows:
-        click.echo(f"  {key.ljust(width)}  {'-' if value is None else value}")
+        click.echo(f"  {key.ljust(width)}  {value}")
 
 
 def print_findings(findings: list[Finding]) -> None:
+    """Each finding as a line (and its fix on the next), control characters escaped."""
     for f in findings:
         where = f" [{f.where}]" if f.where else ""
-        click.echo(f"{f.severity}: {f.code}{where}: {f.message}")
+        click.echo(printable(f"{f.severity}: {f.code}{where}: {f.message}"))
         if f.hint:
-            click.echo(f"  fix: {f.hint}")
+            click.echo(printable(f"  fix: {f.hint}"))
 
 
 def exit_for(findings: list[Finding]) -> None:
