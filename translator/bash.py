@@ -129,8 +129,10 @@ class _Var:
     items: tuple
     """Tuple of scalars; a scalar variable has one item."""
     array: bool = False
-    lines: tuple = ()
+    lines: tuple | list = ()
     """For an array: the line each item is written on."""
+    overflow: bool = False
+    """The array grew past MAX_ITEMS: unknown from then on."""
 
     @property
     def scalar(self) -> tuple:
@@ -213,6 +215,14 @@ class _Source:
 
 
 _PARSER = None
+NON_ASCII = re.compile(rb"[\x80-\xff]")
+
+
+def _tree(data: bytes):
+    """Parse with tree-sitter. Every byte of a non-ASCII character goes in as ``x``: bash treats
+    such characters as plain word characters, byte offsets stay the same, and tree-sitter-bash
+    (0.23 to 0.25) crashes the process on some code points (``b{`` then U+100000)."""
+    return _parser().parse(NON_ASCII.sub(b"x", data) if not data.isascii() else data)
 
 
 def _parser():
@@ -238,7 +248,7 @@ class _Reader:
     def read(self, text: str) -> Script:
         data = text.encode()
         src = _Source(data, text, 1, None)
-        tree = _parser().parse(data)
+        tree = _tree(data)
         self.check_syntax(tree.root_node, src)
         env = _Env()
         self.slurm(text, env)
@@ -380,13 +390,9 @@ class _Reader:
         if value is not None and value.type == "array":
             fields = [f for child in value.named_children if child.type != "comment"
                       for f in self.fields(child, env, src)]
-            items, lines = tuple(p for p, _ in fields), tuple(n for _, n in fields)
-            old = env.get(name)
-            if append and isinstance(old, _Var) and old.array:
-                items, lines = old.items + items, old.lines + lines
-            if len(items) > MAX_ITEMS:
-                items, lines = (_unknown(f"${{{name}[@]}} grows past {MAX_ITEMS} items"),), (line,)
-            var = _Var(items, True, lines)
+            self.set_array(env, name, [p for p, _ in fields], [n for _, n in fields],
+                           append, line)
+            return
         else:
             if value is None:
                 pieces = (Piece("", src.span(node.end_byte, node.end_byte)),)
@@ -396,12 +402,33 @@ class _Reader:
                 pieces = self.arith_pieces(_text_of(pieces), env, pieces, line)
             old = env.get(name)
             if append and isinstance(old, _Var):
-                if old.array:
-                    env.set(name, _Var(old.items + (pieces,), True, old.lines + (line,)))
-                    return
                 pieces = old.scalar + pieces
-            var = _Var((_bounded(pieces),))
-        env.set(name, var)
+            if isinstance(old, _Var) and old.array:  # A=x sets ${A[0]}, the rest stays
+                self.set_array(env, name, [_bounded(pieces)] + list(old.items[1:]),
+                               [line] + list(old.lines[1:]), False, line)
+                return
+            env.set(name, _Var((_bounded(pieces),)))
+
+    def set_array(self, env: _Env, name: str, items: list, lines: list, append: bool,
+                  line: int) -> None:
+        """Assign or extend an array; past MAX_ITEMS it is unknown for good. Extending an
+        array this scope owns happens in place, so a long run of ``A+=(x)`` stays linear."""
+        old = env.get(name)
+        if append and isinstance(old, _Var) and old.array:
+            if old.overflow:
+                return
+            if env.own.get(name) is not old:
+                old = _Var(list(old.items), True, list(old.lines))
+                env.set(name, old)
+            old.items.extend(items)
+            old.lines.extend(lines)
+            var = old
+        else:
+            var = _Var(items, True, lines)
+            env.set(name, var)
+        if len(var.items) > MAX_ITEMS:
+            env.set(name, _Var([_unknown(f"${{{name}[@]}} grows past {MAX_ITEMS} items")], True,
+                               [line], overflow=True))
 
     def declaration(self, node, env: _Env, src: _Source) -> None:
         keyword = src.data[node.children[0].start_byte:node.children[0].end_byte].decode()
@@ -517,7 +544,7 @@ class _Reader:
             return
         data = text.encode()
         inner = _Source(data, text, words[0].line if words else 1, pieces)
-        tree = _parser().parse(data)
+        tree = _tree(data)
         if tree.root_node.has_error:
             self.script.notes.append(f"line {inner.line0}: a string run by eval or bash -c does "
                                      "not parse; not read")
@@ -1131,4 +1158,7 @@ def evaluate(expr: str) -> int:
 def parse(text: str, where: str) -> Script:
     """The commands and variables of ``text``; an :class:`InputError` naming the line when the
     script is not valid bash (an unterminated quote, array or heredoc)."""
-    return _Reader(where, budget=20 * len(text) + 10_000).read(text)
+    try:
+        return _Reader(where, budget=20 * len(text) + 10_000).read(text)
+    except RecursionError:
+        raise InputError(f"{where}: blocks nested too deeply to follow") from None

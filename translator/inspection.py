@@ -89,10 +89,18 @@ def inspect_reading(backend: ModuleType, reading: Reading, launch: Launch) -> In
                     launch.context_parallel_size)
     values, findings = backend.interpret(reading, launch)
     values = _with_launch(values, launch)
+    unknown = sorted(k for k, v in values.items() if v is None)
+    values = {k: v for k, v in values.items() if v is not None}
+    if set(unknown) & LAYOUT_KEYS:  # nothing about DP or accumulation is known then
+        findings.append(_depends_on(values, unknown, reading))
+        findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
+        return Inspection(reading, _known_values(values, unknown), None, findings)
     spec, wrong, missing = _solve(values, world, reading)
+    if unknown and not wrong:
+        missing = [_depends_on(values, unknown, reading)]
     if not has_errors(findings):
         findings += wrong
-    if not (has_errors(findings) or any(f.code in EXPLAINS for f in findings)):
+    if not has_errors(findings) and (unknown or not any(f.code in EXPLAINS for f in findings)):
         findings += missing
     if spec is not None and spec.is_decided:
         findings += [f if f.where else Finding(f.code, f.severity, f.message, reading.path, f.hint)
@@ -103,10 +111,15 @@ def inspect_reading(backend: ModuleType, reading: Reading, launch: Launch) -> In
     return Inspection(reading, shown, spec, findings)
 
 
-def _known_values(values: dict) -> dict:
-    """What follows from the values even though they make no valid spec."""
-    out = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "context_parallel_size": 1}
+def _known_values(values: dict, unknown: list[str] = ()) -> dict:
+    """What follows from the values even though they make no valid spec; nothing is derived
+    from a value in ``unknown`` (a size the file leaves to the running script)."""
+    out = {k: 1 for k in ("tensor_parallel_size", "pipeline_parallel_size",
+                          "context_parallel_size") if k not in unknown}
     out |= values
+    if any(k in unknown for k in ("tensor_parallel_size", "pipeline_parallel_size",
+                                  "context_parallel_size", "world_size")):
+        return {k: v for k, v in out.items() if v is not None}
     world = out.get("world_size")
     model = math.prod(out.get(k, 1) for k in ("tensor_parallel_size", "pipeline_parallel_size",
                                              "context_parallel_size"))
@@ -128,7 +141,7 @@ def _with_launch(values: dict, launch: Launch) -> dict:
               "context_parallel_size": launch.context_parallel_size}
     merged = dict(values)
     for key, value in layout.items():
-        if value is not None and (key not in merged or key == "world_size"):
+        if value is not None and (merged.get(key) is None or key == "world_size"):
             merged[key] = value
     if launch.world_size is not None:
         merged.pop("nodes", None)
@@ -150,6 +163,36 @@ def _solve(values: dict, world: int | None, reading: Reading):
             return None, [], [_world_unknown(values, reading)]
         return None, [], [finding("missing-batch-value", f"{exc}", where=reading.path,
                                   hint="add the missing batch value to the file")]
+
+
+#: Spec fields that decide the data-parallel size.
+LAYOUT_KEYS = {"tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size",
+               "world_size", "nodes", "gpus_per_node"}
+#: Values tried for a size the script leaves unknown.
+CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _depends_on(values: dict, unknown: list[str], reading: Reading) -> Finding:
+    """Which values of the unknown field fit, and the batch each gives."""
+    field = unknown[0]
+    options = []
+    if len(unknown) == 1:
+        for candidate in CANDIDATES:
+            try:
+                spec = BatchSpec(**(values | {field: candidate}))
+            except (ConfigError, InputError):
+                continue
+            if spec.is_decided:
+                options.append(f"{field} {candidate} → global {spec.global_batch_size} (micro "
+                               f"{spec.micro_batch_size} × accumulation "
+                               f"{spec.gradient_accumulation_steps} × DP {spec.data_parallel_size})")
+    names = ", ".join(unknown)
+    return finding(
+        "batch-depends-on-unknown",
+        f"the batch depends on {names}, which the script does not fix"
+        + (f"; for each value that fits: {'; '.join(options)}" if options else ""),
+        hint="write the value as a literal, or give it with a flag (--tp, --pp, --cp, "
+             "--world-size)", where=reading.path)
 
 
 def _world_unknown(values: dict, reading: Reading) -> Finding:

@@ -131,11 +131,13 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
                 hint=("give --world-size" if flag in LAUNCH_FLAGS else
                       f"write {flag} as a literal, or set the variable in the script"),
                 where=f"{reading.path}:{v.line}"))
+            values[field] = None  # unknown: never replaced by a default
         elif not v.is_count:
             findings.append(invalid_value(flag, v, reading.path))
         else:
             values[field] = v.value
-    if {"nodes", "gpus_per_node"} - values.keys():
+    if {"nodes", "gpus_per_node"} - values.keys() or None in (values.get("nodes"),
+                                                                values.get("gpus_per_node")):
         values.pop("nodes", None)
         values.pop("gpus_per_node", None)
     _virtual_from_layers(reading, values)
