@@ -62,7 +62,7 @@ def brief(value: object, quote: str = '"') -> str:
     """``value`` for a message: its ``repr`` (a string between ``quote`` marks), cut to a short
     length without ever rendering it whole (an expanded alias never reaches a message)."""
     if isinstance(value, str):
-        text = f"{quote}{value[:BRIEF_CHARS]}{quote}"
+        text = f"{quote}{value[:BRIEF_CHARS + 1]}{quote}"
     else:
         text = _REPR.repr(value)
     return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS - 1] + "…"

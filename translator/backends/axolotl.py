@@ -226,6 +226,8 @@ def _pair(reading: Reading, ds: Reading, values: dict, world: int | None) -> lis
     wrong = []
     for key, (hf_name, expected) in hf.items():
         v = ds.values.get(key)
+        if v is not None and v.value != "auto" and not v.is_count:
+            out.append(invalid_value(key, v, ds.path, 'a positive integer or "auto"'))
         if v is None or v.value == "auto" or expected is None or not v.is_count:
             continue
         if v.value != expected:
