@@ -38,6 +38,7 @@ MAX_PIECES = 256
 MAX_SOURCES = 64
 MAX_DEPTH = 100
 MAX_CALL_DEPTH = 16
+MAX_EVALS = 8
 #: A source set that stands for "more places than we keep" (update refuses to edit those).
 MANY: Span = (-1, -1)
 UNSET = "unset"
@@ -241,6 +242,7 @@ class _Reader:
         self.script = Script()
         self.functions: dict[str, tuple] = {}
         self.calls = 0
+        self.evals = 0
         self.steps, self.budget = 0, budget
         self.depth = 0
 
@@ -540,7 +542,9 @@ class _Reader:
             text_parts.append(part)
             at += len(part)
         text = "".join(text_parts)
-        if self.depth > MAX_DEPTH:
+        if self.evals >= MAX_EVALS or len(text) > MAX_TEXT:
+            self.script.notes.append(f"line {words[0].line if words else 0}: a string run by "
+                                     "eval or bash -c nests or grows too far to follow; not read")
             return
         data = text.encode()
         inner = _Source(data, text, words[0].line if words else 1, pieces)
@@ -552,11 +556,11 @@ class _Reader:
         scope = env.fork() if fork else env
         for hole, why in holes.items():
             scope.set(hole, _Var((_unknown(why),)))
-        self.depth += 1
+        self.evals += 1
         try:
             self.block(tree.root_node, scope, inner)
         finally:
-            self.depth -= 1
+            self.evals -= 1
         for hole in holes:
             scope.own.pop(hole, None)
 

@@ -52,6 +52,9 @@ class Reading:
     """World size the file itself launches (a torchrun line), when it says."""
     partners: list["Reading"] = field(default_factory=list)
     """Files this one points to and that were read with it (Axolotl's ``deepspeed:`` JSON)."""
+    uses: dict[tuple[int, int], list[str]] = field(default_factory=dict)
+    """For a literal that feeds several words (a launch script's variable): each use, such as
+    ``--seq-length (line 12)``; ``update`` refuses to edit a literal that has other uses."""
 
     def where(self, key: str) -> str:
         """``path:line`` of a key, or just ``path``."""

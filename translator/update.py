@@ -94,10 +94,12 @@ def apply(backend: ModuleType, reading: Reading, spec: BatchSpec) -> tuple[str, 
     """The file's new text and the changes made; every other byte unchanged."""
     replacements: dict[tuple[int, int], str] = {}
     changes = []
-    for key, new in backend.edits(reading, spec).items():
+    edits = backend.edits(reading, spec)
+    for key, new in edits.items():
         old = reading.values.get(key)
         if old is not None and old.value == new:
             continue
+        _refuse_shared(reading, key, old, edits)
         if old is None:
             if new is None:
                 continue
@@ -141,6 +143,19 @@ def _insertion(reading: Reading, key: str) -> tuple[int, int]:
 def _line_ending(text: str, pos: int) -> str:
     """The line ending of the line before ``pos`` (so an inserted line matches its neighbour)."""
     return "\r\n" if text[max(pos - 2, 0):pos] == "\r\n" else "\n"
+
+
+def _refuse_shared(reading: Reading, key: str, old, edits: dict) -> None:
+    """Refuse to edit a literal that also feeds words other than ``key`` (one variable behind
+    ``--micro-batch-size $N --seq-length $N``): the edit would change them silently."""
+    if old is None or old.span is None:
+        return
+    others = [u for u in reading.uses.get(old.span, [])
+              if u.split(" (line")[0] not in (key,) and u.split(" (line")[0] not in edits]
+    if others:
+        raise InputError(f"{reading.where(key)}: the value of {key} ({old.value}) is written "
+                         f"once and also used by {', '.join(sorted(set(others)))}; changing it "
+                         f"would change those too. Give {key} a value of its own, then update")
 
 
 def _without_line_end(text: str, span: tuple[int, int]) -> tuple[int, int]:

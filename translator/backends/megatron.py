@@ -78,8 +78,9 @@ def _value(word: bash.Word) -> Value:
 
 def read(text: str, where: str) -> Reading:
     """A launch script or argument file: Megatron's batch flags and torchrun's world size."""
-    words = _launch_words(bash.parse(text, where))
-    reading = Reading(where, NAME, text)
+    script = bash.parse(text, where)
+    words = _launch_words(script)
+    reading = Reading(where, NAME, text, uses=_uses(script))
     wanted = set(FLAGS) | set(LAUNCH_FLAGS) | OTHER_FLAGS
     flags_seen = {}
     for i, word in enumerate(words):
@@ -101,6 +102,26 @@ def read(text: str, where: str) -> Reading:
                                       | OTHER_FLAGS, where)
     reading.world_size = _world(reading)
     return reading
+
+
+def _uses(script: bash.Script) -> dict:
+    """Every literal that feeds a word of a command, with the words it feeds (``echo`` and
+    ``printf`` lines aside: editing a logged value harms nothing)."""
+    uses: dict = {}
+    for command in script.commands:
+        if command[0].text in ("echo", "printf"):
+            continue
+        for i, word in enumerate(command):
+            before = command[i - 1].text if i else None
+            if word.text and word.text.startswith("--") and "=" in word.text:
+                name = word.text.split("=", 1)[0]
+            elif before and before.startswith("--"):
+                name = before
+            else:
+                name = repr(word.text) if word.text is not None else "a word"
+            for span in word.sources:
+                uses.setdefault(span, []).append(f"{name} (line {word.line})")
+    return uses
 
 
 def _world(reading: Reading) -> int | None:
