@@ -1,5 +1,6 @@
 """Reader throughput: files per second through `inspect` (read + interpret + solve), per
-framework, over the fixtures and over a long synthetic launch script.
+framework, over the fixtures and over a long synthetic launch script; then the launch-script
+reader on 1x, 10x and 100x the same input, to show that reading time stays linear.
 Run: python scripts/bench_readers.py [--seconds S]"""
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ def main() -> None:
         rate, n = per_second([script], seconds)
         print(f"  megatron   4,000-line script ({size / 1024:.0f} KiB)  {rate:8.1f} files/s  "
               f"({rate * size / 2**20:.2f} MiB/s)")
+        print("launch-script reader, seconds per read (linear: 10x input, ~10x time)")
+        for lines in (400, 4_000, 40_000):
+            script = long_script(Path(tmp) / f"scale-{lines}.sh", lines)
+            start = time.perf_counter()
+            inspect_file(str(script), launch=LAUNCH)
+            took = time.perf_counter() - start
+            print(f"  {lines * 2:7,} lines ({script.stat().st_size / 1024:6.0f} KiB)  {took:7.3f} s")
 
 
 if __name__ == "__main__":
