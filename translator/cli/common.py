@@ -194,5 +194,5 @@ def write_rendered(as_json: bool, output: dict, rendered: list, out_dir: str, fo
                             "findings": [f.as_dict() for f in findings]})
     else:
         for w in written:
-            click.echo(f"wrote {w.describe()}")
+            click.echo(printable(f"wrote {w.describe()}"))
         print_findings(findings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from translator.cli.common import (command, emit_json, launch_options, pop_launch, print_findings,
-                                   print_table)
+                                   print_table, printable)
 
 
 def inspect_all(files, framework, launch):
@@ -20,7 +20,7 @@ def inspect_all(files, framework, launch):
         except InputError as exc:
             if len(files) == 1:
                 raise
-            click.echo(f"batchspec: error: {exc}", err=True)
+            click.echo(f"batchspec: error: {printable(exc)}", err=True)
             unusable.append({"file": path, "error": str(exc)})
     return done, unusable
 
@@ -47,7 +47,7 @@ def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **para
     else:
         for i in inspections:
             out = i.output()
-            click.echo(f"{out.pop('file')} ({out.pop('framework')})")
+            click.echo(printable(f"{out.pop('file')} ({out.pop('framework')})"))
             out.pop("findings")
             print_table([(k.replace("_", " "), v) for k, v in out.items()])
             print_findings(i.findings)
