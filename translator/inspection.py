@@ -172,20 +172,25 @@ LAYOUT_KEYS = {"tensor_parallel_size", "pipeline_parallel_size", "context_parall
 CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 
 
+def _fitting(values: dict, field: str, candidates, label: str) -> list[str]:
+    """For each candidate value of ``field`` that makes a decided spec: the batch it gives."""
+    options = []
+    for candidate in candidates:
+        try:
+            spec = BatchSpec(**(values | {field: candidate}))
+        except (ConfigError, InputError):
+            continue
+        if spec.is_decided:
+            options.append(f"{label}{candidate} → global {spec.global_batch_size} (micro "
+                           f"{spec.micro_batch_size} × accumulation "
+                           f"{spec.gradient_accumulation_steps} × DP {spec.data_parallel_size})")
+    return options
+
+
 def _depends_on(values: dict, unknown: list[str], reading: Reading) -> Finding:
     """Which values of the unknown field fit, and the batch each gives."""
-    field = unknown[0]
-    options = []
-    if len(unknown) == 1:
-        for candidate in CANDIDATES:
-            try:
-                spec = BatchSpec(**(values | {field: candidate}))
-            except (ConfigError, InputError):
-                continue
-            if spec.is_decided:
-                options.append(f"{field} {candidate} → global {spec.global_batch_size} (micro "
-                               f"{spec.micro_batch_size} × accumulation "
-                               f"{spec.gradient_accumulation_steps} × DP {spec.data_parallel_size})")
+    options = (_fitting(values, unknown[0], CANDIDATES, f"{unknown[0]} ")
+               if len(unknown) == 1 else [])
     names = ", ".join(unknown)
     return finding(
         "batch-depends-on-unknown",
@@ -196,16 +201,7 @@ def _depends_on(values: dict, unknown: list[str], reading: Reading) -> Finding:
 
 
 def _world_unknown(values: dict, reading: Reading) -> Finding:
-    options = []
-    for world in COMMON_WORLDS:
-        try:
-            spec = BatchSpec(**(values | {"world_size": world}))
-        except (ConfigError, InputError):
-            continue
-        if spec.is_decided:
-            options.append(f"{world} → global {spec.global_batch_size} (micro "
-                           f"{spec.micro_batch_size} × accumulation "
-                           f"{spec.gradient_accumulation_steps} × DP {spec.data_parallel_size})")
+    options = _fitting(values, "world_size", COMMON_WORLDS, "")
     return finding(
         "world-unknown",
         "the file does not say how many processes run it, so the global batch is not known"
