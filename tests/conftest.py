@@ -24,3 +24,14 @@ def pytest_runtest_makereport(item, call):
     if report.skipped and os.environ.get("CI") and item.get_closest_marker("gpu") is None:
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where nothing may be: {report.longrepr}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A test file that skips at import (``pytest.importorskip`` at module level) fails in CI
+    too: otherwise the no-skip rule above would never see its tests."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped at import in CI, where nothing may be: {report.longrepr}"
