@@ -89,3 +89,43 @@ def test_world_size_environment_is_restored(base_dir, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "3")
     resolve("micro_batch_size: 1\ngradient_accumulation_steps: 1\n", 8, base_dir)
     assert os.environ["WORLD_SIZE"] == "3"
+
+
+def test_batch_size_equal_to_micro_trains_what_it_says(base_dir, tmp_path):
+    """``batch_size`` equal to ``micro_batch_size`` without accumulation: Axolotl trains
+    micro x 1, which is what the file means, so batchspec warns (it does not refuse)."""
+    text = "micro_batch_size: 4\nbatch_size: 4\nsequence_len: 256\n"
+    got = resolve(text, 2, base_dir)
+    assert got["micro_batch_size"] * got["gradient_accumulation_steps"] == 4
+    path = tmp_path / "same.yml"
+    path.write_text(text)
+    from translator.inspection import inspect_file
+    from translator.reading import Launch
+    found = inspect_file(str(path), launch=Launch(world_size=2))
+    codes = {f.code: f.severity for f in found.findings}
+    assert codes["axolotl-batch-size-redundant"] == "warning"
+    assert found.spec.gradient_accumulation_steps == got["gradient_accumulation_steps"]
+
+
+def _real_keys() -> set[str]:
+    """Every top-level key Axolotl's schema and its integrations (``plugins:``) accept."""
+    import pathlib
+    import re
+
+    import axolotl
+    from axolotl.utils.schemas.config import AxolotlInputConfig
+
+    keys = set(AxolotlInputConfig.model_fields)
+    for path in pathlib.Path(axolotl.__file__).parent.joinpath("integrations").rglob("args.py"):
+        keys |= set(re.findall(r"^    ([a-z_]+)\s*:", path.read_text(), flags=re.M))
+    return keys
+
+
+def test_no_real_key_is_called_a_typo(tmp_path):
+    """A key Axolotl (or one of its plugins) reads is never 'a misspelt batch key'."""
+    keys = _real_keys()
+    assert "expert_parallel_size" in keys  # the expert-parallel integration's key
+    text = "micro_batch_size: 2\ngradient_accumulation_steps: 2\n" + "".join(
+        f"{k}: 1\n" for k in sorted(keys - set(BACKENDS["axolotl"].BATCH_KEYS)))
+    reading = BACKENDS["axolotl"].read(text, "all_keys.yml")
+    assert [f.message for f in reading.findings if f.code == "batch-key-typo"] == []

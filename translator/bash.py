@@ -86,6 +86,20 @@ class Script:
     """Scalars (one word) and arrays, as they stand at the end of the script."""
     notes: list[str] = field(default_factory=list)
     """What the reader did not follow (``line 3: source env.sh is not read``)."""
+    heredocs: list["Heredoc"] = field(default_factory=list)
+    """Here-documents written to a file (``cat <<EOT > $config_json``), expanded."""
+
+
+@dataclass(frozen=True)
+class Heredoc:
+    """A here-document that a command writes to a file."""
+
+    target: Word
+    """The file it is written to (``> FILE`` after the ``<<EOT``)."""
+    pieces: tuple[Piece, ...]
+    """The body after expansion, piece by piece (unknown pieces have ``text`` ``None``)."""
+    line: int
+    """Line of the ``<<`` that opens it."""
 
 
 def _merge_sources(pieces) -> frozenset:
@@ -349,6 +363,9 @@ class _Reader:
             body = node.child_by_field_name("body") or (node.named_children or [None])[0]
             if body is not None and body.type not in ("heredoc_redirect", "file_redirect"):
                 self.statement(body, env, src)
+            for child in node.named_children:
+                if child.type == "heredoc_redirect":
+                    self.heredoc(child, env, src)
         elif kind in ("compound_statement", "program", "do_group"):
             self.block(node, env, src)
         elif kind == "subshell":
@@ -376,6 +393,28 @@ class _Reader:
                 if child.type in ("command", "list", "pipeline", "subshell", "compound_statement",
                                   "if_statement", "redirected_statement"):
                     self.statement(child, env, src)
+
+    def heredoc(self, node, env: _Env, src: _Source) -> None:
+        """Keep a here-document that goes to a file, expanded unless its marker is quoted."""
+        target = next((c for c in node.named_children if c.type == "file_redirect"), None)
+        body = next((c for c in node.named_children if c.type == "heredoc_body"), None)
+        start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
+        if target is None or body is None or start is None:
+            return
+        destination = target.child_by_field_name("destination") or target.named_children[-1]
+        words = self.words(destination, env, src, quoted=True)
+        if src.data[start.start_byte:start.end_byte][:1] in (b"'", b'"', b"\\"):
+            pieces = _literal(src, body.start_byte, body.end_byte)
+        else:
+            pieces, at = [], body.start_byte
+            for child in body.named_children:
+                if child.type == "heredoc_content":
+                    continue
+                pieces += _literal(src, at, child.start_byte)
+                pieces += _joined(self.expand(child, env, src, quoted=True))
+                at = child.end_byte
+            pieces += _literal(src, at, body.end_byte)
+        self.script.heredocs.append(Heredoc(words[0], tuple(pieces), src.line(node.start_byte)))
 
     def assign(self, node, env: _Env, src: _Source, integer: bool = False) -> None:
         name_node = node.child_by_field_name("name")

@@ -37,6 +37,12 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "info", "with model parallelism DeepSpeed counts the data-parallel size its mpu reports"),
     "deepspeed-autotp-world": (
         "warning", "DeepSpeed AutoTP checks train_batch_size against the full world size"),
+    "megatron-deepspeed-mismatch": (
+        "error", "the DeepSpeed JSON a Megatron-DeepSpeed script writes counts another batch"),
+    "script-not-followed": (
+        "info", "a part of the launch script that batchspec does not read (source, a bad eval)"),
+    "megatron-fork-flag": (
+        "info", "a flag is spelt the way a Megatron fork spells it (underscores), read as such"),
     "axolotl-no-pipeline": (
         "error", "Axolotl has no pipeline parallelism"),
     "invalid-value": (
@@ -68,6 +74,9 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "error", "the elasticity block was removed from DeepSpeed and makes it raise"),
     "axolotl-batch-keys": (
         "error", "Axolotl's validator refuses this combination of batch keys"),
+    "axolotl-batch-size-redundant": (
+        "warning", "Axolotl ignores batch_size, which equals micro_batch_size and so says "
+                   "accumulation 1 anyway"),
     "axolotl-batch-size-ignored": (
         "error", "Axolotl ignores batch_size beside micro_batch_size without accumulation"),
     "axolotl-world-rounding": (

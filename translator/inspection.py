@@ -18,7 +18,7 @@ from translator.reading import Launch, Reading
 from translator.spec import OUTPUT_KEYS, BatchSpec
 
 #: Findings that already say why the batch cannot be solved.
-EXPLAINS = {"hf-auto", "unknown-value"}
+EXPLAINS = {"hf-auto"}
 #: World sizes shown when a file does not say its own.
 COMMON_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 EXTENSIONS = {".json": "deepspeed", ".yaml": "axolotl", ".yml": "axolotl", ".sh": "megatron",
@@ -204,6 +204,7 @@ def _world_unknown(values: dict, reading: Reading) -> Finding:
     options = _fitting(values, "world_size", COMMON_WORLDS, "")
     return finding(
         "world-unknown",
-        "the file does not say how many processes run it, so the global batch is not known"
+        (reading.world_unknown or "the file does not say how many processes run it")
+        + ", so the global batch is not known"
         + (f"; on common world sizes: {'; '.join(options[:6])}" if options else ""),
         hint="give --world-size (or --nnodes and --nproc-per-node)", where=reading.path)

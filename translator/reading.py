@@ -50,6 +50,16 @@ class Reading:
     """What the reader noticed on the way (typos, unknowns, removed blocks)."""
     world_size: int | None = None
     """World size the file itself launches (a torchrun line), when it says."""
+    world_unknown: str | None = None
+    """Why the file's own launch gives no world size (``line 9: torchrun starts an unknown
+    number of processes: --nproc_per_node is $(nvidia-smi ...)``)."""
+    launch_keys: dict[str, str] = field(default_factory=dict)
+    """The launcher's sizing words among ``values``: role (``per_node``, ``nodes``,
+    ``total``) -> key (``--nproc_per_node``, ``--num_nodes``, ``#SBATCH SLURM_NNODES``...)."""
+    launch_counts: dict[str, int] = field(default_factory=dict)
+    """Role -> count, from the launcher's words or its own defaults."""
+    notes: list[str] = field(default_factory=list)
+    """What the reader did not follow (``line 3: source env.sh is not read``)."""
     partners: list["Reading"] = field(default_factory=list)
     """Files this one points to and that were read with it (Axolotl's ``deepspeed:`` JSON)."""
     uses: dict[tuple[int, int], list[str]] = field(default_factory=dict)
@@ -86,8 +96,9 @@ class Launch:
 
 
 def typo_findings(keys: dict[str, int | None], batch_keys: list[str], allowed: set[str],
-                  path: str) -> list[Finding]:
-    """Errors for keys that look like misspelt batch keys (``keys``: key -> line)."""
+                  path: str, fate: str = "so it is silently ignored") -> list[Finding]:
+    """Errors for keys that look like misspelt batch keys (``keys``: key -> line); ``fate``
+    says what the framework does with an unknown key."""
     import difflib
 
     from translator.findings import finding
@@ -100,7 +111,7 @@ def typo_findings(keys: dict[str, int | None], batch_keys: list[str], allowed: s
         if close:
             out.append(finding(
                 "batch-key-typo",
-                f"'{key}' is not a key the framework reads, so it is silently ignored; it "
+                f"'{key}' is not a key the framework reads, {fate}; it "
                 f"looks like a misspelt '{close[0]}'",
                 hint=f"rename '{key}' to '{close[0]}'",
                 where=f"{path}:{line}" if line else path))

@@ -32,7 +32,8 @@ KEYS = {
 BATCH_KEYS = list(KEYS) + ["batch_size"]
 #: Real Axolotl keys that look like batch keys.
 LOOKALIKES = {"eval_batch_size", "pad_to_sequence_len", "eval_sequence_len", "dp_shard_size",
-              "dp_replicate_size", "gradient_checkpointing", "sequence_parallel_degree"}
+              "dp_replicate_size", "gradient_checkpointing", "sequence_parallel_degree",
+              "expert_parallel_size"}  # the last from the expert-parallel integration (plugins:)
 #: Read too, for what they say about the batch.
 OTHER_KEYS = ["batch_size", "eval_batch_size", "sample_packing", "deepspeed", "fsdp",
               "fsdp_config", "dp_shard_size", "dp_replicate_size"]
@@ -133,6 +134,12 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             "set (Axolotl's words): batch_size alone is refused",
             hint="set micro_batch_size and gradient_accumulation_steps instead of batch_size",
             where=reading.where("batch_size")))
+    elif bs is not None and bs == micro:
+        findings.append(finding(
+            "axolotl-batch-size-redundant",
+            f"batch_size {bs} equals micro_batch_size: Axolotl ignores it and fills accumulation "
+            "1, which is what it says anyway (its reported batch_size becomes "
+            f"{bs} × world)", hint="delete batch_size", where=reading.where("batch_size")))
     elif bs is not None:
         findings.append(finding(
             "axolotl-batch-size-ignored",

@@ -6,7 +6,10 @@ running them."""
 
 from __future__ import annotations
 
-from translator import bash
+import re
+
+from translator import bash, launchers
+from translator.backends import deepspeed
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
@@ -29,9 +32,8 @@ FLAGS = {
     "--num-experts": "num_experts",
     "--seq-length": "sequence_length",
 }
-#: torchrun flags (both spellings) that give the world size.
-LAUNCH_FLAGS = {"--nproc_per_node": "gpus_per_node", "--nproc-per-node": "gpus_per_node",
-                "--nnodes": "nodes"}
+#: The role of a launcher's sizing word -> spec field.
+LAUNCH_ROLES = {"per_node": "gpus_per_node", "nodes": "nodes", "total": "world_size"}
 #: Flags read for their effect on the batch, beside FLAGS.
 OTHER_FLAGS = {"--num-layers", "--num-layers-per-virtual-pipeline-stage"}
 #: Flags always written, even at their default, so the layout is explicit.
@@ -41,7 +43,6 @@ ALWAYS = {"--micro-batch-size", "--global-batch-size", "--tensor-model-parallel-
 LOOKALIKES = {"--rampup-batch-size", "--expert-tensor-parallel-size", "--decoder-seq-length",
               "--encoder-seq-length", "--num-layers", "--inference-max-batch-size",
               "--decrease-batch-size-if-needed"}
-LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
 
 
 def context(spec: BatchSpec) -> dict:
@@ -77,16 +78,17 @@ def _value(word: bash.Word) -> Value:
 
 
 def read(text: str, where: str) -> Reading:
-    """A launch script or argument file: Megatron's batch flags and torchrun's world size."""
+    """A launch script or argument file: Megatron's batch flags and the launcher's world."""
     script = bash.parse(text, where)
-    words = _launch_words(script)
-    reading = Reading(where, NAME, text, uses=_uses(script))
-    wanted = set(FLAGS) | set(LAUNCH_FLAGS) | OTHER_FLAGS
+    launch, words = launchers.split(_launch_words(script))
+    reading = Reading(where, NAME, text, uses=_uses(script), notes=list(script.notes))
+    wanted = set(FLAGS) | OTHER_FLAGS
     flags_seen = {}
     for i, word in enumerate(words):
         if word.text is None or not word.text.startswith("--"):
             continue
         flag, eq, inline = word.text.partition("=")
+        flag = _fork_spelling(reading, flag, word.line, wanted)
         flags_seen.setdefault(flag, word.line)
         if flag == "--rampup-batch-size":
             reading.values[flag] = Value(" ".join(w.text or "?" for w in words[i + 1:i + 4]),
@@ -98,10 +100,91 @@ def read(text: str, where: str) -> Reading:
                 reading.values[flag] = _value(bash.Word(inline, word.line))
             elif i + 1 < len(words):
                 reading.values[flag] = _value(words[i + 1])
-    reading.findings += typo_findings(flags_seen, list(FLAGS), LOOKALIKES | set(LAUNCH_FLAGS)
-                                      | OTHER_FLAGS, where)
-    reading.world_size = _world(reading)
+    reading.findings += typo_findings(
+        flags_seen, list(FLAGS), LOOKALIKES | OTHER_FLAGS, where,
+        "so Megatron-LM stops at start (argparse: unrecognized arguments)")
+    _read_launch(reading, launchers.sizes(launch, script.variables))
+    _read_deepspeed(reading, script, words)
+    for note in reading.notes:
+        line = re.match(r"line (\d+): ", note)
+        reading.findings.append(finding(
+            "script-not-followed", note[line.end():] if line else note,
+            hint="values set there are unknown to batchspec",
+            where=f"{where}:{line.group(1)}" if line else where))
     return reading
+
+
+def _read_deepspeed(reading: Reading, script: bash.Script, words: list[bash.Word]) -> None:
+    """The DeepSpeed JSON that ``--deepspeed_config`` names, when the script writes it itself
+    (``cat <<EOT > $config_json``, Megatron-DeepSpeed's examples): its batch keys join the
+    reading, at the spans of the literals they come from."""
+    flag = next((i for i, w in enumerate(words)
+                 if (w.text or "").split("=")[0] in ("--deepspeed_config", "--deepspeed-config")),
+                None)
+    if flag is None:
+        return
+    word = words[flag]
+    name = word.text.split("=", 1)[1] if "=" in word.text else (
+        words[flag + 1].text if flag + 1 < len(words) else None)
+    docs = [d for d in script.heredocs if name is None or d.target.text in (None, name)]
+    if not docs:
+        reading.notes.append(f"line {word.line}: the DeepSpeed JSON {name} is not written by "
+                             "the script, so it is not read")
+        return
+    doc = docs[-1]
+    text, table = "", []
+    for piece in doc.pieces:
+        table.append((len(text), piece))
+        text += "null" if piece.text is None else piece.text
+    try:
+        ds = deepspeed.read(text, f"{reading.path}:{doc.line} (heredoc)")
+    except InputError as exc:
+        reading.notes.append(f"line {doc.line}: the DeepSpeed JSON written here does not read "
+                             f"({exc})")
+        return
+    for key in deepspeed.BATCH_KEYS:
+        if key in ds.values:
+            v = ds.values[key]
+            reading.values[key] = Value(v.value, doc.line + v.line, _file_span(table, v.span))
+    reading.findings += [f for f in ds.findings if f.severity != "info"]
+
+
+def _file_span(table: list, span):
+    """The file span of ``span`` in an expanded heredoc, when it lies in one literal."""
+    if span is None:
+        return None
+    for at, piece in table:
+        if piece.span and piece.text is not None and at <= span[0] \
+                and span[1] <= at + len(piece.text):
+            return piece.span[0] + span[0] - at, piece.span[0] + span[1] - at
+    return None
+
+
+def _fork_spelling(reading: Reading, flag: str, line: int, wanted: set[str]) -> str:
+    """``--micro_batch_size``, as forks spell Megatron's flags, read as ``--micro-batch-size``
+    (with a note); upstream Megatron-LM would refuse it."""
+    if "_" not in flag:
+        return flag
+    upstream = "--" + flag[2:].replace("_", "-")
+    if upstream not in wanted | {"--rampup-batch-size", "--decrease-batch-size-if-needed"}:
+        return flag
+    if not any(f.code == "megatron-fork-flag" for f in reading.findings):
+        reading.findings.append(finding(
+            "megatron-fork-flag",
+            f"{flag} is spelt the way some Megatron forks spell their flags, and is read as "
+            f"{upstream}; upstream Megatron-LM refuses it (unrecognized arguments)",
+            hint=f"write {upstream} if this runs upstream Megatron-LM",
+            where=f"{reading.path}:{line}"))
+    return upstream
+
+
+def _read_launch(reading: Reading, sizes: launchers.Sizes) -> None:
+    """The launcher's sizing words as values (``update`` may edit them), and the world."""
+    for role, (key, word) in sizes.words.items():
+        reading.values[key] = _value(word)
+        reading.launch_keys[role] = key
+    reading.launch_counts = sizes.counts()
+    reading.world_size, reading.world_unknown = sizes.world()
 
 
 def _uses(script: bash.Script) -> dict:
@@ -124,44 +207,33 @@ def _uses(script: bash.Script) -> dict:
     return uses
 
 
-def _world(reading: Reading) -> int | None:
-    nproc = reading.count("--nproc_per_node") or reading.count("--nproc-per-node")
-    if nproc is None:
-        return None
-    nodes = reading.values.get("--nnodes")
-    if nodes is None:
-        return nproc
-    return nproc * nodes.value if nodes.is_count else None
-
-
 # Interpreting ----------------------------------------------------------------------------------
 
 def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     """Spec values as Megatron-LM takes them from its arguments."""
     findings = list(reading.findings)
     values = {}
+    roles = {key: LAUNCH_ROLES[role] for role, key in reading.launch_keys.items()}
     for flag, v in reading.values.items():
-        field = FLAGS.get(flag) or LAUNCH_FLAGS.get(flag)
+        field = FLAGS.get(flag) or roles.get(flag)
         if flag in OTHER_FLAGS and v.value is not None and not v.is_count:
             findings.append(invalid_value(flag, v, reading.path))
         if field is None:
             continue
         if v.value is None:
             findings.append(finding(
-                "unknown-value", f"{flag} is {v.why_unknown}: unknown until the script runs",
-                hint=("give --world-size" if flag in LAUNCH_FLAGS else
+                "unknown-value", f"{flag} is {v.why_unknown}, unknown until the script runs",
+                hint=("give --world-size" if flag in roles else
                       f"write {flag} as a literal, or set the variable in the script"),
                 where=f"{reading.path}:{v.line}"))
-            values[field] = None  # unknown: never replaced by a default
+            if flag not in roles:
+                values[field] = None  # unknown: never replaced by a default
         elif not v.is_count:
             findings.append(invalid_value(flag, v, reading.path))
-        else:
+        elif flag not in roles:
             values[field] = v.value
-    if {"nodes", "gpus_per_node"} - values.keys() or None in (values.get("nodes"),
-                                                                values.get("gpus_per_node")):
-        values.pop("nodes", None)
-        values.pop("gpus_per_node", None)
     _virtual_from_layers(reading, values)
+    findings += _against_deepspeed(reading, values, launch)
     if "global_batch_size" not in values and "--global-batch-size" not in reading.values \
             and "micro_batch_size" in values:
         values["gradient_accumulation_steps"] = 1
@@ -185,6 +257,34 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             hint="drop it and let batchspec name valid global batches",
             where=reading.where("--decrease-batch-size-if-needed")))
     return values, findings
+
+
+def _against_deepspeed(reading: Reading, values: dict, launch: Launch) -> list[Finding]:
+    """The DeepSpeed JSON the script writes must count the batch as Megatron's flags do:
+    DeepSpeed steps the optimizer on its own count."""
+    micro, global_ = values.get("micro_batch_size"), values.get("global_batch_size")
+    model = [values.get(k, 1) for k in ("tensor_parallel_size", "pipeline_parallel_size",
+                                        "context_parallel_size")]
+    accumulation = None
+    if None not in (micro, global_, launch.world_size, *model):
+        dp, rest = divmod(launch.world_size, model[0] * model[1] * model[2])
+        if not rest and dp and global_ % (micro * dp) == 0:
+            accumulation = global_ // (micro * dp)
+    wrong = []
+    for key, flag, expected in ((deepspeed.TBS, "--global-batch-size", global_),
+                                (deepspeed.MBS, "--micro-batch-size", micro),
+                                (deepspeed.GAS, "micro-batches per step", accumulation)):
+        v = reading.values.get(key)
+        if v is not None and v.is_count and expected is not None and v.value != expected:
+            wrong.append(f"{key} {v.value} where {flag} gives {expected}")
+    if not wrong:
+        return []
+    return [finding(
+        "megatron-deepspeed-mismatch",
+        f"the DeepSpeed JSON the script writes disagrees with Megatron's flags: "
+        f"{'; '.join(wrong)}; DeepSpeed steps the optimizer on its own count",
+        hint="write the JSON from the same variables as the flags",
+        where=reading.where(next(k for k in deepspeed.BATCH_KEYS if k in reading.values)))]
 
 
 def _virtual_from_layers(reading: Reading, values: dict) -> None:
@@ -236,6 +336,10 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
     """New values for the batch flags, and torchrun's sizes when the world changes."""
     out = {"--micro-batch-size": spec.micro_batch_size,
            "--global-batch-size": spec.global_batch_size}
+    for key, value in ((deepspeed.TBS, spec.global_batch_size), (deepspeed.MBS,
+                       spec.micro_batch_size), (deepspeed.GAS, spec.gradient_accumulation_steps)):
+        if key in reading.values:  # the DeepSpeed JSON the script writes
+            out[key] = value
     for flag in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
                  "--context-parallel-size"):
         value = getattr(spec, FLAGS[flag])
@@ -243,11 +347,18 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
             out[flag] = value
     if reading.world_size is None or reading.world_size == spec.world_size:
         return out
-    nproc_flag = next(f for f in ("--nproc_per_node", "--nproc-per-node") if f in reading.values)
-    nproc = spec.gpus_per_node or reading.count(nproc_flag)
-    if spec.world_size % nproc:
-        raise InputError(f"{reading.path}: world {spec.world_size} is not a multiple of "
-                         f"{nproc_flag} {nproc}; give --nnodes and --nproc-per-node")
-    out[nproc_flag] = nproc
-    out["--nnodes"] = spec.world_size // nproc
+    keys = reading.launch_keys
+    if "total" in keys:
+        out[keys["total"]] = spec.world_size
+        return out
+    per_node = spec.gpus_per_node or reading.launch_counts["per_node"]
+    if spec.world_size % per_node or "nodes" not in keys and spec.world_size != per_node:
+        raise InputError(f"{reading.path}: the {reading.launcher} line starts {per_node} "
+                         f"processes per node{'' if 'nodes' in keys else ' on one node'}, which "
+                         f"cannot make world {spec.world_size}; give --nnodes and "
+                         "--nproc-per-node, or edit the launch line by hand")
+    if "per_node" in keys:
+        out[keys["per_node"]] = per_node
+    if "nodes" in keys:
+        out[keys["nodes"]] = spec.world_size // per_node
     return out
