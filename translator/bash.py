@@ -42,6 +42,9 @@ MAX_EVALS = 8
 #: A source set that stands for "more places than we keep" (update refuses to edit those).
 MANY: Span = (-1, -1)
 UNSET = "unset"
+#: Nodes that start with ``$`` (and may carry blanks before it, inside a string).
+EXPANSIONS = {"simple_expansion", "expansion", "command_substitution", "arithmetic_expansion",
+              "process_substitution"}
 SHELLS = {"bash", "sh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/usr/bin/env"}
 
 
@@ -57,6 +60,9 @@ class Piece:
     """For unknown text: what stood there."""
     sources: frozenset = frozenset()
     """Every literal this text was computed from (for an edit's side effects)."""
+    maybe: tuple[tuple[str | None, ...], ...] | None = None
+    """For an unknown value that is one of a few (an ``if`` the reader cannot decide set it
+    either way): each possible value's items, ``None`` for an item that is unknown itself."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,9 @@ class Word:
     """What made it unknown (``$1``, ``$(...)``, an unset variable)."""
     sources: frozenset = frozenset()
     """The literals (spans) the word's text was computed from."""
+    maybe: tuple[tuple[str | None, ...], ...] | None = None
+    """For an unknown word that is all one undecided value: the items of each value it may
+    have (``None`` for an unknown item)."""
 
 
 @dataclass
@@ -236,8 +245,14 @@ NON_ASCII = re.compile(rb"[\x80-\xff]")
 def _tree(data: bytes):
     """Parse with tree-sitter. Every byte of a non-ASCII character goes in as ``x``: bash treats
     such characters as plain word characters, byte offsets stay the same, and tree-sitter-bash
-    (0.23 to 0.25) crashes the process on some code points (``b{`` then U+100000)."""
-    return _parser().parse(NON_ASCII.sub(b"x", data) if not data.isascii() else data)
+    (0.23 to 0.25) crashes the process on some code points (``b{`` then U+100000). A last
+    line that ends in ``\\`` continues into the end of the file for bash, but is an error
+    for tree-sitter: that backslash goes in as a blank."""
+    data = NON_ASCII.sub(b"x", data) if not data.isascii() else data
+    end = data.rstrip(b"\n")
+    if end.endswith(b"\\") and len(data) - len(end) <= 1 and not end.endswith(b"\\\\"):
+        data = end[:-1] + b" " + data[len(end):]
+    return _parser().parse(data)
 
 
 def _parser():
@@ -821,6 +836,16 @@ class _Reader:
     def _expand(self, node, env: _Env, src: _Source, quoted: bool) -> list:
         kind = node.type
         raw = src.data[node.start_byte:node.end_byte].decode(errors="replace")
+        lead = len(raw) - len(raw.lstrip())
+        if lead and kind in EXPANSIONS:
+            # tree-sitter-bash puts the blanks before a ``$`` inside a string into the
+            # expansion's node (``"$X $Y"``): they are text of the string.
+            return _literal(src, node.start_byte, node.start_byte + lead) + self._expand_at(
+                node, kind, raw[lead:], env, src, quoted)
+        return self._expand_at(node, kind, raw, env, src, quoted)
+
+    def _expand_at(self, node, kind: str, raw: str, env: _Env, src: _Source,
+                   quoted: bool) -> list:
         if kind in ("word", "number", "extglob_pattern", "special_variable_name",
                     "variable_name", "regex"):
             if "\\" in raw:
@@ -1028,7 +1053,9 @@ class _Reader:
         text = _text_of(pieces)
         sources = _merge_sources(pieces)
         if text is None:
-            return Word(None, line, None, _why(pieces), sources)
+            unknown = [p for p in pieces if p.text != ""]
+            maybe = unknown[0].maybe if len(unknown) == 1 else None
+            return Word(None, line, None, _why(pieces), sources, maybe)
         meaningful = [p for p in pieces if p.text]
         span = meaningful[0].span if len(meaningful) == 1 else None
         if not meaningful and len(pieces) == 1:
@@ -1089,9 +1116,12 @@ def _agree(values: list, name: str, where: str):
                 [p for v in values for it in v.items for p in it])),) for i in first.items),
                 first.array)
         return first
-    return _Var((_unknown(f"${name} depends on {where}",
-                          _merge_sources([p for v in values if isinstance(v, _Var)
-                                          for it in v.items for p in it])),))
+    sources = _merge_sources([p for v in values if isinstance(v, _Var) for it in v.items
+                              for p in it])
+    maybe = None
+    if all(isinstance(v, _Var) for v in values):
+        maybe = tuple(dict.fromkeys(tuple(_text_of(i) for i in v.items) for v in values))
+    return _Var(((Piece(None, None, f"${name} depends on {where}", sources, maybe),),))
 
 
 def _clause(node) -> tuple:

@@ -4,6 +4,7 @@ for what cannot be known) and every finding, each with its location."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -22,7 +23,17 @@ EXPLAINS = {"hf-auto"}
 #: World sizes shown when a file does not say its own.
 COMMON_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 EXTENSIONS = {".json": "deepspeed", ".yaml": "axolotl", ".yml": "axolotl", ".sh": "megatron",
-              ".bash": "megatron", ".args": "megatron", ".txt": "megatron"}
+              ".bash": "megatron", ".slurm": "megatron", ".sbatch": "megatron",
+              ".args": "megatron", ".txt": "megatron"}
+#: What a file must hold to be a batch config of each framework (``validate
+#: --skip-other-files`` passes over the rest: a package.json, a CI workflow, a build script).
+MARKS = {
+    "deepspeed": re.compile(r'"(train_batch_size|train_micro_batch_size_per_gpu|'
+                            r'gradient_accumulation_steps)"'),
+    "axolotl": re.compile(r"^(micro_batch_size|gradient_accumulation_steps|batch_size|"
+                          r"base_model)\s*:", re.M),
+    "megatron": re.compile(r"--(micro|global)[-_]batch[-_]size\b"),
+}
 
 
 @dataclass
@@ -73,6 +84,13 @@ def detect(path: str, text: str) -> ModuleType:
         return BACKENDS["axolotl"]
     raise InputError(f"{path}: cannot tell which framework this config is for; "
                      f"give --framework {'|'.join(BACKENDS)}")
+
+
+def is_batch_config(path: str, text: str, framework: str | None = None) -> bool:
+    """Whether a file holds batch settings at all (by its framework's marks)."""
+    name = framework or EXTENSIONS.get(Path(path).suffix.lower())
+    marks = [MARKS[name]] if name in MARKS else list(MARKS.values())
+    return any(m.search(text) for m in marks)
 
 
 def inspect_file(path: str, framework: str | None = None, launch: Launch = Launch()) -> Inspection:

@@ -89,14 +89,14 @@ class Sizes:
                       f"processes: {bad or self.missing or 'nothing gives its ' + lacking}")
 
 
-def split(words: list[bash.Word]) -> tuple[list[bash.Word], list[bash.Word]]:
+def split(words: list[bash.Word]) -> tuple[list[bash.Word], list[bash.Word] | None]:
     """``(launcher words, program words)``: the program starts at the first ``*.py`` word
-    (not a launcher module); with none, every word is both."""
+    (not a launcher module); ``(words, None)`` when there is none."""
     for i, word in enumerate(words):
         text = word.text or ""
         if text.endswith(".py") and not (i and words[i - 1].text == "-m"):
             return words[:i], words[i:]
-    return words, words
+    return words, None
 
 
 def _name(words: list[bash.Word], i: int) -> str | None:

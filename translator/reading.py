@@ -60,6 +60,9 @@ class Reading:
     """Role -> count, from the launcher's words or its own defaults."""
     notes: list[str] = field(default_factory=list)
     """What the reader did not follow (``line 3: source env.sh is not read``)."""
+    opaque: list[str] = field(default_factory=list)
+    """Unknown words that may hold more settings (``line 9: $EXTRA_ARGS (not set in the
+    script)``): a setting not seen may still be there, so its default is not assumed."""
     partners: list["Reading"] = field(default_factory=list)
     """Files this one points to and that were read with it (Axolotl's ``deepspeed:`` JSON)."""
     uses: dict[tuple[int, int], list[str]] = field(default_factory=dict)

@@ -57,15 +57,46 @@ def context(spec: BatchSpec) -> dict:
 # Reading ---------------------------------------------------------------------------------------
 
 def _launch_words(script: bash.Script) -> list[bash.Word]:
-    """The words of the command that runs Megatron, or every word when no command does
-    (an argument file, or a snippet of arrays)."""
+    """The words of the command that runs Megatron: the last with a batch flag, else the last
+    launch of a Python program whose flags cannot be read; with neither, every word (an
+    argument file, or a snippet of arrays)."""
     known = set(FLAGS) | {"--rampup-batch-size"}
     running = [c for c in script.commands if not (c[0].text or "-").startswith("-")
-               and any((w.text or "").split("=")[0] in known for w in c)]
+               and any(_upstream((w.text or "").split("=")[0]) in known for w in c)]
     if running:
         return running[-1]
+    launches = [c for c in script.commands if launchers.split(c)[1] is not None
+                and launchers.sizes(launchers.split(c)[0], {}).launcher is not None]
+    if launches:
+        return launches[-1]
     words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
     return words + [w for c in script.commands for w in c]
+
+
+def _upstream(flag: str) -> str:
+    """A fork's ``--micro_batch_size`` as upstream spells it."""
+    return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+
+
+def _opaque(words: list[bash.Word]) -> list[str]:
+    """Unknown words of the program's command line that may hold flags of their own
+    (``$EXTRA_ARGS``; not the value after a ``--flag``, nor an undecided value none of whose
+    alternatives holds a flag that has a default)."""
+    return [f"line {w.line}: {w.why_unknown}" for i, w in enumerate(words[1:], 1)
+            if w.text is None and not _after_flag(words[i - 1].text)
+            and (w.maybe is None or any(_may_hold_flags(items) for items in w.maybe))]
+
+
+def _after_flag(before: str | None) -> bool:
+    return (before or "").startswith("--") and "=" not in before
+
+
+def _may_hold_flags(items: tuple) -> bool:
+    """Whether one alternative of an undecided value may set a flag that has a default."""
+    words = [w for item in items for w in ([None] if item is None else item.split())]
+    return any(w is None and not _after_flag(words[i - 1] if i else None)
+               or w is not None and _upstream(w.split("=")[0]) in DEFAULTED
+               for i, w in enumerate(words))
 
 
 def _value(word: bash.Word) -> Value:
@@ -80,7 +111,8 @@ def _value(word: bash.Word) -> Value:
 def read(text: str, where: str) -> Reading:
     """A launch script or argument file: Megatron's batch flags and the launcher's world."""
     script = bash.parse(text, where)
-    launch, words = launchers.split(_launch_words(script))
+    launch, program = launchers.split(_launch_words(script))
+    words = launch if program is None else program
     reading = Reading(where, NAME, text, uses=_uses(script), notes=list(script.notes))
     wanted = set(FLAGS) | OTHER_FLAGS
     flags_seen = {}
@@ -104,6 +136,8 @@ def read(text: str, where: str) -> Reading:
         flags_seen, list(FLAGS), LOOKALIKES | OTHER_FLAGS, where,
         "so Megatron-LM stops at start (argparse: unrecognized arguments)")
     _read_launch(reading, launchers.sizes(launch, script.variables))
+    if program is not None:
+        reading.opaque = _opaque(program)
     _read_deepspeed(reading, script, words)
     for note in reading.notes:
         line = re.match(r"line (\d+): ", note)
@@ -165,7 +199,7 @@ def _fork_spelling(reading: Reading, flag: str, line: int, wanted: set[str]) -> 
     (with a note); upstream Megatron-LM would refuse it."""
     if "_" not in flag:
         return flag
-    upstream = "--" + flag[2:].replace("_", "-")
+    upstream = _upstream(flag)
     if upstream not in wanted | {"--rampup-batch-size", "--decrease-batch-size-if-needed"}:
         return flag
     if not any(f.code == "megatron-fork-flag" for f in reading.findings):
@@ -232,6 +266,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             findings.append(invalid_value(flag, v, reading.path))
         elif flag not in roles:
             values[field] = v.value
+    _hidden(reading, values, findings)
     _virtual_from_layers(reading, values)
     findings += _against_deepspeed(reading, values, launch)
     if "global_batch_size" not in values and "--global-batch-size" not in reading.values \
@@ -257,6 +292,26 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             hint="drop it and let batchspec name valid global batches",
             where=reading.where("--decrease-batch-size-if-needed")))
     return values, findings
+
+
+#: Flags whose absence means a default, unless an unknown word may hold them.
+DEFAULTED = ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+             "--context-parallel-size", "--global-batch-size")
+
+
+def _hidden(reading: Reading, values: dict, findings: list[Finding]) -> None:
+    """With an unknown word that may hold flags, a flag not seen is unknown, not its default."""
+    absent = [flag for flag in DEFAULTED if flag not in reading.values]
+    if not reading.opaque or not absent:
+        return
+    for flag in absent:
+        values[FLAGS[flag]] = None
+    findings.append(finding(
+        "unknown-value",
+        f"{'; '.join(reading.opaque[:3])}: it may hold more flags, so "
+        f"{', '.join(absent)} may be set there and are unknown (not taken as their defaults)",
+        hint="write the batch and parallel flags as literals, or set the variable in the script",
+        where=reading.path))
 
 
 def _against_deepspeed(reading: Reading, values: dict, launch: Launch) -> list[Finding]:
@@ -292,7 +347,7 @@ def _virtual_from_layers(reading: Reading, values: dict) -> None:
     layers, per_stage = reading.count("--num-layers"), reading.count(
         "--num-layers-per-virtual-pipeline-stage")
     pp = values.get("pipeline_parallel_size", 1)
-    if layers and per_stage and "virtual_pipeline_stages" not in values \
+    if layers and per_stage and pp and "virtual_pipeline_stages" not in values \
             and layers % (pp * per_stage) == 0:
         values["virtual_pipeline_stages"] = layers // (pp * per_stage)
 

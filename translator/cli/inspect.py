@@ -8,14 +8,18 @@ from translator.cli.common import (command, emit_json, launch_options, pop_launc
                                    print_table, printable)
 
 
-def inspect_all(files, framework, launch):
-    """``(inspections, unusable)``: each readable file inspected; each unusable one's error."""
+def inspect_all(files, framework, launch, skip_others: bool = False):
+    """``(inspections, unusable)``: each readable file inspected; each unusable one's error.
+    With ``skip_others``, files that hold no batch settings are passed over."""
     from translator.errors import InputError
-    from translator.inspection import inspect_file
+    from translator.files import read_text
+    from translator.inspection import inspect_file, is_batch_config
 
     done, unusable = [], []
     for path in files:
         try:
+            if skip_others and not is_batch_config(path, read_text(path), framework):
+                continue
             done.append(inspect_file(path, framework, launch))
         except InputError as exc:
             if len(files) == 1:

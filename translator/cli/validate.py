@@ -13,11 +13,14 @@ from translator.cli.inspect import exit_code, inspect_all
 @launch_options
 @click.option("--with-framework", is_flag=True,
               help="Also run the framework's own validator where it is installed.")
+@click.option("--skip-other-files", is_flag=True,
+              help="Pass over files that hold no batch settings (for pre-commit, which hands "
+                   "over every JSON, YAML and shell file).")
 def validate(as_json: bool, files: tuple[str, ...], framework: str | None, with_framework: bool,
-             **params) -> None:
+             skip_other_files: bool, **params) -> None:
     """Check configs for batch mistakes, with the fix for each."""
     launch = pop_launch(params)
-    inspections, unusable = inspect_all(files, framework, launch)
+    inspections, unusable = inspect_all(files, framework, launch, skip_other_files)
     if with_framework:
         from translator.crosscheck.verdict import framework_verdict
 
