@@ -45,6 +45,7 @@ UNSET = "unset"
 #: Nodes that start with ``$`` (and may carry blanks before it, inside a string).
 EXPANSIONS = {"simple_expansion", "expansion", "command_substitution", "arithmetic_expansion",
               "process_substitution"}
+LEADING_BLANKS = re.compile(r"(?:\s|\\\n)*")
 SHELLS = {"bash", "sh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/usr/bin/env"}
 
 
@@ -80,6 +81,9 @@ class Word:
     """What made it unknown (``$1``, ``$(...)``, an unset variable)."""
     sources: frozenset = frozenset()
     """The literals (spans) the word's text was computed from."""
+    parts: tuple[Piece, ...] = ()
+    """For an unknown word: its pieces, known and unknown (a string given to ``eval`` or
+    ``bash -c`` is read again with only the unknown pieces left as holes)."""
     maybe: tuple[tuple[str | None, ...], ...] | None = None
     """For an unknown word that is all one undecided value: the items of each value it may
     have (``None`` for an unknown item)."""
@@ -273,6 +277,7 @@ class _Reader:
         self.calls = 0
         self.evals = 0
         self.steps, self.budget = 0, budget
+        self.prefix: list[Word] = []  # the launcher words before ``bash -c`` being read
         self.depth = 0
 
     # -- entry points ---------------------------------------------------------------------------
@@ -532,12 +537,15 @@ class _Reader:
             return
         if name in ("read", "mapfile", "readarray", "printf", "getopts"):
             self.unknown_outputs(words, env)
-        inner = _shell_string(words)
-        if inner is not None:
-            self.script.commands.append(words)
-            self.reparse([inner], env, src, fork=True)
-            return
-        self.script.commands.append(words)
+        shell = _shell_string(words)
+        self.script.commands.append(self.prefix + words)
+        if shell is not None:  # the string runs with the words before bash as its launcher
+            at, inner = shell
+            outer, self.prefix = self.prefix, self.prefix + words[:at]
+            try:
+                self.reparse([inner], env, src, fork=True)
+            finally:
+                self.prefix = outer
 
     def unknown_outputs(self, words: list[Word], env: _Env) -> None:
         """``read X``, ``printf -v X``...: the named variables get values we cannot know."""
@@ -585,16 +593,17 @@ class _Reader:
             if i:
                 text_parts.append(" ")
                 at += 1
-            if w.text is None:
-                hole = f"__batchspec_unknown_{len(holes)}"
-                holes[hole] = w.why_unknown
-                part = "${" + hole + "}"
-            else:
-                part = w.text
-                if w.span is not None:
-                    pieces.append((at, Piece(w.text, w.span)))
-            text_parts.append(part)
-            at += len(part)
+            for piece in w.parts or _pieces(w):
+                if piece.text is None:
+                    hole = f"__batchspec_unknown_{len(holes)}"
+                    holes[hole] = piece.why
+                    part = "${" + hole + "}"
+                else:
+                    part = piece.text
+                    if piece.span is not None:
+                        pieces.append((at, Piece(piece.text, piece.span)))
+                text_parts.append(part)
+                at += len(part)
         text = "".join(text_parts)
         if self.evals >= MAX_EVALS or len(text) > MAX_TEXT:
             self.script.notes.append(f"line {words[0].line if words else 0}: a string run by "
@@ -836,7 +845,7 @@ class _Reader:
     def _expand(self, node, env: _Env, src: _Source, quoted: bool) -> list:
         kind = node.type
         raw = src.data[node.start_byte:node.end_byte].decode(errors="replace")
-        lead = len(raw) - len(raw.lstrip())
+        lead = LEADING_BLANKS.match(raw).end()
         if lead and kind in EXPANSIONS:
             # tree-sitter-bash puts the blanks before a ``$`` inside a string into the
             # expansion's node (``"$X $Y"``): they are text of the string.
@@ -1055,7 +1064,7 @@ class _Reader:
         if text is None:
             unknown = [p for p in pieces if p.text != ""]
             maybe = unknown[0].maybe if len(unknown) == 1 else None
-            return Word(None, line, None, _why(pieces), sources, maybe)
+            return Word(None, line, None, _why(pieces), sources, parts=pieces, maybe=maybe)
         meaningful = [p for p in pieces if p.text]
         span = meaningful[0].span if len(meaningful) == 1 else None
         if not meaningful and len(pieces) == 1:
@@ -1172,12 +1181,13 @@ def _test_words(args: list) -> bool | None:
     return None
 
 
-def _shell_string(words: list[Word]) -> Word | None:
-    """The string of ``bash -c STRING`` (also behind ``srun``, ``env``...)."""
+def _shell_string(words: list[Word]) -> tuple[int, Word] | None:
+    """Where ``bash`` stands and the string of ``bash -c STRING`` (also behind ``srun``,
+    ``env``...)."""
     for i, w in enumerate(words[:-1]):
         if w.text is not None and w.text.rsplit("/", 1)[-1] in ("bash", "sh") and \
                 words[i + 1].text in ("-c", "-lc", "-xc", "-ec") and i + 2 < len(words):
-            return words[i + 2]
+            return i, words[i + 2]
     return None
 
 

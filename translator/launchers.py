@@ -93,7 +93,8 @@ def split(words: list[bash.Word]) -> tuple[list[bash.Word], list[bash.Word] | No
     """``(launcher words, program words)``: the program starts at the first ``*.py`` word
     (not a launcher module); ``(words, None)`` when there is none."""
     for i, word in enumerate(words):
-        text = word.text or ""
+        text = word.text if word.text is not None else (
+            word.parts[-1].text or "" if word.parts else "")  # `pwd`/pretrain_gpt.py
         if text.endswith(".py") and not (i and words[i - 1].text == "-m"):
             return words[:i], words[i:]
     return words, None
