@@ -45,6 +45,8 @@ UNSET = "unset"
 #: Nodes that start with ``$`` (and may carry blanks before it, inside a string).
 EXPANSIONS = {"simple_expansion", "expansion", "command_substitution", "arithmetic_expansion",
               "process_substitution"}
+#: Stands for an unknown stretch in the alternatives of an undecided value.
+UNKNOWN_MARK = "\0"
 LEADING_BLANKS = re.compile(r"(?:\s|\\\n)*")
 SHELLS = {"bash", "sh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/usr/bin/env"}
 
@@ -61,9 +63,9 @@ class Piece:
     """For unknown text: what stood there."""
     sources: frozenset = frozenset()
     """Every literal this text was computed from (for an edit's side effects)."""
-    maybe: tuple[tuple[str | None, ...], ...] | None = None
+    maybe: tuple[tuple[str, ...], ...] | None = None
     """For an unknown value that is one of a few (an ``if`` the reader cannot decide set it
-    either way): each possible value's items, ``None`` for an item that is unknown itself."""
+    either way): each possible value's items, unknown stretches as ``UNKNOWN_MARK``."""
 
 
 @dataclass(frozen=True)
@@ -84,9 +86,9 @@ class Word:
     parts: tuple[Piece, ...] = ()
     """For an unknown word: its pieces, known and unknown (a string given to ``eval`` or
     ``bash -c`` is read again with only the unknown pieces left as holes)."""
-    maybe: tuple[tuple[str | None, ...], ...] | None = None
+    maybe: tuple[tuple[str, ...], ...] | None = None
     """For an unknown word that is all one undecided value: the items of each value it may
-    have (``None`` for an unknown item)."""
+    have, unknown stretches as ``UNKNOWN_MARK``."""
 
 
 @dataclass
@@ -596,7 +598,7 @@ class _Reader:
             for piece in w.parts or _pieces(w):
                 if piece.text is None:
                     hole = f"__batchspec_unknown_{len(holes)}"
-                    holes[hole] = piece.why
+                    holes[hole] = piece
                     part = "${" + hole + "}"
                 else:
                     part = piece.text
@@ -617,8 +619,8 @@ class _Reader:
                                      "not parse; not read")
             return
         scope = env.fork() if fork else env
-        for hole, why in holes.items():
-            scope.set(hole, _Var((_unknown(why),)))
+        for hole, piece in holes.items():
+            scope.set(hole, _Var(((piece,),)))
         self.evals += 1
         try:
             self.block(tree.root_node, scope, inner)
@@ -1112,6 +1114,11 @@ def _literal(src: _Source, start: int, end: int) -> list:
     return [Piece(raw, span, None, frozenset({span}) if span else frozenset())]
 
 
+def _marked(pieces) -> str:
+    """A value's text with each unknown stretch as ``UNKNOWN_MARK``."""
+    return "".join(UNKNOWN_MARK if p.text is None else p.text for p in pieces)
+
+
 def _agree(values: list, name: str, where: str):
     """One value when every path gives the same text, else unknown."""
     texts = [("unset" if v == UNSET else None if v is None else
@@ -1127,9 +1134,9 @@ def _agree(values: list, name: str, where: str):
         return first
     sources = _merge_sources([p for v in values if isinstance(v, _Var) for it in v.items
                               for p in it])
-    maybe = None
-    if all(isinstance(v, _Var) for v in values):
-        maybe = tuple(dict.fromkeys(tuple(_text_of(i) for i in v.items) for v in values))
+    # The alternatives; where this script's own variable is left unset, it expands to nothing.
+    maybe = tuple(dict.fromkeys(tuple(_marked(i) for i in v.items) if isinstance(v, _Var)
+                                else () for v in values))
     return _Var(((Piece(None, None, f"${name} depends on {where}", sources, maybe),),))
 
 

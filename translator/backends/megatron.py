@@ -94,10 +94,9 @@ def _after_flag(before: str | None) -> bool:
 
 def _may_hold_flags(items: tuple) -> bool:
     """Whether one alternative of an undecided value may set a flag that has a default."""
-    words = [w for item in items for w in ([None] if item is None else item.split())]
-    return any(w is None and not _after_flag(words[i - 1] if i else None)
-               or w is not None and _upstream(w.split("=")[0]) in DEFAULTED
-               for i, w in enumerate(words))
+    words = [w for item in items for w in item.split()]
+    return any(bash.UNKNOWN_MARK in w and not _after_flag(words[i - 1] if i else None)
+               or _upstream(w.split("=")[0]) in DEFAULTED for i, w in enumerate(words))
 
 
 def _value(word: bash.Word) -> Value:
