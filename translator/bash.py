@@ -34,11 +34,12 @@ Span = tuple[int, int]
 #: Limits that keep reading linear: past them a value becomes unknown.
 MAX_TEXT = 64 * 1024
 MAX_ITEMS = 10_000
-MAX_PIECES = 256
+MAX_PIECES = 1024
 MAX_SOURCES = 64
 MAX_DEPTH = 100
 MAX_CALL_DEPTH = 16
 MAX_EVALS = 8
+MAX_CHOICES = 32
 #: A source set that stands for "more places than we keep" (update refuses to edit those).
 MANY: Span = (-1, -1)
 UNSET = "unset"
@@ -145,10 +146,20 @@ def _bounded(pieces: tuple) -> tuple:
     text = _text_of(pieces)
     if text is not None and len(text) > MAX_TEXT:
         return _unknown("a value longer than 64 KiB", _merge_sources(pieces))
-    if len(pieces) > MAX_PIECES:
-        if text is None:
+    if len(pieces) > MAX_PIECES:  # runs of known text become one piece each (no span)
+        runs, known = [], []
+        for p in pieces + (None,):
+            if p is not None and p.text is not None:
+                known.append(p)
+                continue
+            if known:
+                runs.append(Piece(_text_of(known), None, None, _merge_sources(known)))
+                known = []
+            if p is not None:
+                runs.append(p)
+        if len(runs) > MAX_PIECES:
             return _unknown(_why(pieces), _merge_sources(pieces))
-        return (Piece(text, None, None, _merge_sources(pieces)),)
+        return tuple(runs)
     return pieces
 
 
@@ -816,6 +827,19 @@ class _Reader:
                 current, has, line = [], False, here
                 continue
             piece, split = seg if isinstance(seg, tuple) else (seg, False)
+            if split and piece.text is None and piece.maybe is not None:
+                # an undecided tail (`opts="$opts --x"` on one path): when every alternative
+                # starts (ends) with a blank, it starts (ends) a word of its own
+                alternatives = [" ".join(a) for a in piece.maybe]
+                if current and all(a[:1].isspace() or not a for a in alternatives):
+                    close()
+                    current, has, line = [], False, here
+                current.append(piece)
+                has = True
+                if all(a[-1:].isspace() or not a for a in alternatives):
+                    close()
+                    current, has, line = [], False, here
+                continue
             if not split or piece.text is None:
                 current.append(piece)
                 has = True
@@ -1114,9 +1138,32 @@ def _literal(src: _Source, start: int, end: int) -> list:
     return [Piece(raw, span, None, frozenset({span}) if span else frozenset())]
 
 
-def _marked(pieces) -> str:
-    """A value's text with each unknown stretch as ``UNKNOWN_MARK``."""
-    return "".join(UNKNOWN_MARK if p.text is None else p.text for p in pieces)
+def _choices(pieces) -> list[str]:
+    """The texts a value may have: an undecided piece gives each of its alternatives, any
+    other unknown piece ``UNKNOWN_MARK`` (past MAX_CHOICES texts, marks only)."""
+    out = [""]
+    for p in pieces:
+        options = ([p.text] if p.text is not None else
+                   [" ".join(a) for a in p.maybe] if p.maybe else [UNKNOWN_MARK])
+        if len(out) * len(options) > MAX_CHOICES:
+            options = [UNKNOWN_MARK]
+        out = [o + x for o in out for x in options]
+    return out
+
+
+def _alternatives(items_per_path: list) -> tuple:
+    """``maybe`` for a value that differs between paths: each path's items, with undecided
+    pieces inside spread into their own alternatives."""
+    out = []
+    for items in items_per_path:
+        combos = [()]
+        for item in items:
+            choices = _choices(item)
+            if len(combos) * len(choices) > MAX_CHOICES:
+                choices = [UNKNOWN_MARK]
+            combos = [c + (x,) for c in combos for x in choices]
+        out.extend(combos)
+    return tuple(dict.fromkeys(out))[:MAX_CHOICES]
 
 
 def _agree(values: list, name: str, where: str):
@@ -1132,12 +1179,71 @@ def _agree(values: list, name: str, where: str):
                 [p for v in values for it in v.items for p in it])),) for i in first.items),
                 first.array)
         return first
-    sources = _merge_sources([p for v in values if isinstance(v, _Var) for it in v.items
-                              for p in it])
+    shared = _shared(values)
+    if shared is not None:
+        befores, core, afters = shared
+        return _Var((_unknown_of(befores, name, where) + core
+                     + _unknown_of(afters, name, where),))
+    return _Var((_unknown_of([it for v in values if isinstance(v, _Var) for it in v.items],
+                             name, where, values),))
+
+
+def _shared(values: list) -> tuple[list, tuple, list] | None:
+    """``(befores, core, afters)`` when every path's scalar value is ``before + core + after``
+    with word boundaries around ``core``: ``opts="$opts --x"`` or ``cmd="nsys $cmd"`` on one
+    path only keeps what ``$opts`` or ``$cmd`` held. ``None`` when the paths share nothing."""
+    if not all(isinstance(v, _Var) and not v.array for v in values):
+        return None
+    scalars = [v.scalar for v in values]
+    for core in (min(scalars, key=len), _common_prefix(scalars)):
+        if not core:
+            continue
+        found = [_find(s, core) for s in scalars]
+        if None not in found:
+            return ([s[:i] for s, i in zip(scalars, found)], core,
+                    [s[i + len(core):] for s, i in zip(scalars, found)])
+    return None
+
+
+def _common_prefix(scalars: list) -> tuple:
+    head = 0
+    while head < min(map(len, scalars)) and all(s[head] == scalars[0][head] for s in scalars):
+        head += 1
+    while head and not all(_blank_between(s, head) for s in scalars):
+        head -= 1
+    return tuple(scalars[0][:head])
+
+
+def _find(pieces: tuple, core: tuple) -> int | None:
+    """Where ``core`` stands in ``pieces`` as whole words."""
+    n = len(core)
+    for i in range(len(pieces) - n + 1):
+        if pieces[i:i + n] == core and _blank_between(pieces, i) \
+                and _blank_between(pieces, i + n):
+            return i
+    return None
+
+
+def _blank_between(pieces: tuple, at: int) -> bool:
+    """Whether a word boundary lies between ``pieces[at - 1]`` and ``pieces[at]``."""
+    if at <= 0 or at >= len(pieces):
+        return True
+    return (pieces[at - 1].text or "x")[-1:] in (" ", "\t", "\n") or \
+        (pieces[at].text or "x")[:1] in (" ", "\t", "\n")
+
+
+def _unknown_of(items: list, name: str, where: str, values: list | None = None) -> tuple:
+    """One unknown piece for a value that differs between paths, with its alternatives (no
+    piece when every path has nothing there)."""
+    if values is None and not any(items):
+        return ()
+    sources = _merge_sources([p for it in items for p in it])
     # The alternatives; where this script's own variable is left unset, it expands to nothing.
-    maybe = tuple(dict.fromkeys(tuple(_marked(i) for i in v.items) if isinstance(v, _Var)
-                                else () for v in values))
-    return _Var(((Piece(None, None, f"${name} depends on {where}", sources, maybe),),))
+    if values is None:  # the tails of scalars
+        maybe = _alternatives([(it,) for it in items])
+    else:
+        maybe = _alternatives([v.items if isinstance(v, _Var) else () for v in values])
+    return (Piece(None, None, f"${name} depends on {where}", sources, maybe),)
 
 
 def _clause(node) -> tuple:

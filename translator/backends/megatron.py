@@ -61,7 +61,7 @@ def _launch_words(script: bash.Script) -> list[bash.Word]:
     launch of a Python program whose flags cannot be read; with neither, every word (an
     argument file, or a snippet of arrays)."""
     known = set(FLAGS) | {"--rampup-batch-size"}
-    running = [c for c in script.commands if not (c[0].text or "-").startswith("-")
+    running = [c for c in script.commands if not (c[0].text or "").startswith("-")
                and c[0].text not in ("echo", "printf")
                and any(_upstream((w.text or "").split("=")[0]) in known for w in c)]
     if running:
