@@ -102,6 +102,10 @@ class Script:
     """Scalars (one word) and arrays, as they stand at the end of the script."""
     notes: list[str] = field(default_factory=list)
     """What the reader did not follow (``line 3: source env.sh is not read``)."""
+    paths: list[tuple] = field(default_factory=list)
+    """For each command: the undecided branches it runs under, as ``((choice, what), path)``
+    pairs (``what`` such as ``the if on line 12``); two commands on different paths of one
+    choice never both run."""
     heredocs: list["Heredoc"] = field(default_factory=list)
     """Here-documents written to a file (``cat <<EOT > $config_json``), expanded."""
 
@@ -291,6 +295,8 @@ class _Reader:
         self.evals = 0
         self.steps, self.budget = 0, budget
         self.prefix: list[Word] = []  # the launcher words before ``bash -c`` being read
+        self.path: tuple = ()  # the undecided branches the reader is in, see Script.paths
+        self.choices = 0
         self.depth = 0
 
     # -- entry points ---------------------------------------------------------------------------
@@ -545,13 +551,13 @@ class _Reader:
             self.reparse(words[1:], env, src, fork=False)
             return
         if name in ("source", "."):
-            self.script.notes.append(f"line {words[0].line}: {name} "
-                                     f"{words[1].text if len(words) > 1 else ''} is not read")
+            self.sourced(words, env)
             return
         if name in ("read", "mapfile", "readarray", "printf", "getopts"):
             self.unknown_outputs(words, env)
         shell = _shell_string(words)
         self.script.commands.append(self.prefix + words)
+        self.script.paths.append(self.path)
         if shell is not None:  # the string runs with the words before bash as its launcher
             at, inner = shell
             outer, self.prefix = self.prefix, self.prefix + words[:at]
@@ -559,6 +565,20 @@ class _Reader:
                 self.reparse([inner], env, src, fork=True)
             finally:
                 self.prefix = outer
+
+    def sourced(self, words: list[Word], env: _Env) -> None:
+        """``source FILE`` is not read, and may set any variable: those set so far become
+        unknown (the ones Slurm sets from ``#SBATCH`` aside)."""
+        what = f"{words[0].text} {_clip(words[1].text or '?') if len(words) > 1 else ''}"
+        self.script.notes.append(f"line {words[0].line}: {what} is not read")
+        scope, names = env, set()
+        while scope is not None:
+            names |= scope.own.keys()
+            scope = scope.parent
+        for n in names:
+            if not n.startswith(("SLURM_", "__batchspec_")) and isinstance(env.get(n), _Var):
+                env.set(n, _Var((_unknown(f"${n} may be changed by {what} on line "
+                                          f"{words[0].line}"),)))
 
     def unknown_outputs(self, words: list[Word], env: _Env) -> None:
         """``read X``, ``printf -v X``...: the named variables get values we cannot know."""
@@ -699,10 +719,16 @@ class _Reader:
         """Run each possible path in a fork of ``env``; keep a variable only where every path
         agrees. ``paths``: statement lists, ``None`` for a path that runs nothing."""
         deltas = []
-        for statements in paths:
+        self.choices += 1
+        choice = (self.choices, f"{what} on line {line}")
+        for k, statements in enumerate(paths):
             branch = env.fork()
-            for s in statements or ():
-                self.statement(s, branch, src)
+            outer, self.path = self.path, self.path + ((choice, k),)
+            try:
+                for s in statements or ():
+                    self.statement(s, branch, src)
+            finally:
+                self.path = outer
             deltas.append(branch.own)
         for name in set().union(*deltas):
             values = [d.get(name, env.get(name)) for d in deltas]
@@ -1179,6 +1205,15 @@ def _agree(values: list, name: str, where: str):
                 [p for v in values for it in v.items for p in it])),) for i in first.items),
                 first.array)
         return first
+    if all(isinstance(v, _Var) and v.array for v in values):
+        head = _common_prefix([tuple(v.items) for v in values], words=False)
+        if head:
+            n = len(head)
+            tails = [it for v in values for it in v.items[n:]]
+            rest = _unknown_of([], name, where, [_Var(tuple(v.items[n:]), True) for v in values]) \
+                if tails else ()
+            return _Var(tuple(head) + ((rest,) if rest else ()), True,
+                        tuple(values[0].lines[:n]) + ((0,) if rest else ()))
     shared = _shared(values)
     if shared is not None:
         befores, core, afters = shared
@@ -1205,13 +1240,16 @@ def _shared(values: list) -> tuple[list, tuple, list] | None:
     return None
 
 
-def _common_prefix(scalars: list) -> tuple:
+def _common_prefix(sequences: list, words: bool = True) -> tuple:
+    """What every sequence starts with (pieces of scalars, cut at a blank when ``words``; or
+    the items of arrays)."""
     head = 0
-    while head < min(map(len, scalars)) and all(s[head] == scalars[0][head] for s in scalars):
+    while head < min(map(len, sequences)) and all(s[head] == sequences[0][head]
+                                                   for s in sequences):
         head += 1
-    while head and not all(_blank_between(s, head) for s in scalars):
+    while words and head and not all(_blank_between(s, head) for s in sequences):
         head -= 1
-    return tuple(scalars[0][:head])
+    return tuple(sequences[0][:head])
 
 
 def _find(pieces: tuple, core: tuple) -> int | None:

@@ -99,9 +99,10 @@ class Launch:
 
 
 def typo_findings(keys: dict[str, int | None], batch_keys: list[str], allowed: set[str],
-                  path: str, fate: str = "so it is silently ignored") -> list[Finding]:
+                  path: str, fate: str = "so it is silently ignored",
+                  cutoff: float = 0.8) -> list[Finding]:
     """Errors for keys that look like misspelt batch keys (``keys``: key -> line); ``fate``
-    says what the framework does with an unknown key."""
+    says what the framework does with an unknown key; ``cutoff`` how alike they must be."""
     import difflib
 
     from translator.findings import finding
@@ -110,7 +111,7 @@ def typo_findings(keys: dict[str, int | None], batch_keys: list[str], allowed: s
     for key, line in keys.items():
         if key in batch_keys or key in allowed:
             continue
-        close = difflib.get_close_matches(key, batch_keys, n=1, cutoff=0.8)
+        close = difflib.get_close_matches(key, batch_keys, n=1, cutoff=cutoff)
         if close:
             out.append(finding(
                 "batch-key-typo",

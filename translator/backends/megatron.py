@@ -56,22 +56,36 @@ def context(spec: BatchSpec) -> dict:
 
 # Reading ---------------------------------------------------------------------------------------
 
-def _launch_words(script: bash.Script) -> list[bash.Word]:
+def _launch_words(script: bash.Script) -> tuple[list[bash.Word], str | None]:
     """The words of the command that runs Megatron: the last with a batch flag, else the last
     launch of a Python program whose flags cannot be read; with neither, every word (an
-    argument file, or a snippet of arrays)."""
+    argument file, or a snippet of arrays). Second: when another launch runs instead of it on
+    another path of an undecided ``if``, that ``if``."""
     known = set(FLAGS) | {"--rampup-batch-size"}
-    running = [c for c in script.commands if not (c[0].text or "").startswith("-")
-               and c[0].text not in ("echo", "printf")
+    running = [i for i, c in enumerate(script.commands)
+               if not (c[0].text or "").startswith("-") and c[0].text not in ("echo", "printf")
                and any(_upstream((w.text or "").split("=")[0]) in known for w in c)]
-    if running:
-        return running[-1]
-    launches = [c for c in script.commands if launchers.split(c)[1] is not None
+    launches = [i for i, c in enumerate(script.commands) if launchers.split(c)[1] is not None
                 and launchers.sizes(launchers.split(c)[0], {}).launcher is not None]
-    if launches:
-        return launches[-1]
-    words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
-    return words + [w for c in script.commands for w in c]
+    chosen = (running or launches or [None])[-1]
+    if chosen is None:
+        words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
+        return words + [w for c in script.commands for w in c], None
+    mine = dict(script.paths[chosen])
+    starts = [i for i, c in enumerate(script.commands)  # srun ... sh -c "...", unreadable
+              if (c[0].text or "").rsplit("/", 1)[-1] in launchers.LAUNCHERS]
+    for other in set(running) | set(launches) | set(starts):
+        theirs = dict(script.paths[other])
+        split = next((what for (n, what), k in mine.items()
+                      if (n, what) in theirs and theirs[(n, what)] != k), None)
+        if split and _world_of(script, other) != _world_of(script, chosen):
+            return script.commands[chosen], split
+    return script.commands[chosen], None
+
+
+def _world_of(script: bash.Script, command: int) -> int | None:
+    return launchers.sizes(launchers.split(script.commands[command])[0],
+                           script.variables).world()[0]
 
 
 def _upstream(flag: str) -> str:
@@ -111,7 +125,8 @@ def _value(word: bash.Word) -> Value:
 def read(text: str, where: str) -> Reading:
     """A launch script or argument file: Megatron's batch flags and the launcher's world."""
     script = bash.parse(text, where)
-    launch, program = launchers.split(_launch_words(script))
+    chosen, either = _launch_words(script)
+    launch, program = launchers.split(chosen)
     words = launch if program is None else program
     reading = Reading(where, NAME, text, uses=_uses(script), notes=list(script.notes))
     wanted = set(FLAGS) | OTHER_FLAGS
@@ -134,8 +149,13 @@ def read(text: str, where: str) -> Reading:
                 reading.values[flag] = _value(words[i + 1])
     reading.findings += typo_findings(
         flags_seen, list(FLAGS), LOOKALIKES | OTHER_FLAGS, where,
-        "so Megatron-LM stops at start (argparse: unrecognized arguments)")
+        "so Megatron-LM stops at start (argparse: unrecognized arguments)",
+        cutoff=0.9)  # programs add flags of their own (--total-seq-length): only near misses
     _read_launch(reading, launchers.sizes(launch, script.variables))
+    if either and reading.world_size is not None:
+        reading.world_size = None
+        reading.world_unknown = (f"line {chosen[0].line}: the script launches Megatron this way "
+                                 f"or another way depending on {either}")
     if program is not None:
         reading.opaque = _opaque(program)
     _read_deepspeed(reading, script, words)
