@@ -11,7 +11,8 @@ from translator.cli import main
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 KEYS = ("global_batch_size", "micro_batch_size", "gradient_accumulation_steps",
-        "data_parallel_size")
+        "data_parallel_size", "world_size", "tensor_parallel_size", "pipeline_parallel_size",
+        "context_parallel_size")
 
 
 def cases():
@@ -31,6 +32,7 @@ def test_fixture_reads_as_expected(path, want):
             assert out[key] == want[key], key
     codes = {f["code"] for f in out["findings"]}
     assert set(want.get("codes", [])) <= codes, codes
+    assert not set(want.get("absent", [])) & codes, codes
     if want["exit"] == 1:
         assert any(f["severity"] == "error" and f["where"] and f["where"].startswith(str(path.parent))
                    for f in out["findings"])
