@@ -282,6 +282,10 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
                 where=f"{reading.path}:{v.line}"))
             if flag not in roles:
                 values[field] = None  # unknown: never replaced by a default
+        elif not v.is_count and flag in roles:  # torchrun --nnodes 1:4, --nproc_per_node gpu
+            findings.append(finding(
+                "unknown-value", f"{flag} is {v.value!r}, not a fixed number of processes",
+                hint="give --world-size", where=f"{reading.path}:{v.line}"))
         elif not v.is_count:
             findings.append(invalid_value(flag, v, reading.path))
         elif flag not in roles:

@@ -1,0 +1,143 @@
+"""The Megatron reader on launchers, the DeepSpeed JSON a script writes, and what it says when
+it cannot read something."""
+
+import difflib
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from translator.backends import megatron
+from translator.cli import main
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "megatron"
+
+
+def inspect(tmp_path, text: str, name: str = "run.sh", *args) -> tuple[int, dict]:
+    path = tmp_path / name
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["inspect", str(path), "--json", *args])
+    return result.exit_code, json.loads(result.stdout)
+
+
+PROGRAM = "pretrain_gpt.py --micro-batch-size 2 --global-batch-size 64"
+
+
+@pytest.mark.parametrize("launch, world", [
+    ("torchrun --nproc_per_node 4 --nnodes 2", 8),
+    ("torchrun --nproc-per-node=4", 4),
+    ("torchrun", 1),                                   # torchrun's defaults: 1 x 1
+    ("python -m torch.distributed.launch --use_env --nproc_per_node 8", 8),
+    ("python -u -m torch.distributed.run --nproc_per_node 2 --nnodes 4", 8),
+    ("deepspeed --num_gpus 8 --num_nodes 2", 16),
+    ("deepspeed --num_gpus=2 --num_nodes=1", 2),
+    ("deepspeed --num_gpus 8", None),                  # the host file decides the nodes
+    ("deepspeed", None),
+    ("srun --nodes 2 --ntasks-per-node 4 python", 8),
+    ("srun -n 16 python", 16),
+    ("srun python", None),                             # no #SBATCH sizes in the file
+    ("mpirun -np 16 python", 16),
+    ("torchrun --nproc_per_node $GPUS", None),
+    ("torchrun --nproc_per_node 8 --nnodes 1:4", None),  # elastic
+    ("python", None),
+])
+def test_each_launcher_counts_its_processes(tmp_path, launch, world):
+    code, out = inspect(tmp_path, f"{launch} {PROGRAM}\n")
+    assert code == 0
+    assert out["world_size"] == world
+    if world is None:
+        unknown = [f for f in out["findings"] if f["code"] == "world-unknown"]
+        assert unknown and "so the global batch is not known" in unknown[0]["message"]
+
+
+def test_srun_takes_its_sizes_from_the_sbatch_lines(tmp_path):
+    text = ("#!/bin/bash\n#SBATCH --nodes=3\n#SBATCH --ntasks-per-node=8\n"
+            f"srun python {PROGRAM}\n")
+    assert inspect(tmp_path, text)[1]["world_size"] == 24
+
+
+def test_the_world_unknown_message_names_the_launch_line_and_why(tmp_path):
+    _, out = inspect(tmp_path, f"echo start\ndeepspeed --num_gpus 8 {PROGRAM}\n")
+    message = next(f["message"] for f in out["findings"] if f["code"] == "world-unknown")
+    assert message.startswith("line 2: deepspeed starts an unknown number of processes: "
+                              "deepspeed without --num_nodes")
+
+
+def test_an_unreadable_word_is_named_with_its_line(tmp_path):
+    text = ("MBS=$(python -c 'print(4)')\n"
+            f"torchrun --nproc_per_node 8 pretrain_gpt.py --global-batch-size 64 \\\n"
+            "    --micro-batch-size $MBS\n")
+    code, out = inspect(tmp_path, text)
+    unknown = next(f for f in out["findings"] if f["code"] == "unknown-value")
+    assert unknown["message"].startswith("--micro-batch-size is $(python -c 'print(4)') is "
+                                         "not run")
+    assert unknown["where"].endswith("run.sh:3")
+    assert out["micro_batch_size"] is None and code == 0
+    assert not any("add the missing batch value" in (f["hint"] or "") for f in out["findings"])
+
+
+def test_what_the_reader_did_not_follow_is_shown(tmp_path):
+    _, out = inspect(tmp_path, f"source ./cluster.env\ntorchrun --nproc_per_node 8 {PROGRAM}\n")
+    note = next(f for f in out["findings"] if f["code"] == "script-not-followed")
+    assert note["message"] == "source ./cluster.env is not read"
+    assert note["where"].endswith("run.sh:1")
+
+
+def test_a_misspelt_flag_is_what_megatron_refuses(tmp_path):
+    code, out = inspect(tmp_path, f"torchrun {PROGRAM} --micro-bach-size 4\n")
+    typo = next(f for f in out["findings"] if f["code"] == "batch-key-typo")
+    assert code == 1 and "Megatron-LM stops at start" in typo["message"]
+    # a flag the program adds itself is not a typo of a near flag
+    code, out = inspect(tmp_path, f"torchrun {PROGRAM} --total-seq-length 4096\n")
+    assert code == 0 and not any(f["code"] == "batch-key-typo" for f in out["findings"])
+
+
+def test_update_edits_the_heredoc_json_with_the_flags(tmp_path):
+    """Moving the Megatron-DeepSpeed script to 4 nodes changes --num_nodes only (the JSON
+    takes the same variables); every other byte stays."""
+    source = FIXTURES / "valid" / "ds_megatron_options_heredoc.sh"
+    path = tmp_path / source.name
+    path.write_text(source.read_text())
+    result = CliRunner().invoke(main, ["update", str(path), "--nnodes", "4",
+                                       "--nproc-per-node", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    changes = {c["key"]: (c["old"], c["new"]) for c in json.loads(result.stdout)["changes"]}
+    assert changes == {"--num_nodes": (2, 4)}
+
+
+def test_update_rewrites_literal_batch_keys_in_the_heredoc(tmp_path):
+    text = ("cat <<EOT > ds.json\n"
+            '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2,\n'
+            ' "gradient_accumulation_steps": 4}\nEOT\n'
+            "deepspeed --num_gpus 8 --num_nodes 1 pretrain_gpt.py --micro-batch-size 2 "
+            "--global-batch-size 64 --deepspeed_config ds.json\n")
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["update", str(path), "--world-size", "16", "--in-place"])
+    assert result.exit_code == 0, result.output
+    new = path.read_text()
+    changed = [line for line in difflib.ndiff(text.splitlines(), new.splitlines())
+               if line[:1] in "+-"]
+    assert changed == ['-  "gradient_accumulation_steps": 4}', '+  "gradient_accumulation_steps": 2}',
+                       "- deepspeed --num_gpus 8 --num_nodes 1 pretrain_gpt.py --micro-batch-size "
+                       "2 --global-batch-size 64 --deepspeed_config ds.json",
+                       "+ deepspeed --num_gpus 8 --num_nodes 2 pretrain_gpt.py --micro-batch-size "
+                       "2 --global-batch-size 64 --deepspeed_config ds.json"]
+
+
+def test_the_heredoc_json_is_checked_against_the_flags(tmp_path):
+    code, out = inspect(tmp_path, (FIXTURES / "invalid" / "ds_heredoc_disagrees.sh").read_text())
+    mismatch = next(f for f in out["findings"] if f["code"] == "megatron-deepspeed-mismatch")
+    assert code == 1
+    assert "train_batch_size 512 where --global-batch-size gives 256" in mismatch["message"]
+    assert "gradient_accumulation_steps 32 where micro-batches per step gives 16" \
+        in mismatch["message"]
+    assert mismatch["where"].endswith("run.sh:8")
+
+
+def test_a_json_the_script_does_not_write_is_noted(tmp_path):
+    text = (f"deepspeed --num_gpus 8 --num_nodes 1 {PROGRAM} --deepspeed_config ds.json\n")
+    reading = megatron.read(text, "run.sh")
+    assert reading.notes == ["line 1: the DeepSpeed JSON ds.json is not written by the script, "
+                             "so it is not read"]
