@@ -318,9 +318,10 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     return values, findings
 
 
-#: Flags whose absence means a default, unless an unknown word may hold them.
-DEFAULTED = ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
-             "--context-parallel-size", "--global-batch-size")
+#: Flags whose absence means a default (or a missing value), unless an unknown word may
+#: hold them.
+DEFAULTED = ("--micro-batch-size", "--global-batch-size", "--tensor-model-parallel-size",
+             "--pipeline-model-parallel-size", "--context-parallel-size")
 
 
 def _hidden(reading: Reading, values: dict, findings: list[Finding]) -> None:
