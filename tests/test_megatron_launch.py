@@ -41,6 +41,14 @@ PROGRAM = "pretrain_gpt.py --micro-batch-size 2 --global-batch-size 64"
     ("torchrun --nproc_per_node $GPUS", None),
     ("torchrun --nproc_per_node 8 --nnodes 1:4", None),  # elastic
     ("python", None),
+    ("srun -n16 --ntasks-per-node=8 python", 16),     # -n fixes the total
+    ("jsrun --nrs 16 --tasks_per_rs 1 --gpu_per_rs 1 python", 16),  # LSF resource sets
+    ("jsrun -n 8 -a 2 python", 16),
+    ("deepspeed --hostfile hosts --include a:0,1,2,3@b:0,1,2,3", 8),
+    ("deepspeed --hostfile hosts --include a@b", None),  # all slots of each host
+    ("torchrun ${LAUNCH_ARGS[@]}", None),            # may hold --nproc_per_node
+    ("torchrun --nproc_per_node 8 --rdzv_id=$SLURM_JOB_ID", 8),  # a value, not more flags
+    ("srun --label singularity exec $IMAGE python", None),  # no sizes at all
 ])
 def test_each_launcher_counts_its_processes(tmp_path, launch, world):
     code, out = inspect(tmp_path, f"{launch} {PROGRAM}\n")
@@ -141,3 +149,45 @@ def test_a_json_the_script_does_not_write_is_noted(tmp_path):
     reading = megatron.read(text, "run.sh")
     assert reading.notes == ["line 1: the DeepSpeed JSON ds.json is not written by the script, "
                              "so it is not read"]
+
+
+def test_srun_fills_what_its_line_leaves_out_from_the_sbatch_lines(tmp_path):
+    text = f"#SBATCH --nodes=2\nsrun --ntasks-per-node 4 python {PROGRAM}\n"
+    assert inspect(tmp_path, text)[1]["world_size"] == 8
+
+
+def test_a_flag_with_an_unknown_value_after_equals_is_one_word(tmp_path):
+    """``--deepspeed_config="$cfg"`` is a value, it cannot hide another flag;
+    ``--tensor-model-parallel-size="$TP"`` is that flag, unknown."""
+    _, out = inspect(tmp_path, f'torchrun --nproc_per_node 8 {PROGRAM} '
+                               '--deepspeed_config="$CFG" --pipeline-model-parallel-size="$PP"\n')
+    assert out["context_parallel_size"] == 1 and out["tensor_parallel_size"] == 1
+    assert out["pipeline_parallel_size"] is None
+
+
+def test_an_unknown_program_word_still_starts_the_program(tmp_path):
+    """``python3 ${EXEC} ...``: the words after it are Megatron's, and an unknown one among
+    them may hold flags."""
+    _, out = inspect(tmp_path, "srun -n 4 python3 ${EXEC} --micro-batch-size 1 "
+                               "--global-batch-size 8 ${LLAMA_ARGS}\n")
+    assert out["world_size"] == 4
+    assert out["micro_batch_size"] == 1 and out["global_batch_size"] == 8
+    assert out["tensor_parallel_size"] is None
+
+
+def test_yaml_cfg_replaces_every_argument(tmp_path):
+    code, out = inspect(tmp_path, f"torchrun --nproc_per_node 4 {PROGRAM} --yaml-cfg run.yaml\n")
+    assert code == 0 and out["world_size"] == 4
+    assert [out[k] for k in ("micro_batch_size", "global_batch_size", "tensor_parallel_size")] \
+        == [None, None, None]
+    assert any(f["code"] == "script-not-followed" and "--yaml-cfg" in f["message"]
+               for f in out["findings"])
+
+
+def test_a_command_run_from_an_unknown_string_hides_the_defaults(tmp_path):
+    """No launch line can be read (``eval "$run_cmd"`` of an unknown string): flags seen
+    elsewhere are read, the sizes they may set are unknown."""
+    text = ('ARGS="--micro-batch-size 2 --global-batch-size 64"\n'
+            'run_cmd="$(cat cmd.txt)"\neval "$run_cmd $ARGS"\n')
+    _, out = inspect(tmp_path, text)
+    assert out["micro_batch_size"] == 2 and out["tensor_parallel_size"] is None

@@ -5,6 +5,7 @@ job) and ``mpirun``. A size the command leaves to the machine stays unknown."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from translator import bash
@@ -37,6 +38,7 @@ LAUNCHERS = {
     "srun": Launcher("srun", ("--ntasks-per-node",), ("--nodes", "-N"), ("--ntasks", "-n")),
     "mpirun": Launcher("mpirun", total=("-np", "-n", "--np")),
     "mpiexec": Launcher("mpiexec", total=("-np", "-n", "--np")),
+    "jsrun": Launcher("jsrun", ("--tasks_per_rs", "-a"), ("--nrs", "-n")),  # LSF: resource sets
 }
 TORCH_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
 #: What ``#SBATCH`` gives a job step that ``srun`` starts without sizing flags.
@@ -89,14 +91,29 @@ class Sizes:
                       f"processes: {bad or self.missing or 'nothing gives its ' + lacking}")
 
 
+PYTHONS = re.compile(r"python[0-9.]*")
+
+
 def split(words: list[bash.Word]) -> tuple[list[bash.Word], list[bash.Word] | None]:
-    """``(launcher words, program words)``: the program starts at the first ``*.py`` word
-    (not a launcher module); ``(words, None)`` when there is none."""
+    """``(launcher words, program words)``: the program starts at the first ``*.py`` word (not
+    a launcher module), or at the first word after ``python`` and its options (``python3
+    ${EXEC}``); ``(words, None)`` when there is none."""
     for i, word in enumerate(words):
         text = word.text if word.text is not None else (
             word.parts[-1].text or "" if word.parts else "")  # `pwd`/pretrain_gpt.py
         if text.endswith(".py") and not (i and words[i - 1].text == "-m"):
             return words[:i], words[i:]
+    for i, word in enumerate(words):
+        if PYTHONS.fullmatch((word.text or "").rsplit("/", 1)[-1]):
+            j = i + 1
+            while j < len(words) and (words[j].text or "").startswith("-"):
+                if words[j].text == "-m" and j + 1 < len(words) \
+                        and words[j + 1].text in TORCH_MODULES:
+                    break  # python -m torch.distributed.run: a launcher, the program follows
+                j += 2 if words[j].text == "-m" else 1
+            else:
+                if j < len(words):
+                    return words[:j], words[j:]
     return words, None
 
 
@@ -118,33 +135,93 @@ def sizes(launch: list[bash.Word], variables: dict[str, list[bash.Word]]) -> Siz
     launcher = LAUNCHERS[name]
     out = Sizes(name, launch[start].line)
     flags = launch[start + 1:]
+    if name == "torchrun" and flags and flags[0].text in TORCH_MODULES:
+        flags = flags[1:]
     roles = {"per_node": launcher.per_node, "nodes": launcher.nodes, "total": launcher.total}
     for j, word in enumerate(flags):
-        flag, eq, inline = (word.text or "").partition("=")
+        text = word.text if word.text is not None else (
+            word.parts[0].text or "" if word.parts else "")  # --rdzv_id=$SLURM_JOB_ID
         for role, spellings in roles.items():
-            if flag in spellings:
-                value = bash.Word(inline, word.line, _inline_span(word, len(flag) + 1),
-                                  sources=word.sources) if eq else (
-                    flags[j + 1] if j + 1 < len(flags) else None)
+            for flag in spellings:
+                value = _flag_value(flags, j, flag)
                 if value is not None:
                     out.words[role] = (flag, value)
-    if name == "srun" and not out.words:
-        for role, variable in SLURM_SIZES.items():
+        if name == "deepspeed" and text.partition("=")[0] in ("--include", "-i"):
+            include = _flag_value(flags, j, text.partition("=")[0])
+            slots = _slots(include.text if include is not None else None)
+            out.words["total"] = (text.partition("=")[0], bash.Word(
+                None if slots is None else str(slots), word.line,
+                why_unknown=None if slots is not None else "a host list without slot numbers"))
+        after_option = j and (flags[j - 1].text or "").startswith("-") \
+            and "=" not in flags[j - 1].text
+        if word.text is None and not after_option and not text.startswith("-"):
+            out.missing = (f"{word.why_unknown} may hold {name}'s own flags "
+                           "(how many processes it starts)")
+        if not text.startswith("-") and not after_option:
+            break  # the command the launcher runs (a container, a wrapper script) starts here
+    if name == "jsrun" and "per_node" not in out.words:
+        out.defaults["per_node"] = 1  # --tasks_per_rs defaults to 1
+    if name == "srun":
+        for role, variable in SLURM_SIZES.items():  # the allocation gives what srun leaves out
             value = variables.get(variable)
-            if value and len(value) == 1 and value[0].span is not None:
+            if role not in out.words and value and len(value) == 1 and value[0].span:
                 out.words[role] = (f"#SBATCH {variable}", value[0])
-        if "nodes" in out.words and "total" not in out.words:
+        if "total" not in out.words and "nodes" in out.words and "per_node" not in out.words:
             out.defaults["per_node"] = 1  # Slurm starts one task per node by default
+        if "total" in out.words and _from_flag(out, "per_node") and not _from_flag(out, "total"):
+            del out.words["total"]  # srun --ntasks-per-node on the line beats #SBATCH --ntasks
+        if "total" in out.words and _from_flag(out, "total"):
+            out.words.pop("per_node", None)
+            out.words.pop("nodes", None)
     if launcher.default_per_node:
-        out.defaults["per_node"] = launcher.default_per_node
+        out.defaults.setdefault("per_node", launcher.default_per_node)
     if launcher.default_nodes:
-        out.defaults["nodes"] = launcher.default_nodes
-    if name == "deepspeed" and "nodes" not in out.words:
-        out.missing = ("deepspeed without --num_nodes runs on every host of its host file "
-                       "(/job/hostfile by default), or on this node alone when there is none")
+        out.defaults.setdefault("nodes", launcher.default_nodes)
+    if out.missing:
+        return out
+    if name == "deepspeed" and "total" not in out.words:
+        if "per_node" not in out.words:
+            out.missing = "deepspeed without --num_gpus uses every GPU it finds"
+        elif "nodes" not in out.words:
+            out.missing = ("deepspeed without --num_nodes runs on every host of its host file "
+                           "(/job/hostfile by default), or on this node alone when there is none")
     elif name == "srun" and not out.words:
         out.missing = "srun without --ntasks or #SBATCH sizes runs as many tasks as the job has"
     return out
+
+
+def _flag_value(flags: list[bash.Word], j: int, flag: str) -> bash.Word | None:
+    """The value of ``flag`` when ``flags[j]`` is it: ``--flag V``, ``--flag=V`` or ``-nV``."""
+    word = flags[j]
+    text = word.text or ""
+    if text == flag:
+        return flags[j + 1] if j + 1 < len(flags) else None
+    if text.startswith(flag + "="):
+        return bash.Word(text[len(flag) + 1:], word.line, _inline_span(word, len(flag) + 1),
+                         sources=word.sources)
+    if len(flag) == 2 and flag[0] == "-" and text.startswith(flag) and text[2:].isdigit():
+        return bash.Word(text[2:], word.line, _inline_span(word, 2), sources=word.sources)
+    if word.text is None and word.parts and (word.parts[0].text or "").startswith(flag + "="):
+        return bash.Word(None, word.line, why_unknown=word.why_unknown)
+    return None
+
+
+def _from_flag(sizes: Sizes, role: str) -> bool:
+    return role in sizes.words and not sizes.words[role][0].startswith("#SBATCH")
+
+
+def _slots(include: str | None) -> int | None:
+    """Processes ``deepspeed --include host1:0,1@host2:0,1`` starts (``None``: a host without
+    slot numbers takes all of its own)."""
+    if not include:
+        return None
+    total = 0
+    for host in include.replace("\\", "").split("@"):
+        name, colon, slots = host.partition(":")
+        if not colon or not slots:
+            return None
+        total += len([x for x in slots.split(",") if x])
+    return total
 
 
 def _inline_span(word: bash.Word, offset: int):

@@ -95,11 +95,34 @@ def _upstream(flag: str) -> str:
 
 def _opaque(words: list[bash.Word]) -> list[str]:
     """Unknown words of the program's command line that may hold flags of their own
-    (``$EXTRA_ARGS``; not the value after a ``--flag``, nor an undecided value none of whose
-    alternatives holds a flag that has a default)."""
+    (``$EXTRA_ARGS``; not the value after a ``--flag``, not ``--flag=$X``, nor an undecided
+    value none of whose alternatives holds a flag that has a default)."""
     return [f"line {w.line}: {w.why_unknown}" for i, w in enumerate(words[1:], 1)
             if w.text is None and not _after_flag(words[i - 1].text)
+            and not ("=" in _known_start(w) and _known_start(w).startswith("--"))
             and (w.maybe is None or any(_may_hold_flags(items) for items in w.maybe))]
+
+
+def _known_start(word: bash.Word) -> str:
+    """The known text an unknown word starts with (``--save=`` of ``--save=$DIR``)."""
+    return (word.parts[0].text or "") if word.parts else ""
+
+
+def _yaml_config(reading: Reading, words: list[bash.Word]) -> None:
+    """``--yaml-cfg FILE``: Megatron takes every argument from that YAML instead of the command
+    line, so nothing the line says about the batch holds."""
+    at = next((i for i, w in enumerate(words) if (w.text or "").split("=")[0] == "--yaml-cfg"),
+              None)
+    if at is None:
+        return
+    word = words[at]
+    name = word.text.split("=", 1)[1] if "=" in word.text else (
+        words[at + 1].text if at + 1 < len(words) else None)
+    why = f"set by the YAML file {name or 'that --yaml-cfg names'} (--yaml-cfg), not read"
+    for flag in DEFAULTED:
+        reading.values[flag] = Value(None, word.line, None, why)
+    reading.notes.append(f"line {word.line}: --yaml-cfg makes Megatron take every argument "
+                         f"from {name or 'a YAML file'}, which batchspec does not read")
 
 
 def _after_flag(before: str | None) -> bool:
@@ -132,9 +155,12 @@ def read(text: str, where: str) -> Reading:
     wanted = set(FLAGS) | OTHER_FLAGS
     flags_seen = {}
     for i, word in enumerate(words):
-        if word.text is None or not word.text.startswith("--"):
+        text = word.text if word.text is not None else _known_start(word)
+        if not text.startswith("--"):
             continue
-        flag, eq, inline = word.text.partition("=")
+        flag, eq, inline = text.partition("=")
+        if word.text is None and not eq:
+            continue
         flag = _fork_spelling(reading, flag, word.line, wanted)
         flags_seen.setdefault(flag, word.line)
         if flag == "--rampup-batch-size":
@@ -143,7 +169,9 @@ def read(text: str, where: str) -> Reading:
         elif flag == "--decrease-batch-size-if-needed":
             reading.values[flag] = Value(True, word.line)
         elif flag in wanted:
-            if eq:
+            if eq and word.text is None:  # --flag="$unknown"
+                reading.values[flag] = Value(None, word.line, None, word.why_unknown)
+            elif eq:
                 reading.values[flag] = _value(bash.Word(inline, word.line))
             elif i + 1 < len(words):
                 reading.values[flag] = _value(words[i + 1])
@@ -156,8 +184,10 @@ def read(text: str, where: str) -> Reading:
         reading.world_size = None
         reading.world_unknown = (f"line {chosen[0].line}: the script launches Megatron this way "
                                  f"or another way depending on {either}")
-    if program is not None:
-        reading.opaque = _opaque(program)
+    reading.opaque = _opaque(program) if program is not None else [
+        f"line {c[0].line}: {c[0].why_unknown}" for c in script.commands
+        if c[0].text is None and (c[0].maybe is None or any(map(_may_hold_flags, c[0].maybe)))]
+    _yaml_config(reading, words)
     _read_deepspeed(reading, script, words)
     for note in reading.notes:
         line = re.match(r"line (\d+): ", note)
