@@ -342,3 +342,25 @@ def test_a_directory_and_a_missing_file(tmp_path):
     assert "is a directory" in run("inspect", tmp_path).stderr
     result = run("validate", tmp_path / "nope.json")
     assert result.exit_code == 2 and "nope.json: cannot read: No such file" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["inspect"], ["validate"], ["convert", "--to", "deepspeed"],
+                                     ["update", "--world-size", "16"]])
+def test_an_exit_1_error_names_the_file_and_line(tmp_path, command):
+    """A wrong configuration (exit 1) is reported with file:line on the error line, as an
+    unusable input (exit 2) is."""
+    path = tmp_path / "bad.sh"
+    path.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py \\\n"
+                    "    --micro-batch-size 3 --global-batch-size 64\n")
+    args = [command[0], str(path), *command[1:]]
+    if command[0] == "convert":
+        args += ["--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    if command[0] == "update":
+        assert f"batchspec: error: {path}: cannot keep the batch exact" in result.stderr
+    elif command[0] == "convert":
+        assert f"batchspec: error: {path}:2: global 64 does not split" in result.stderr
+    else:
+        assert f"[{path}:2]: global 64 does not split" in result.stdout
+    assert not (tmp_path / "out").exists()

@@ -71,10 +71,11 @@ def target_spec(old: Inspection, *, global_batch: int | None, micro: int | None,
     except ConfigError as exc:
         if exc.findings[0].code != "global-not-divisible":
             raise
-        raise ConfigError([_options(g, m, fields, exc.findings[0].message)]) from None
+        raise ConfigError([_options(g, m, fields, exc.findings[0].message,
+                                    old.reading.path)]) from None
 
 
-def _options(g: int, m: int, fields: dict, message: str):
+def _options(g: int, m: int, fields: dict, message: str, where: str):
     world = fields["world_size"] or fields["nodes"] * fields["gpus_per_node"]
     dp = solve.data_parallel_size(world, fields["tensor_parallel_size"],
                                   fields["pipeline_parallel_size"], fields["context_parallel_size"])
@@ -87,7 +88,7 @@ def _options(g: int, m: int, fields: dict, message: str):
     keep = (f"; or keep global {g} with micro-batch {', '.join(micros)}" if micros else
             f"; no micro-batch keeps global {g} on data-parallel {dp}")
     return finding("update-impossible", f"cannot keep the batch exact: {message}",
-                   hint=lr + keep)
+                   hint=lr + keep, where=where)
 
 
 def apply(backend: ModuleType, reading: Reading, spec: BatchSpec) -> tuple[str, list[Change]]:
