@@ -86,7 +86,8 @@ def test_sbatch_script_quotes_paths_and_names_the_first_node(tmp_path):
     ("--sbatch", "--comment=$(id)", "one option"),
 ])
 def test_values_that_reach_the_script_are_validated(spec, tmp_path, flag, value, message):
-    result = run("smoke", spec, "--slurm", "--dry-run", flag, value, "--workdir", tmp_path / "w")
+    result = run("smoke", spec, "--slurm", "--dry-run", "--device", "cpu", flag, value,
+                 "--workdir", tmp_path / "w")
     assert result.exit_code == 2 and message in result.stderr
     assert not (tmp_path / "w").exists()
 
@@ -121,7 +122,7 @@ def test_no_value_injects_a_command_into_the_sbatch_script(spec, tmp_path, field
     value = payload.format(m=marker)
     if field == "--workdir":
         value = str(tmp_path / value)
-    result = run("smoke", spec, "--slurm", "--dry-run", "--json", "--nnodes", nnodes, "--nproc", 2,
+    result = run("smoke", spec, "--slurm", "--dry-run", "--device", "cpu", "--json", "--nnodes", nnodes, "--nproc", 2,
                  field, value)
     control = any(ord(c) < 32 or c in "\u2028" for c in value)
     if result.exit_code == 2:
@@ -145,7 +146,8 @@ def test_no_value_injects_a_command_into_the_sbatch_script(spec, tmp_path, field
 
 
 def test_a_percent_in_the_workdir_is_escaped_for_slurm(spec, tmp_path):
-    result = run("smoke", spec, "--slurm", "--dry-run", "--json", "--workdir", tmp_path / "a%jb")
+    result = run("smoke", spec, "--slurm", "--dry-run", "--device", "cpu", "--json",
+                 "--workdir", tmp_path / "a%jb")
     assert json.loads(result.stdout)["submit"][2] == f"--output={tmp_path}/a%%jb/slurm-%j.out"
 
 
@@ -157,7 +159,8 @@ def test_dry_run_prints_and_writes_nothing(spec, tmp_path):
                                                             "torch.distributed.run"]
     assert out["world_size"] == 2 and out["gradient_accumulation_steps"] == 2
     assert not (tmp_path / "w").exists()
-    human = run("smoke", spec, "--nproc", 2, "--slurm", "--dry-run", "--workdir", tmp_path / "w")
+    human = run("smoke", spec, "--nproc", 2, "--slurm", "--dry-run", "--device", "cpu",
+                "--workdir", tmp_path / "w")
     assert human.stdout.count("#SBATCH") >= 3
     assert f"submitted as: sbatch --parsable --output={tmp_path}/w/slurm-%j.out" in human.stdout
 
@@ -188,9 +191,44 @@ def test_a_framework_config_that_does_not_fit_the_launch_is_refused(tmp_path):
     assert result.exit_code == 1 and "8 != 2 * 2 * 4" in result.stderr
 
 
-def test_axolotl_engine_is_single_process(spec, tmp_path):
-    result = run("smoke", spec, "--framework", "axolotl", "--nproc", 2, "--dry-run")
-    assert result.exit_code == 1 and "runs one process" in result.stderr
+LAYOUT = "global_batch_size: 8\nmicro_batch_size: 1\nsequence_length: 32\n"
+
+
+@pytest.mark.parametrize("framework, layout, nproc, device, why", [
+    ("torch", "tensor_parallel_size: 2", 4, "cpu", "data parallelism only, not tensor 2"),
+    ("torch", "pipeline_parallel_size: 2", 4, "gpu", "data parallelism only, not pipeline 2"),
+    ("deepspeed", "tensor_parallel_size: 2", 4, "gpu", "not tensor 2"),
+    ("deepspeed", "context_parallel_size: 2", 4, "cpu", "sequence parallel 2"),
+    ("megatron", "pipeline_parallel_size: 2", 4, "cpu", "pipeline 2) need GPUs"),
+    ("megatron", "pipeline_parallel_size: 2", 4, "gpu", "not split into pipeline stages"),
+    ("megatron", "tensor_parallel_size: 2", 4, "cpu", "tensor 2) need GPUs"),
+    ("megatron", "context_parallel_size: 2", 4, "cpu", "context 2) need GPUs"),
+    ("axolotl", "tensor_parallel_size: 1", 2, "cpu", "runs one process"),
+])
+def test_a_layout_an_engine_does_not_run_is_refused_before_launch(tmp_path, framework, layout,
+                                                                  nproc, device, why):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(LAYOUT + layout + "\n")
+    workdir = tmp_path / "w"
+    result = run("smoke", spec, "--framework", framework, "--nproc", nproc, "--device", device,
+                 "--workdir", workdir)
+    assert result.exit_code == 2, result.output
+    assert why in result.stderr and "nothing was started" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not workdir.exists()
+
+
+def test_the_declared_layouts_run(spec, tmp_path):
+    """What each engine declares it runs passes the same check (dry run: nothing starts)."""
+    for framework, layout, nproc, device in [("deepspeed", "pipeline_parallel_size: 2", 4, "cpu"),
+                                             ("megatron", "tensor_parallel_size: 2", 4, "gpu"),
+                                             ("megatron", "context_parallel_size: 2", 4, "gpu"),
+                                             ("torch", "tensor_parallel_size: 1", 4, "cpu")]:
+        path = tmp_path / f"{framework}.yaml"
+        path.write_text(LAYOUT + layout + "\n")
+        result = run("smoke", path, "--framework", framework, "--nproc", nproc, "--device",
+                     device, "--dry-run")
+        assert result.exit_code == 0, (framework, layout, result.output)
 
 
 def write_results(folder, per_rank):
@@ -346,7 +384,8 @@ def slurm_up() -> bool:
 def test_through_slurm(spec, tmp_path, framework):
     if not slurm_up():
         pytest.skip("no Slurm cluster (scripts/local-slurm.sh start)")
-    code, out, err = smoke_json(spec, "--framework", framework, "--slurm", "--nnodes", 1,
+    code, out, err = smoke_json(spec, "--framework", framework, "--slurm", "--device", "cpu",
+                                "--nnodes", 1,
                                 "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w",
                                 "--timeout", 240)
     assert code == 0, err
@@ -360,7 +399,7 @@ def test_through_slurm(spec, tmp_path, framework):
 def test_slurm_timeout_cancels_the_job(spec, tmp_path):
     if not slurm_up():
         pytest.skip("no Slurm cluster (scripts/local-slurm.sh start)")
-    code, out, err = smoke_json(spec, "--slurm", "--nproc", 2, "--steps", 100000,
+    code, out, err = smoke_json(spec, "--slurm", "--device", "cpu", "--nproc", 2, "--steps", 100000,
                                 "--workdir", tmp_path / "w", "--timeout", 15)
     assert code == 1 and "timed out" in err
     job = out["slurm_job"]
@@ -384,3 +423,87 @@ def test_gpu_smoke_of_the_125m_model_in_bf16(spec, tmp_path, framework):
                                 "--seq-len", 1024, "--workdir", tmp_path / "w")
     assert code == 0, err
     assert out["device"] != "cpu" and out["mfu"] is not None and out["peak_memory_bytes"] > 0
+
+
+# Asking Slurm for GPUs --------------------------------------------------------------------------
+
+@pytest.fixture
+def fake_sinfo(tmp_path, monkeypatch):
+    """A ``sinfo`` that reports 64-core nodes with 8 GPUs (the dry run asks it)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sinfo = bin_dir / "sinfo"
+    sinfo.write_text("#!/bin/sh\necho '64 gpu:h100:8(S:0-1)'\n")
+    sinfo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_slurm_asks_for_a_gpu_per_rank_by_default(spec, tmp_path, fake_sinfo):
+    result = run("smoke", spec, "--slurm", "--dry-run", "--nproc", 4, "--json",
+                 "--workdir", tmp_path / "w")
+    assert result.exit_code == 0, result.output
+    text = json.loads(result.stdout)["sbatch"]
+    assert "#SBATCH --gpus-per-node=4\n" in text
+    assert "#SBATCH --cpus-per-task=64\n" in text and "export OMP_NUM_THREADS=16\n" in text
+    assert "--device gpu" in text
+
+
+def test_slurm_cpu_runs_ask_for_no_gpu(spec, tmp_path, fake_sinfo):
+    result = run("smoke", spec, "--slurm", "--dry-run", "--device", "cpu", "--nproc", 4,
+                 "--cpus-per-task", 8, "--json", "--workdir", tmp_path / "w")
+    text = json.loads(result.stdout)["sbatch"]
+    assert "--gpus-per-node" not in text and "#SBATCH --cpus-per-task=8\n" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpus-per-node", "16"], "--gpus-per-node 16: the nodes of the default partition have 8"),
+    (["--nproc", "4", "--gpus-per-node", "2"], "--gpus-per-node 2 is fewer than --nproc 4"),
+    (["--device", "cpu", "--gpus-per-node", "2"], "--gpus-per-node with --device cpu"),
+    (["--expect-global", "0"], "--expect-global"),
+    (["--expect-global", "eight"], "--expect-global"),
+])
+def test_bad_resource_requests_are_one_line_errors(spec, tmp_path, fake_sinfo, args, message):
+    workdir = tmp_path / "w"
+    result = run("smoke", spec, "--slurm", "--dry-run", *args, "--workdir", workdir)
+    assert result.exit_code == 2 and message in result.stderr, result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not workdir.exists()
+
+
+def test_gpu_requests_need_slurm(spec, tmp_path):
+    result = run("smoke", spec, "--gpus-per-node", 8, "--dry-run")
+    assert result.exit_code == 2 and "with --slurm" in result.stderr
+
+
+# The check can fail: --expect-global ------------------------------------------------------------
+
+MEGATRON_SCRIPT = ("torchrun --nproc_per_node 2 pretrain_gpt.py --micro-batch-size 2 "
+                   "--global-batch-size 8 --seq-length 32\n")
+AXOLOTL_YAML = "micro_batch_size: 2\ngradient_accumulation_steps: 2\nsequence_len: 64\n"
+
+
+@pytest.mark.framework
+@pytest.mark.parametrize("framework, name, text, nproc, real", [
+    ("torch", "spec.yaml", SPEC, 2, 8),
+    # A DeepSpeed JSON with accumulation 2 on 2 ranks: 2 x 2 x 2 = 8 per step, not 16.
+    ("deepspeed", "ds.json", '{"train_micro_batch_size_per_gpu": 2, '
+                             '"gradient_accumulation_steps": 2}', 2, 8),
+    ("megatron", "run.sh", MEGATRON_SCRIPT, 2, 8),
+    ("axolotl", "sft.yml", AXOLOTL_YAML, 1, 4),
+])
+def test_a_batch_other_than_the_expected_one_exits_1_naming_both(tmp_path, framework, name,
+                                                                  text, nproc, real):
+    path = tmp_path / name
+    path.write_text(text)
+    code, out, err = smoke_json(path, "--framework", framework, "--nproc", nproc, "--steps", 2,
+                                "--device", "cpu", "--expect-global", 16,
+                                "--workdir", tmp_path / "w", timeout=600)
+    assert code == 1, err
+    assert out["samples_per_optimizer_step"] == [real, real]
+    assert (f"{framework} consumed {real} samples per optimizer step, not the 16 expected"
+            in err)
+    # and the same run with the right expectation passes
+    code, out, err = smoke_json(path, "--framework", framework, "--nproc", nproc, "--steps", 2,
+                                "--device", "cpu", "--expect-global", real,
+                                "--workdir", tmp_path / "w", timeout=600)
+    assert code == 0, err

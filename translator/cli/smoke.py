@@ -50,28 +50,45 @@ def parse_memory(value: str | None) -> int | None:
 @click.option("--time", "time_limit", help="Slurm time limit, e.g. 0:30:00.")
 @click.option("--sbatch", "sbatch_extra", multiple=True, help="Extra #SBATCH option (repeatable).")
 @click.option("--setup", multiple=True, help="Shell line run before the launch (repeatable).")
+@click.option("--device", type=click.Choice(["gpu", "cpu"]),
+              help="Where the ranks compute (default: a GPU when this machine has one; with "
+                   "--slurm, gpu: compute nodes have GPUs that login nodes lack).")
+@click.option("--gpus-per-node", type=COUNT,
+              help="GPUs Slurm gives each node (default with --device gpu: --nproc).")
+@click.option("--cpus-per-task", type=COUNT,
+              help="CPUs Slurm gives each node's task (default: the partition's cores).")
+@click.option("--expect-global", type=COUNT, metavar="N",
+              help="The global batch you believe the file gives: exit 1 when the engine "
+                   "consumes another number of samples per optimizer step.")
 def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, model, timeout,
           memory_limit, workdir, rdzv_endpoint, dry_run, use_slurm, partition, account,
-          time_limit, sbatch_extra, setup) -> None:
+          time_limit, sbatch_extra, setup, device, gpus_per_node, cpus_per_task,
+          expect_global) -> None:
     """Run a few real optimizer steps of FILE (a spec or a framework config) and count the
-    samples every optimizer step consumes; exit 1 unless each is exactly the global batch."""
+    samples every optimizer step consumes; exit 1 unless each is exactly the global batch
+    (and, with --expect-global N, N)."""
     from translator.errors import ConfigError, InputError
     from translator.launch import slurm
     from translator.launch import smoke as runs
 
     limit = parse_memory(memory_limit)
-    options = slurm.SlurmOptions(partition, account, time_limit, list(sbatch_extra), list(setup))
+    if not use_slurm and (gpus_per_node or cpus_per_task):
+        raise InputError("--gpus-per-node and --cpus-per-task are requests to Slurm: use them "
+                         "with --slurm")
+    options = slurm.SlurmOptions(partition, account, time_limit, list(sbatch_extra), list(setup),
+                                 gpus_per_node, cpus_per_task)
     options.validate()
+    device = device or ("gpu" if use_slurm else runs.resolve_device("auto"))
     workdir = (workdir or Path(".batchspec-smoke") / (framework or "run")).resolve()
     if nnodes > 1 and not use_slurm and not (dry_run and rdzv_endpoint):
         raise InputError("a multi-node run outside Slurm starts on every node: print its command "
                          "with --dry-run --rdzv-endpoint HOST:PORT, or use --slurm")
     prepared = runs.prepare(file, framework, nproc, nnodes, steps, model, seq_len, workdir,
-                            rdzv_endpoint)
+                            rdzv_endpoint, device, expect_global)
     if dry_run:
         return _dry_run(prepared, options, use_slurm, as_json)
     say = (lambda text: None) if as_json else (lambda text: click.echo(text, err=True))
-    say(f"smoke: {prepared.plan.framework}, {nnodes} node(s) × {nproc}, {steps} steps, "
+    say(f"smoke: {prepared.plan.framework} on {device}, {nnodes} node(s) × {nproc}, {steps} steps, "
         f"global batch {prepared.spec.global_batch_size}, workdir {workdir}")
     job = state = None
     if use_slurm:
@@ -87,7 +104,8 @@ def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, mo
         "tokens_per_second": m.tokens_per_second, "step_time_seconds": m.step_time_seconds,
         "peak_memory_bytes": m.peak_memory_bytes, "device": m.device, "mfu": mfu,
         "mfu_formula": formula, "workdir": str(workdir), "slurm_job": job,
-        "errors": report.errors, "findings": [f.as_dict() for f in prepared.findings]}
+        "expect_global": expect_global, "errors": report.errors,
+        "findings": [f.as_dict() for f in prepared.findings]}
     if as_json:
         emit_json(out)
     else:

@@ -31,6 +31,8 @@ class SmokePlan:
     """``host:port`` of the rendezvous for several nodes."""
     python: str = sys.executable
     """The interpreter every rank runs (the one batchspec runs in)."""
+    device: str = "auto"
+    """``gpu``, ``cpu`` or ``auto`` (a GPU when the node has one)."""
 
     @property
     def world_size(self) -> int:
@@ -47,7 +49,7 @@ def worker_args(plan: SmokePlan) -> list[str]:
             "--spec", str(plan.workdir / "spec.json"), "--config",
             str(plan.workdir / plan.config_name), "--out", str(plan.results),
             "--steps", str(plan.steps), "--model", plan.model,
-            "--seq-len", str(plan.sequence_length)]
+            "--seq-len", str(plan.sequence_length), "--device", plan.device]
 
 
 def torchrun_args(plan: SmokePlan, endpoint: str | None = None) -> list[str]:

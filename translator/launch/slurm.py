@@ -44,6 +44,11 @@ class SlurmOptions:
     """Extra ``#SBATCH`` options, e.g. ``--gpus-per-node=8``."""
     setup: list[str] = field(default_factory=list)
     """Shell lines run before the launch (``module load ...``, ``source venv/bin/activate``)."""
+    gpus_per_node: int | None = None
+    """GPUs asked per node (``--gpus-per-node``; default with ``--device gpu``: ``--nproc``)."""
+    cpus_per_task: int | None = None
+    """CPUs for the one task per node that hosts all its ranks (default: the partition's
+    cores, rounded down to a multiple of ``--nproc``, when ``sinfo`` says)."""
 
     def validate(self) -> None:
         for name, value in (("--partition", self.partition), ("--account", self.account)):
@@ -81,11 +86,13 @@ def log_path(plan: SmokePlan) -> str:
     return str(plan.workdir).replace("%", "%%") + "/slurm-%j.out"
 
 
-def script(plan: SmokePlan, options: SlurmOptions) -> str:
-    """The sbatch script for ``plan``."""
+def script(plan: SmokePlan, options: SlurmOptions, size: NodeSize | None = None) -> str:
+    """The sbatch script for ``plan`` (``size``: the partition's nodes, asked of ``sinfo``
+    when not given)."""
     from translator.render import render_template
 
     options.validate()
+    asked = resources(plan, options, size or node_size(options.partition))
     check_path("--workdir", plan.workdir)
     check_path("the Python interpreter", Path(plan.python))
     launcher = [plan.python, "-m", "torch.distributed.run", *torchrun_args(plan, "")]
@@ -94,9 +101,55 @@ def script(plan: SmokePlan, options: SlurmOptions) -> str:
     return render_template("sbatch.sh.j2", {
         "plan": plan, "job_name": f"batchspec-smoke-{plan.framework}",
         "partition": options.partition, "account": options.account, "time": options.time,
-        "extra": options.extra, "setup": options.setup, "port": RDZV_PORT,
+        "extra": options.extra, "setup": options.setup, "port": RDZV_PORT, **asked,
         "launcher": [shlex.quote(a) for a in launcher],
         "worker": [shlex.quote(a) for a in worker_args(plan)]})
+
+
+@dataclass(frozen=True)
+class NodeSize:
+    """What ``sinfo`` reports for a partition's nodes (the smallest, when they differ)."""
+
+    cpus: int | None
+    gpus: int | None
+
+
+def node_size(partition: str | None, env: dict | None = None) -> NodeSize:
+    """The partition's nodes as ``sinfo`` reports them; unknown (``None``) without Slurm."""
+    argv = ["sinfo", "-h", "-o", "%c %G"] + (["-p", partition] if partition else [])
+    try:
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30).stdout
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return NodeSize(None, None)
+    cpus, gpus = [], []
+    for line in out.splitlines():
+        fields = line.split()
+        if fields and fields[0].isdigit():
+            cpus.append(int(fields[0]))
+            found = re.search(r"gpu(?::[^:,()]+)?:(\d+)", line)
+            gpus.append(int(found.group(1)) if found else 0)
+    return NodeSize(min(cpus, default=None), min(gpus, default=None))
+
+
+def resources(plan: SmokePlan, options: SlurmOptions, size: NodeSize) -> dict:
+    """The ``#SBATCH`` GPU and CPU requests: GPUs only with ``--device gpu`` (``--nproc`` per
+    node unless told), CPUs for the node's one task. Refuses more GPUs than the nodes have."""
+    gpus = options.gpus_per_node if options.gpus_per_node is not None else (
+        plan.nproc if plan.device == "gpu" else None)
+    if plan.device == "cpu" and options.gpus_per_node:
+        raise InputError("--gpus-per-node with --device cpu: the ranks would not use them")
+    if gpus is not None and size.gpus is not None and gpus > size.gpus:
+        raise InputError(f"--gpus-per-node {gpus}: the nodes of "
+                         f"{options.partition or 'the default partition'} have "
+                         f"{size.gpus} GPU(s) (sinfo)")
+    if gpus is not None and gpus < plan.nproc and plan.device == "gpu":
+        raise InputError(f"--gpus-per-node {gpus} is fewer than --nproc {plan.nproc}: each "
+                         "rank needs a GPU of its own")
+    cpus = options.cpus_per_task
+    if cpus is None and size.cpus:
+        cpus = max(size.cpus // plan.nproc, 1) * plan.nproc
+    return {"gpus_per_node": gpus, "cpus_per_task": cpus,
+            "threads": None if cpus is None else max(cpus // plan.nproc, 1)}
 
 
 def submit_command(plan: SmokePlan, path: str) -> list[str]:

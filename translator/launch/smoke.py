@@ -36,11 +36,15 @@ class Prepared:
     config_text: str
     """The config the engine is fed (the user's own file when it is for that engine)."""
     findings: list[Finding] = field(default_factory=list)
+    expect_global: int | None = None
+    """The global batch the user believes the file gives (``--expect-global``)."""
 
 
 def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: int, model: str,
-            seq_len: int | None, workdir: Path, rdzv_endpoint: str | None = None) -> Prepared:
-    """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed."""
+            seq_len: int | None, workdir: Path, rdzv_endpoint: str | None = None,
+            device: str = "cpu", expect_global: int | None = None) -> Prepared:
+    """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed;
+    ``device`` is ``gpu`` or ``cpu`` (see :func:`resolve_device`)."""
     world = nproc * nnodes
     text = read_text(path)
     values = _as_spec_values(text, path)
@@ -54,7 +58,7 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
         spec, source, own_text = inspection.require_spec(), inspection.reading.framework, text
         findings = inspection.findings
         framework = framework or source
-    _check_engine(framework, spec, world)
+    _check_engine(framework, spec, device)
     backend_name = CONFIG_BACKEND[framework]
     if backend_name is None:
         config_name, config_text = "spec.json", spec.model_dump_json(indent=2)
@@ -68,8 +72,9 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
     length = seq_len or spec.sequence_length or DEFAULT_SEQUENCE[model]
     plan = command.SmokePlan(framework=framework, nproc=nproc, nnodes=nnodes, steps=steps,
                              model=model, sequence_length=length, workdir=workdir,
-                             config_name=config_name, rdzv_endpoint=rdzv_endpoint)
-    return Prepared(spec, plan, config_text, findings)
+                             config_name=config_name, rdzv_endpoint=rdzv_endpoint,
+                             device=device)
+    return Prepared(spec, plan, config_text, findings, expect_global)
 
 
 def _as_spec_values(text: str, path: str) -> dict | None:
@@ -96,13 +101,22 @@ def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
     return spec
 
 
-def _check_engine(framework: str, spec: BatchSpec, world: int) -> None:
-    if framework == "axolotl" and world != 1:
-        raise ConfigError([finding(
-            "smoke-engine", f"the Axolotl smoke engine runs one process (Axolotl's multi-process "
-                            f"path needs CUDA), not {world}", hint="use --nproc 1 --nnodes 1")])
-    if framework == "axolotl" and spec.pipeline_parallel_size > 1:
-        raise ConfigError(BACKENDS["axolotl"].check(spec))
+def _check_engine(framework: str, spec: BatchSpec, device: str) -> None:
+    """Refuse, before any process starts, a layout the engine does not run."""
+    from translator.launch.engines import refusal
+
+    why = refusal(framework, spec, device)
+    if why:
+        raise InputError(f"{why} (nothing was started)")
+
+
+def resolve_device(requested: str) -> str:
+    """``gpu`` or ``cpu``: ``auto`` is ``gpu`` when this machine has one."""
+    if requested != "auto":
+        return requested
+    import torch
+
+    return "gpu" if torch.cuda.is_available() else "cpu"
 
 
 def write_workdir(prepared: Prepared) -> None:
@@ -166,7 +180,16 @@ def judge(prepared: Prepared, stopped: str | None, timeout: float | None,
         if wrong:
             errors.append(f"samples per optimizer step measured {m.samples_per_optimizer_step}, "
                           f"not the global batch {spec.global_batch_size}")
+        expected = prepared.expect_global
+        if expected is not None and any(n != expected for n in m.samples_per_optimizer_step):
+            errors.append(f"{plan.framework} consumed {_steps(m.samples_per_optimizer_step)} "
+                          f"samples per optimizer step, not the {expected} expected "
+                          "(--expect-global)")
     return Report(m, errors, results)
+
+
+def _steps(counts: list[int]) -> str:
+    return str(counts[0]) if len(set(counts)) == 1 else "/".join(map(str, counts))
 
 
 def _oom_message(spec: BatchSpec, r: RankResult) -> str:

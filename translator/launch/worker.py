@@ -8,6 +8,7 @@ per optimizer step, and writes ``rank-<R>.json`` into the results folder, also w
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import resource
@@ -46,31 +47,34 @@ class RunContext:
     rank: int
     local_rank: int
     world_size: int
+    requested_device: str = "auto"
+    """``--device``: ``gpu``, ``cpu`` or ``auto`` (a GPU when there is one)."""
 
-    @property
+    @functools.cached_property
     def device(self) -> str:
-        import torch
+        """``cpu`` or ``cuda:<n>``, as ``--device`` asks (see ``harness.choose_device``)."""
+        from translator.launch.harness import choose_device
 
-        return f"cuda:{self.local_rank}" if torch.cuda.is_available() else "cpu"
+        return choose_device(self.requested_device, self.local_rank)
 
     def result(self, **fields) -> RankResult:
         """A result for this rank with device and peak memory filled in."""
         return RankResult(rank=self.rank, world_size=self.world_size,
-                          sequence_length=self.sequence_length, device=device_name(),
-                          peak_memory_bytes=peak_memory(), **fields)
+                          sequence_length=self.sequence_length, device=device_name(self.device),
+                          peak_memory_bytes=peak_memory(self.device), **fields)
 
 
-def device_name() -> str:
+def device_name(device: str) -> str:
     import torch
 
-    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    return torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
 
 
-def peak_memory() -> int:
+def peak_memory(device: str) -> int:
     import torch
 
-    if torch.cuda.is_available():
-        return int(torch.cuda.max_memory_allocated())
+    if device.startswith("cuda"):
+        return int(torch.cuda.max_memory_allocated(device))
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -113,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", required=True, type=int)
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--seq-len", type=int, required=True)
+    parser.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
     args = parser.parse_args(argv)
 
     limit = os.environ.get(MEMORY_LIMIT_ENV)
@@ -123,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         spec=BatchSpec.model_validate_json(args.spec.read_text()), config=args.config,
         workdir=args.out, steps=args.steps, model=args.model, sequence_length=args.seq_len,
         rank=rank, local_rank=int(os.environ.get("LOCAL_RANK", 0)),
-        world_size=int(os.environ.get("WORLD_SIZE", 1)))
+        world_size=int(os.environ.get("WORLD_SIZE", 1)), requested_device=args.device)
     from translator.launch.engines import MODULES
 
     engine = importlib.import_module(f"translator.launch.engines.{MODULES[args.engine]}")

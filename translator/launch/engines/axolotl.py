@@ -65,6 +65,17 @@ LOG_FILE = "axolotl-train.log"
 REPORT_FILE = "axolotl-steps.json"
 
 
+def refuse(spec, device: str) -> str | None:
+    """Why this engine cannot run ``spec``'s layout, else None."""
+    if spec.world_size != 1:
+        return (f"the Axolotl smoke engine runs one process (Axolotl's multi-process path needs "
+                f"CUDA), not {spec.world_size}; use --nproc 1 --nnodes 1")
+    if spec.pipeline_parallel_size > 1:
+        return (f"Axolotl has no pipeline parallelism, but the spec asks for pipeline "
+                f"{spec.pipeline_parallel_size}")
+    return None
+
+
 def run(ctx: RunContext):
     if ctx.world_size != 1:
         raise RuntimeError(f"the Axolotl smoke engine runs one process (Axolotl's multi-process "

@@ -9,9 +9,11 @@ the accumulation measured is DeepSpeed's, not ours.
   pulls ``gradient_accumulation_steps`` micro-batches from the iterator; the first stage of each
   data-parallel replica counts them.
 
-On CPU: ``DS_ACCELERATOR=cpu``, gloo, a client torch AdamW (no op build) and the shared-memory
+The device is the rank's (``--device``): on a GPU, ``DS_ACCELERATOR=cuda``, nccl and bf16;
+on CPU, ``DS_ACCELERATOR=cpu``, gloo, a client torch AdamW (no op build) and the shared-memory
 comm op switched off (it would compile for ~2 min). Tensor parallelism (Megatron-style or
-AutoTP) is not run by this engine."""
+AutoTP) and Ulysses sequence parallelism are refused before launch (:func:`refuse`).
+Samples are counted by the shared harness, between two of DeepSpeed's own steps."""
 
 from __future__ import annotations
 
@@ -19,54 +21,63 @@ import json
 import os
 
 from translator.launch import model as models
-from translator.launch.worker import RunContext, StepTimer
+from translator.launch.harness import Harness
+from translator.launch.worker import RunContext
+
+
+def refuse(spec, device: str) -> str | None:
+    """Why this engine cannot run ``spec``'s layout, else None."""
+    if spec.tensor_parallel_size > 1:
+        return (f"the DeepSpeed engine runs data and pipeline parallelism, not tensor "
+                f"{spec.tensor_parallel_size} (AutoTP and Megatron-style TP are not run); use "
+                "--framework megatron on GPUs for tensor parallelism")
+    if spec.context_parallel_size > 1:
+        return (f"the DeepSpeed engine does not run sequence parallel {spec.context_parallel_size}"
+                " (Ulysses needs the model's attention wrapped in DistributedAttention, which the "
+                "smoke model has not)")
+    return None
 
 
 def run(ctx: RunContext):
-    os.environ.setdefault("DS_ACCELERATOR", "cpu" if ctx.device == "cpu" else "cuda")
+    harness = Harness(ctx)
+    # The ranks inherit the launcher's environment (a test may have forced the CPU): the
+    # device this rank runs on decides, nothing else.
+    os.environ["DS_ACCELERATOR"] = "cuda" if harness.on_gpu else "cpu"
     import deepspeed
     import torch
 
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     config = json.loads(ctx.config.read_text())
-    if ctx.spec.tensor_parallel_size > 1:
-        raise RuntimeError("the DeepSpeed smoke engine runs data and pipeline parallelism; "
-                           "tensor parallel smoke runs are not supported")
-    deepspeed.init_distributed(dist_backend="nccl" if ctx.device.startswith("cuda") else "gloo")
-    if ctx.device.startswith("cuda"):
-        torch.cuda.set_device(ctx.device)
+    if harness.on_gpu:
+        torch.cuda.set_device(harness.device)
         config.setdefault("bf16", {"enabled": True})
-    try:
+    deepspeed.init_distributed(dist_backend="nccl" if harness.on_gpu else "gloo")
+    with harness.process_group():
         if ctx.spec.pipeline_parallel_size > 1:
-            return _pipeline(ctx, config)
-        return _data_parallel(ctx, config)
-    finally:
-        torch.distributed.destroy_process_group()
+            return _pipeline(ctx, harness, config)
+        return _data_parallel(ctx, harness, config)
 
 
-def _data_parallel(ctx: RunContext, config: dict):
+def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
     import deepspeed
     import torch
 
     net = models.build(ctx.model, ctx.sequence_length)
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
     engine, *_ = deepspeed.initialize(model=net, optimizer=optimizer, config=config)
-    micro = engine.train_micro_batch_size_per_gpu()
-    batches = _Batches(ctx, micro, engine.device, shifted=False)
-    samples, timer = [], StepTimer()
+    batches = harness.count(_batches(ctx, engine.train_micro_batch_size_per_gpu(),
+                                     engine.device, shifted=False))
     while engine.global_steps < ctx.steps:
         engine.backward(engine(next(batches)))
         before = engine.global_steps
         engine.step()
-        if engine.global_steps > before:
-            samples.append(batches.take_count())
-            timer.step()
-    return ctx.result(data_parallel_rank=ctx.rank, counts_samples=True,
-                      samples_per_step=samples, step_times=timer.times,
-                      parameters=sum(p.numel() for p in net.parameters()))
+        if engine.global_steps > before:  # DeepSpeed's own accumulation boundary
+            harness.stepped()
+    return harness.result(replica=ctx.rank, counts=True,
+                          parameters=sum(p.numel() for p in net.parameters()))
 
 
-def _pipeline(ctx: RunContext, config: dict):
+def _pipeline(ctx: RunContext, harness: Harness, config: dict):
     import deepspeed
     import torch
     from deepspeed.pipe import PipelineModule
@@ -76,36 +87,22 @@ def _pipeline(ctx: RunContext, config: dict):
                          loss_fn=models.next_token_loss, partition_method="uniform")
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
     engine, *_ = deepspeed.initialize(model=net, optimizer=optimizer, config=config)
-    batches = _Batches(ctx, engine.train_micro_batch_size_per_gpu(), engine.device, shifted=True)
-    samples, timer = [], StepTimer()
+    batches = harness.count(_batches(ctx, engine.train_micro_batch_size_per_gpu(),
+                                     engine.device, shifted=True))
     for _ in range(ctx.steps):
-        engine.train_batch(data_iter=batches)
-        samples.append(batches.take_count())
-        timer.step()
-    return ctx.result(data_parallel_rank=engine.grid.get_data_parallel_id(),
-                      counts_samples=engine.is_first_stage(), samples_per_step=samples,
-                      step_times=timer.times,
-                      parameters=sum(p.numel() for p in net.parameters()))
+        engine.train_batch(data_iter=batches)  # one optimizer step, as many micro-batches as
+        harness.stepped()                       # DeepSpeed's accumulation says
+    return harness.result(replica=engine.grid.get_data_parallel_id(),
+                          counts=engine.is_first_stage(),
+                          parameters=sum(p.numel() for p in net.parameters()))
 
 
-class _Batches:
-    """Random token micro-batches that count the rows handed out."""
+def _batches(ctx: RunContext, micro: int, device, shifted: bool):
+    """Endless random token micro-batches (inputs and targets when ``shifted``)."""
+    import torch
 
-    def __init__(self, ctx: RunContext, micro: int, device, shifted: bool):
-        import torch
-
-        self.micro, self.device, self.shifted, self.count = micro, device, shifted, 0
-        self.length, self.vocab = ctx.sequence_length, models.SHAPES[ctx.model].vocab
-        self.generator = torch.Generator().manual_seed(1000 + ctx.rank)
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        tokens = models.batch(self.micro, self.length, self.vocab, self.generator, self.device)
-        self.count += tokens.shape[0]
-        return (tokens[:, :-1], tokens[:, 1:]) if self.shifted else tokens
-
-    def take_count(self) -> int:
-        count, self.count = self.count, 0
-        return count
+    vocab = models.SHAPES[ctx.model].vocab
+    generator = torch.Generator().manual_seed(1000 + ctx.rank)
+    while True:
+        tokens = models.batch(micro, ctx.sequence_length, vocab, generator, device)
+        yield (tokens[:, :-1], tokens[:, 1:]) if shifted else tokens

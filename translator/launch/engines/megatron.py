@@ -44,7 +44,8 @@ from pathlib import Path
 
 from translator.backends.megatron import read
 from translator.launch import model as models
-from translator.launch.worker import RunContext, StepTimer
+from translator.launch.harness import Harness
+from translator.launch.worker import RunContext
 
 
 @dataclass(frozen=True)
@@ -88,23 +89,36 @@ def read_layout(path: Path) -> Layout:
         decrease_batch_size_if_needed="--decrease-batch-size-if-needed" in reading.values)
 
 
-def check_layout(layout: Layout, on_gpu: bool) -> None:
-    """Refuse, with the reason, layouts this engine cannot run here (before any process group)."""
-    if layout.pipeline_parallel_size > 1:
+def refuse(spec, device: str) -> str | None:
+    """Why this engine cannot run ``spec``'s layout on ``device`` (``cpu``/``gpu``), else None."""
+    return _refusal(spec.tensor_parallel_size, spec.pipeline_parallel_size,
+                    spec.context_parallel_size, device == "gpu")
+
+
+def _refusal(tensor: int, pipeline: int, context: int, on_gpu: bool) -> str | None:
+    if pipeline > 1:
         if on_gpu:
-            raise RuntimeError(
-                f"pipeline-parallel smoke runs (pipeline {layout.pipeline_parallel_size}) are not "
-                "supported: the smoke model is not split into pipeline stages")
-        raise RuntimeError(
-            f"pipeline-parallel smoke runs (pipeline {layout.pipeline_parallel_size}) need GPUs: "
-            "megatron-core's pipeline schedules send activations between ranks on CUDA only")
+            return (f"pipeline-parallel smoke runs (pipeline {pipeline}) are not supported by "
+                    "the Megatron engine: the smoke model is not split into pipeline stages; "
+                    "--framework deepspeed runs pipeline parallelism")
+        return (f"pipeline-parallel smoke runs (pipeline {pipeline}) need GPUs: megatron-core's "
+                "pipeline schedules send activations between ranks on CUDA only; "
+                "--framework deepspeed runs pipeline parallelism on CPU")
     if not on_gpu:
-        for name, size in (("tensor", layout.tensor_parallel_size),
-                           ("context", layout.context_parallel_size)):
+        for name, size in (("tensor", tensor), ("context", context)):
             if size > 1:
-                raise RuntimeError(
-                    f"{name}-parallel smoke runs ({name} {size}) need GPUs: megatron-core's "
-                    f"{name}-parallel layers and communication run on CUDA only")
+                return (f"{name}-parallel smoke runs ({name} {size}) need GPUs: megatron-core's "
+                        f"{name}-parallel layers and communication run on CUDA only")
+    return None
+
+
+def check_layout(layout: Layout, on_gpu: bool) -> None:
+    """Refuse, with the reason, a layout this engine cannot run here (before any process group:
+    the rendered args are read on the rank too, since a user's own script is run as written)."""
+    why = _refusal(layout.tensor_parallel_size, layout.pipeline_parallel_size,
+                   layout.context_parallel_size, on_gpu)
+    if why:
+        raise RuntimeError(why)
 
 
 def _keywords(func, **wanted) -> dict:
@@ -184,20 +198,10 @@ def _cuda_allocations_on_cpu():
             m.torch = original
 
 
-class CountingBatches:
-    """An endless iterator of random token micro-batches that counts the rows it hands out."""
-
-    def __init__(self, micro_batch_size, sequence_length, vocab, generator, device):
-        self.args = (micro_batch_size, sequence_length, vocab, generator, device)
-        self.rows = 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        tokens = models.batch(*self.args)
-        self.rows += tokens.shape[0]
-        return tokens
+def _batches(micro_batch_size, sequence_length, vocab, generator, device):
+    """Endless random token micro-batches."""
+    while True:
+        yield models.batch(micro_batch_size, sequence_length, vocab, generator, device)
 
 
 def _quiet_megatron_warnings() -> None:
@@ -207,22 +211,15 @@ def _quiet_megatron_warnings() -> None:
 
 
 def run(ctx: RunContext):
-    import torch
-
+    harness = Harness(ctx)
     layout = read_layout(ctx.config)
-    on_gpu = torch.cuda.is_available()
-    check_layout(layout, on_gpu)
+    check_layout(layout, harness.on_gpu)
     _quiet_megatron_warnings()
 
-    import torch.distributed as dist
     from megatron.core import num_microbatches_calculator as microbatches
     from megatron.core import parallel_state
 
-    device = ctx.device
-    dist.init_process_group("nccl" if on_gpu else "gloo")
-    try:
-        if on_gpu:
-            torch.cuda.set_device(device)
+    with harness.process_group():
         parallel_state.initialize_model_parallel(**_keywords(
             parallel_state.initialize_model_parallel,
             tensor_model_parallel_size=layout.tensor_parallel_size,
@@ -236,14 +233,14 @@ def run(ctx: RunContext):
             global_batch_size=layout.global_batch_size or layout.micro_batch_size * data_parallel,
             micro_batch_size=layout.micro_batch_size, data_parallel_size=data_parallel,
             decrease_batch_size_if_needed=layout.decrease_batch_size_if_needed))
-        return _train(ctx, layout, device, on_gpu)
-    finally:
-        microbatches.destroy_num_microbatches_calculator()
-        parallel_state.destroy_model_parallel()
-        dist.destroy_process_group()
+        try:
+            return _train(ctx, harness, layout)
+        finally:
+            microbatches.destroy_num_microbatches_calculator()
+            parallel_state.destroy_model_parallel()
 
 
-def _train(ctx: RunContext, layout: Layout, device: str, on_gpu: bool):
+def _train(ctx: RunContext, harness: Harness, layout: Layout):
     import torch
     from megatron.core import parallel_state
     from megatron.core.distributed import (DistributedDataParallel,
@@ -253,6 +250,7 @@ def _train(ctx: RunContext, layout: Layout, device: str, on_gpu: bool):
     from megatron.core.pipeline_parallel import get_forward_backward_func
     from megatron.core.transformer.transformer_config import TransformerConfig
 
+    device, on_gpu = harness.device, harness.on_gpu
     redirect = contextlib.nullcontext if on_gpu else _cuda_allocations_on_cpu
     shape = models.SHAPES[ctx.model]
     net = models.build(ctx.model, ctx.sequence_length).to(device)
@@ -269,20 +267,20 @@ def _train(ctx: RunContext, layout: Layout, device: str, on_gpu: bool):
     config.finalize_model_grads_func = finalize_model_grads
     parameters = list(net.parameters())
     optimizer = torch.optim.AdamW(parameters, lr=1e-4)
+    harness.watch(optimizer)
 
     # Ranks of one replica (tensor / context parallel) see the same samples, as in Megatron.
     data_parallel_rank = parallel_state.get_data_parallel_rank()
     gen = torch.Generator().manual_seed(1000 + data_parallel_rank)
-    data = CountingBatches(layout.micro_batch_size, ctx.sequence_length, shape.vocab, gen, device)
+    data = harness.count(_batches(layout.micro_batch_size, ctx.sequence_length, shape.vocab,
+                                  gen, device))
 
     def forward_step(data_iterator, model):
         loss = model(next(data_iterator))
         return loss, lambda output: (output, {"lm loss": output.detach()})
 
     forward_backward = get_forward_backward_func()
-    samples, timer = [], StepTimer()
     for _ in range(ctx.steps):
-        before = data.rows
         ddp.zero_grad_buffer()
         with redirect():
             forward_backward(forward_step_func=forward_step, data_iterator=data, model=[ddp],
@@ -291,13 +289,10 @@ def _train(ctx: RunContext, layout: Layout, device: str, on_gpu: bool):
                              micro_batch_size=layout.micro_batch_size, forward_only=False)
         for p in parameters:  # megatron DDP reduces into main_grad; torch's optimizer reads grad
             p.grad = p.main_grad
-        optimizer.step()
+        optimizer.step()  # the harness closes the step here
         optimizer.zero_grad(set_to_none=True)
-        samples.append(data.rows - before)
-        timer.step()
     counts = (parallel_state.get_tensor_model_parallel_rank() == 0
               and parallel_state.get_context_parallel_rank() == 0
               and parallel_state.is_pipeline_first_stage())
-    return ctx.result(data_parallel_rank=data_parallel_rank, counts_samples=counts,
-                      samples_per_step=samples, step_times=timer.times,
-                      parameters=sum(p.numel() for p in parameters))
+    return harness.result(replica=data_parallel_rank, counts=counts,
+                          parameters=sum(p.numel() for p in parameters))

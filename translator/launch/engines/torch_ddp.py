@@ -1,51 +1,84 @@
-"""Plain PyTorch DDP: accumulation with ``no_sync`` on all but the last micro-batch; bf16
-autocast on GPU."""
+"""Plain PyTorch DDP, the way a hand-written training loop does it: a ``DataLoader`` with a
+``DistributedSampler`` over a synthetic token dataset, ``micro_batch_size`` rows per batch,
+``no_sync`` on all but the last of ``gradient_accumulation_steps`` micro-batches, then
+``optimizer.step()``; bf16 autocast on GPU.
+
+What is counted is what the loader yielded between two steps of the optimizer (its post-step
+hook, through the harness), not the spec's numbers read back: a loader that hands out fewer
+rows (the last, short batch of an epoch) shows as a different count."""
 
 from __future__ import annotations
 
 import contextlib
 
 from translator.launch import model as models
-from translator.launch.worker import RunContext, StepTimer
+from translator.launch.harness import Harness
+from translator.launch.worker import RunContext
+
+#: Optimizer steps' worth of data in the synthetic dataset (the run never reaches its end).
+EPOCH_STEPS = 1000
+
+
+def refuse(spec, device: str) -> str | None:
+    """Why this engine cannot run ``spec``'s layout (it is data-parallel only), else None."""
+    model = {"tensor": spec.tensor_parallel_size, "pipeline": spec.pipeline_parallel_size,
+             "context": spec.context_parallel_size}
+    bigger = {k: v for k, v in model.items() if v > 1}
+    if bigger:
+        sizes = ", ".join(f"{k} {v}" for k, v in bigger.items())
+        return (f"the torch engine runs data parallelism only, not {sizes}; run the layout "
+                "with --framework megatron (TP/CP on GPUs) or deepspeed (pipeline)")
+    return None
+
+
+class TokenRows:
+    """A map-style dataset of random token rows (fixed per index, so every epoch agrees)."""
+
+    def __init__(self, rows: int, length: int, vocab: int):
+        self.rows, self.length, self.vocab = rows, length, vocab
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __getitem__(self, index: int):
+        import torch
+
+        gen = torch.Generator().manual_seed(index)
+        return torch.randint(0, self.vocab, (self.length,), generator=gen)
 
 
 def run(ctx: RunContext):
     import torch
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import DataLoader, DistributedSampler
 
-    device = ctx.device
-    backend = "nccl" if device.startswith("cuda") else "gloo"
-    dist.init_process_group(backend)
-    try:
-        if device.startswith("cuda"):
-            torch.cuda.set_device(device)
+    harness = Harness(ctx)
+    with harness.process_group():
+        device = harness.device
         net = models.build(ctx.model, ctx.sequence_length).to(device)
-        ddp = DistributedDataParallel(net, device_ids=[device] if device.startswith("cuda") else None)
+        ddp = DistributedDataParallel(net, device_ids=[device] if harness.on_gpu else None)
         optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
+        harness.watch(optimizer)
         micro, accumulation = ctx.spec.micro_batch_size, ctx.spec.gradient_accumulation_steps
+        dataset = TokenRows(EPOCH_STEPS * ctx.spec.global_batch_size, ctx.sequence_length,
+                            models.SHAPES[ctx.model].vocab)
+        sampler = DistributedSampler(dataset, num_replicas=ctx.world_size, rank=ctx.rank,
+                                     shuffle=True, seed=1000)
+        loader = DataLoader(dataset, batch_size=micro, sampler=sampler)
+        batches = harness.count(loader)
+
         def precision():
-            if device.startswith("cuda"):
+            if harness.on_gpu:
                 return torch.autocast("cuda", dtype=torch.bfloat16)
             return contextlib.nullcontext()
 
-        vocab = models.SHAPES[ctx.model].vocab
-        gen = torch.Generator().manual_seed(1000 + ctx.rank)
-        samples, timer = [], StepTimer()
         for _ in range(ctx.steps):
-            seen = 0
             for i in range(accumulation):
-                tokens = models.batch(micro, ctx.sequence_length, vocab, gen, device)
-                sync = i == accumulation - 1
-                with ddp.no_sync() if not sync else contextlib.nullcontext(), precision():
+                tokens = next(batches).to(device)
+                last = i == accumulation - 1
+                with ddp.no_sync() if not last else contextlib.nullcontext(), precision():
                     (ddp(tokens) / accumulation).backward()
-                seen += tokens.shape[0]
-            optimizer.step()
+            optimizer.step()  # the harness closes the step here
             optimizer.zero_grad(set_to_none=True)
-            samples.append(seen)
-            timer.step()
-        return ctx.result(data_parallel_rank=ctx.rank, counts_samples=True,
-                          samples_per_step=samples, step_times=timer.times,
-                          parameters=sum(p.numel() for p in net.parameters()))
-    finally:
-        dist.destroy_process_group()
+        return harness.result(replica=ctx.rank, counts=True,
+                              parameters=sum(p.numel() for p in net.parameters()))

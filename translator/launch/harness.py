@@ -1,0 +1,90 @@
+"""What the smoke engines share: the device, the process group, and the one counting rule.
+
+The rule: the samples of an optimizer step are the rows that entered the model on the first
+pipeline stage of each data-parallel replica (the ranks of one tensor / context / sequence
+parallel group share a batch and count once), between two steps of the engine's *own*
+optimizer. An engine wraps the data it feeds with :meth:`Harness.count` and tells the harness
+when its optimizer stepped, with :meth:`Harness.watch` (a post-step hook on a torch optimizer)
+or :meth:`Harness.stepped` (DeepSpeed's ``global_steps``). The rank's report says which replica
+it belongs to and whether it is the one that counts; the launcher sums those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from translator.launch.result import RankResult
+from translator.launch.worker import RunContext, StepTimer
+
+
+class Harness:
+    """One rank's run: where it computes, and what it fed between optimizer steps."""
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.samples: list[int] = []
+        self.timer = StepTimer()
+        self._rows = 0
+
+    @property
+    def device(self) -> str:
+        return self.ctx.device
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.startswith("cuda")
+
+    @contextlib.contextmanager
+    def process_group(self):
+        """``torch.distributed`` for the job (nccl on GPU, gloo on CPU), torn down after."""
+        import torch
+        import torch.distributed as dist
+
+        if self.on_gpu:
+            torch.cuda.set_device(self.device)
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if self.on_gpu else "gloo")
+        try:
+            yield
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+    def count(self, batches):
+        """``batches`` as they are handed to the model, each one's rows counted."""
+        for batch in batches:
+            first = batch[0] if isinstance(batch, (tuple, list)) else batch
+            self._rows += int(first.shape[0])
+            yield batch
+
+    def stepped(self) -> None:
+        """The engine's optimizer has just stepped: close the step."""
+        self.samples.append(self._rows)
+        self._rows = 0
+        self.timer.step()
+
+    def watch(self, optimizer) -> None:
+        """Close a step whenever this torch optimizer steps (its own post-step hook)."""
+        optimizer.register_step_post_hook(lambda *args, **kwargs: self.stepped())
+
+    def result(self, *, replica: int, counts: bool, parameters: int) -> RankResult:
+        """This rank's report: ``replica`` is its data-parallel rank, ``counts`` whether its
+        rows are the replica's (first pipeline stage, first rank of its TP/CP group)."""
+        return self.ctx.result(data_parallel_rank=replica, counts_samples=counts,
+                               samples_per_step=self.samples, step_times=self.timer.times,
+                               parameters=parameters)
+
+
+def choose_device(requested: str, local_rank: int) -> str:
+    """``cpu``, or ``cuda:<local rank>``: ``gpu`` demands one, ``auto`` takes one if present."""
+    if requested == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda:{local_rank % torch.cuda.device_count()}"
+    if requested == "gpu":
+        raise RuntimeError(f"no GPU on this node ({os.uname().nodename}) although --device gpu "
+                           "was asked; use --device cpu")
+    return "cpu"
