@@ -1,7 +1,8 @@
-"""The Megatron engine runs a rendered Megatron args file through megatron-core's own
-micro-batch calculator, forward-backward schedule and DDP, on CPU, and counts the samples each
-optimizer step consumes."""
+"""The Megatron engine runs a rendered Megatron args file through megatron-core's own parts
+(GPTModel, micro-batch calculator, forward-backward schedule, DDP and get_megatron_optimizer),
+on CPU, and counts the samples each optimizer step consumes."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -76,8 +77,7 @@ def test_pipeline_parallel_is_refused_with_the_reason(tmp_path):
         == (2, 2, 8)
     with pytest.raises(RuntimeError, match="pipeline-parallel smoke runs .* need GPUs"):
         engine.run(ctx)  # refused before any process group is made
-    with pytest.raises(RuntimeError, match="pipeline-parallel smoke runs .* not supported"):
-        engine.check_layout(layout, on_gpu=True)
+    engine.check_layout(layout, on_gpu=True)  # 1F1B on GPUs
 
 
 def test_the_worker_reports_the_refusal(tmp_path, monkeypatch):
@@ -101,18 +101,35 @@ def test_model_parallel_needs_gpus_on_cpu(tmp_path, field, name):
     layout = engine.read_layout(context(spec, tmp_path).config)
     with pytest.raises(RuntimeError, match=f"{name}-parallel smoke runs .* need GPUs"):
         engine.check_layout(layout, on_gpu=False)
-    engine.check_layout(layout, on_gpu=True)
+    if name == "context" and importlib.util.find_spec("transformer_engine") is None:
+        with pytest.raises(RuntimeError, match="need Transformer Engine"):
+            engine.check_layout(layout, on_gpu=True)
+    else:
+        engine.check_layout(layout, on_gpu=True)
 
 
-def test_the_cuda_redirect_is_scoped_to_two_megatron_modules():
+def test_the_distributed_optimizer_needs_gpus(tmp_path):
+    spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2, sequence_length=32)
+    _, config = rendered(spec, tmp_path)
+    text = config.read_text().rstrip()
+    assert text.endswith(")")
+    config.write_text(text[:-1] + "    --use-distributed-optimizer\n)\n")
+    layout = engine.read_layout(config)
+    assert layout.use_distributed_optimizer
+    with pytest.raises(RuntimeError, match="--use-distributed-optimizer needs GPUs"):
+        engine.check_layout(layout, on_gpu=False)
+
+
+def test_the_cuda_redirect_is_scoped_to_megatron_and_undone():
     import torch
     from megatron.core.distributed import param_and_grad_buffer
     from megatron.core.pipeline_parallel import schedules
 
-    with engine._cuda_allocations_on_cpu():
+    with engine._cpu_megatron():
         assert schedules.torch.zeros([], dtype=torch.int, device="cuda").device.type == "cpu"
+        assert schedules.torch.ones(2, device="cuda").device.type == "cpu"
         assert param_and_grad_buffer.torch.cuda.current_device() == "cpu"
-        assert schedules.torch.ones is torch.ones
+        assert schedules.torch.matmul is torch.matmul
         assert torch.zeros(1).device.type == "cpu"  # torch itself is untouched
     assert schedules.torch is torch and param_and_grad_buffer.torch is torch
 

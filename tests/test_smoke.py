@@ -200,7 +200,6 @@ LAYOUT = "global_batch_size: 8\nmicro_batch_size: 1\nsequence_length: 32\n"
     ("deepspeed", "tensor_parallel_size: 2", 4, "gpu", "not tensor 2"),
     ("deepspeed", "context_parallel_size: 2", 4, "cpu", "sequence parallel 2"),
     ("megatron", "pipeline_parallel_size: 2", 4, "cpu", "pipeline 2) need GPUs"),
-    ("megatron", "pipeline_parallel_size: 2", 4, "gpu", "not split into pipeline stages"),
     ("megatron", "tensor_parallel_size: 2", 4, "cpu", "tensor 2) need GPUs"),
     ("megatron", "context_parallel_size: 2", 4, "cpu", "context 2) need GPUs"),
     ("axolotl", "tensor_parallel_size: 1", 2, "cpu", "runs one process"),
@@ -222,7 +221,7 @@ def test_the_declared_layouts_run(spec, tmp_path):
     """What each engine declares it runs passes the same check (dry run: nothing starts)."""
     for framework, layout, nproc, device in [("deepspeed", "pipeline_parallel_size: 2", 4, "cpu"),
                                              ("megatron", "tensor_parallel_size: 2", 4, "gpu"),
-                                             ("megatron", "context_parallel_size: 2", 4, "gpu"),
+                                             ("megatron", "pipeline_parallel_size: 2", 4, "gpu"),
                                              ("torch", "tensor_parallel_size: 1", 4, "cpu")]:
         path = tmp_path / f"{framework}.yaml"
         path.write_text(LAYOUT + layout + "\n")

@@ -166,7 +166,7 @@ def read(text: str, where: str) -> Reading:
         if flag == "--rampup-batch-size":
             reading.values[flag] = Value(" ".join(w.text or "?" for w in words[i + 1:i + 4]),
                                          word.line)
-        elif flag == "--decrease-batch-size-if-needed":
+        elif flag in ("--decrease-batch-size-if-needed", "--use-distributed-optimizer"):
             reading.values[flag] = Value(True, word.line)
         elif flag in wanted:
             if eq and word.text is None:  # --flag="$unknown"
@@ -250,7 +250,8 @@ def _fork_spelling(reading: Reading, flag: str, line: int, wanted: set[str]) -> 
     if "_" not in flag:
         return flag
     upstream = _upstream(flag)
-    if upstream not in wanted | {"--rampup-batch-size", "--decrease-batch-size-if-needed"}:
+    if upstream not in wanted | {"--rampup-batch-size", "--decrease-batch-size-if-needed",
+                                 "--use-distributed-optimizer"}:
         return flag
     if not any(f.code == "megatron-fork-flag" for f in reading.findings):
         reading.findings.append(finding(

@@ -1,42 +1,35 @@
-"""Megatron-core: the rendered ``--flag value`` arguments, run through megatron-core's own code.
+"""Megatron-core: the rendered ``--flag value`` arguments, run through megatron-core's own parts.
 
-What runs is what was rendered: the micro and global batch and the tensor / pipeline / context
-parallel sizes are read back from the rendered args file (``translator.backends.megatron.read``),
-not taken from the spec. Then, on every rank:
+What runs is what was rendered: the micro and global batch, the tensor / pipeline / context
+parallel sizes, the virtual pipeline stages and ``--use-distributed-optimizer`` are read back
+from the rendered args file (``translator.backends.megatron.read``), not taken from the spec.
+Then, on every rank:
 
-1. ``torch.distributed`` (gloo on CPU, nccl on GPU) and
-   ``megatron.core.parallel_state.initialize_model_parallel(tensor_model_parallel_size=TP,
-   pipeline_model_parallel_size=PP, context_parallel_size=CP)``;
-2. megatron-core's micro-batch calculator
-   (``num_microbatches_calculator.init_num_microbatches_calculator``) with the data-parallel size
-   that ``parallel_state.get_data_parallel_world_size()`` gives; its ``get_num_microbatches()``
-   is the number of micro-batches per optimizer step, exactly as Megatron-LM's training loop
-   takes it;
-3. the tiny model from ``translator.launch.model``, given what megatron's schedules read off a
-   model (``.config``, a ``TransformerConfig``; ``.model_type``; ``set_input_tensor``) and wrapped
-   in megatron's own ``megatron.core.distributed.DistributedDataParallel`` (contiguous gradient
-   buffer, ``param.main_grad``, bucketed all-reduce); the schedule gets DDP's ``no_sync`` as
-   ``config.no_sync_func`` and megatron's ``finalize_model_grads`` as
-   ``config.finalize_model_grads_func``, as Megatron-LM wires them;
-4. each optimizer step is one call of ``pipeline_parallel.get_forward_backward_func()`` (with
-   PP=1 that is ``forward_backward_no_pipelining``) with ``num_microbatches=M``; the data
-   iterator it pulls micro-batches from counts the rows it yields, and that count is the rank's
-   samples for the step. Then ``torch.optim.AdamW`` steps on the all-reduced ``main_grad``.
+1. ``torch.distributed`` (through the shared harness) and
+   ``parallel_state.initialize_model_parallel(TP, PP, virtual stages, CP)``;
+2. megatron-core's micro-batch calculator with the data-parallel size parallel_state gives; its
+   ``get_num_microbatches()`` is the number of micro-batches per step, as Megatron-LM takes it;
+3. the model is megatron-core's ``GPTModel`` with the ``--model`` shape (the Transformer Engine
+   layer spec where it is installed and the ranks have GPUs, else the local spec), one chunk
+   per virtual stage, each wrapped in megatron's ``DistributedDataParallel``; the optimizer is
+   ``get_megatron_optimizer`` (the distributed optimizer when the args ask for it);
+4. each optimizer step is one call of ``get_forward_backward_func()`` (no pipelining, 1F1B,
+   or interleaved 1F1B with virtual stages) with ``num_microbatches=M``, then the megatron
+   optimizer's ``step``; the harness counts the rows the first pipeline stage's data iterator
+   handed to the model in between (the first rank of each TP/CP group counts for the replica).
 
-Megatron DDP rather than torch DDP: it works on CPU once two CUDA-only allocations are
-redirected (see ``_cuda_allocations_on_cpu``), and it is the gradient path Megatron-LM trains
-with. Megatron's own optimizer (``get_megatron_optimizer``) is not used: it allocates its
-overflow and grad-norm buffers with ``device='cuda'`` in many places and checks
-``param.type() == 'torch.cuda.FloatTensor'``; the optimizer does not decide the batch.
-
-Only TP = PP = CP = 1 runs on CPU. Pipeline parallelism is refused everywhere: the tiny model is
-one module, not split into stages, so the pipelined schedules have nothing to send between ranks.
+On CPU (gloo) megatron-core runs TP = PP = CP = 1 once its CUDA-only allocations are sent to
+the CPU (:func:`_cpu_megatron`): dropout is 0 and megatron's inference RNG tracker (no CUDA
+RNG states) is used, gradient clipping is off (its norm kernel is CUDA-only). Other layouts are
+refused before launch: PP, TP and CP need GPUs, CP also Transformer Engine's attention.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import inspect
+import sys
 import types
 import warnings
 from dataclasses import dataclass
@@ -58,7 +51,9 @@ class Layout:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     context_parallel_size: int = 1
+    virtual_pipeline_stages: int | None = None
     decrease_batch_size_if_needed: bool = False
+    use_distributed_optimizer: bool = False
 
 
 def read_layout(path: Path) -> Layout:
@@ -86,7 +81,9 @@ def read_layout(path: Path) -> Layout:
         tensor_parallel_size=count("--tensor-model-parallel-size", 1),
         pipeline_parallel_size=count("--pipeline-model-parallel-size", 1),
         context_parallel_size=count("--context-parallel-size", 1),
-        decrease_batch_size_if_needed="--decrease-batch-size-if-needed" in reading.values)
+        virtual_pipeline_stages=count("--num-virtual-stages-per-pipeline-rank", None),
+        decrease_batch_size_if_needed="--decrease-batch-size-if-needed" in reading.values,
+        use_distributed_optimizer="--use-distributed-optimizer" in reading.values)
 
 
 def refuse(spec, device: str) -> str | None:
@@ -96,19 +93,17 @@ def refuse(spec, device: str) -> str | None:
 
 
 def _refusal(tensor: int, pipeline: int, context: int, on_gpu: bool) -> str | None:
-    if pipeline > 1:
-        if on_gpu:
-            return (f"pipeline-parallel smoke runs (pipeline {pipeline}) are not supported by "
-                    "the Megatron engine: the smoke model is not split into pipeline stages; "
-                    "--framework deepspeed runs pipeline parallelism")
-        return (f"pipeline-parallel smoke runs (pipeline {pipeline}) need GPUs: megatron-core's "
-                "pipeline schedules send activations between ranks on CUDA only; "
-                "--framework deepspeed runs pipeline parallelism on CPU")
     if not on_gpu:
-        for name, size in (("tensor", tensor), ("context", context)):
+        for name, size in (("tensor", tensor), ("pipeline", pipeline), ("context", context)):
             if size > 1:
                 return (f"{name}-parallel smoke runs ({name} {size}) need GPUs: megatron-core's "
-                        f"{name}-parallel layers and communication run on CUDA only")
+                        f"{name}-parallel communication runs on CUDA only; on CPU the Megatron "
+                        "engine runs data parallelism"
+                        + ("; --framework deepspeed runs pipeline parallelism on CPU"
+                           if name == "pipeline" else ""))
+    if context > 1 and importlib.util.find_spec("transformer_engine") is None:
+        return (f"context-parallel smoke runs (context {context}) need Transformer Engine: "
+                "megatron-core's local attention has no context parallelism")
     return None
 
 
@@ -117,6 +112,9 @@ def check_layout(layout: Layout, on_gpu: bool) -> None:
     the rendered args are read on the rank too, since a user's own script is run as written)."""
     why = _refusal(layout.tensor_parallel_size, layout.pipeline_parallel_size,
                    layout.context_parallel_size, on_gpu)
+    if not why and layout.use_distributed_optimizer and not on_gpu:
+        why = ("--use-distributed-optimizer needs GPUs: megatron-core's distributed optimizer "
+               "takes CUDA parameters only")
     if why:
         raise RuntimeError(why)
 
@@ -129,10 +127,14 @@ def _keywords(func, **wanted) -> dict:
     return {k: v for k, v in wanted.items() if k in params}
 
 
+#: torch factory functions that megatron-core calls with ``device="cuda"``.
+_FACTORIES = {"zeros", "ones", "empty", "full", "arange", "tensor", "rand", "randn", "randint"}
+
+
 class _CpuTorch(types.ModuleType):
-    """Stands in for the ``torch`` module inside a megatron-core module: everything is torch's,
-    except ``torch.zeros(..., device="cuda...")``, which allocates on the CPU, and
-    ``torch.cuda.current_device()``, which answers ``"cpu"``."""
+    """Stands in for the ``torch`` module inside megatron-core's modules on a CPU run: all of
+    torch, except that a factory asked for ``device="cuda..."`` allocates on the CPU and
+    ``torch.cuda.current_device()`` answers ``"cpu"``."""
 
     def __init__(self, torch):
         super().__init__("torch")
@@ -140,12 +142,16 @@ class _CpuTorch(types.ModuleType):
         self.cuda = _CpuCuda(torch.cuda)
 
     def __getattr__(self, name):
-        return getattr(self._torch, name)
+        attr = getattr(self._torch, name)
+        if name not in _FACTORIES:
+            return attr
 
-    def zeros(self, *args, device=None, **kwargs):
-        if device is not None and str(device).startswith("cuda"):
-            device = "cpu"
-        return self._torch.zeros(*args, device=device, **kwargs)
+        def on_cpu(*args, device=None, **kwargs):
+            if device is not None and str(device).startswith("cuda"):
+                device = "cpu"
+            return attr(*args, **kwargs) if device is None else attr(*args, device=device,
+                                                                       **kwargs)
+        return on_cpu
 
 
 class _CpuCuda:
@@ -161,41 +167,25 @@ class _CpuCuda:
 
 
 @contextlib.contextmanager
-def _cuda_allocations_on_cpu():
-    """While in the block, two megatron-core modules see ``_CpuTorch`` as their ``torch``.
-
-    Exactly what is redirected, and why (megatron-core 0.16.1; nothing else is changed, and the
-    modules get the real ``torch`` back on leaving the block):
-
-    * ``megatron/core/pipeline_parallel/schedules.py``: every schedule starts with
-      ``total_num_tokens = torch.zeros([], dtype=torch.int, device="cuda")``, a token counter
-      that is otherwise only added to (and passed to ``finalize_model_grads`` for per-token
-      loss). ``torch.zeros(device="cuda...")`` -> CPU.
-    * ``megatron/core/distributed/param_and_grad_buffer.py``: megatron DDP's contiguous
-      gradient buffer is ``torch.zeros(numel, device=torch.cuda.current_device())``.
-      ``torch.cuda.current_device()`` -> ``"cpu"`` (and ``torch.zeros(device="cuda")``, used
-      there only for the NCCL user-buffer warm-up, which is off).
-
-    On a CPU-only torch each of these raises "Torch not compiled with CUDA enabled". The
-    patch is on the module attribute, so the model, the optimizer and torch itself are
-    untouched; it is not thread-safe, and needs not be (one training thread per rank).
-    """
-    import importlib
-
+def _cpu_megatron():
+    """While in the block, every loaded ``megatron.core`` module sees :class:`_CpuTorch` as its
+    ``torch``; they get the real one back on leaving. On a CPU-only torch, megatron-core's
+    schedules (a token counter), its DDP gradient buffer, its global memory buffer, the default
+    causal mask and the optimizer's bookkeeping each allocate with ``device="cuda"`` and would
+    raise "Torch not compiled with CUDA enabled". The model's own tensors, the optimizer's
+    arithmetic and torch itself are untouched."""
     import torch
 
-    names = ("megatron.core.pipeline_parallel.schedules",
-             "megatron.core.distributed.param_and_grad_buffer")
-    modules = [importlib.import_module(n) for n in names]
-    saved = [m.torch for m in modules]
     stand_in = _CpuTorch(torch)
+    patched = [m for name, m in list(sys.modules.items())
+               if name.startswith("megatron.core") and getattr(m, "torch", None) is torch]
+    for m in patched:
+        m.torch = stand_in
     try:
-        for m in modules:
-            m.torch = stand_in
         yield
     finally:
-        for m, original in zip(modules, saved):
-            m.torch = original
+        for m in patched:
+            m.torch = torch
 
 
 def _batches(micro_batch_size, sequence_length, vocab, generator, device):
@@ -216,14 +206,21 @@ def run(ctx: RunContext):
     check_layout(layout, harness.on_gpu)
     _quiet_megatron_warnings()
 
+    # Imported before the CPU redirection, so that it reaches the modules the run uses.
+    import megatron.core.distributed  # noqa: F401
+    import megatron.core.models.gpt  # noqa: F401
+    import megatron.core.optimizer  # noqa: F401
+    import megatron.core.pipeline_parallel  # noqa: F401
     from megatron.core import num_microbatches_calculator as microbatches
     from megatron.core import parallel_state
 
-    with harness.process_group():
+    redirect = contextlib.nullcontext if harness.on_gpu else _cpu_megatron
+    with harness.process_group(), redirect():
         parallel_state.initialize_model_parallel(**_keywords(
             parallel_state.initialize_model_parallel,
             tensor_model_parallel_size=layout.tensor_parallel_size,
             pipeline_model_parallel_size=layout.pipeline_parallel_size,
+            virtual_pipeline_model_parallel_size=layout.virtual_pipeline_stages,
             context_parallel_size=layout.context_parallel_size))
         data_parallel = parallel_state.get_data_parallel_world_size()
         microbatches.destroy_num_microbatches_calculator()
@@ -240,59 +237,113 @@ def run(ctx: RunContext):
             parallel_state.destroy_model_parallel()
 
 
+def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
+    """megatron-core's GPTModel, one chunk per virtual pipeline stage of this rank."""
+    import torch
+    from megatron.core import parallel_state
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt import gpt_layer_specs
+    from megatron.core.tensor_parallel import random as megatron_random
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    shape = models.SHAPES[ctx.model]
+    chunks = layout.virtual_pipeline_stages or 1
+    stages = layout.pipeline_parallel_size * chunks
+    layers = -(-shape.layers // stages) * stages  # a multiple of the stages
+    dtype = torch.bfloat16 if harness.on_gpu else torch.float32
+    config = TransformerConfig(**_keywords(
+        TransformerConfig, num_layers=layers, hidden_size=shape.hidden,
+        num_attention_heads=shape.heads, tensor_model_parallel_size=layout.tensor_parallel_size,
+        pipeline_model_parallel_size=layout.pipeline_parallel_size,
+        virtual_pipeline_model_parallel_size=layout.virtual_pipeline_stages,
+        context_parallel_size=layout.context_parallel_size, bf16=harness.on_gpu,
+        params_dtype=dtype, pipeline_dtype=dtype, hidden_dropout=0.0, attention_dropout=0.0,
+        use_cpu_initialization=not harness.on_gpu))
+    use_te = harness.on_gpu and importlib.util.find_spec("transformer_engine") is not None
+    spec = (gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec() if use_te
+            else gpt_layer_specs.get_gpt_layer_local_spec())
+    if harness.on_gpu:
+        megatron_random.model_parallel_cuda_manual_seed(1234)
+    else:  # no CUDA RNG states to keep: megatron's tracker that forks nothing
+        megatron_random.initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)
+    out = []
+    for chunk in range(chunks):
+        if layout.virtual_pipeline_stages:
+            parallel_state.set_virtual_pipeline_model_parallel_rank(chunk)
+        out.append(GPTModel(
+            config=config, transformer_layer_spec=spec, vocab_size=shape.vocab,
+            max_sequence_length=ctx.sequence_length,
+            pre_process=parallel_state.is_pipeline_first_stage(),
+            post_process=parallel_state.is_pipeline_last_stage()).to(harness.device))
+    if layout.virtual_pipeline_stages:
+        parallel_state.set_virtual_pipeline_model_parallel_rank(0)
+    return config, out
+
+
 def _train(ctx: RunContext, harness: Harness, layout: Layout):
     import torch
     from megatron.core import parallel_state
     from megatron.core.distributed import (DistributedDataParallel,
                                            DistributedDataParallelConfig, finalize_model_grads)
-    from megatron.core.enums import ModelType
     from megatron.core.num_microbatches_calculator import get_num_microbatches
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.pipeline_parallel import get_forward_backward_func
-    from megatron.core.transformer.transformer_config import TransformerConfig
 
-    device, on_gpu = harness.device, harness.on_gpu
-    redirect = contextlib.nullcontext if on_gpu else _cuda_allocations_on_cpu
-    shape = models.SHAPES[ctx.model]
-    net = models.build(ctx.model, ctx.sequence_length).to(device)
-    config = TransformerConfig(num_layers=shape.layers, hidden_size=shape.hidden,
-                               num_attention_heads=shape.heads,
-                               tensor_model_parallel_size=layout.tensor_parallel_size,
-                               context_parallel_size=layout.context_parallel_size)
-    net.config = config
-    net.model_type = ModelType.encoder_or_decoder
-    net.set_input_tensor = lambda tensor: None  # first and last stage: input is the tokens
-    with redirect():
-        ddp = DistributedDataParallel(config, DistributedDataParallelConfig(), net)
-    config.no_sync_func = ddp.no_sync
+    config, chunks = _model_chunks(ctx, harness, layout)
+    ddp_config = DistributedDataParallelConfig(
+        use_distributed_optimizer=layout.use_distributed_optimizer)
+    ddp = [DistributedDataParallel(config, ddp_config, chunk) for chunk in chunks]
+    optimizer = get_megatron_optimizer(OptimizerConfig(**_keywords(
+        OptimizerConfig, optimizer="adam", lr=1e-4, bf16=harness.on_gpu,
+        params_dtype=config.params_dtype, use_distributed_optimizer=layout.use_distributed_optimizer,
+        clip_grad=1.0 if harness.on_gpu else 0.0)), ddp)
+    config.no_sync_func = [m.no_sync for m in ddp] if len(ddp) > 1 else ddp[0].no_sync
     config.finalize_model_grads_func = finalize_model_grads
-    parameters = list(net.parameters())
-    optimizer = torch.optim.AdamW(parameters, lr=1e-4)
-    harness.watch(optimizer)
+    config.grad_scale_func = optimizer.scale_loss
 
-    # Ranks of one replica (tensor / context parallel) see the same samples, as in Megatron.
-    data_parallel_rank = parallel_state.get_data_parallel_rank()
-    gen = torch.Generator().manual_seed(1000 + data_parallel_rank)
-    data = harness.count(_batches(layout.micro_batch_size, ctx.sequence_length, shape.vocab,
-                                  gen, device))
+    # Ranks of one replica (tensor / context parallel) see the same samples, as in Megatron;
+    # only the first virtual chunk of the first stage takes samples into the model.
+    replica = parallel_state.get_data_parallel_rank()
+    vocab = models.SHAPES[ctx.model].vocab
+    iterators = []
+    for chunk in range(len(ddp)):
+        gen = torch.Generator().manual_seed(1000 + replica)
+        stream = _batches(layout.micro_batch_size, ctx.sequence_length, vocab, gen,
+                          harness.device)
+        iterators.append(harness.count(stream) if chunk == 0 else stream)
+    positions = torch.arange(ctx.sequence_length, device=harness.device).unsqueeze(0)
 
     def forward_step(data_iterator, model):
-        loss = model(next(data_iterator))
-        return loss, lambda output: (output, {"lm loss": output.detach()})
+        tokens = next(data_iterator)  # sequence + 1 tokens: inputs and next-token labels
+        batch = {"tokens": tokens[:, :-1], "labels": tokens[:, 1:],
+                 "position_ids": positions.expand(tokens.shape[0], -1)}
+        if layout.context_parallel_size > 1:  # each CP rank takes its share of the sequence
+            from megatron.core.utils import get_batch_on_this_cp_rank
+
+            batch = get_batch_on_this_cp_rank(batch)
+        output = model(batch["tokens"], batch["position_ids"], None, labels=batch["labels"])
+
+        def loss(output_tensor):
+            value = output_tensor.float().mean()
+            return value, {"lm loss": value.detach()}
+
+        return output, loss
 
     forward_backward = get_forward_backward_func()
     for _ in range(ctx.steps):
-        ddp.zero_grad_buffer()
-        with redirect():
-            forward_backward(forward_step_func=forward_step, data_iterator=data, model=[ddp],
-                             num_microbatches=get_num_microbatches(),
-                             seq_length=ctx.sequence_length,
-                             micro_batch_size=layout.micro_batch_size, forward_only=False)
-        for p in parameters:  # megatron DDP reduces into main_grad; torch's optimizer reads grad
-            p.grad = p.main_grad
-        optimizer.step()  # the harness closes the step here
-        optimizer.zero_grad(set_to_none=True)
+        for m in ddp:
+            m.zero_grad_buffer()
+        optimizer.zero_grad()
+        forward_backward(forward_step_func=forward_step,
+                         data_iterator=iterators if len(ddp) > 1 else iterators[0],
+                         model=ddp, num_microbatches=get_num_microbatches(),
+                         seq_length=ctx.sequence_length, micro_batch_size=layout.micro_batch_size,
+                         forward_only=False)
+        updated, *_ = optimizer.step()
+        if updated:  # a skipped update (loss-scale overflow) is not an optimizer step
+            harness.stepped()
     counts = (parallel_state.get_tensor_model_parallel_rank() == 0
               and parallel_state.get_context_parallel_rank() == 0
-              and parallel_state.is_pipeline_first_stage())
-    return harness.result(replica=data_parallel_rank, counts=counts,
-                          parameters=sum(p.numel() for p in parameters))
+              and parallel_state.is_pipeline_first_stage(ignore_virtual=True))
+    return harness.result(replica=replica, counts=counts,
+                          parameters=sum(p.numel() for m in chunks for p in m.parameters()))
