@@ -76,10 +76,10 @@ def test_inspect_one_file_gives_one_object(files):
             out["gradient_accumulation_steps"]) == ("megatron", 8, 4, 8)
 
 
-def test_inspect_several_gives_a_list_and_the_world_flags_apply(files):
+def test_inspect_several_gives_one_object_and_the_world_flags_apply(files):
     result, out = run_json("inspect", files["ax.yml"], files["ds.json"], "--nnodes", 1,
                            "--nproc-per-node", 8)
-    assert result.exit_code == 0 and [o["global_batch_size"] for o in out] == [64, 64]
+    assert result.exit_code == 0 and [o["global_batch_size"] for o in out["files"]] == [64, 64]
 
 
 def test_inspect_without_a_world_lists_common_sizes(files):
@@ -105,7 +105,8 @@ def test_inspect_mixed_usable_and_unusable_exits_2(files, tmp_path):
     result = run("inspect", files["train.sh"], tmp_path / "bad.json", "--json")
     assert result.exit_code == 2
     out = json.loads(result.stdout)
-    assert out[0]["framework"] == "megatron" and "not valid JSON" in out[1]["error"]
+    assert out["files"][0]["framework"] == "megatron"
+    assert "not valid JSON" in out["files"][1]["error"]
 
 
 def test_framework_override(files, tmp_path):

@@ -47,7 +47,7 @@ def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **para
     inspections, unusable = inspect_all(files, framework, launch)
     if as_json:
         outputs = [i.output() for i in inspections] + unusable
-        emit_json(outputs[0] if len(files) == 1 else outputs)
+        emit_json(outputs[0] if len(files) == 1 else {"files": outputs})
     else:
         for i in inspections:
             out = i.output()
