@@ -506,3 +506,16 @@ def test_a_batch_other_than_the_expected_one_exits_1_naming_both(tmp_path, frame
                                 "--device", "cpu", "--expect-global", real,
                                 "--workdir", tmp_path / "w", timeout=600)
     assert code == 0, err
+
+
+def test_the_gpu_check_script_says_so_when_there_is_no_gpu(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: run scripts/gpu_check.sh itself")
+    done = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out")],
+                          cwd=Path(__file__).resolve().parent.parent,
+                          env=os.environ | {"PYTHON": sys.executable},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "no CUDA GPU visible; nothing to check" in done.stderr
