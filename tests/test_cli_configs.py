@@ -177,9 +177,9 @@ def test_validate_with_framework_megatron_and_axolotl(files):
 
 
 def test_validate_with_framework_says_plainly_when_it_is_not_installed(files, monkeypatch):
-    from translator.crosscheck import verdict
+    from translator.backends import megatron
 
-    monkeypatch.setitem(verdict.PACKAGES, "megatron", "no_such_framework_here")
+    monkeypatch.setattr(megatron, "PACKAGE", "no_such_framework_here")
     _, out = run_json("validate", files["train.sh"], "--with-framework")
     v = out["files"][0]["findings"][-1]
     assert v["code"] == "framework-not-run" and "megatron is not installed here" in v["message"]

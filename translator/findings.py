@@ -139,6 +139,14 @@ class Finding:
         return asdict(self)
 
 
+def register(code: str, severity: Severity, about: str) -> None:
+    """Add a code to the catalogue (a plugin framework's own findings); a code that is already
+    there keeps its meaning, so registering it again with another severity is refused."""
+    if code in CATALOGUE and CATALOGUE[code][0] != severity:
+        raise ValueError(f"finding code {code!r} is already {CATALOGUE[code][0]}")
+    CATALOGUE.setdefault(code, (severity, about))
+
+
 def finding(code: str, message: str, hint: str | None = None, where: str | None = None) -> Finding:
     """A finding whose severity is the catalogue's for ``code``."""
     severity, _ = CATALOGUE[code]

@@ -4,10 +4,8 @@ for what cannot be known) and every finding, each with its location."""
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 from translator import solve
 from translator.advice import general_findings
@@ -15,6 +13,7 @@ from translator.backends import BACKENDS
 from translator.errors import BatchspecError, ConfigError, InputError
 from translator.files import read_text
 from translator.findings import Finding, finding, has_errors
+from translator.frameworks import Framework
 from translator.reading import Launch, Reading
 from translator.spec import OUTPUT_KEYS, BatchSpec
 
@@ -22,20 +21,6 @@ from translator.spec import OUTPUT_KEYS, BatchSpec
 EXPLAINS = {"hf-auto"}
 #: World sizes shown when a file does not say its own.
 COMMON_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-EXTENSIONS = {".json": "deepspeed", ".yaml": "axolotl", ".yml": "axolotl", ".sh": "megatron",
-              ".bash": "megatron", ".slurm": "megatron", ".sbatch": "megatron",
-              ".args": "megatron", ".txt": "megatron"}
-#: What a file must hold to be a batch config of each framework (``validate
-#: --skip-other-files`` passes over the rest: a package.json, a CI workflow, a build script).
-MARKS = {
-    "deepspeed": re.compile(r'"(train_batch_size|train_micro_batch_size_per_gpu|'
-                            r'gradient_accumulation_steps)"'),
-    "axolotl": re.compile(r"^(micro_batch_size|gradient_accumulation_steps|batch_size|"
-                          r"base_model)\s*:", re.M),
-    "megatron": re.compile(r"--(micro|global)[-_]batch[-_]size\b"),
-}
-
-
 @dataclass
 class Inspection:
     """What batchspec makes of one file."""
@@ -70,27 +55,28 @@ class Inspection:
             "findings": [f.as_dict() for f in self.findings]}
 
 
-def detect(path: str, text: str) -> ModuleType:
-    """The backend for a file, by extension, else by content."""
-    by_ext = EXTENSIONS.get(Path(path).suffix.lower())
-    if by_ext:
-        return BACKENDS[by_ext]
-    head = text.lstrip()
-    if head.startswith("{"):
-        return BACKENDS["deepspeed"]
-    if "--micro-batch-size" in text or "--global-batch-size" in text or "torchrun" in text:
-        return BACKENDS["megatron"]
-    if "micro_batch_size:" in text or "base_model:" in text:
-        return BACKENDS["axolotl"]
+def detect(path: str, text: str) -> Framework:
+    """The framework for a file: the first to claim its extension, else the first to claim its
+    content."""
+    suffix = Path(path).suffix.lower()
+    frameworks = [BACKENDS[name] for name in BACKENDS]
+    for framework in frameworks:
+        if suffix in framework.EXTENSIONS:
+            return framework
+    for framework in frameworks:
+        if framework.claims(text):
+            return framework
     raise InputError(f"{path}: cannot tell which framework this config is for; "
                      f"give --framework {'|'.join(BACKENDS)}")
 
 
 def is_batch_config(path: str, text: str, framework: str | None = None) -> bool:
-    """Whether a file holds batch settings at all (by its framework's marks)."""
-    name = framework or EXTENSIONS.get(Path(path).suffix.lower())
-    marks = [MARKS[name]] if name in MARKS else list(MARKS.values())
-    return any(m.search(text) for m in marks)
+    """Whether a file holds batch settings at all, as its framework (given, or claiming its
+    extension; else any) marks them."""
+    suffix = Path(path).suffix.lower()
+    named = [BACKENDS[framework]] if framework else [
+        BACKENDS[n] for n in BACKENDS if suffix in BACKENDS[n].EXTENSIONS][:1]
+    return any(f.holds_batch(text) for f in named or [BACKENDS[n] for n in BACKENDS])
 
 
 def inspect_file(path: str, framework: str | None = None, launch: Launch = Launch()) -> Inspection:
@@ -100,7 +86,7 @@ def inspect_file(path: str, framework: str | None = None, launch: Launch = Launc
     return inspect_reading(backend, backend.read(text, path), launch)
 
 
-def inspect_reading(backend: ModuleType, reading: Reading, launch: Launch) -> Inspection:
+def inspect_reading(backend: Framework, reading: Reading, launch: Launch) -> Inspection:
     """Interpret a reading the framework's way on ``launch``, solve it, and collect findings."""
     world = launch.world_size or reading.world_size
     launch = Launch(world, launch.tensor_parallel_size, launch.pipeline_parallel_size,

@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 from translator import solve
 from translator.errors import ConfigError, InputError, RenderError
 from translator.findings import Finding, has_errors
+from translator.frameworks import Framework
 from translator.reading import Launch
 from translator.spec import BatchSpec
 
@@ -41,26 +41,30 @@ def template_dir() -> Path:
 
 
 @functools.cache
-def environment():
+def environment(folder: Path | None = None):
+    """The sandboxed environment for batchspec's templates, or for a plugin's ``folder``."""
     from jinja2 import FileSystemLoader, StrictUndefined
     from jinja2.sandbox import SandboxedEnvironment
 
     return SandboxedEnvironment(
-        loader=FileSystemLoader(template_dir()), undefined=StrictUndefined, autoescape=False,
-        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+        loader=FileSystemLoader(folder or template_dir()), undefined=StrictUndefined,
+        autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
 
 
 def render_template(name: str, context: dict) -> str:
-    """Render one template; any template error names the template file."""
+    """Render one template (a name in ``templates/``, or a plugin's absolute path); any
+    template error names the template file."""
     from jinja2 import TemplateError
 
+    path = Path(name)
+    folder, name = (path.parent, path.name) if path.is_absolute() else (None, name)
     try:
-        return environment().get_template(name).render(**context)
+        return environment(folder).get_template(name).render(**context)
     except TemplateError as exc:
-        raise RenderError(f"template {template_dir() / name}: {exc}") from exc
+        raise RenderError(f"template {(folder or template_dir()) / name}: {exc}") from exc
 
 
-def render(spec: BatchSpec, backend: ModuleType) -> Rendered:
+def render(spec: BatchSpec, backend: Framework) -> Rendered:
     """Render ``spec`` for ``backend``, then read the output back; it must give the same spec."""
     if not spec.is_decided:
         options = solve.decompositions(spec.global_batch_size, spec.data_parallel_size)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from types import ModuleType
 
 from translator import solve
 from translator.errors import ConfigError, InputError
 from translator.findings import finding
+from translator.frameworks import Framework
 from translator.inspection import Inspection, inspect_reading
 from translator.reading import Launch, Reading
 from translator.spec import BatchSpec
@@ -91,7 +91,7 @@ def _options(g: int, m: int, fields: dict, message: str, where: str):
                    hint=lr + keep, where=where)
 
 
-def apply(backend: ModuleType, reading: Reading, spec: BatchSpec) -> tuple[str, list[Change]]:
+def apply(backend: Framework, reading: Reading, spec: BatchSpec) -> tuple[str, list[Change]]:
     """The file's new text and the changes made; every other byte unchanged."""
     replacements: dict[tuple[int, int], str] = {}
     changes = []
@@ -127,18 +127,13 @@ def apply(backend: ModuleType, reading: Reading, spec: BatchSpec) -> tuple[str, 
 
 
 def _insertion(reading: Reading, key: str) -> tuple[int, int]:
-    """Where a missing top-level YAML key goes: after ``micro_batch_size``'s line."""
-    if reading.framework != "axolotl":
+    """Where a key the file lacks goes: where its framework says (``insertion``), if it can."""
+    from translator.frameworks import get
+
+    framework = get(reading.framework)
+    if not hasattr(framework, "insertion"):
         raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
-    anchor = reading.values.get("micro_batch_size")
-    if anchor is None or anchor.span is None:
-        pos = len(reading.text) if reading.text.endswith("\n") else None
-        if pos is None:
-            raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
-        return pos, pos
-    end = reading.text.find("\n", anchor.span[1])
-    pos = len(reading.text) if end < 0 else end + 1
-    return pos, pos
+    return framework.insertion(reading, key)
 
 
 def _line_ending(text: str, pos: int) -> str:
@@ -176,7 +171,7 @@ def _line_span(text: str, span, path: str, key: str) -> tuple[int, int]:
     return start, len(text) if end < 0 else end + 1
 
 
-def update(backend: ModuleType, old: Inspection, spec: BatchSpec):
+def update(backend: Framework, old: Inspection, spec: BatchSpec):
     """New text, changes and the re-read inspection; refuses when the result is not exact."""
     text, changes = apply(backend, old.reading, spec)
     again = inspect_reading(backend, backend.read(text, old.reading.path), Launch.of(spec))

@@ -1,36 +1,20 @@
-"""The backends, by name. Each module has the same small contract:
-
-- ``NAME``: registry name; ``TEMPLATE``: its template in ``templates/``; ``FILENAME``: the file
-  ``render`` writes;
-- ``context(spec) -> dict``: the values its template needs;
-- ``read(text, where) -> Reading``: each batch value in a file, with its line and span;
-- ``interpret(reading, launch) -> (spec values, findings)``: the values as the framework itself
-  completes them on that launch, with its own errors;
-- ``check(spec) -> list[Finding]``: that framework's quirks for a spec;
-- ``edits(reading, spec) -> {key: new value}``: what ``update`` changes in a file.
-
-Adding a backend is one module, one template and one line here.
-"""
+"""The frameworks batchspec ships (``deepspeed``, ``axolotl``, ``megatron``), one module each,
+and ``BACKENDS``: the registry of every framework, built in or plugged in
+(:mod:`translator.frameworks`, which also states the contract a module meets)."""
 
 from __future__ import annotations
 
-from types import ModuleType
-
-from translator.backends import axolotl, deepspeed, megatron
 from translator.errors import InputError
+from translator.frameworks import FRAMEWORKS, Framework, names
 
-BACKENDS: dict[str, ModuleType] = {
-    "deepspeed": deepspeed,
-    "axolotl": axolotl,
-    "megatron": megatron,
-}
+BACKENDS = FRAMEWORKS
 
 
-def get_backends(names: str) -> list[ModuleType]:
-    """Backends for a comma-separated list of names; an unknown name is an input error."""
-    wanted = [n.strip() for n in names.split(",") if n.strip()]
-    unknown = [n for n in wanted if n not in BACKENDS]
+def get_backends(wanted_names: str) -> list[Framework]:
+    """Frameworks for a comma-separated list of names; an unknown name is an input error."""
+    wanted = [n.strip() for n in wanted_names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in names()]
     if unknown or not wanted:
         raise InputError(f"unknown backend {', '.join(unknown) or '(none given)'}; "
-                         f"choose from {', '.join(BACKENDS)}")
+                         f"choose from {', '.join(names())}")
     return [BACKENDS[n] for n in dict.fromkeys(wanted)]

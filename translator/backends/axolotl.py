@@ -7,6 +7,7 @@ validation fills accumulation 1 first, so training ignores it), so it is never w
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from translator import parsing
@@ -20,6 +21,9 @@ from translator.spec import BatchSpec
 NAME = "axolotl"
 TEMPLATE = "axolotl.yaml.j2"
 FILENAME = "axolotl.yaml"
+EXTENSIONS = (".yaml", ".yml")
+PACKAGE = "axolotl"
+ENGINE = "translator.launch.engines.axolotl"
 
 #: Axolotl key -> spec field, for the keys that shape the batch.
 KEYS = {
@@ -271,3 +275,45 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
     if "batch_size" in reading.values:
         out["batch_size"] = None
     return out
+
+
+# The plugin contract's other parts -------------------------------------------------------------
+
+_MARK = re.compile(r"^(micro_batch_size|gradient_accumulation_steps|batch_size|base_model)\s*:",
+                   re.M)
+
+
+def claims(text: str) -> bool:
+    return "micro_batch_size:" in text or "base_model:" in text
+
+
+def holds_batch(text: str) -> bool:
+    return _MARK.search(text) is not None
+
+
+def insertion(reading: Reading, key: str) -> tuple[int, int]:
+    """Where ``update`` writes a top-level key the file lacks: after ``micro_batch_size``'s
+    line (else at the end)."""
+    anchor = reading.values.get("micro_batch_size")
+    if anchor is None or anchor.span is None:
+        pos = len(reading.text) if reading.text.endswith("\n") else None
+        if pos is None:
+            raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
+        return pos, pos
+    end = reading.text.find("\n", anchor.span[1])
+    pos = len(reading.text) if end < 0 else end + 1
+    return pos, pos
+
+
+def verdict(inspection, world: int) -> str:
+    """Axolotl's own ``validate_config`` + ``normalize_config`` at ``WORLD_SIZE`` world."""
+    import tempfile
+
+    from translator.crosscheck.axolotl import make_tiny_model, resolve
+
+    with tempfile.TemporaryDirectory() as tmp:
+        make_tiny_model(tmp)
+        got = resolve(inspection.reading.text, world, tmp)
+    return (f"validate_config + normalize_config at WORLD_SIZE {world}: batch_size "
+            f"{got['batch_size']}, micro {got['micro_batch_size']}, accumulation "
+            f"{got['gradient_accumulation_steps']}")

@@ -14,6 +14,10 @@ from translator.spec import BatchSpec
 NAME = "deepspeed"
 TEMPLATE = "deepspeed.json.j2"
 FILENAME = "deepspeed.json"
+EXTENSIONS = (".json",)
+#: Imported for ``validate --with-framework``; ``ENGINE`` runs ``smoke``.
+PACKAGE = "deepspeed"
+ENGINE = "translator.launch.engines.deepspeed"
 
 TBS, MBS, GAS = "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"
 BATCH_KEYS = [TBS, MBS, GAS]
@@ -252,3 +256,34 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
               "tensor_parallel.autotp_size": spec.tensor_parallel_size}
     return {k: v for k, v in wanted.items()
             if k in reading.values and reading.values[k].value != "auto"}
+
+
+# The plugin contract's other parts -------------------------------------------------------------
+
+def claims(text: str) -> bool:
+    """A JSON object, by its first character."""
+    return text.lstrip().startswith("{")
+
+
+def holds_batch(text: str) -> bool:
+    return any(f'"{key}"' in text for key in BATCH_KEYS)
+
+
+def verdict(inspection, world: int) -> str:
+    """DeepSpeed's own ``DeepSpeedConfig`` on the file at ``world``."""
+    import json
+
+    from translator.crosscheck.deepspeed import resolve
+    from translator.crosscheck.verdict import NotEnoughKnown
+
+    if '"auto"' in inspection.reading.text:
+        raise NotEnoughKnown('its "auto" values are filled by the HF Trainer; DeepSpeed alone '
+                             "refuses them")
+    config = json.loads(inspection.reading.text)
+    values = inspection.values
+    model = values.get("tensor_parallel_size", 1) * values.get("pipeline_parallel_size", 1)
+    mpu_dp = None if values.get("deepspeed_autotp") or model == 1 else values.get("data_parallel_size")
+    got = resolve(config, world, mpu_dp)
+    return (f"DeepSpeedConfig at world {world}: train_batch_size {got['train_batch_size']}, "
+            f"micro {got['train_micro_batch_size_per_gpu']}, accumulation "
+            f"{got['gradient_accumulation_steps']} (counting {got['world_size']:g} ranks)")

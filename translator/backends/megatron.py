@@ -18,6 +18,11 @@ from translator.spec import BatchSpec
 NAME = "megatron"
 TEMPLATE = "megatron.sh.j2"
 FILENAME = "megatron.sh"
+EXTENSIONS = (".sh", ".bash", ".slurm", ".sbatch", ".args", ".txt")
+PACKAGE = "megatron.core"
+ENGINE = "translator.launch.engines.megatron"
+#: What marks a launch script as Megatron's (content sniffing, and a batch being set).
+BATCH_MARK = re.compile(r"--(micro|global)[-_]batch[-_]size\b")
 
 #: Megatron-LM flag -> spec field, in the order they are written.
 FLAGS = {
@@ -473,3 +478,26 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
     if "nodes" in keys:
         out[keys["nodes"]] = spec.world_size // per_node
     return out
+
+
+# The plugin contract's other parts -------------------------------------------------------------
+
+def claims(text: str) -> bool:
+    return BATCH_MARK.search(text) is not None or "torchrun" in text
+
+
+def holds_batch(text: str) -> bool:
+    return BATCH_MARK.search(text) is not None
+
+
+def verdict(inspection, world: int) -> str:
+    """megatron-core's own micro-batch calculator on the file's values."""
+    from translator.crosscheck.megatron import num_microbatches
+    from translator.crosscheck.verdict import NotEnoughKnown
+
+    v = inspection.values
+    if None in (v.get("global_batch_size"), v.get("micro_batch_size"), v.get("data_parallel_size")):
+        raise NotEnoughKnown("global batch, micro-batch or data-parallel size unknown")
+    m = num_microbatches(v["global_batch_size"], v["micro_batch_size"], v["data_parallel_size"])
+    return (f"megatron-core's micro-batch calculator runs {m} micro-batches per step (it checks "
+            "global against micro × data-parallel only)")

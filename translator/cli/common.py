@@ -10,6 +10,8 @@ import sys
 
 import click
 
+from translator import frameworks
+
 from translator.errors import BatchspecError, ConfigError
 from translator.findings import Finding
 
@@ -140,7 +142,7 @@ def exit_for(findings: list[Finding]) -> None:
 def launch_options(fn):
     """``--framework`` and the launch flags that say what a config file may not."""
     options = [
-        click.option("--framework", type=click.Choice(["deepspeed", "axolotl", "megatron"]),
+        click.option("--framework", type=click.Choice(frameworks.names()),
                      default=None, help="Read the files as this framework's (default: detect)."),
         click.option("--world-size", type=COUNT, default=None, help="All processes launched."),
         click.option("--nnodes", type=COUNT, default=None, help="Nodes (with --nproc-per-node)."),

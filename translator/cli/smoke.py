@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from translator.cli.common import COUNT, command, emit_json, print_findings, print_table
+from translator.launch.engines import engine_names
 
 MEMORY = re.compile(r"^(\d+)([KMGT]?)$")
 
@@ -26,7 +27,7 @@ def parse_memory(value: str | None) -> int | None:
 
 @command("smoke")
 @click.argument("file", metavar="FILE")
-@click.option("--framework", type=click.Choice(["deepspeed", "megatron", "axolotl", "torch"]),
+@click.option("--framework", type=click.Choice(engine_names()),
               help="Engine (default: the config's own framework; torch for a spec).")
 @click.option("--nproc", type=COUNT, default=1, show_default=True, help="Processes per node.")
 @click.option("--nnodes", type=COUNT, default=1, show_default=True, help="Nodes.")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from translator import frameworks
 from translator.cli.common import COUNT, command, emit_json
 
 
@@ -21,7 +22,7 @@ from translator.cli.common import COUNT, command, emit_json
 @click.option("--cp", type=COUNT, help="A new context-parallel size.")
 @click.option("--from-world-size", type=COUNT,
               help="The world size the file runs on now, when the file does not say.")
-@click.option("--framework", type=click.Choice(["deepspeed", "axolotl", "megatron"]),
+@click.option("--framework", type=click.Choice(frameworks.names()),
               help="Read FILE as this framework's (default: detect).")
 @click.option("-o", "--out", "out_path", type=click.Path(dir_okay=False),
               help="Write the updated config here.")

@@ -1,26 +1,30 @@
-"""The framework's own verdict on a config, beside batchspec's (``validate --with-framework``)."""
+"""The framework's own verdict on a config, beside batchspec's (``validate --with-framework``):
+each framework's ``verdict(inspection, world)`` (see :mod:`translator.frameworks`), asked only
+when its ``PACKAGE`` is installed."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import sys
-import tempfile
 
 from translator.findings import Finding, finding
 from translator.inspection import Inspection
 
-#: Framework -> the module that must be importable to ask it.
-PACKAGES = {"deepspeed": "deepspeed", "megatron": "megatron.core", "axolotl": "axolotl"}
-
 
 def framework_verdict(inspection: Inspection) -> Finding:
     """Run the framework's validator on the file, or say plainly why it was not run."""
+    from translator.frameworks import get
+
     name = inspection.reading.framework
     where = inspection.reading.path
+    framework = get(name)
+    package = getattr(framework, "PACKAGE", None)
+    if package is None or not hasattr(framework, "verdict"):
+        return finding("framework-not-run", f"{name} has no validator of its own to run",
+                       where=where)
     try:
-        installed = importlib.util.find_spec(PACKAGES[name]) is not None
+        installed = importlib.util.find_spec(package) is not None
     except ModuleNotFoundError:
         installed = False
     if not installed:
@@ -35,7 +39,7 @@ def framework_verdict(inspection: Inspection) -> Finding:
     try:
         # Frameworks print banners on stdout, which belongs to --json alone.
         with contextlib.redirect_stdout(sys.stderr):
-            verdict = ASK[name](inspection, world)
+            verdict = framework.verdict(inspection, world)
     except (NotEnoughKnown, ImportError) as exc:
         return finding("framework-not-run", f"{name}'s validator was not run: {exc}", where=where)
     except Exception as exc:  # the framework's refusal, in its own words
@@ -47,44 +51,3 @@ def framework_verdict(inspection: Inspection) -> Finding:
 
 class NotEnoughKnown(Exception):
     """Too little is known to ask the framework, or the file is not for it alone."""
-
-
-def _deepspeed(inspection: Inspection, world: int) -> str:
-    from translator.crosscheck.deepspeed import resolve
-
-    if '"auto"' in inspection.reading.text:
-        raise NotEnoughKnown('its "auto" values are filled by the HF Trainer; DeepSpeed alone '
-                             "refuses them")
-    config = json.loads(inspection.reading.text)
-    values = inspection.values
-    model = values.get("tensor_parallel_size", 1) * values.get("pipeline_parallel_size", 1)
-    mpu_dp = None if values.get("deepspeed_autotp") or model == 1 else values.get("data_parallel_size")
-    got = resolve(config, world, mpu_dp)
-    return (f"DeepSpeedConfig at world {world}: train_batch_size {got['train_batch_size']}, "
-            f"micro {got['train_micro_batch_size_per_gpu']}, accumulation "
-            f"{got['gradient_accumulation_steps']} (counting {got['world_size']:g} ranks)")
-
-
-def _megatron(inspection: Inspection, world: int) -> str:
-    from translator.crosscheck.megatron import num_microbatches
-
-    v = inspection.values
-    if None in (v.get("global_batch_size"), v.get("micro_batch_size"), v.get("data_parallel_size")):
-        raise NotEnoughKnown("global batch, micro-batch or data-parallel size unknown")
-    m = num_microbatches(v["global_batch_size"], v["micro_batch_size"], v["data_parallel_size"])
-    return (f"megatron-core's micro-batch calculator runs {m} micro-batches per step (it checks "
-            "global against micro × data-parallel only)")
-
-
-def _axolotl(inspection: Inspection, world: int) -> str:
-    from translator.crosscheck.axolotl import make_tiny_model, resolve
-
-    with tempfile.TemporaryDirectory() as tmp:
-        make_tiny_model(tmp)
-        got = resolve(inspection.reading.text, world, tmp)
-    return (f"validate_config + normalize_config at WORLD_SIZE {world}: batch_size "
-            f"{got['batch_size']}, micro {got['micro_batch_size']}, accumulation "
-            f"{got['gradient_accumulation_steps']}")
-
-
-ASK = {"deepspeed": _deepspeed, "megatron": _megatron, "axolotl": _axolotl}

@@ -14,7 +14,7 @@ from translator.errors import ConfigError, InputError
 from translator.files import read_text, write_atomic, write_files
 from translator.findings import Finding, finding
 from translator.launch import command, runner, slurm
-from translator.launch.engines import CONFIG_BACKEND
+from translator.launch.engines import TORCH, config_backend
 from translator.launch.model import SHAPES
 from translator.launch.result import Measurement, RankResult, merge, read_all
 from translator.reading import Launch
@@ -50,7 +50,7 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
     values = _as_spec_values(text, path)
     if values is not None:
         spec, source, own_text, findings = _spec_for_world(values, path, world), None, None, []
-        framework = framework or "torch"
+        framework = framework or TORCH
     else:
         from translator.inspection import inspect_file
 
@@ -59,7 +59,7 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
         findings = inspection.findings
         framework = framework or source
     _check_engine(framework, spec, device)
-    backend_name = CONFIG_BACKEND[framework]
+    backend_name = config_backend(framework)
     if backend_name is None:
         config_name, config_text = "spec.json", spec.model_dump_json(indent=2)
     elif backend_name == source:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
 import os
 import resource
 import sys
@@ -129,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         workdir=args.out, steps=args.steps, model=args.model, sequence_length=args.seq_len,
         rank=rank, local_rank=int(os.environ.get("LOCAL_RANK", 0)),
         world_size=int(os.environ.get("WORLD_SIZE", 1)), requested_device=args.device)
-    from translator.launch.engines import MODULES
+    from translator.launch.engines import module
 
-    engine = importlib.import_module(f"translator.launch.engines.{MODULES[args.engine]}")
+    engine = module(args.engine)
     try:
         result = engine.run(ctx)
     except BaseException as exc:  # the launcher needs every rank's outcome, whatever it is

@@ -5,15 +5,38 @@ starts)."""
 
 import importlib
 
-#: ``--framework`` name -> engine module in this package.
-MODULES = {"deepspeed": "deepspeed", "megatron": "megatron", "axolotl": "axolotl",
-           "torch": "torch_ddp"}
-#: ``--framework`` name -> the backend whose rendered config the engine runs (torch: none).
-CONFIG_BACKEND = {"deepspeed": "deepspeed", "megatron": "megatron", "axolotl": "axolotl",
-                  "torch": None}
+#: The engine that runs a plain spec (no framework config): hand-written DDP.
+TORCH = "torch"
+
+
+def engine_names() -> tuple[str, ...]:
+    """``smoke --framework`` choices: every framework with an ``ENGINE``, and torch. (Names
+    only: a plugin whose module is not imported yet is offered, and checked when chosen.)"""
+    from translator.frameworks import names
+
+    return (*names(), TORCH)
+
+
+def module(framework: str):
+    """The engine module for ``framework``."""
+    if framework == TORCH:
+        return importlib.import_module(f"{__name__}.torch_ddp")
+    from translator.frameworks import get
+
+    path = getattr(get(framework), "ENGINE", None)
+    if path is None:
+        from translator.errors import InputError
+
+        raise InputError(f"the {framework} framework has no smoke engine")
+    return importlib.import_module(path)
+
+
+def config_backend(framework: str) -> str | None:
+    """The framework whose config the engine runs (the torch engine runs the spec itself)."""
+    return None if framework == TORCH else framework
 
 
 def refusal(framework: str, spec, device: str) -> str | None:
     """Why the ``framework`` engine cannot run ``spec``'s layout on ``device`` (``cpu`` or
     ``gpu``), else None. Engines import their framework lazily, so this is cheap."""
-    return importlib.import_module(f"{__name__}.{MODULES[framework]}").refuse(spec, device)
+    return module(framework).refuse(spec, device)

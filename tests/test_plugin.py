@@ -1,0 +1,118 @@
+"""Frameworks are plugins: the registry derives every list from them, and a package installed
+from outside the project (examples/plugin, nanoGPT's configs) is used by render, inspect and
+validate like a built-in one."""
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from translator import frameworks
+from translator.cli import main
+from translator.errors import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_built_in_frameworks_meet_the_contract():
+    for name in frameworks.BUILTIN:
+        framework = frameworks.get(name)
+        assert isinstance(framework, frameworks.Framework) and framework.NAME == name
+
+
+class FakePoint:
+    def __init__(self, name, obj):
+        self.name, self.value, self.obj = name, f"fake:{name}", obj
+
+    def load(self):
+        if isinstance(self.obj, Exception):
+            raise self.obj
+        return self.obj
+
+
+@pytest.fixture
+def plugins(monkeypatch):
+    """Entry points as a test wants them (and a registry that forgets them afterwards)."""
+    def install(**points):
+        monkeypatch.setattr(frameworks, "_entry_points",
+                            lambda: {n: FakePoint(n, o) for n, o in points.items()})
+        frameworks.names.cache_clear()
+        frameworks.get.cache_clear()
+
+    yield install
+    frameworks.names.cache_clear()
+    frameworks.get.cache_clear()
+
+
+def test_a_plugin_that_lacks_part_of_the_contract_is_refused_by_name(plugins):
+    half = types.SimpleNamespace(NAME="half", TEMPLATE="x", FILENAME="x", read=lambda t, w: None)
+    plugins(half=half, broken=ImportError("no module named torchtune"))
+    assert frameworks.names()[-2:] == ("broken", "half")
+    with pytest.raises(InputError, match="'half' .* lacks EXTENSIONS, check, claims, context"):
+        frameworks.get("half")
+    with pytest.raises(InputError, match="'broken' .* does not load: ImportError"):
+        frameworks.get("broken")
+    with pytest.raises(InputError, match="unknown framework 'nope'"):
+        frameworks.get("nope")
+
+
+def test_names_need_no_import(plugins):
+    """The command line lists a plugin without importing it (plan stays fast)."""
+    plugins(lazy=RuntimeError("imported too early"))
+    assert "lazy" in frameworks.names()
+    assert "deepspeed" in frameworks.names()
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    """A fresh virtual environment with batchspec and the example plugin installed."""
+    folder = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    pip = subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "-q",
+                          str(ROOT), str(ROOT / "examples" / "plugin")],
+                         capture_output=True, text=True, timeout=900)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    return folder
+
+
+def batchspec(venv, *args, cwd):
+    return subprocess.run([str(venv / "bin" / "batchspec"), *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+
+
+def test_the_example_plugin_works_from_a_fresh_environment(venv, tmp_path):
+    (tmp_path / "spec.yaml").write_text("global_batch_size: 480\nmicro_batch_size: 12\n"
+                                        "world_size: 8\nsequence_length: 1024\n")
+    done = batchspec(venv, "render", "spec.yaml", "--to", "nanogpt,deepspeed", "--out", "out",
+                     cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "out" / "nanogpt_config.py").read_text()
+    assert "batch_size = 12\ngradient_accumulation_steps = 40\nblock_size = 1024\n" in text
+
+    done = batchspec(venv, "inspect", "out/nanogpt_config.py", "--world-size", 8, "--json",
+                     cwd=tmp_path)
+    out = json.loads(done.stdout)
+    assert done.returncode == 0 and out["framework"] == "nanogpt"
+    assert (out["global_batch_size"], out["gradient_accumulation_steps"]) == (480, 5)
+
+    # nanoGPT's own rule, from the plugin: 40 micro-batches do not split over 6 processes
+    done = batchspec(venv, "validate", "out/nanogpt_config.py", "--world-size", 6, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "out/nanogpt_config.py:4" in done.stdout and "does not divide by 6" in done.stdout
+
+    done = batchspec(venv, "inspect", "--help", cwd=tmp_path)
+    assert "[deepspeed|axolotl|megatron|nanogpt]" in done.stdout
+
+
+def test_without_the_plugin_the_name_is_unknown(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("global_batch_size: 16\nmicro_batch_size: 2\nworld_size: 8\n")
+    result = CliRunner().invoke(main, ["render", str(spec), "--to", "nanogpt", "--out",
+                                       str(tmp_path / "out")])
+    assert result.exit_code == 2 and "unknown backend nanogpt" in result.stderr
