@@ -16,8 +16,14 @@ from translator.spec import BatchSpec
 @settings(max_examples=3000, deadline=None)
 @given(specs(pipeline=False))
 def test_every_backend_reads_back_what_it_rendered(spec):
+    """Every backend that takes the spec (the HF Trainer's file cannot carry TP/CP sizes, and
+    says so) renders a file that reads back as it."""
     launch = Launch.of(spec)
     for backend in BACKENDS.values():
+        if any(f.severity == "error" for f in backend.check(spec)):
+            assert backend.NAME == "hf" and (spec.tensor_parallel_size > 1
+                                             or spec.context_parallel_size > 1)
+            continue
         r = render(spec, backend)
         got = inspect_reading(backend, backend.read(r.text, r.filename), launch)
         assert not [f for f in got.findings if f.severity == "error"]

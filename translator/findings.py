@@ -43,6 +43,21 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "info", "a part of the launch script that batchspec does not read (source, a bad eval)"),
     "megatron-fork-flag": (
         "info", "a flag is spelt the way a Megatron fork spells it (underscores), read as such"),
+    "hf-split-batches": (
+        "warning", "accelerate's split_batches: per_device_train_batch_size is the whole "
+                   "micro-step's batch, split over the processes"),
+    "hf-split-not-divisible": (
+        "error", "split_batches: the batch does not split over the data-parallel processes"),
+    "hf-auto-find-batch-size": (
+        "warning", "auto_find_batch_size shrinks the global batch on each out-of-memory"),
+    "hf-dataparallel": (
+        "info", "plain `python train.py` on several GPUs is DataParallel: N × the batch"),
+    "hf-no-pipeline": (
+        "error", "the HF Trainer has no pipeline parallelism"),
+    "hf-parallel-elsewhere": (
+        "error", "TP/CP sizes are not TrainingArguments keys: the model and accelerate set them"),
+    "hf-deepspeed-mismatch": (
+        "error", "the DeepSpeed JSON disagrees with the TrainingArguments the Trainer fills it from"),
     "axolotl-no-pipeline": (
         "error", "Axolotl has no pipeline parallelism"),
     "invalid-value": (

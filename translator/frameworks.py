@@ -24,7 +24,8 @@ GROUP = "batchspec.frameworks"
 #: The built-in frameworks, in detection order.
 BUILTIN = {"deepspeed": "translator.backends.deepspeed",
            "axolotl": "translator.backends.axolotl",
-           "megatron": "translator.backends.megatron"}
+           "megatron": "translator.backends.megatron",
+           "hf": "translator.backends.hf"}
 
 
 @runtime_checkable

@@ -56,16 +56,18 @@ class Inspection:
 
 
 def detect(path: str, text: str) -> Framework:
-    """The framework for a file: the first to claim its extension, else the first to claim its
-    content."""
+    """The framework for a file: the one that claims its extension; when several do (a YAML),
+    the first of them to claim its content; with none, the first to claim its content."""
     suffix = Path(path).suffix.lower()
     frameworks = [BACKENDS[name] for name in BACKENDS]
-    for framework in frameworks:
-        if suffix in framework.EXTENSIONS:
-            return framework
-    for framework in frameworks:
+    by_suffix = [f for f in frameworks if suffix in f.EXTENSIONS]
+    if len(by_suffix) == 1:
+        return by_suffix[0]
+    for framework in by_suffix or frameworks:  # several claim .yaml: the content decides
         if framework.claims(text):
             return framework
+    if by_suffix:
+        return by_suffix[0]
     raise InputError(f"{path}: cannot tell which framework this config is for; "
                      f"give --framework {'|'.join(BACKENDS)}")
 

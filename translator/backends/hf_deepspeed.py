@@ -43,8 +43,11 @@ def read_partner(reading: Reading, target) -> None:
     reading.partners.append(deepspeed.read(read_text(path), str(path)))
 
 
-def pair(reading: Reading, ds: Reading, values: dict, world: int | None) -> list[Finding]:
-    """The HF Trainer's check of the DeepSpeed JSON against the Axolotl values it fills."""
+def pair(reading: Reading, ds: Reading, values: dict, world: int | None,
+         code: str = "axolotl-deepspeed-mismatch") -> list[Finding]:
+    """The HF Trainer's check of the DeepSpeed JSON against the values it fills it from
+    (``HfTrainerDeepSpeedConfig.trainer_config_process``: ``train_batch_size`` is world ×
+    micro × accumulation, every process counted); ``code`` names the finding for the caller."""
     micro, gas = values.get("micro_batch_size"), values.get("gradient_accumulation_steps")
     hf = {deepspeed.MBS: ("per_device_train_batch_size", micro),
           deepspeed.GAS: ("gradient_accumulation_steps", gas),
@@ -62,6 +65,10 @@ def pair(reading: Reading, ds: Reading, values: dict, world: int | None) -> list
     wrong = []
     for key, (hf_name, expected) in hf.items():
         v = ds.values.get(key)
+        if v is not None and isinstance(v.value, str) and v.value.isdigit() \
+                and expected is not None:  # "8": the Trainer compares with != and refuses it
+            wrong.append(f'ds {key}="{v.value}" (a JSON string) vs hf {hf_name}={expected}')
+            continue
         if v is not None and v.value != "auto" and not v.is_count:
             out.append(invalid_value(key, v, ds.path, 'a positive integer or "auto"'))
         if v is None or v.value == "auto" or expected is None or not v.is_count:
@@ -71,7 +78,7 @@ def pair(reading: Reading, ds: Reading, values: dict, world: int | None) -> list
     if not wrong:
         return out
     return out + [finding(
-        "axolotl-deepspeed-mismatch",
+        code,
         "Please correct the following DeepSpeed config values that mismatch TrainingArguments "
         f"values: {'; '.join(wrong)} (the HF Trainer's words, from {reading.path} and {ds.path})",
         hint=f'set the batch keys in {ds.path} to "auto" so the Trainer fills them',

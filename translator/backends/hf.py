@@ -1,0 +1,221 @@
+"""The Hugging Face Trainer (and TRL, which keeps its batch keys): TrainingArguments as a YAML
+or JSON file, the ``HfArgumentParser`` / ``trl ... --config`` style.
+
+``per_device_train_batch_size`` rows per process and micro-step (default 8),
+``gradient_accumulation_steps`` micro-steps per optimizer step (default 1); the world comes from
+the launcher (torchrun, ``accelerate launch``, ``deepspeed``), and the data-parallel size is
+``world / (tp × cp × sp)`` from ``parallelism_config``. The traps each get a finding:
+``python train.py`` on N GPUs is DataParallel, ``accelerator_config.split_batches`` makes the
+per-device value the whole micro-step's, ``auto_find_batch_size`` shrinks the global batch on
+each out-of-memory, and the DeepSpeed JSON it names is checked the way the Trainer does.
+"""
+
+from __future__ import annotations
+
+from translator import parsing
+from translator.backends import hf_deepspeed
+from translator.errors import InputError
+from translator.findings import Finding, finding
+from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
+from translator.spec import BatchSpec
+
+NAME = "hf"
+TEMPLATE = "hf.yaml.j2"
+FILENAME = "hf.yaml"
+EXTENSIONS = (".yaml", ".yml", ".json")
+PACKAGE = "transformers"
+#: TrainingArguments key -> spec field.
+KEYS = {"per_device_train_batch_size": "micro_batch_size",
+        "gradient_accumulation_steps": "gradient_accumulation_steps"}
+#: Sequence length keys of TRL's configs (SFTConfig ``max_length``; older ``max_seq_length``).
+SEQUENCE_KEYS = ("max_length", "max_seq_length")
+#: TrainingArguments' own defaults for the batch keys.
+DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1}
+#: Real TrainingArguments fields that look like batch keys (checked against transformers'
+#: own field list in tests/test_crosscheck_hf.py).
+LOOKALIKES = {"per_device_eval_batch_size", "eval_accumulation_steps", "auto_find_batch_size",
+              "eval_do_concat_batches", "batch_eval_metrics"}
+#: ``parallelism_config`` sizes that share one batch (the ranks of such a group count once).
+SHARING = ("tp_size", "cp_size", "sp_size")
+
+
+def claims(text: str) -> bool:
+    """TrainingArguments: its per-device keys, or the model key HF's example scripts take."""
+    return "per_device_" in text or "model_name_or_path:" in text
+
+
+def holds_batch(text: str) -> bool:
+    return any(key in text for key in KEYS)
+
+
+def context(spec: BatchSpec) -> dict:
+    return {"spec": spec}
+
+
+def read(text: str, where: str) -> Reading:
+    """A TrainingArguments YAML or JSON: the batch keys, the traps, and the DeepSpeed JSON."""
+    doc = parsing.load_json(text, where) if text.lstrip().startswith("{") else \
+        parsing.load_yaml(text, where)
+    config = doc.data
+    if not isinstance(config, dict):
+        raise InputError(f"{where}: TrainingArguments must be a mapping, not "
+                         f"{type(config).__name__}")
+    reading = Reading(where, NAME, text)
+    for key in (*KEYS, *SEQUENCE_KEYS, "auto_find_batch_size", "deepspeed",
+                "accelerator_config.split_batches", "dataloader_drop_last",
+                *(f"parallelism_config.{k}" for k in (*SHARING, "dp_shard_size",
+                                                       "dp_replicate_size"))):
+        block, _, inner = key.rpartition(".")
+        holder = config.get(block) if block else config
+        if isinstance(holder, dict) and inner in holder:
+            line, span = doc.positions.get(key, (0, None))
+            reading.values[key] = Value(holder[inner], line, span)
+    lines = {key: doc.positions.get(key, (0,))[0] for key in config}
+    reading.findings += typo_findings(lines, list(KEYS), LOOKALIKES, where,
+                                      "so TrainingArguments refuses it (or a script that allows "
+                                      "extra keys ignores it)")
+    if "deepspeed" in config:
+        hf_deepspeed.read_partner(reading, config["deepspeed"])
+    return reading
+
+
+def _count(reading: Reading, key: str, findings: list[Finding], default=None):
+    v = reading.values.get(key)
+    if v is None:
+        return default
+    if not v.is_count:
+        findings.append(invalid_value(key, v, reading.path))
+        return None
+    return v.value
+
+
+def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
+    """Spec values as the Trainer runs them on ``launch``: per process ``per_device`` rows ×
+    accumulation, over ``world / (tp × cp × sp)`` data-parallel ranks."""
+    findings = list(reading.findings)
+    values: dict = {}
+    per_device = _count(reading, "per_device_train_batch_size", findings,
+                        DEFAULTS["per_device_train_batch_size"])
+    accumulation = _count(reading, "gradient_accumulation_steps", findings,
+                          DEFAULTS["gradient_accumulation_steps"])
+    sharing = {k: _count(reading, f"parallelism_config.{k}", findings, 1) for k in SHARING}
+    if None in sharing.values() or None in (per_device, accumulation):
+        return values, findings
+    values["tensor_parallel_size"] = sharing["tp_size"]
+    values["context_parallel_size"] = sharing["cp_size"] * sharing["sp_size"]
+    for key in SEQUENCE_KEYS:
+        if reading.count(key):
+            values["sequence_length"] = reading.count(key)
+    split = reading.values.get("accelerator_config.split_batches")
+    if split is not None and split.value is True:
+        findings += _split_batches(reading, per_device, accumulation, launch, values)
+    else:
+        values["micro_batch_size"] = per_device
+        values["gradient_accumulation_steps"] = accumulation
+    findings += _traps(reading, per_device)
+    for partner in reading.partners:
+        findings += partner.findings + hf_deepspeed.pair(reading, partner, values,
+                                                         launch.world_size,
+                                                         "hf-deepspeed-mismatch")
+    return values, findings
+
+
+def _split_batches(reading: Reading, per_device: int, accumulation: int, launch: Launch,
+                   values: dict) -> list[Finding]:
+    """``split_batches``: accelerate splits each ``per_device`` batch over the processes."""
+    where = reading.where("accelerator_config.split_batches")
+    values["gradient_accumulation_steps"] = accumulation
+    world = launch.world_size
+    model = values["tensor_parallel_size"] * values["context_parallel_size"]
+    out = [finding(
+        "hf-split-batches",
+        f"accelerator_config.split_batches: per_device_train_batch_size {per_device} is the "
+        "batch of a whole micro-step, split over the data-parallel processes, so the global "
+        f"batch is {per_device} × accumulation {accumulation} = {per_device * accumulation} on "
+        "any world size (the Trainer's logged total still multiplies by the world)",
+        where=where)]
+    if world is not None and world % model == 0:
+        dp = world // model
+        if per_device % dp:
+            out.append(finding(
+                "hf-split-not-divisible",
+                f"split_batches: per_device_train_batch_size {per_device} does not split over "
+                f"{dp} data-parallel processes (accelerate refuses it)",
+                hint=f"use a multiple of {dp}", where=where))
+        else:
+            values["micro_batch_size"] = per_device // dp
+    return out
+
+
+def _traps(reading: Reading, per_device: int) -> list[Finding]:
+    out = []
+    auto = reading.values.get("auto_find_batch_size")
+    if auto is not None and auto.value is True:
+        out.append(finding(
+            "hf-auto-find-batch-size",
+            "auto_find_batch_size: on each out-of-memory the Trainer retries with 0.9 × "
+            "per_device_train_batch_size and leaves gradient_accumulation_steps alone, so the "
+            "global batch shrinks silently",
+            hint="set it to false and choose the micro-batch with batchspec (the accumulation "
+                 "that keeps the global batch follows)",
+            where=reading.where("auto_find_batch_size")))
+    out.append(finding(
+        "hf-dataparallel",
+        "the world comes from the launcher (torchrun, accelerate launch, deepspeed); started "
+        "as `python train.py` on a machine with N visible GPUs the Trainer uses DataParallel "
+        f"and each step takes {per_device} × N × accumulation samples",
+        hint="launch with torchrun or accelerate launch, or set CUDA_VISIBLE_DEVICES",
+        where=reading.where("per_device_train_batch_size")))
+    return out
+
+
+def check(spec: BatchSpec) -> list[Finding]:
+    if spec.pipeline_parallel_size > 1:
+        return [finding(
+            "hf-no-pipeline",
+            f"the HF Trainer has no pipeline parallelism, but the spec asks for pipeline "
+            f"{spec.pipeline_parallel_size}",
+            hint="render this spec for Megatron or DeepSpeed, or use pipeline_parallel_size 1")]
+    if spec.tensor_parallel_size > 1 or spec.context_parallel_size > 1:
+        return [finding(
+            "hf-parallel-elsewhere",
+            f"tensor {spec.tensor_parallel_size} / context {spec.context_parallel_size}: the HF "
+            "Trainer takes these from the model (from_pretrained(tp_plan=...)) and accelerate's "
+            "parallelism_config, which a TrainingArguments file cannot carry (HfArgumentParser "
+            "leaves parallelism_config a plain dict)",
+            hint="render the batch keys for TP/CP 1 and set the sizes in the accelerate config")]
+    return []
+
+
+def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
+    split = reading.values.get("accelerator_config.split_batches")
+    if split is not None and split.value is True:
+        raise InputError(f"{reading.path}: update does not rewrite a split_batches config; set "
+                         f"per_device_train_batch_size to {spec.global_batch_size // spec.gradient_accumulation_steps} by hand")
+    return {"per_device_train_batch_size": spec.micro_batch_size,
+            "gradient_accumulation_steps": spec.gradient_accumulation_steps}
+
+
+def insertion(reading: Reading, key: str) -> tuple[int, int]:
+    """Where ``update`` writes a key the YAML lacks (the Trainer's default was in force)."""
+    from translator.backends.axolotl import insertion as after_micro
+
+    if reading.text.lstrip().startswith("{"):
+        raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
+    moved = Reading(reading.path, reading.framework, reading.text, {
+        "micro_batch_size": reading.values.get("per_device_train_batch_size")}
+        if "per_device_train_batch_size" in reading.values else {})
+    return after_micro(moved, key)
+
+
+def verdict(inspection, world: int) -> str:
+    """transformers' own ``TrainingArguments`` (and ``HfTrainerDeepSpeedConfig`` for a
+    DeepSpeed JSON) on the file's values."""
+    from translator.crosscheck.hf import training_arguments
+
+    args = training_arguments(inspection.reading, world)
+    total = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
+    return (f"TrainingArguments: per_device_train_batch_size {args.per_device_train_batch_size}"
+            f", gradient_accumulation_steps {args.gradient_accumulation_steps}; the Trainer's "
+            f"total train batch size at world {world}: {total}")
+
