@@ -56,6 +56,16 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "error", "the HF Trainer has no pipeline parallelism"),
     "hf-parallel-elsewhere": (
         "error", "TP/CP sizes are not TrainingArguments keys: the model and accelerate set them"),
+    "accelerate-processes-from-command-line": (
+        "warning", "num_processes -1: accelerate launch needs --num_processes"),
+    "accelerate-uneven-machines": (
+        "error", "num_processes does not split evenly over num_machines (accelerate floors it)"),
+    "accelerate-parallel-sizes": (
+        "error", "parallelism_config sizes do not multiply to num_processes"),
+    "accelerate-accumulation-override": (
+        "warning", "the accelerate config's DeepSpeed accumulation overrides the code's"),
+    "accelerate-batch-elsewhere": (
+        "info", "an accelerate config gives the launch; the batch is in the training code"),
     "hf-deepspeed-mismatch": (
         "error", "the DeepSpeed JSON disagrees with the TrainingArguments the Trainer fills it from"),
     "axolotl-no-pipeline": (

@@ -25,7 +25,8 @@ GROUP = "batchspec.frameworks"
 BUILTIN = {"deepspeed": "translator.backends.deepspeed",
            "axolotl": "translator.backends.axolotl",
            "megatron": "translator.backends.megatron",
-           "hf": "translator.backends.hf"}
+           "hf": "translator.backends.hf",
+           "accelerate": "translator.backends.accelerate"}
 
 
 @runtime_checkable

@@ -3,6 +3,7 @@ for what cannot be known) and every finding, each with its location."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from translator.reading import Launch, Reading
 from translator.spec import OUTPUT_KEYS, BatchSpec
 
 #: Findings that already say why the batch cannot be solved.
-EXPLAINS = {"hf-auto"}
+EXPLAINS = {"hf-auto", "accelerate-batch-elsewhere"}
 #: World sizes shown when a file does not say its own.
 COMMON_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 @dataclass
@@ -83,16 +84,38 @@ def is_batch_config(path: str, text: str, framework: str | None = None) -> bool:
 
 def inspect_file(path: str, framework: str | None = None, launch: Launch = Launch()) -> Inspection:
     """Read ``path`` and resolve its batch on ``launch`` (flags win over the file)."""
+    backend, reading = read_file(path, framework)
+    return inspect_reading(backend, reading, launch)
+
+
+def read_file(path: str, framework: str | None = None) -> tuple[Framework, Reading]:
+    """``path`` read by its framework (given, or detected)."""
     text = read_text(path)
     backend = BACKENDS[framework] if framework else detect(path, text)
-    return inspect_reading(backend, backend.read(text, path), launch)
+    return backend, backend.read(text, path)
+
+
+def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) -> list[Inspection]:
+    """Files of one job: a launcher's config among them (``accelerate launch --config_file``)
+    gives the others its world size, parallel sizes and accumulation override, unless the
+    command line gave them."""
+    provider = next(((b, r) for b, r in loaded if hasattr(b, "launch_of")), None)
+    shared = launch
+    if provider is not None:
+        given = provider[0].launch_of(provider[1])
+        shared = Launch(launch.world_size or given.world_size,
+                        launch.tensor_parallel_size or given.tensor_parallel_size,
+                        launch.pipeline_parallel_size or given.pipeline_parallel_size,
+                        launch.context_parallel_size or given.context_parallel_size,
+                        given.gradient_accumulation_steps, provider[1].path)
+    return [inspect_reading(b, r, launch if provider and r is provider[1] else shared)
+            for b, r in loaded]
 
 
 def inspect_reading(backend: Framework, reading: Reading, launch: Launch) -> Inspection:
     """Interpret a reading the framework's way on ``launch``, solve it, and collect findings."""
     world = launch.world_size or reading.world_size
-    launch = Launch(world, launch.tensor_parallel_size, launch.pipeline_parallel_size,
-                    launch.context_parallel_size)
+    launch = dataclasses.replace(launch, world_size=world)
     values, findings = backend.interpret(reading, launch)
     values = _with_launch(values, launch)
     unknown = sorted(k for k, v in values.items() if v is None)

@@ -90,6 +90,10 @@ class Launch:
     """Model-parallel sizes a config file may not hold (a DeepSpeed JSON under Megatron)."""
     pipeline_parallel_size: int | None = None
     context_parallel_size: int | None = None
+    gradient_accumulation_steps: int | None = None
+    """An accumulation the launcher imposes over the config's (accelerate's DeepSpeed one)."""
+    source: str | None = None
+    """The launcher config these values come from, when one does (for messages)."""
 
     @classmethod
     def of(cls, spec) -> "Launch":

@@ -106,6 +106,15 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     for key in SEQUENCE_KEYS:
         if reading.count(key):
             values["sequence_length"] = reading.count(key)
+    if launch.gradient_accumulation_steps not in (None, accumulation):
+        findings.append(finding(
+            "accelerate-accumulation-override",
+            f"{launch.source} sets gradient_accumulation_steps "
+            f"{launch.gradient_accumulation_steps} for DeepSpeed, and accelerate launch makes "
+            f"it win over this file's {accumulation}",
+            hint="keep one accumulation: delete it from the accelerate config",
+            where=reading.where("gradient_accumulation_steps")))
+        accumulation = launch.gradient_accumulation_steps
     split = reading.values.get("accelerator_config.split_batches")
     if split is not None and split.value is True:
         findings += _split_batches(reading, per_device, accumulation, launch, values)

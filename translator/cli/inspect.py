@@ -13,20 +13,20 @@ def inspect_all(files, framework, launch, skip_others: bool = False):
     With ``skip_others``, files that hold no batch settings are passed over."""
     from translator.errors import InputError
     from translator.files import read_text
-    from translator.inspection import inspect_file, is_batch_config
+    from translator.inspection import inspect_together, is_batch_config, read_file
 
-    done, unusable = [], []
+    loaded, unusable = [], []
     for path in files:
         try:
             if skip_others and not is_batch_config(path, read_text(path), framework):
                 continue
-            done.append(inspect_file(path, framework, launch))
+            loaded.append(read_file(path, framework))
         except InputError as exc:
             if len(files) == 1:
                 raise
             click.echo(f"batchspec: error: {printable(exc)}", err=True)
             unusable.append({"file": path, "error": str(exc)})
-    return done, unusable
+    return inspect_together(loaded, launch), unusable
 
 
 def exit_code(inspections, unusable) -> int:
