@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-from tests.strategies import specs
+from strategies import specs
 from translator.backends import BACKENDS
 from translator.cli.inspect import inspect_all
 from translator.reading import Launch, Reading

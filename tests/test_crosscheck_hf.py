@@ -7,7 +7,7 @@ import json
 import pytest
 from hypothesis import given, settings
 
-from tests.strategies import specs
+from strategies import specs
 from translator.backends import BACKENDS
 from translator.inspection import inspect_file
 from translator.reading import Launch
