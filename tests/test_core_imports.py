@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 CORE = ["translator.spec", "translator.solve", "translator.findings", "translator.errors",
-        "translator.advice", "translator.crosscheck"]
+        "translator.advice", "translator.crosscheck", "translator.frameworks",
+        "translator.render", "translator.inspection", "translator.update", "translator.guard"]
 HEAVY = ["click", "jinja2", "torch", "deepspeed", "megatron", "axolotl", "transformers"]
 
 
