@@ -39,7 +39,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0)
     seconds = parser.parse_args().seconds
     print(f"files/s through inspect_file, {seconds:g} s each")
-    for framework in ("deepspeed", "axolotl", "megatron"):
+    from translator.frameworks import names
+
+    for framework in (n for n in names() if (ROOT / "fixtures" / n).is_dir()):
         paths = sorted(p for p in (ROOT / "fixtures" / framework).glob("*/*")
                        if p.name != "expected.yaml")
         rate, n = per_second(paths, seconds)
