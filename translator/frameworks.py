@@ -25,6 +25,7 @@ GROUP = "batchspec.frameworks"
 BUILTIN = {"deepspeed": "translator.backends.deepspeed",
            "axolotl": "translator.backends.axolotl",
            "megatron": "translator.backends.megatron",
+           "llamafactory": "translator.backends.llamafactory",
            "hf": "translator.backends.hf",
            "accelerate": "translator.backends.accelerate"}
 

@@ -27,8 +27,9 @@ PACKAGE = "transformers"
 #: TrainingArguments key -> spec field.
 KEYS = {"per_device_train_batch_size": "micro_batch_size",
         "gradient_accumulation_steps": "gradient_accumulation_steps"}
-#: Sequence length keys of TRL's configs (SFTConfig ``max_length``; older ``max_seq_length``).
-SEQUENCE_KEYS = ("max_length", "max_seq_length")
+#: Sequence length keys: TRL's SFTConfig ``max_length`` (older ``max_seq_length``),
+#: LLaMA-Factory's ``cutoff_len``.
+SEQUENCE_KEYS = ("max_length", "max_seq_length", "cutoff_len")
 #: TrainingArguments' own defaults for the batch keys.
 DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1}
 #: Real TrainingArguments fields that look like batch keys (checked against transformers'
@@ -53,14 +54,21 @@ def context(spec: BatchSpec) -> dict:
 
 
 def read(text: str, where: str) -> Reading:
-    """A TrainingArguments YAML or JSON: the batch keys, the traps, and the DeepSpeed JSON."""
+    """A TrainingArguments YAML or JSON: the batch keys, the traps, and the DeepSpeed JSON
+    (relative to the file)."""
+    return read_as(NAME, text, where, None)
+
+
+def read_as(name: str, text: str, where: str, bases) -> Reading:
+    """``read`` for a framework built on TrainingArguments (``name``), its DeepSpeed JSON
+    looked for in ``bases`` (default: the file's folder)."""
     doc = parsing.load_json(text, where) if text.lstrip().startswith("{") else \
         parsing.load_yaml(text, where)
     config = doc.data
     if not isinstance(config, dict):
         raise InputError(f"{where}: TrainingArguments must be a mapping, not "
                          f"{type(config).__name__}")
-    reading = Reading(where, NAME, text)
+    reading = Reading(where, name, text)
     for key in (*KEYS, *SEQUENCE_KEYS, "auto_find_batch_size", "deepspeed",
                 "accelerator_config.split_batches", "dataloader_drop_last",
                 *(f"parallelism_config.{k}" for k in (*SHARING, "dp_shard_size",
@@ -75,7 +83,7 @@ def read(text: str, where: str) -> Reading:
                                       "so TrainingArguments refuses it (or a script that allows "
                                       "extra keys ignores it)")
     if "deepspeed" in config:
-        hf_deepspeed.read_partner(reading, config["deepspeed"])
+        hf_deepspeed.read_partner(reading, config["deepspeed"], bases)
     return reading
 
 
@@ -121,7 +129,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     else:
         values["micro_batch_size"] = per_device
         values["gradient_accumulation_steps"] = accumulation
-    findings += _traps(reading, per_device)
+    findings += _traps(reading, per_device, dataparallel=reading.framework == NAME)
     for partner in reading.partners:
         findings += partner.findings + hf_deepspeed.pair(reading, partner, values,
                                                          launch.world_size,
@@ -156,7 +164,7 @@ def _split_batches(reading: Reading, per_device: int, accumulation: int, launch:
     return out
 
 
-def _traps(reading: Reading, per_device: int) -> list[Finding]:
+def _traps(reading: Reading, per_device: int, dataparallel: bool) -> list[Finding]:
     out = []
     auto = reading.values.get("auto_find_batch_size")
     if auto is not None and auto.value is True:
@@ -168,6 +176,8 @@ def _traps(reading: Reading, per_device: int) -> list[Finding]:
             hint="set it to false and choose the micro-batch with batchspec (the accumulation "
                  "that keeps the global batch follows)",
             where=reading.where("auto_find_batch_size")))
+    if not dataparallel:
+        return out
     out.append(finding(
         "hf-dataparallel",
         "the world comes from the launcher (torchrun, accelerate launch, deepspeed); started "

@@ -15,9 +15,10 @@ from translator.findings import Finding, finding
 from translator.reading import Reading, invalid_value
 
 
-def read_partner(reading: Reading, target) -> None:
-    """The DeepSpeed JSON ``target`` names (a path relative to the config, or an inline
-    mapping), read into ``reading.partners``; a missing file is a finding."""
+def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> None:
+    """The DeepSpeed JSON ``target`` names (a path relative to the config, or to the first of
+    ``bases`` that has it; or an inline mapping), read into ``reading.partners``; a missing
+    file is a finding."""
     where = reading.where("deepspeed")
     if isinstance(target, dict):
         # default=str: a date or a set in the block becomes a string the reader then refuses
@@ -28,16 +29,21 @@ def read_partner(reading: Reading, target) -> None:
         reading.findings.append(invalid_value("deepspeed", reading.values["deepspeed"],
                                               reading.path, "a path to a DeepSpeed JSON"))
         return
-    base = Path(reading.path).parent if reading.path != "-" else Path.cwd()
-    path = base / target
-    try:
-        found = path.is_file()
-    except (OSError, ValueError):  # a name too long, a NUL byte: no such file either way
-        found = False
+    here = Path(reading.path).parent if reading.path != "-" else Path.cwd()
+    found = False
+    for base in bases or [here]:
+        path = base / target
+        try:
+            found = path.is_file()
+        except (OSError, ValueError):  # a name too long, a NUL byte: no such file either way
+            found = False
+        if found:
+            break
+    looked = ", ".join(dict.fromkeys(str(b) for b in (bases or [here])))
     if not found:
         reading.findings.append(finding(
             "missing-file", f"deepspeed: {parsing.brief(target, quote='')} does not exist "
-                            f"(looked in {base})",
+                            f"(looked in {looked})",
             hint="fix the path (it is relative to the YAML) or add the file", where=where))
         return
     reading.partners.append(deepspeed.read(read_text(path), str(path)))
