@@ -203,6 +203,7 @@ LAYOUT = "global_batch_size: 8\nmicro_batch_size: 1\nsequence_length: 32\n"
     ("megatron", "tensor_parallel_size: 2", 4, "cpu", "tensor 2) need GPUs"),
     ("megatron", "context_parallel_size: 2", 4, "cpu", "context 2) need GPUs"),
     ("axolotl", "tensor_parallel_size: 1", 2, "cpu", "runs one process"),
+    ("hf", "tensor_parallel_size: 2", 4, "cpu", "data parallelism only, not tensor 2"),
 ])
 def test_a_layout_an_engine_does_not_run_is_refused_before_launch(tmp_path, framework, layout,
                                                                   nproc, device, why):
@@ -489,6 +490,9 @@ AXOLOTL_YAML = "micro_batch_size: 2\ngradient_accumulation_steps: 2\nsequence_le
                              '"gradient_accumulation_steps": 2}', 2, 8),
     ("megatron", "run.sh", MEGATRON_SCRIPT, 2, 8),
     ("axolotl", "sft.yml", AXOLOTL_YAML, 1, 4),
+    # The HF Trainer on a TrainingArguments file: 2 per device × accumulation 2 × 2 ranks.
+    ("hf", "args.yaml", "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\n",
+     2, 8),
 ])
 def test_a_batch_other_than_the_expected_one_exits_1_naming_both(tmp_path, framework, name,
                                                                   text, nproc, real):
@@ -519,3 +523,14 @@ def test_the_gpu_check_script_says_so_when_there_is_no_gpu(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "no CUDA GPU visible; nothing to check" in done.stderr
+
+
+@pytest.mark.framework
+def test_the_hf_trainer_runs_a_published_style_config_as_written(tmp_path):
+    """A TRL-style config (its own keys beside TrainingArguments') on 2 CPU ranks: 2 per
+    device × accumulation 8 × 2 = 32 samples per step, counted at the model."""
+    config = Path(__file__).resolve().parent.parent / "fixtures/hf/valid/trl_cli_config.yaml"
+    code, out, err = smoke_json(config, "--nproc", 2, "--steps", 2, "--seq-len", 16,
+                                "--device", "cpu", "--workdir", tmp_path / "w", timeout=600)
+    assert code == 0, err
+    assert out["framework"] == "hf" and out["samples_per_optimizer_step"] == [32, 32]

@@ -24,6 +24,7 @@ TEMPLATE = "hf.yaml.j2"
 FILENAME = "hf.yaml"
 EXTENSIONS = (".yaml", ".yml", ".json")
 PACKAGE = "transformers"
+ENGINE = "translator.launch.engines.hf"
 #: TrainingArguments key -> spec field.
 KEYS = {"per_device_train_batch_size": "micro_batch_size",
         "gradient_accumulation_steps": "gradient_accumulation_steps"}

@@ -58,6 +58,10 @@ class Harness:
             self._rows += int(first.shape[0])
             yield batch
 
+    def add_rows(self, rows: int) -> None:
+        """Rows that entered the model (for an engine that counts at the model, not the data)."""
+        self._rows += int(rows)
+
     def stepped(self) -> None:
         """The engine's optimizer has just stepped: close the step."""
         self.samples.append(self._rows)
