@@ -39,7 +39,8 @@ def exit_code(inspections, unusable) -> int:
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @launch_options
 def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **params) -> None:
-    """Resolve the batch of DeepSpeed JSONs, Axolotl YAMLs and Megatron launch scripts.
+    """Resolve the batch of framework configs: DeepSpeed JSON, Axolotl, HF Trainer, LLaMA-Factory
+    and accelerate YAML, Megatron launch scripts (and any plugin framework).
 
     Unknown values are shown as null/-; every finding names its file and line.
     """
