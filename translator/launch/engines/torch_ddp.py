@@ -15,7 +15,7 @@ from translator.launch import model as models
 from translator.launch.harness import Harness
 from translator.launch.worker import RunContext
 
-#: Optimizer steps' worth of data in the synthetic dataset (the run never reaches its end).
+#: Optimizer steps' worth of data in one epoch of the synthetic dataset.
 EPOCH_STEPS = 1000
 
 
@@ -65,7 +65,15 @@ def run(ctx: RunContext):
         sampler = DistributedSampler(dataset, num_replicas=ctx.world_size, rank=ctx.rank,
                                      shuffle=True, seed=1000)
         loader = DataLoader(dataset, batch_size=micro, sampler=sampler)
-        batches = harness.count(loader)
+
+        def epochs():  # as a training loop does: a new shuffle each epoch, for as long as asked
+            epoch = 0
+            while True:
+                sampler.set_epoch(epoch)
+                yield from loader
+                epoch += 1
+
+        batches = harness.count(epochs())
 
         def precision():
             if harness.on_gpu:
