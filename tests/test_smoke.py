@@ -198,7 +198,8 @@ LAYOUT = "global_batch_size: 8\nmicro_batch_size: 1\nsequence_length: 32\n"
     ("torch", "tensor_parallel_size: 2", 4, "cpu", "data parallelism only, not tensor 2"),
     ("torch", "pipeline_parallel_size: 2", 4, "gpu", "data parallelism only, not pipeline 2"),
     ("deepspeed", "tensor_parallel_size: 2", 4, "gpu", "not tensor 2"),
-    ("deepspeed", "context_parallel_size: 2", 4, "cpu", "sequence parallel 2"),
+    ("deepspeed", "context_parallel_size: 2\npipeline_parallel_size: 2", 8, "cpu",
+     "without pipeline parallelism, not with pipeline 2"),
     ("megatron", "pipeline_parallel_size: 2", 4, "cpu", "pipeline 2) need GPUs"),
     ("megatron", "tensor_parallel_size: 2", 4, "cpu", "tensor 2) need GPUs"),
     ("megatron", "context_parallel_size: 2", 4, "cpu", "context 2) need GPUs"),
@@ -534,3 +535,20 @@ def test_the_hf_trainer_runs_a_published_style_config_as_written(tmp_path):
                                 "--device", "cpu", "--workdir", tmp_path / "w", timeout=600)
     assert code == 0, err
     assert out["framework"] == "hf" and out["samples_per_optimizer_step"] == [32, 32]
+
+
+@pytest.mark.framework
+def test_deepspeed_ulysses_counts_each_sequence_group_once(tmp_path):
+    """4 CPU ranks, sequence parallel 2 (DeepSpeed-Ulysses on a data × sequence mesh): the two
+    ranks of a group take the same samples, each half of the sequence, and count once, so a step
+    is micro 2 × accumulation 2 × DP 2 = 8, not 16."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("global_batch_size: 8\nmicro_batch_size: 2\ncontext_parallel_size: 2\n"
+                    "sequence_length: 32\n")
+    code, out, err = smoke_json(spec, "--framework", "deepspeed", "--nproc", 4, "--steps", 2,
+                                "--device", "cpu", "--workdir", tmp_path / "w", timeout=600)
+    assert code == 0, err
+    assert out["samples_per_optimizer_step"] == [8, 8] and out["data_parallel_size"] == 2
+    results = [json.loads(p.read_text()) for p in sorted((tmp_path / "w" / "results").glob("rank-*.json"))]
+    assert [r["counts_samples"] for r in results] == [True, False, True, False]
+    assert [r["data_parallel_rank"] for r in results] == [0, 0, 1, 1]
