@@ -11,6 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+
 SPEC = "global_batch_size: 128\nmicro_batch_size: 4\nworld_size: 16\ntensor_parallel_size: 2\n"
 
 
@@ -37,6 +39,9 @@ def main() -> None:
             ("batchspec render (3 backends)", cli + ["render", str(spec), "--to",
                                                      "deepspeed,axolotl,megatron", "--out",
                                                      str(Path(tmp) / "out"), "--force"]),
+            ("batchspec inspect (HF args + accelerate)",
+             cli + ["inspect", str(ROOT / "fixtures/accelerate/valid/deepspeed_zero2.yaml"),
+                    str(ROOT / "fixtures/hf/valid/trl_cli_config.yaml"), "--json"]),
             ("python -c 'import deepspeed'", [sys.executable, "-c", "import deepspeed"]),
             ("python -c 'pass' (interpreter start)", [sys.executable, "-c", "pass"]),
         ]
