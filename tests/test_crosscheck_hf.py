@@ -21,13 +21,15 @@ from translator.crosscheck.hf import deepspeed_mismatch  # noqa: E402
 pytestmark = pytest.mark.framework
 
 
+@pytest.mark.parametrize("name", ["hf", "llamafactory"])
 @settings(max_examples=60, deadline=None)
-@given(specs(pipeline=False))
-def test_the_trainer_loads_the_rendered_yaml_and_counts_the_spec(tmp_path_factory, spec):
+@given(spec=specs(pipeline=False))
+def test_the_trainer_loads_the_rendered_yaml_and_counts_the_spec(tmp_path_factory, name, spec):
+    """Both files are TrainingArguments to transformers (LLaMA-Factory's are a subclass's)."""
     if spec.tensor_parallel_size > 1 or spec.context_parallel_size > 1:
         return  # refused by the backend (tests/test_render.py)
-    path = tmp_path_factory.mktemp("hf") / "hf.yaml"
-    path.write_text(render(spec, BACKENDS["hf"]).text)
+    path = tmp_path_factory.mktemp(name) / f"{name}.yaml"
+    path.write_text(render(spec, BACKENDS[name]).text)
     (args,) = HfArgumentParser(TrainingArguments).parse_yaml_file(str(path))
     assert args.per_device_train_batch_size == spec.micro_batch_size
     assert args.gradient_accumulation_steps == spec.gradient_accumulation_steps
