@@ -66,6 +66,8 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "warning", "the accelerate config's DeepSpeed accumulation overrides the code's"),
     "accelerate-batch-elsewhere": (
         "info", "an accelerate config gives the launch; the batch is in the training code"),
+    "llamafactory-megatron-batch": (
+        "warning", "LLaMA-Factory's Megatron path divides the global batch by expert parallelism"),
     "hf-deepspeed-mismatch": (
         "error", "the DeepSpeed JSON disagrees with the TrainingArguments the Trainer fills it from"),
     "axolotl-no-pipeline": (

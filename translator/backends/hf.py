@@ -60,9 +60,9 @@ def read(text: str, where: str) -> Reading:
     return read_as(NAME, text, where, None)
 
 
-def read_as(name: str, text: str, where: str, bases) -> Reading:
+def read_as(name: str, text: str, where: str, bases, extra: tuple[str, ...] = ()) -> Reading:
     """``read`` for a framework built on TrainingArguments (``name``), its DeepSpeed JSON
-    looked for in ``bases`` (default: the file's folder)."""
+    looked for in ``bases`` (default: the file's folder), with its own ``extra`` keys."""
     doc = parsing.load_json(text, where) if text.lstrip().startswith("{") else \
         parsing.load_yaml(text, where)
     config = doc.data
@@ -70,7 +70,7 @@ def read_as(name: str, text: str, where: str, bases) -> Reading:
         raise InputError(f"{where}: TrainingArguments must be a mapping, not "
                          f"{type(config).__name__}")
     reading = Reading(where, name, text)
-    for key in (*KEYS, *SEQUENCE_KEYS, "auto_find_batch_size", "deepspeed",
+    for key in (*KEYS, *SEQUENCE_KEYS, *extra, "auto_find_batch_size", "deepspeed",
                 "accelerator_config.split_batches", "dataloader_drop_last",
                 *(f"parallelism_config.{k}" for k in (*SHARING, "dp_shard_size",
                                                        "dp_replicate_size"))):
