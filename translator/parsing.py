@@ -140,6 +140,15 @@ class _Loader(yaml.SafeLoader):
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
+def load_mapping(text: str, where: str, what: str) -> Document:
+    """A JSON object (text starting with ``{``) or a YAML mapping; anything else is refused as
+    not ``what`` (``TrainingArguments``, ``an accelerate config``)."""
+    doc = load_json(text, where) if text.lstrip().startswith("{") else load_yaml(text, where)
+    if not isinstance(doc.data, dict):
+        raise InputError(f"{where}: {what} must be a mapping, not {type(doc.data).__name__}")
+    return doc
+
+
 def load_yaml(text: str, where: str) -> Document:
     """The YAML document in ``text``, safely loaded (no tags, no code), with key positions and
     duplicate keys."""

@@ -136,3 +136,16 @@ def invalid_value(key: str, value: Value, path: str, wants: str = "a positive in
     return finding("invalid-value", f"{key} is {shown} ({kind}); it must be {wants}",
                    hint=f"write {key} as {wants}",
                    where=f"{path}:{value.line}" if value.line else path)
+
+
+def values_at(doc, keys) -> dict[str, Value]:
+    """Each key of ``keys`` that the parsed document (``parsing.Document``) sets, with its line
+    and span; a dotted key (``zero_optimization.stage``) looks one mapping down."""
+    out = {}
+    for key in keys:
+        block, _, inner = key.rpartition(".")
+        holder = doc.data.get(block) if block else doc.data
+        if isinstance(holder, dict) and inner in holder:
+            line, span = doc.positions.get(key, (0, None))
+            out[key] = Value(holder[inner], line, span)
+    return out

@@ -14,9 +14,8 @@ from __future__ import annotations
 import math
 
 from translator import parsing
-from translator.errors import InputError
 from translator.findings import Finding, finding
-from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
+from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
 
 NAME = "accelerate"
@@ -52,20 +51,12 @@ def context(spec: BatchSpec) -> dict:
 
 
 def read(text: str, where: str) -> Reading:
-    doc = parsing.load_json(text, where) if text.lstrip().startswith("{") else \
-        parsing.load_yaml(text, where)
+    doc = parsing.load_mapping(text, where, "an accelerate config")
     config = doc.data
-    if not isinstance(config, dict):
-        raise InputError(f"{where}: an accelerate config must be a mapping, not "
-                         f"{type(config).__name__}")
     reading = Reading(where, NAME, text)
-    for key in (*KEYS, "distributed_type", "deepspeed_config.deepspeed_config_file",
-                *(PARALLEL + size for size in SIZES)):
-        block, _, inner = key.rpartition(".")
-        holder = config.get(block) if block else config
-        if isinstance(holder, dict) and inner in holder:
-            line, span = doc.positions.get(key, (0, None))
-            reading.values[key] = Value(holder[inner], line, span)
+    reading.values |= values_at(doc, (*KEYS, "distributed_type",
+                                      "deepspeed_config.deepspeed_config_file",
+                                      *(PARALLEL + size for size in SIZES)))
     lines = {key: doc.positions.get(key, (0,))[0] for key in config}
     reading.findings += typo_findings(lines, ["num_processes", "num_machines"], LOOKALIKES,
                                       where, "so accelerate launch refuses it")

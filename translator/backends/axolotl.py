@@ -227,10 +227,10 @@ def holds_batch(text: str) -> bool:
     return _MARK.search(text) is not None
 
 
-def insertion(reading: Reading, key: str) -> tuple[int, int]:
-    """Where ``update`` writes a top-level key the file lacks: after ``micro_batch_size``'s
-    line (else at the end)."""
-    anchor = reading.values.get("micro_batch_size")
+def insertion(reading: Reading, key: str, after: str = "micro_batch_size") -> tuple[int, int]:
+    """Where ``update`` writes a top-level key the YAML lacks: after the line of ``after``
+    (else at the end)."""
+    anchor = reading.values.get(after)
     if anchor is None or anchor.span is None:
         pos = len(reading.text) if reading.text.endswith("\n") else None
         if pos is None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from translator import parsing
 from translator.errors import InputError
 from translator.findings import Finding, finding
-from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
+from translator.reading import (Launch, Reading, Value, invalid_value, typo_findings,
+                                values_at)
 from translator.spec import BatchSpec
 
 NAME = "deepspeed"
@@ -65,13 +66,9 @@ def read(text: str, where: str) -> Reading:
                          f"not {type(config).__name__}")
     reading = Reading(where, NAME, text)
     lines = {key: doc.positions.get(key, (0,))[0] for key in config}
-    for key in BATCH_KEYS + ["sequence_parallel_size", "zero_optimization.stage",
-                             "tensor_parallel.autotp_size"]:
-        block, _, inner = key.rpartition(".")
-        holder = config.get(block) if block else config
-        if isinstance(holder, dict) and inner in holder:
-            line, span = doc.positions.get(key, (0, None))
-            reading.values[key] = Value(holder[inner], line, span)
+    reading.values |= values_at(doc, BATCH_KEYS + ["sequence_parallel_size",
+                                                   "zero_optimization.stage",
+                                                   "tensor_parallel.autotp_size"])
     if "pipeline" in config:
         reading.values["pipeline"] = Value(True, lines["pipeline"])
     for dup in doc.duplicates:

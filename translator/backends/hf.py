@@ -16,7 +16,7 @@ from translator import parsing
 from translator.backends import hf_deepspeed
 from translator.errors import InputError
 from translator.findings import Finding, finding
-from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
+from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
 
 NAME = "hf"
@@ -63,22 +63,13 @@ def read(text: str, where: str) -> Reading:
 def read_as(name: str, text: str, where: str, bases, extra: tuple[str, ...] = ()) -> Reading:
     """``read`` for a framework built on TrainingArguments (``name``), its DeepSpeed JSON
     looked for in ``bases`` (default: the file's folder), with its own ``extra`` keys."""
-    doc = parsing.load_json(text, where) if text.lstrip().startswith("{") else \
-        parsing.load_yaml(text, where)
+    doc = parsing.load_mapping(text, where, "TrainingArguments")
     config = doc.data
-    if not isinstance(config, dict):
-        raise InputError(f"{where}: TrainingArguments must be a mapping, not "
-                         f"{type(config).__name__}")
     reading = Reading(where, name, text)
-    for key in (*KEYS, *SEQUENCE_KEYS, *extra, "auto_find_batch_size", "deepspeed",
-                "accelerator_config.split_batches", "dataloader_drop_last",
-                *(f"parallelism_config.{k}" for k in (*SHARING, "dp_shard_size",
-                                                       "dp_replicate_size"))):
-        block, _, inner = key.rpartition(".")
-        holder = config.get(block) if block else config
-        if isinstance(holder, dict) and inner in holder:
-            line, span = doc.positions.get(key, (0, None))
-            reading.values[key] = Value(holder[inner], line, span)
+    reading.values |= values_at(doc, (
+        *KEYS, *SEQUENCE_KEYS, *extra, "auto_find_batch_size", "deepspeed",
+        "accelerator_config.split_batches", "dataloader_drop_last",
+        *(f"parallelism_config.{k}" for k in (*SHARING, "dp_shard_size", "dp_replicate_size"))))
     lines = {key: doc.positions.get(key, (0,))[0] for key in config}
     reading.findings += typo_findings(lines, list(KEYS), LOOKALIKES, where,
                                       "so TrainingArguments refuses it (or a script that allows "
@@ -218,14 +209,11 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
 
 def insertion(reading: Reading, key: str) -> tuple[int, int]:
     """Where ``update`` writes a key the YAML lacks (the Trainer's default was in force)."""
-    from translator.backends.axolotl import insertion as after_micro
+    from translator.backends import axolotl
 
     if reading.text.lstrip().startswith("{"):
         raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
-    moved = Reading(reading.path, reading.framework, reading.text, {
-        "micro_batch_size": reading.values.get("per_device_train_batch_size")}
-        if "per_device_train_batch_size" in reading.values else {})
-    return after_micro(moved, key)
+    return axolotl.insertion(reading, key, after="per_device_train_batch_size")
 
 
 def verdict(inspection, world: int) -> str:

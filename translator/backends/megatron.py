@@ -113,16 +113,27 @@ def _known_start(word: bash.Word) -> str:
     return (word.parts[0].text or "") if word.parts else ""
 
 
+def _flag_argument(words: list[bash.Word], spellings: tuple[str, ...]):
+    """``(the flag's word, its argument)`` for the first of ``spellings`` among ``words``
+    (``--flag VALUE`` or ``--flag=VALUE``; the argument ``None`` when unknown or missing), or
+    ``None`` when no word is the flag."""
+    at = next((i for i, w in enumerate(words) if (w.text or "").split("=")[0] in spellings),
+              None)
+    if at is None:
+        return None
+    word = words[at]
+    if "=" in word.text:
+        return word, word.text.split("=", 1)[1]
+    return word, words[at + 1].text if at + 1 < len(words) else None
+
+
 def _yaml_config(reading: Reading, words: list[bash.Word]) -> None:
     """``--yaml-cfg FILE``: Megatron takes every argument from that YAML instead of the command
     line, so nothing the line says about the batch holds."""
-    at = next((i for i, w in enumerate(words) if (w.text or "").split("=")[0] == "--yaml-cfg"),
-              None)
-    if at is None:
+    found = _flag_argument(words, ("--yaml-cfg",))
+    if found is None:
         return
-    word = words[at]
-    name = word.text.split("=", 1)[1] if "=" in word.text else (
-        words[at + 1].text if at + 1 < len(words) else None)
+    word, name = found
     why = f"set by the YAML file {name or 'that --yaml-cfg names'} (--yaml-cfg), not read"
     for flag in DEFAULTED:
         reading.values[flag] = Value(None, word.line, None, why)
@@ -207,14 +218,10 @@ def _read_deepspeed(reading: Reading, script: bash.Script, words: list[bash.Word
     """The DeepSpeed JSON that ``--deepspeed_config`` names, when the script writes it itself
     (``cat <<EOT > $config_json``, Megatron-DeepSpeed's examples): its batch keys join the
     reading, at the spans of the literals they come from."""
-    flag = next((i for i, w in enumerate(words)
-                 if (w.text or "").split("=")[0] in ("--deepspeed_config", "--deepspeed-config")),
-                None)
-    if flag is None:
+    found = _flag_argument(words, ("--deepspeed_config", "--deepspeed-config"))
+    if found is None:
         return
-    word = words[flag]
-    name = word.text.split("=", 1)[1] if "=" in word.text else (
-        words[flag + 1].text if flag + 1 < len(words) else None)
+    word, name = found
     docs = [d for d in script.heredocs if name is None or d.target.text in (None, name)]
     if not docs:
         reading.notes.append(f"line {word.line}: the DeepSpeed JSON {name} is not written by "
