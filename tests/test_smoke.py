@@ -552,3 +552,40 @@ def test_deepspeed_ulysses_counts_each_sequence_group_once(tmp_path):
     results = [json.loads(p.read_text()) for p in sorted((tmp_path / "w" / "results").glob("rank-*.json"))]
     assert [r["counts_samples"] for r in results] == [True, False, True, False]
     assert [r["data_parallel_rank"] for r in results] == [0, 0, 1, 1]
+
+
+@pytest.mark.framework
+def test_the_hf_trainer_runs_the_deepspeed_json_its_file_names(tmp_path):
+    """A TrainingArguments file naming a DeepSpeed JSON of "auto" values (ZeRO 2): the Trainer
+    steps through DeepSpeed's engine on 2 CPU ranks, 2 × 2 × 2 = 8 samples per step; the same
+    run expecting 16 fails naming both numbers."""
+    (tmp_path / "ds.json").write_text(json.dumps({
+        "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+        "train_batch_size": "auto", "zero_optimization": {"stage": 2}}))
+    args = tmp_path / "args.yaml"
+    args.write_text("per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\n"
+                    "deepspeed: ds.json\n")
+    code, out, err = smoke_json(args, "--nproc", 2, "--steps", 2, "--seq-len", 16,
+                                "--device", "cpu", "--workdir", tmp_path / "w", timeout=600)
+    assert code == 0, err
+    assert out["samples_per_optimizer_step"] == [8, 8]
+    assert out["stepped_by"] == "Trainer (DeepSpeedEngine)"
+    code, out, err = smoke_json(args, "--nproc", 2, "--steps", 2, "--seq-len", 16,
+                                "--device", "cpu", "--expect-global", 16,
+                                "--workdir", tmp_path / "w", timeout=600)
+    assert code == 1
+    assert "hf consumed 8 samples per optimizer step, not the 16 expected" in err
+
+
+def test_a_deepspeed_json_the_hf_trainer_would_refuse_stops_before_launch(tmp_path):
+    """The JSON's explicit accumulation 4 against the file's 2 is HF's mismatch error (in its
+    words): exit 1 naming the JSON, and no process started (no rank report)."""
+    (tmp_path / "ds.json").write_text('{"gradient_accumulation_steps": 4}')
+    args = tmp_path / "args.yaml"
+    args.write_text("per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\n"
+                    "deepspeed: ds.json\n")
+    code, out, err = smoke_json(args, "--nproc", 2, "--steps", 2, "--device", "cpu",
+                                "--workdir", tmp_path / "w")
+    assert code == 1
+    assert "ds.json: Please correct the following DeepSpeed config values" in err
+    assert not list((tmp_path / "w").rglob("rank-*.json"))

@@ -103,8 +103,8 @@ def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, mo
         "framework": prepared.plan.framework, "optimizer_steps": m.optimizer_steps,
         "samples_per_optimizer_step": m.samples_per_optimizer_step,
         "tokens_per_second": m.tokens_per_second, "step_time_seconds": m.step_time_seconds,
-        "peak_memory_bytes": m.peak_memory_bytes, "device": m.device, "mfu": mfu,
-        "mfu_formula": formula, "workdir": str(workdir), "slurm_job": job,
+        "peak_memory_bytes": m.peak_memory_bytes, "device": m.device,
+        "stepped_by": m.stepped_by, "mfu": mfu, "mfu_formula": formula, "workdir": str(workdir), "slurm_job": job,
         "expect_global": expect_global, "errors": report.errors,
         "findings": [f.as_dict() for f in prepared.findings]}
     if as_json:
@@ -162,7 +162,8 @@ def _table(out: dict) -> None:
             ("samples per step", ", ".join(map(str, out["samples_per_optimizer_step"]))),
             ("tokens/s", None if out["tokens_per_second"] is None else f"{out['tokens_per_second']:,.0f}"),
             ("median step", None if out["step_time_seconds"] is None else f"{out['step_time_seconds']:.3f} s"),
-            ("peak memory", mem(out["peak_memory_bytes"])), ("device", out["device"])]
+            ("peak memory", mem(out["peak_memory_bytes"])), ("device", out["device"]),
+            ("stepped by", out["stepped_by"] or "?")]
     if out["mfu"] is not None:
         rows.append(("MFU", f"{out['mfu']:.1%} ({out['mfu_formula']})"))
     print_table(rows, title=f"smoke ({out['framework']})")

@@ -25,6 +25,8 @@ class Harness:
         self.ctx = ctx
         self.samples: list[int] = []
         self.timer = StepTimer()
+        self.stepper = ""
+        """What took the optimizer steps (a class name), as the engine said."""
         self._rows = 0
 
     @property
@@ -62,22 +64,24 @@ class Harness:
         """Rows that entered the model (for an engine that counts at the model, not the data)."""
         self._rows += int(rows)
 
-    def stepped(self) -> None:
-        """The engine's optimizer has just stepped: close the step."""
+    def stepped(self, by: str) -> None:
+        """The engine's optimizer ``by`` (its class name) has just stepped: close the step."""
+        self.stepper = by
         self.samples.append(self._rows)
         self._rows = 0
         self.timer.step()
 
     def watch(self, optimizer) -> None:
         """Close a step whenever this torch optimizer steps (its own post-step hook)."""
-        optimizer.register_step_post_hook(lambda *args, **kwargs: self.stepped())
+        name = type(optimizer).__name__
+        optimizer.register_step_post_hook(lambda *args, **kwargs: self.stepped(name))
 
     def result(self, *, replica: int, counts: bool, parameters: int) -> RankResult:
         """This rank's report: ``replica`` is its data-parallel rank, ``counts`` whether its
         rows are the replica's (first pipeline stage, first rank of its TP/CP group)."""
         return self.ctx.result(data_parallel_rank=replica, counts_samples=counts,
                                samples_per_step=self.samples, step_times=self.timer.times,
-                               parameters=parameters)
+                               parameters=parameters, stepped_by=self.stepper)
 
 
 def choose_device(requested: str, local_rank: int) -> str:

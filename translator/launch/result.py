@@ -36,6 +36,9 @@ class RankResult:
     """``oom`` when the rank ran out of memory, else a one-line error, else None."""
     micro_batch_size: int | None = None
     """The micro-batch the engine used (reported with an out-of-memory error)."""
+    stepped_by: str = ""
+    """What took the optimizer steps that close each count (``AdamW``, ``DeepSpeedEngine``,
+    megatron-core's ``DistributedOptimizer``...)."""
 
     def write(self, folder: Path) -> None:
         path = Path(folder) / f"rank-{self.rank}.json"
@@ -66,6 +69,8 @@ class Measurement:
     peak_memory_bytes: int
     """Largest over ranks."""
     device: str
+    stepped_by: str = ""
+    """What took the optimizer steps (rank 0's engine)."""
 
 
 def merge(results: list[RankResult]) -> Measurement:
@@ -83,4 +88,5 @@ def merge(results: list[RankResult]) -> Measurement:
         optimizer_steps=n, samples_per_optimizer_step=per_step, tokens_per_second=tokens,
         step_time_seconds=median,
         peak_memory_bytes=max((r.peak_memory_bytes for r in results), default=0),
-        device=results[0].device if results else "unknown")
+        device=results[0].device if results else "unknown",
+        stepped_by=results[0].stepped_by if results else "")

@@ -38,6 +38,9 @@ class Prepared:
     findings: list[Finding] = field(default_factory=list)
     expect_global: int | None = None
     """The global batch the user believes the file gives (``--expect-global``)."""
+    partner_files: dict[str, str] = field(default_factory=dict)
+    """Files the config names that the engine runs with it (name in the work folder -> text),
+    such as the DeepSpeed JSON of an HF TrainingArguments file."""
 
 
 def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: int, model: str,
@@ -60,10 +63,12 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
         framework = framework or source
     _check_engine(framework, spec, device)
     backend_name = config_backend(framework)
+    partners: dict[str, str] = {}
     if backend_name is None:
         config_name, config_text = "spec.json", spec.model_dump_json(indent=2)
     elif backend_name == source:
         config_name, config_text = BACKENDS[source].FILENAME, own_text
+        partners = _partner_files(inspection.reading)
     else:
         from translator.render import render
 
@@ -74,7 +79,15 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
                              model=model, sequence_length=length, workdir=workdir,
                              config_name=config_name, rdzv_endpoint=rdzv_endpoint,
                              device=device)
-    return Prepared(spec, plan, config_text, findings, expect_global)
+    return Prepared(spec, plan, config_text, findings, expect_global, partners)
+
+
+def _partner_files(reading) -> dict[str, str]:
+    """The files read with the config that its engine also runs: a DeepSpeed JSON, written as
+    ``deepspeed.json`` in the work folder (the engine points the config at it there)."""
+    from translator.backends.deepspeed import NAME as DEEPSPEED
+
+    return {f"{p.framework}.json": p.text for p in reading.partners if p.framework == DEEPSPEED}
 
 
 def _as_spec_values(text: str, path: str) -> dict | None:
@@ -127,7 +140,8 @@ def write_workdir(prepared: Prepared) -> None:
         stale.unlink()
     # A dict: for the torch engine the config is spec.json itself.
     files = {plan.workdir / "spec.json": prepared.spec.model_dump_json(indent=2),
-             plan.workdir / plan.config_name: prepared.config_text}
+             plan.workdir / plan.config_name: prepared.config_text} | {
+        plan.workdir / name: text for name, text in prepared.partner_files.items()}
     write_files(list(files.items()), force=True)
 
 

@@ -40,15 +40,22 @@ def refuse(spec, device: str) -> str | None:
     return None
 
 
-def run(ctx: RunContext):
-    harness = Harness(ctx)
+def use_device(harness: Harness) -> None:
+    """Point DeepSpeed at the rank's device; call before anything imports ``deepspeed``."""
     # The ranks inherit the launcher's environment (a test may have forced the CPU): the
     # device this rank runs on decides, nothing else.
     os.environ["DS_ACCELERATOR"] = "cuda" if harness.on_gpu else "cpu"
     import deepspeed
-    import torch
 
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+
+
+def run(ctx: RunContext):
+    harness = Harness(ctx)
+    use_device(harness)
+    import deepspeed
+    import torch
+
     config = json.loads(ctx.config.read_text())
     if harness.on_gpu:
         torch.cuda.set_device(harness.device)
@@ -76,7 +83,7 @@ def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
         before = engine.global_steps
         engine.step()
         if engine.global_steps > before:  # DeepSpeed's own accumulation boundary
-            harness.stepped()
+            harness.stepped(type(engine).__name__)
     return harness.result(replica=ctx.rank, counts=True,
                           parameters=sum(p.numel() for p in net.parameters()))
 
@@ -110,7 +117,7 @@ def _sequence_parallel(ctx: RunContext, harness: Harness, config: dict):
         before = engine.global_steps
         engine.step()
         if engine.global_steps > before:
-            harness.stepped()
+            harness.stepped(type(engine).__name__)
     return harness.result(replica=replica, counts=sp_rank == 0,
                           parameters=sum(p.numel() for p in net.parameters()))
 
@@ -129,7 +136,7 @@ def _pipeline(ctx: RunContext, harness: Harness, config: dict):
                                      engine.device, shifted=True))
     for _ in range(ctx.steps):
         engine.train_batch(data_iter=batches)  # one optimizer step, as many micro-batches as
-        harness.stepped()                       # DeepSpeed's accumulation says
+        harness.stepped(type(engine).__name__)                       # DeepSpeed's accumulation says
     return harness.result(replica=engine.grid.get_data_parallel_id(),
                           counts=engine.is_first_stage(),
                           parameters=sum(p.numel() for p in net.parameters()))

@@ -6,12 +6,15 @@ code; the data random tokens.
 
 Counted through the harness: a forward pre-hook on the Trainer's model counts the rows of every
 training forward, and a Trainer callback closes the step in ``on_step_end`` (the Trainer calls
-it once per optimizer step, right after it). The DeepSpeed JSON a file names is not run by
-this engine (the file is run without it; use ``--framework deepspeed`` for the JSON)."""
+it once per optimizer step, right after it). The DeepSpeed JSON a file names runs with it (the
+launcher copies it into the work folder as ``deepspeed.json``): the Trainer then steps through
+DeepSpeed's engine, on the rank's device."""
 
 from __future__ import annotations
 
+from translator.backends.deepspeed import FILENAME as DEEPSPEED_JSON
 from translator.launch import model as models
+from translator.launch.engines import deepspeed
 from translator.launch.harness import Harness
 from translator.launch.worker import RunContext
 
@@ -37,13 +40,16 @@ def run(ctx: RunContext):
     import yaml
 
     harness = Harness(ctx)
+    data = yaml.safe_load(ctx.config.read_text()) or {}
+    settings = {k: v for k, v in data.items() if k not in RUN_KEYS} | {
+        "output_dir": str(ctx.workdir / "hf-output"), "max_steps": ctx.steps,
+        "save_strategy": "no", "logging_strategy": "no", "report_to": "none",
+        "disable_tqdm": True, "use_cpu": not harness.on_gpu}
+    if data.get("deepspeed"):
+        deepspeed.use_device(harness)
+        settings["deepspeed"] = str(ctx.config.parent / DEEPSPEED_JSON)
     with harness.process_group():
-        data = yaml.safe_load(ctx.config.read_text()) or {}
         shape = models.SHAPES[ctx.model]
-        settings = {k: v for k, v in data.items() if k not in RUN_KEYS} | {
-            "output_dir": str(ctx.workdir / "hf-output"), "max_steps": ctx.steps,
-            "save_strategy": "no", "logging_strategy": "no", "report_to": "none",
-            "disable_tqdm": True, "use_cpu": not harness.on_gpu}
         (args,) = transformers.HfArgumentParser(transformers.TrainingArguments).parse_dict(
             settings, allow_extra_keys=True)
         torch.manual_seed(0)
@@ -60,8 +66,10 @@ def run(ctx: RunContext):
                 harness.add_rows(kwargs.get("input_ids", args[0] if args else None).shape[0])
 
         net.register_forward_pre_hook(forward, with_kwargs=True)
+        step_end = _StepEnd(harness)
         trainer = transformers.Trainer(model=net, args=args, train_dataset=dataset,
-                                       callbacks=[_StepEnd(harness)])
+                                       callbacks=[step_end])
+        step_end.trainer = trainer
         trainer.train()
         return harness.result(replica=ctx.rank, counts=True,
                               parameters=sum(p.numel() for p in net.parameters()))
@@ -72,9 +80,12 @@ class _StepEnd:
 
     def __init__(self, harness: Harness):
         self.harness = harness
+        self.trainer = None
+        """The Trainer it is attached to (set once the Trainer exists)."""
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.harness.stepped()
+        # What the Trainer stepped through: DistributedDataParallel, or DeepSpeed's engine.
+        self.harness.stepped(f"Trainer ({type(self.trainer.model_wrapped).__name__})")
         return control
 
     def __getattr__(self, name: str):

@@ -341,7 +341,7 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
                          forward_only=False)
         updated, *_ = optimizer.step()
         if updated:  # a skipped update (loss-scale overflow) is not an optimizer step
-            harness.stepped()
+            harness.stepped(type(optimizer).__name__)
     counts = (parallel_state.get_tensor_model_parallel_rank() == 0
               and parallel_state.get_context_parallel_rank() == 0
               and parallel_state.is_pipeline_first_stage(ignore_virtual=True))
