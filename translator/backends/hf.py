@@ -101,8 +101,11 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     sharing = {k: _count(reading, f"parallelism_config.{k}", findings, 1) for k in SHARING}
     if None in sharing.values() or None in (per_device, accumulation):
         return values, findings
-    values["tensor_parallel_size"] = sharing["tp_size"]
-    values["context_parallel_size"] = sharing["cp_size"] * sharing["sp_size"]
+    # The file's own parallelism_config goes to the Accelerator; without one, accelerate
+    # launch's (the launch) applies.
+    if any(f"parallelism_config.{k}" in reading.values for k in SHARING):
+        values["tensor_parallel_size"] = sharing["tp_size"]
+        values["context_parallel_size"] = sharing["cp_size"] * sharing["sp_size"]
     for key in SEQUENCE_KEYS:
         if reading.count(key):
             values["sequence_length"] = reading.count(key)
@@ -135,7 +138,8 @@ def _split_batches(reading: Reading, per_device: int, accumulation: int, launch:
     where = reading.where("accelerator_config.split_batches")
     values["gradient_accumulation_steps"] = accumulation
     world = launch.world_size
-    model = values["tensor_parallel_size"] * values["context_parallel_size"]
+    model = (values.get("tensor_parallel_size", launch.tensor_parallel_size or 1)
+             * values.get("context_parallel_size", launch.context_parallel_size or 1))
     out = [finding(
         "hf-split-batches",
         f"accelerator_config.split_batches: per_device_train_batch_size {per_device} is the "
