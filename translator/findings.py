@@ -67,7 +67,9 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
     "accelerate-batch-elsewhere": (
         "info", "an accelerate config gives the launch; the batch is in the training code"),
     "llamafactory-megatron-batch": (
-        "warning", "LLaMA-Factory's Megatron path divides the global batch by expert parallelism"),
+        "info", "LLaMA-Factory's Megatron paths: micro × accumulation × world / (TP × PP × CP)"),
+    "llamafactory-megatron-paths": (
+        "warning", "with expert parallelism LLaMA-Factory's two Megatron paths give two batches"),
     "hf-deepspeed-mismatch": (
         "error", "the DeepSpeed JSON disagrees with the TrainingArguments the Trainer fills it from"),
     "axolotl-no-pipeline": (
