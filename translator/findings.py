@@ -13,6 +13,8 @@ Severity = Literal["error", "warning", "info"]
 
 #: code -> (severity, what it is about). The catalogue is the list of everything we can say.
 CATALOGUE: dict[str, tuple[Severity, str]] = {
+    "memory-exceeds-capacity": (
+        "error", "the memory estimate per GPU exceeds the capacity given"),
     "global-not-divisible": (
         "error", "the global batch does not split into micro-batch x accumulation x data-parallel"),
     "world-not-divisible": (

@@ -9,6 +9,7 @@ import click
 from translator import __version__
 from translator.cli.common import fail
 from translator.cli.convert import convert
+from translator.cli.estimate import estimate
 from translator.cli.inspect import inspect
 from translator.cli.plan import plan
 from translator.cli.render import render
@@ -73,3 +74,4 @@ main.add_command(validate)
 main.add_command(convert)
 main.add_command(update)
 main.add_command(smoke)
+main.add_command(estimate)

@@ -14,14 +14,16 @@ from translator.launch.engines import engine_names
 MEMORY = re.compile(r"^(\d+)([KMGT]?)$")
 
 
-def parse_memory(value: str | None) -> int | None:
+def parse_memory(value: str | None, option: str = "--memory-limit") -> int | None:
+    """Bytes from ``4G``, ``512M``, ``1024``; ``option`` names the flag in the error."""
     from translator.errors import InputError
 
     if value is None:
         return None
-    m = MEMORY.match(value.upper())
-    if not m:
-        raise InputError(f"--memory-limit {value!r}: give bytes, or a number with K, M, G or T")
+    m = MEMORY.match(value.strip().upper())
+    if not m or int(m.group(1)) == 0:
+        raise InputError(f"{option} {value!r}: give a positive number of bytes, or a number "
+                         "with K, M, G or T")
     return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
 
 

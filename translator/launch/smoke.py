@@ -18,8 +18,9 @@ from translator.launch.engines import TORCH, config_backend
 from translator.launch.model import SHAPES
 from translator.launch.result import Measurement, RankResult, merge, read_all
 from translator.reading import Launch
-from translator.spec import BatchSpec, spec_fields
-from translator.spec_file import DERIVED_KEYS, WORLD_KEYS, build_spec, parse_mapping
+from translator.layouts import spec_values
+from translator.spec import BatchSpec
+from translator.spec_file import WORLD_KEYS, build_spec
 
 #: Tokens per sample when neither the config nor --seq-len says.
 DEFAULT_SEQUENCE = {"tiny": 64, "125m": 1024}
@@ -50,7 +51,7 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
     ``device`` is ``gpu`` or ``cpu`` (see :func:`resolve_device`)."""
     world = nproc * nnodes
     text = read_text(path)
-    values = _as_spec_values(text, path)
+    values = spec_values(text, path)
     if values is not None:
         spec, source, own_text, findings = _spec_for_world(values, path, world), None, None, []
         framework = framework or TORCH
@@ -88,18 +89,6 @@ def _partner_files(reading) -> dict[str, str]:
     from translator.backends.deepspeed import NAME as DEEPSPEED
 
     return {f"{p.framework}.json": p.text for p in reading.partners if p.framework == DEEPSPEED}
-
-
-def _as_spec_values(text: str, path: str) -> dict | None:
-    """The mapping when the file is a batchspec spec (only spec keys), else None."""
-    if Path(path).suffix.lower() not in (".yaml", ".yml", ".json") and path != "-":
-        return None
-    try:
-        values, _ = parse_mapping(text, path)
-    except InputError:
-        return None
-    keys = set(values)
-    return values if keys and keys <= spec_fields() | DERIVED_KEYS else None
 
 
 def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:

@@ -1,0 +1,253 @@
+"""Memory per GPU before any launch: model states, activations, logits and a fixed overhead.
+
+- Model states: bytes per parameter for weights, gradients and optimizer state (mixed
+  precision: 2 + 4 + 12, Megatron's 18; fp32: 4 + 4 + 8), each divided by the data-parallel
+  ranks where the ZeRO stage shards it (optimizer from stage 1, gradients from 2, weights at 3;
+  Megatron's distributed optimizer is stage 1), over the parameters of the most loaded rank
+  (its share of the layers over TP and PP, and the embedding on the first stage).
+- Activations per layer after Korthikanti et al. 2022 (arXiv:2205.05198, Table 2), generalised
+  to the model's MLP width, gated MLPs and grouped-query attention: ``s·b·h·(10 + split/t)``
+  16-bit bytes, where ``split`` holds what TP divides (Q, K, V, the projection input and the
+  MLP's F-sized tensors); ``+ 5·a·s/(h·t)`` for eager attention's s² scores (not with flash
+  attention or selective recompute); the rest ``/ t`` too under sequence parallelism; ``2·s·b·h``
+  per layer plus one layer's working set under full recompute. Context parallelism divides
+  ``s``. fp32 activations take twice the bytes.
+- The pipeline in-flight factor: the first stage holds ``min(p, m)`` micro-batches of its
+  ``L / p`` layers with 1F1B, ``L·(1 + (p − 1)/(p·v))`` layers with ``v`` virtual stages
+  (Megatron's ``report_theoretical_memory``).
+- Logits on the last stage: ``s·b·V/t`` in the activation dtype plus an fp32 copy for the loss.
+- A fixed overhead (CUDA context, NCCL, the allocator's slack): 1 GiB unless told.
+
+Pure arithmetic: no framework, nothing downloaded. Models come from :data:`PRESETS` or a local
+Hugging Face ``config.json`` (:func:`read_hf_config`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from translator.errors import InputError
+
+GIB = 1024 ** 3
+
+
+@dataclass(frozen=True)
+class Model:
+    """A decoder-only transformer's shape."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    """Key/value heads (fewer than ``heads`` with grouped-query attention)."""
+    ffn: int
+    """The MLP's inner width F."""
+    vocab: int
+    gated: bool = False
+    """SwiGLU-style MLP (three matrices; gate, up and activation outputs stored)."""
+    tied: bool = True
+    """The output head shares the embedding's weights."""
+    positions: int = 0
+    """Rows of a learned position embedding (0 for rotary)."""
+
+    @property
+    def layer_parameters(self) -> int:
+        h = self.hidden
+        attention = 2 * h * h + 2 * h * (h * self.kv_heads // self.heads)
+        mlp = (3 if self.gated else 2) * h * self.ffn
+        return attention + mlp + 4 * h  # two norms (weight and bias)
+
+    @property
+    def parameters(self) -> int:
+        embedding = self.vocab * self.hidden * (1 if self.tied else 2)
+        return self.layers * self.layer_parameters + embedding + self.positions * self.hidden
+
+
+PRESETS = {
+    # The smoke engines' models (translator.launch.model): GPT-style, tied head, learned positions.
+    "tiny": Model("tiny", 2, 64, 4, 4, 256, 512, positions=64),
+    "125m": Model("125m", 12, 768, 12, 12, 3072, 50304, positions=1024),
+    # Llama 3 shapes (their published config.json files): GQA with 8 KV heads, SwiGLU.
+    "llama3-1b": Model("llama3-1b", 16, 2048, 32, 8, 8192, 128256, gated=True),
+    "llama3-8b": Model("llama3-8b", 32, 4096, 32, 8, 14336, 128256, gated=True, tied=False),
+    "llama3-70b": Model("llama3-70b", 80, 8192, 64, 8, 28672, 128256, gated=True, tied=False),
+}
+
+
+def model_named(name: str, sequence_length: int | None = None) -> Model:
+    """A preset, or a Hugging Face ``config.json`` path; a preset with learned positions gets
+    as many rows as the sequence (as the smoke models are built)."""
+    if name in PRESETS:
+        model = PRESETS[name]
+        if model.positions and sequence_length:
+            model = replace(model, positions=sequence_length)
+        return model
+    if name.endswith(".json") or Path(name).exists():
+        return read_hf_config(name)
+    raise InputError(f"--model {name!r}: not a preset ({', '.join(PRESETS)}) nor a config.json")
+
+
+def read_hf_config(path: str) -> Model:
+    """A model from a local Hugging Face ``config.json`` (Llama/Mistral/Qwen keys, or GPT-2's)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not a JSON config.json ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a config.json is a JSON object, not {type(data).__name__}")
+    data = data.get("text_config", data) if isinstance(data.get("text_config"), dict) else data
+
+    def first(*keys, default=None):
+        for key in keys:
+            value = data.get(key)
+            if value is not None:
+                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                    raise InputError(f"{path}: {key} is {value!r}, not a positive integer")
+                return value
+        if default is None:
+            raise InputError(f"{path}: no {' or '.join(keys)} (is this a decoder model's "
+                             "config.json?)")
+        return default
+
+    hidden = first("hidden_size", "n_embd", "d_model")
+    heads = first("num_attention_heads", "n_head")
+    gpt2 = "n_embd" in data
+    return Model(
+        name=Path(path).name, layers=first("num_hidden_layers", "n_layer"), hidden=hidden,
+        heads=heads, kv_heads=first("num_key_value_heads", default=heads),
+        ffn=first("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden),
+        vocab=first("vocab_size"), gated=not gpt2 and "intermediate_size" in data,
+        tied=bool(data.get("tie_word_embeddings", True)),
+        positions=first("n_positions", default=1024) if gpt2 else 0)
+
+
+@dataclass(frozen=True)
+class Run:
+    """How the model is trained, as far as memory goes."""
+
+    micro_batch_size: int
+    sequence_length: int
+    data_parallel: int = 1
+    tensor: int = 1
+    pipeline: int = 1
+    context: int = 1
+    virtual_stages: int | None = None
+    micro_batches: int = 1
+    """Micro-batches per optimizer step on a rank (the accumulation)."""
+    zero_stage: int = 0
+    """0-3; Megatron's distributed optimizer counts as 1."""
+    precision: str = "bf16"
+    """``bf16`` (bf16 weights, fp32 gradients and master weights, Adam) or ``fp32``."""
+    recompute: str = "none"
+    """``none``, ``selective`` (the attention scores) or ``full`` (each layer's input only)."""
+    attention: str = "flash"
+    """``flash`` (scores never stored: flash attention, SDPA) or ``eager``."""
+    sequence_parallel: bool = False
+    """Megatron's sequence parallelism: the non-TP activations split over TP too."""
+    overhead: int = GIB
+    """Bytes no formula covers: CUDA context, NCCL, allocator slack."""
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    bytes: int
+    formula: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    parts: list[Part]
+
+    @property
+    def total(self) -> int:
+        return sum(p.bytes for p in self.parts)
+
+    def as_dict(self) -> dict:
+        return {"total_bytes": self.total,
+                "parts": [{"name": p.name, "bytes": p.bytes, "formula": p.formula}
+                          for p in self.parts]}
+
+
+def estimate(model: Model, run: Run) -> Estimate:
+    """The peak memory of the most loaded GPU, part by part."""
+    return Estimate(model_states(model, run) + [activations(model, run), logits(model, run),
+                                                Part("overhead", run.overhead, "fixed")])
+
+
+def shard_parameters(model: Model, run: Run) -> int:
+    """Parameters on the most loaded rank: its layers over TP, the embedding (over TP) on the
+    first stage, and the untied head as well when one stage holds both ends."""
+    t, p = run.tensor, run.pipeline
+    embedding = model.vocab * model.hidden + model.positions * model.hidden
+    head = 0 if model.tied or p > 1 else model.vocab * model.hidden
+    return math.ceil(model.layers / p) * model.layer_parameters // t + (embedding + head) // t
+
+
+def model_states(model: Model, run: Run) -> list[Part]:
+    n, stage, shard = run.data_parallel, run.zero_stage, shard_parameters(model, run)
+    mixed = run.precision == "bf16"
+    per = {"weights": 2 if mixed else 4, "gradients": 4, "optimizer": 12 if mixed else 8}
+    sharded_from = {"optimizer": 1, "gradients": 2, "weights": 3}
+    parts = []
+    for name, width in per.items():
+        divided = stage >= sharded_from[name] and n > 1
+        parts.append(Part(name, shard * width // (n if divided else 1),
+                          f"{shard:,} params × {width} B" + (f" / DP {n}" if divided else "")))
+    return parts
+
+
+def layer_activation_bytes(model: Model, run: Run) -> float:
+    """16-bit bytes one layer stores per sample and token of its sequence slice (the
+    coefficient ``c`` of ``s·b·h·c``), before the dtype and recompute adjustments."""
+    h, t = model.hidden, run.tensor
+    kv = model.kv_heads / model.heads
+    mlp = (6 if model.gated else 4) * model.ffn / h
+    split = 4 + 4 * kv + mlp  # Q, K, V, the projection input, the MLP's F-sized tensors
+    unsplit = 10              # two norms' inputs, attention and MLP inputs, two dropout masks
+    scores = 5 * model.heads * (run.sequence_length / run.context) / h
+    c = (unsplit / t if run.sequence_parallel else unsplit) + split / t
+    if run.attention == "eager" and run.recompute == "none":
+        c += scores / t
+    return c
+
+
+def activations(model: Model, run: Run) -> Part:
+    s = run.sequence_length // run.context
+    b, h, p = run.micro_batch_size, model.hidden, run.pipeline
+    width = 1 if run.precision == "bf16" else 2  # fp32 activations take twice the bytes
+    c = layer_activation_bytes(model, run)
+    per_layer = s * b * h * c * width
+    if run.virtual_stages and p > 1:
+        layers = model.layers * (1 + (p - 1) / (p * run.virtual_stages))
+        inflight = f"L·(1 + (p−1)/(p·v)) = {layers:g} layers"
+    else:
+        layers = model.layers / p * min(p, run.micro_batches)
+        inflight = f"L/p × min(p, m) = {layers:g} layers"
+    if run.recompute == "full":
+        total = s * b * h * 2 * width * layers + per_layer
+        formula = f"2·s·b·h × {inflight} + one layer's {c:.1f}·s·b·h (full recompute)"
+    else:
+        total = per_layer * layers
+        formula = f"s·b·h·{c:.1f} × {inflight}"
+    return Part("activations", int(total), formula + f", s={s} b={b} h={h}")
+
+
+def logits(model: Model, run: Run) -> Part:
+    s, b, t = run.sequence_length // run.context, run.micro_batch_size, run.tensor
+    width = 2 if run.precision == "bf16" else 4
+    return Part("logits", s * b * model.vocab * (width + 4) // t,
+                f"s·b·V·({width} + 4 fp32) / t")
+
+
+def largest_fitting(model: Model, run: Run, candidates: list[int], capacity: int) -> int | None:
+    """The largest micro-batch among ``candidates`` whose estimate fits ``capacity`` bytes."""
+    fitting = [b for b in candidates
+               if estimate(model, replace(run, micro_batch_size=b)).total <= capacity]
+    return max(fitting, default=None)
