@@ -118,7 +118,7 @@ class _Plan:
     """Whether this run created the file at ``target`` (so that a failure removes it)."""
 
 
-def write_files(files: list[tuple[Path, str]], force: bool) -> list[Written]:
+def write_files(files: list[tuple[Path, str | bytes]], force: bool) -> list[Written]:
     """Write every ``(path, text)`` or none of them; an :class:`InputError` names what failed.
 
     Without ``force`` no existing file is replaced. Even with it, only regular files are: a
@@ -169,12 +169,16 @@ def write_atomic(path: Path, text: str) -> None:
     write_files([(path, text)], force=True)
 
 
-def _plan(path: Path, text: str, force: bool) -> _Plan:
+def _bytes(text: str | bytes) -> bytes:
+    return text.encode("utf-8") if isinstance(text, str) else text
+
+
+def _plan(path: Path, text: str | bytes, force: bool) -> _Plan:
     """Where ``path``'s bytes go, and what is there now; refusals happen here, before writing."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        return _Plan(path, path, text.encode("utf-8"), None)
+        return _Plan(path, path, _bytes(text), None)
     except OSError as exc:
         raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
     target = path
@@ -195,7 +199,7 @@ def _plan(path: Path, text: str, force: bool) -> _Plan:
     if st.st_nlink > 1:
         raise InputError(f"{path}: has {st.st_nlink} hard links; replacing it would split them, "
                          "so it is left alone: write to a new file (-o/--out) instead")
-    return _Plan(path, target, text.encode("utf-8"), st)
+    return _Plan(path, target, _bytes(text), st)
 
 
 def _write_temporary(p: _Plan) -> Path:

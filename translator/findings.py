@@ -13,6 +13,10 @@ Severity = Literal["error", "warning", "info"]
 
 #: code -> (severity, what it is about). The catalogue is the list of everything we can say.
 CATALOGUE: dict[str, tuple[Severity, str]] = {
+    "tune-probe-failed": (
+        "error", "a probe of tune failed for another reason than memory"),
+    "tune-nothing-fits": (
+        "error", "not even micro-batch 1 fits in memory"),
     "memory-exceeds-capacity": (
         "error", "the memory estimate per GPU exceeds the capacity given"),
     "global-not-divisible": (

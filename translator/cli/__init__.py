@@ -15,6 +15,7 @@ from translator.cli.plan import plan
 from translator.cli.render import render
 from translator.cli.schema import schema
 from translator.cli.smoke import smoke
+from translator.cli.tune import tune
 from translator.cli.update import update
 from translator.cli.validate import validate
 
@@ -75,3 +76,4 @@ main.add_command(convert)
 main.add_command(update)
 main.add_command(smoke)
 main.add_command(estimate)
+main.add_command(tune)

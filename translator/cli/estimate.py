@@ -25,8 +25,9 @@ def run_options(fn):
                      help="Megatron sequence parallelism (activations split over TP)."),
         click.option("--distributed-optimizer", is_flag=True,
                      help="Megatron's distributed optimizer (optimizer state over DP, as ZeRO 1)."),
-        click.option("--overhead", default="1G", show_default=True,
-                     help="Memory no formula covers (CUDA context, NCCL), e.g. 1G."),
+        click.option("--overhead", help="Memory no formula covers (CUDA context, NCCL), e.g. "
+                                         "1G (default: 1G on a GPU; 0 on CPU, where the "
+                                         "process's own baseline shows in the fit instead)."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -78,7 +79,7 @@ def estimate(as_json: bool, file: str | None, framework, model, recompute, preci
     seq_len = spec.sequence_length or 2048
     shape = memory.model_named(model, seq_len)
     run = memory_run(spec, seq_len, precision or "bf16", recompute, attention, sequence_parallel,
-                     distributed_optimizer, parse_memory(overhead, "--overhead"))
+                     distributed_optimizer, parse_memory(overhead or "1G", "--overhead"))
     result = memory.estimate(shape, run)
     limit = parse_memory(capacity, "--capacity")
     fits = best = None

@@ -27,39 +27,71 @@ def parse_memory(value: str | None, option: str = "--memory-limit") -> int | Non
     return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
 
 
+def engine_options(fn):
+    """What runs where: the engine, the ranks, the model, the limits and Slurm's requests
+    (shared by smoke and tune)."""
+    options = [
+        click.option("--framework", type=click.Choice(engine_names()),
+                     help="Engine (default: the config's own framework; torch for a spec)."),
+        click.option("--nproc", type=COUNT, default=1, show_default=True,
+                     help="Processes per node."),
+        click.option("--nnodes", type=COUNT, default=1, show_default=True, help="Nodes."),
+        click.option("--seq-len", type=COUNT, help="Tokens per sample (default: the config's, "
+                                                   "else 64 for tiny, 1024 for 125m)."),
+        click.option("--model", type=click.Choice(["tiny", "125m"]), default="tiny",
+                     show_default=True, help="A GPT-style model built in code with random "
+                                             "weights."),
+        click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+                     help="Seconds before the run is stopped (exit 1, nothing left running)."),
+        click.option("--memory-limit", help="Cap each rank's address space (e.g. 4G), to see "
+                                            "what fits."),
+        click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
+                     help="Folder for the config and the ranks' results (shared across nodes; "
+                          "default: .batchspec-<command>/<framework>)."),
+        click.option("--slurm", "use_slurm", is_flag=True,
+                     help="Submit with sbatch instead of running here."),
+        click.option("--partition", help="Slurm partition."),
+        click.option("--account", help="Slurm account."),
+        click.option("--time", "time_limit", help="Slurm time limit, e.g. 0:30:00."),
+        click.option("--sbatch", "sbatch_extra", multiple=True,
+                     help="Extra #SBATCH option (repeatable)."),
+        click.option("--setup", multiple=True, help="Shell line run before the launch "
+                                                    "(repeatable)."),
+        click.option("--device", type=click.Choice(["gpu", "cpu"]),
+                     help="Where the ranks compute (default: a GPU when this machine has one; "
+                          "with --slurm, gpu: compute nodes have GPUs that login nodes lack)."),
+        click.option("--gpus-per-node", type=COUNT,
+                     help="GPUs Slurm gives each node (default with --device gpu: --nproc)."),
+        click.option("--cpus-per-task", type=COUNT,
+                     help="CPUs Slurm gives each node's task (default: the partition's cores)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def slurm_options(use_slurm, partition, account, time_limit, sbatch_extra, setup,
+                  gpus_per_node, cpus_per_task):
+    """The checked :class:`SlurmOptions` of the shared flags."""
+    from translator.errors import InputError
+    from translator.launch import slurm
+
+    if not use_slurm and (gpus_per_node or cpus_per_task):
+        raise InputError("--gpus-per-node and --cpus-per-task are requests to Slurm: use them "
+                         "with --slurm")
+    options = slurm.SlurmOptions(partition, account, time_limit, list(sbatch_extra), list(setup),
+                                 gpus_per_node, cpus_per_task)
+    options.validate()
+    return options
+
+
 @command("smoke")
 @click.argument("file", metavar="FILE")
-@click.option("--framework", type=click.Choice(engine_names()),
-              help="Engine (default: the config's own framework; torch for a spec).")
-@click.option("--nproc", type=COUNT, default=1, show_default=True, help="Processes per node.")
-@click.option("--nnodes", type=COUNT, default=1, show_default=True, help="Nodes.")
+@engine_options
 @click.option("--steps", type=COUNT, default=3, show_default=True, help="Optimizer steps.")
-@click.option("--seq-len", type=COUNT, help="Tokens per sample (default: the config's, else "
-                                             "64 for tiny, 1024 for 125m).")
-@click.option("--model", type=click.Choice(["tiny", "125m"]), default="tiny", show_default=True,
-              help="A GPT-style model built in code with random weights.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
-              help="Seconds before the run is stopped (exit 1, nothing left running).")
-@click.option("--memory-limit", help="Cap each rank's address space (e.g. 4G), to see what fits.")
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for the config and the ranks' results (shared across nodes; "
-                   "default: .batchspec-smoke/<framework>).")
 @click.option("--rdzv-endpoint", metavar="HOST:PORT",
               help="Rendezvous of a multi-node run started outside Slurm (with --dry-run).")
 @click.option("--dry-run", is_flag=True, help="Print exactly what would run; run nothing.")
-@click.option("--slurm", "use_slurm", is_flag=True, help="Submit with sbatch instead of running here.")
-@click.option("--partition", help="Slurm partition.")
-@click.option("--account", help="Slurm account.")
-@click.option("--time", "time_limit", help="Slurm time limit, e.g. 0:30:00.")
-@click.option("--sbatch", "sbatch_extra", multiple=True, help="Extra #SBATCH option (repeatable).")
-@click.option("--setup", multiple=True, help="Shell line run before the launch (repeatable).")
-@click.option("--device", type=click.Choice(["gpu", "cpu"]),
-              help="Where the ranks compute (default: a GPU when this machine has one; with "
-                   "--slurm, gpu: compute nodes have GPUs that login nodes lack).")
-@click.option("--gpus-per-node", type=COUNT,
-              help="GPUs Slurm gives each node (default with --device gpu: --nproc).")
-@click.option("--cpus-per-task", type=COUNT,
-              help="CPUs Slurm gives each node's task (default: the partition's cores).")
 @click.option("--expect-global", type=COUNT, metavar="N",
               help="The global batch you believe the file gives: exit 1 when the engine "
                    "consumes another number of samples per optimizer step.")
@@ -75,12 +107,8 @@ def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, mo
     from translator.launch import smoke as runs
 
     limit = parse_memory(memory_limit)
-    if not use_slurm and (gpus_per_node or cpus_per_task):
-        raise InputError("--gpus-per-node and --cpus-per-task are requests to Slurm: use them "
-                         "with --slurm")
-    options = slurm.SlurmOptions(partition, account, time_limit, list(sbatch_extra), list(setup),
-                                 gpus_per_node, cpus_per_task)
-    options.validate()
+    options = slurm_options(use_slurm, partition, account, time_limit, sbatch_extra, setup,
+                            gpus_per_node, cpus_per_task)
     device = device or ("gpu" if use_slurm else runs.resolve_device("auto"))
     workdir = (workdir or Path(".batchspec-smoke") / (framework or "run")).resolve()
     if nnodes > 1 and not use_slurm and not (dry_run and rdzv_endpoint):
@@ -106,8 +134,8 @@ def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, mo
         "samples_per_optimizer_step": m.samples_per_optimizer_step,
         "tokens_per_second": m.tokens_per_second, "step_time_seconds": m.step_time_seconds,
         "peak_memory_bytes": m.peak_memory_bytes, "device": m.device,
-        "stepped_by": m.stepped_by, "mfu": mfu, "mfu_formula": formula, "workdir": str(workdir), "slurm_job": job,
-        "expect_global": expect_global, "errors": report.errors,
+        "stepped_by": m.stepped_by, "mfu": mfu, "mfu_formula": formula,
+        "workdir": str(workdir), "slurm_job": job, "expect_global": expect_global, "errors": report.errors,
         "findings": [f.as_dict() for f in prepared.findings]}
     if as_json:
         emit_json(out)

@@ -33,6 +33,8 @@ class SmokePlan:
     """The interpreter every rank runs (the one batchspec runs in)."""
     device: str = "auto"
     """``gpu``, ``cpu`` or ``auto`` (a GPU when the node has one)."""
+    recompute: bool = False
+    """Recompute each layer's activations in the backward pass (engines that can say so)."""
 
     @property
     def world_size(self) -> int:
@@ -49,7 +51,8 @@ def worker_args(plan: SmokePlan) -> list[str]:
             "--spec", str(plan.workdir / "spec.json"), "--config",
             str(plan.workdir / plan.config_name), "--out", str(plan.results),
             "--steps", str(plan.steps), "--model", plan.model,
-            "--seq-len", str(plan.sequence_length), "--device", plan.device]
+            "--seq-len", str(plan.sequence_length), "--device", plan.device,
+            *(["--recompute"] if plan.recompute else [])]
 
 
 def torchrun_args(plan: SmokePlan, endpoint: str | None = None) -> list[str]:

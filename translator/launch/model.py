@@ -82,10 +82,12 @@ def next_token_loss(logits, targets):
     return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def build(name: str, sequence_length: int):
+def build(name: str, sequence_length: int, recompute: bool = False):
     """A causal language model whose ``forward(tokens)`` returns the mean next-token loss; the
-    head shares the embedding's weights, as in GPT-2."""
+    head shares the embedding's weights, as in GPT-2. ``recompute``: each block keeps only its
+    input and recomputes the rest in the backward pass (``torch.utils.checkpoint``)."""
     from torch import nn
+    from torch.utils.checkpoint import checkpoint
 
     class TinyGPT(nn.Module):
         def __init__(self):
@@ -94,7 +96,11 @@ def build(name: str, sequence_length: int):
             self.layers[-1].proj.weight = self.layers[0].tokens.weight
 
         def forward(self, tokens):
-            return next_token_loss(self.layers(tokens[:, :-1]), tokens[:, 1:])
+            x = tokens[:, :-1]
+            for i, layer in enumerate(self.layers):
+                block = 0 < i < len(self.layers) - 1
+                x = checkpoint(layer, x, use_reentrant=False) if recompute and block else layer(x)
+            return next_token_loss(x, tokens[:, 1:])
 
     return TinyGPT()
 

@@ -102,7 +102,7 @@ def script(plan: SmokePlan, options: SlurmOptions, size: NodeSize | None = None)
         "plan": plan, "job_name": f"batchspec-smoke-{plan.framework}",
         "partition": options.partition, "account": options.account, "time": options.time,
         "extra": options.extra, "setup": options.setup, "port": RDZV_PORT, **asked,
-        "launcher": [shlex.quote(a) for a in launcher],
+        "body": None, "launcher": [shlex.quote(a) for a in launcher],
         "worker": [shlex.quote(a) for a in worker_args(plan)]})
 
 

@@ -46,7 +46,8 @@ class Prepared:
 
 def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: int, model: str,
             seq_len: int | None, workdir: Path, rdzv_endpoint: str | None = None,
-            device: str = "cpu", expect_global: int | None = None) -> Prepared:
+            device: str = "cpu", expect_global: int | None = None,
+            recompute: bool = False) -> Prepared:
     """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed;
     ``device`` is ``gpu`` or ``cpu`` (see :func:`resolve_device`)."""
     world = nproc * nnodes
@@ -79,7 +80,7 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
     plan = command.SmokePlan(framework=framework, nproc=nproc, nnodes=nnodes, steps=steps,
                              model=model, sequence_length=length, workdir=workdir,
                              config_name=config_name, rdzv_endpoint=rdzv_endpoint,
-                             device=device)
+                             device=device, recompute=recompute)
     return Prepared(spec, plan, config_text, findings, expect_global, partners)
 
 

@@ -48,6 +48,8 @@ class RunContext:
     world_size: int
     requested_device: str = "auto"
     """``--device``: ``gpu``, ``cpu`` or ``auto`` (a GPU when there is one)."""
+    recompute: bool = False
+    """Recompute each layer's activations in the backward pass (``tune --recompute``)."""
 
     @functools.cached_property
     def device(self) -> str:
@@ -117,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--seq-len", type=int, required=True)
     parser.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
+    parser.add_argument("--recompute", action="store_true")
     args = parser.parse_args(argv)
 
     limit = os.environ.get(MEMORY_LIMIT_ENV)
@@ -127,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         spec=BatchSpec.model_validate_json(args.spec.read_text()), config=args.config,
         workdir=args.out, steps=args.steps, model=args.model, sequence_length=args.seq_len,
         rank=rank, local_rank=int(os.environ.get("LOCAL_RANK", 0)),
-        world_size=int(os.environ.get("WORLD_SIZE", 1)), requested_device=args.device)
+        world_size=int(os.environ.get("WORLD_SIZE", 1)), requested_device=args.device,
+        recompute=args.recompute)
     from translator.launch.engines import module
 
     engine = module(args.engine)

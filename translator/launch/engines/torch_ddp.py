@@ -55,7 +55,7 @@ def run(ctx: RunContext):
     harness = Harness(ctx)
     with harness.process_group():
         device = harness.device
-        net = models.build(ctx.model, ctx.sequence_length).to(device)
+        net = models.build(ctx.model, ctx.sequence_length, ctx.recompute).to(device)
         ddp = DistributedDataParallel(net, device_ids=[device] if harness.on_gpu else None)
         optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
         harness.watch(optimizer)

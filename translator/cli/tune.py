@@ -1,0 +1,420 @@
+"""``batchspec tune``: the fastest micro-batch that keeps the global batch exact, probed on the
+real engine."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from translator.cli.common import COUNT, command, emit_json, print_findings
+from translator.cli.estimate import memory_run, run_options
+from translator.cli.smoke import _progress, engine_options, parse_memory, slurm_options
+from translator.memory import GIB
+
+
+@command("tune")
+@click.argument("file", metavar="FILE")
+@engine_options
+@click.option("--steps", type=click.IntRange(min=2), default=4, show_default=True,
+              help="Optimizer steps per probe (the first is warm-up, not timed).")
+@click.option("--recompute", is_flag=True,
+              help="Also try activation recomputation when micro-batch 1 does not fit "
+                   "(torch engine).")
+@click.option("--zero-stages", metavar="STAGES",
+              help="DeepSpeed: ZeRO stages to try, lowest first, e.g. 0,1,2 (a higher one only "
+                   "when micro-batch 1 does not fit the one before).")
+@click.option("--threshold", type=click.FloatRange(min=0, max=1), default=0.03,
+              show_default=True, help="Tokens/s gain below which a larger micro-batch counts as "
+                                      "no better.")
+@run_options
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Write the picked layout here, rendered for --to.")
+@click.option("--to", "targets", metavar="FRAMEWORKS",
+              help="Frameworks to render the pick for (comma-separated; default: the tuned one).")
+@click.option("--force", is_flag=True, help="Replace files in --out.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="Write tokens/s and peak memory against micro-batch as a PNG (needs the "
+                   "plot extra: matplotlib).")
+@click.option("--in-allocation", is_flag=True, hidden=True,
+              help="Run inside a Slurm allocation, probes as job steps (what --slurm submits).")
+def tune(as_json: bool, file: str, framework, nproc, nnodes, seq_len, model, timeout,
+         memory_limit, workdir, use_slurm, partition, account, time_limit, sbatch_extra, setup,
+         device, gpus_per_node, cpus_per_task, steps, recompute, zero_stages, threshold,
+         precision, attention, sequence_parallel, distributed_optimizer, overhead, out_dir,
+         targets, force, plot_path, in_allocation) -> None:
+    """Find the fastest micro-batch for FILE's global batch (a spec or a framework config).
+
+    The candidates are the divisors of global / data-parallel, so each keeps the global batch
+    exact; the memory estimate ranks them, the real engine probes them (the smoke harness: each
+    probe's samples per step must be the global batch), bisecting for the out-of-memory edge and
+    climbing toward the fastest, in at most ceil(log2 d) + 2 probes.
+    """
+    from translator.errors import InputError
+    from translator.launch import smoke as runs
+    from translator.launch import tune as probes
+    from translator.layouts import load_layout
+
+    limit = parse_memory(memory_limit)
+    options = slurm_options(use_slurm, partition, account, time_limit, sbatch_extra, setup,
+                            gpus_per_node, cpus_per_task)
+    device = device or ("gpu" if use_slurm else runs.resolve_device("auto"))
+    spec = load_layout(file, None, {"world_size": nproc * nnodes})
+    if spec.world_size != nproc * nnodes:
+        raise InputError(f"{file} is for world size {spec.world_size}, but tune launches "
+                         f"{nproc * nnodes} (--nproc × --nnodes)")
+    framework = framework or _framework_of(file)
+    stages = _zero_stages(zero_stages, framework)
+    if recompute and framework != "torch":
+        raise InputError(f"--recompute: the {framework} engine does not switch recomputation; "
+                         "tune with --framework torch")
+    seq = seq_len or spec.sequence_length or runs.DEFAULT_SEQUENCE[model]
+    workdir = (workdir or Path(".batchspec-tune") / framework).resolve()
+    setup_ = probes.Setup(spec, framework, nproc, nnodes, steps, model, seq, workdir, device,
+                          limit, None if timeout is None else time.monotonic() + timeout,
+                          in_allocation and probes.in_allocation())
+    runs._check_engine(framework, spec, device)
+    _check_outputs(spec, framework, out_dir, targets, force, plot_path)
+    if use_slurm:
+        return _submit(setup_, options, as_json, timeout)
+    precision = precision or ("bf16" if device == "gpu" else "fp32")
+    fixed = parse_memory(overhead, "--overhead") if overhead else (GIB if device == "gpu" else 0)
+    estimator = _estimator(setup_, precision, attention, sequence_parallel,
+                           distributed_optimizer, fixed)
+    capacity = limit or _gpu_memory(device)
+    say = (lambda text: None) if as_json else (lambda text: click.echo(text, err=True))
+    result, seconds, stopped = _search(setup_, stages, recompute, estimator, capacity, threshold,
+                                       say)
+    _report(setup_, result, seconds, stopped, estimator, as_json, out_dir, targets, force,
+            plot_path, spec)
+
+
+def _check_outputs(spec, framework, out_dir, targets, force, plot_path) -> None:
+    """Refuse, before any probe, what would fail after them: a missing matplotlib, files in
+    --out that are there already, a framework the pick cannot be rendered for."""
+    from translator.errors import InputError
+
+    if plot_path:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise InputError("--plot needs matplotlib: pip install 'batchspec[plot]'") from None
+    if out_dir:
+        for _, path in _pick_files(framework, out_dir, targets):
+            if path.exists() and not force:
+                raise InputError(f"{path} exists; use --force to replace it (nothing was run)")
+
+
+def _pick_files(framework: str, out_dir: str, targets: str | None) -> list[tuple[object, Path]]:
+    """(backend or None for the spec itself, path) for each file --out will hold."""
+    from translator.backends import get_backends
+    from translator.launch.engines import TORCH
+
+    names = targets or (framework if framework != TORCH else None)
+    if not names:
+        return [(None, Path(out_dir) / "spec.json")]
+    return [(b, Path(out_dir) / b.FILENAME) for b in get_backends(names)]
+
+
+def _framework_of(file: str) -> str:
+    from translator.files import read_text
+    from translator.inspection import read_file
+    from translator.launch.engines import TORCH
+    from translator.layouts import spec_values
+
+    if spec_values(read_text(file), file) is not None:
+        return TORCH
+    return read_file(file)[1].framework
+
+
+def _zero_stages(text: str | None, framework: str) -> list[int | None]:
+    from translator.errors import InputError
+
+    if text is None:
+        return [None]
+    if framework != "deepspeed":
+        raise InputError(f"--zero-stages is for the deepspeed engine, not {framework}")
+    try:
+        stages = sorted({int(s) for s in text.split(",")})
+    except ValueError:
+        raise InputError(f"--zero-stages {text!r}: give stages 0-3, comma-separated") from None
+    if not stages or any(s not in (0, 1, 2, 3) for s in stages):
+        raise InputError(f"--zero-stages {text!r}: give stages 0-3, comma-separated")
+    return stages
+
+
+def _gpu_memory(device: str) -> int | None:
+    if device != "gpu":
+        return None
+    import torch
+
+    return torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else None
+
+
+def _estimator(setup, precision, attention, sequence_parallel, distributed_optimizer, overhead):
+    """Candidate -> estimated bytes per GPU, for the probes' model."""
+    from translator import memory
+    from translator.launch.tune import candidate_spec
+
+    shape = memory.model_named(setup.model, setup.sequence_length)
+
+    def estimate(c) -> int:
+        run = memory_run(candidate_spec(setup.spec, c), setup.sequence_length, precision,
+                         "full" if c.recompute else "none", attention, sequence_parallel,
+                         distributed_optimizer, overhead)
+        return memory.estimate(shape, run).total
+
+    return estimate
+
+
+def _search(setup, stages, recompute, estimator, capacity, threshold, say):
+    """Run the search; a timeout or Ctrl-C ends it with the probes so far."""
+    from translator import tuning
+    from translator.launch import tune as probes
+
+    per_rank = setup.spec.global_batch_size // setup.spec.data_parallel_size
+    variants = [(r, z) for z in stages for r in ((False, True) if recompute else (False,))]
+    d = len(tuning.divisors(per_rank))
+    say(f"tune: {setup.framework} on {setup.device}, {setup.nnodes} node(s) × {setup.nproc}, "
+        f"global batch {setup.spec.global_batch_size}: {d} micro-batches keep it exact, at most "
+        f"{tuning.budget(d)} probes")
+    done: list = []
+
+    def probe(c):
+        say(f"probe {len(done) + 1}: micro-batch {c.micro_batch_size} × accumulation "
+            f"{c.gradient_accumulation_steps}" + (" with recompute" if c.recompute else "")
+            + (f", ZeRO {c.zero_stage}" if c.zero_stage is not None else ""))
+        result = probes.run_probe(setup, c, estimator(c), _progress(say, setup.steps))
+        say("  out of memory" if result.out_of_memory else
+            f"  {result.tokens_per_second:,.0f} tokens/s, peak {_mib(result.peak_memory_bytes)}")
+        done.append(result)
+        probes.save_progress(setup.workdir, done)
+        return result
+
+    start = time.monotonic()
+    fits = (lambda c: None) if capacity is None else (lambda c: estimator(c) <= capacity)
+    try:
+        result = tuning.search(per_rank, variants, fits, probe, threshold)
+    except (probes.Stopped, KeyboardInterrupt) as exc:
+        why = exc.why if isinstance(exc, probes.Stopped) else "interrupted"
+        partial = tuning.Search(probes=done, reason=why)
+        return partial, time.monotonic() - start, why
+    return result, time.monotonic() - start, None
+
+
+def _mib(n) -> str:
+    return "-" if not n else f"{n / 2**20:,.0f} MiB"
+
+
+def fit_memory(result) -> dict | None:
+    """Peak memory against micro-batch, least squares over the probes that ran: fixed + per
+    sample (None with fewer than two distinct micro-batches)."""
+    points = [(p.candidate.micro_batch_size, p.peak_memory_bytes) for p in result.probes
+              if not p.out_of_memory and p.peak_memory_bytes and not p.candidate.recompute]
+    xs = {x for x, _ in points}
+    if len(xs) < 2:
+        return None
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return {"fixed_bytes": int(my - slope * mx), "bytes_per_sample": int(slope)}
+
+
+def _report(setup, result, seconds, stopped, estimator, as_json, out_dir, targets, force,
+            plot_path, spec) -> None:
+    from translator import tuning
+    from translator.findings import finding
+    from translator.launch.tune import candidate_spec
+
+    per_rank = spec.global_batch_size // spec.data_parallel_size
+    d = len(tuning.divisors(per_rank))
+    fit = fit_memory(result)
+    picked = candidate_spec(spec, result.pick.candidate) if result.pick else None
+    findings = []
+    if picked is None and not stopped:
+        findings.append(finding("tune-nothing-fits", result.reason, where=setup.workdir.name,
+                                hint="use more ranks, shard more (ZeRO, TP, PP), --recompute, "
+                                     "a shorter sequence, or more memory"))
+    out = {"pick": picked.output() if picked else None, "reason": result.reason,
+           "probes": [p.as_dict() for p in result.probes], "probes_used": len(result.probes),
+           "budget": tuning.budget(d), "divisors": d, "seconds": round(seconds, 2),
+           "framework": setup.framework, "device": setup.device, "model": setup.model,
+           "sequence_length": setup.sequence_length, "memory_fit": fit,
+           "stopped": stopped, "files": {},
+           "findings": [f.as_dict() for f in findings]}
+    if picked is not None and out_dir:
+        out["files"] = _write_pick(picked, setup.framework, out_dir, targets, force)
+    if plot_path:
+        _plot_png(result, plot_path, spec.global_batch_size)
+    if as_json:
+        emit_json(out)
+    else:
+        _table(result, fit)
+        click.echo(_terminal_plot(result))
+        click.echo(f"{len(result.probes)} probe(s) of at most {tuning.budget(d)} ({d} "
+                   f"micro-batches keep global batch {spec.global_batch_size}), {seconds:.1f} s")
+        if picked is not None:
+            click.echo(f"pick: micro-batch {picked.micro_batch_size} × accumulation "
+                       f"{picked.gradient_accumulation_steps} × data-parallel "
+                       f"{picked.data_parallel_size} = {picked.global_batch_size}")
+        click.echo(f"why: {result.reason}")
+        for name, path in out["files"].items():
+            click.echo(f"wrote {path} ({name})")
+        print_findings(findings)
+    if stopped:
+        click.echo(f"batchspec: error: tune stopped: {stopped}", err=True)
+        sys.exit(130 if stopped == "interrupted" else 1)
+    if findings:
+        sys.exit(1)
+
+
+def _table(result, fit) -> None:
+    rows = [("micro", "accum", "recompute", "tokens/s", "step s", "peak", "estimate", "fitted",
+             "OOM")]
+    for p in result.probes:
+        c = p.candidate
+        fitted = (fit["fixed_bytes"] + fit["bytes_per_sample"] * c.micro_batch_size
+                  if fit and not c.recompute else None)
+        rows.append((str(c.micro_batch_size), str(c.gradient_accumulation_steps),
+                     "yes" if c.recompute else "no",
+                     "-" if p.tokens_per_second is None else f"{p.tokens_per_second:,.0f}",
+                     "-" if p.step_time_seconds is None else f"{p.step_time_seconds:.3f}",
+                     _mib(p.peak_memory_bytes), _mib(p.estimated_memory_bytes), _mib(fitted),
+                     "yes" if p.out_of_memory else "no"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        click.echo("  " + "  ".join(v.rjust(w) for v, w in zip(r, widths)))
+
+
+def _terminal_plot(result) -> str:
+    """tokens/s per probed micro-batch as bars (the PNG needs matplotlib)."""
+    ran = sorted((p.candidate.micro_batch_size, p.tokens_per_second or 0.0)
+                 for p in result.probes if not p.candidate.recompute)
+    top = max((t for _, t in ran), default=0.0) or 1.0
+    lines = ["tokens/s by micro-batch (# = ran, x = out of memory):"]
+    for micro, tokens in ran:
+        bar = "#" * round(40 * tokens / top) if tokens else "x"
+        lines.append(f"  {micro:>6}  {bar} {tokens:,.0f}" if tokens else f"  {micro:>6}  x")
+    return "\n".join(lines)
+
+
+def _plot_png(result, path: str, global_batch: int) -> None:
+    import io
+
+    import matplotlib
+
+    from translator.files import write_files
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ran = sorted((p.candidate.micro_batch_size, p.tokens_per_second, p.peak_memory_bytes)
+                 for p in result.probes if not p.out_of_memory and not p.candidate.recompute)
+    fig, speed = plt.subplots(figsize=(6, 4))
+    speed.plot([m for m, _, _ in ran], [t for _, t, _ in ran], "o-", label="tokens/s")
+    speed.set_xscale("log", base=2)
+    speed.set_xlabel("micro-batch")
+    speed.set_ylabel("tokens/s")
+    memory = speed.twinx()
+    memory.plot([m for m, _, _ in ran], [(b or 0) / GIB for _, _, b in ran], "s--", color="C1",
+                label="peak memory")
+    memory.set_ylabel("peak memory (GiB)")
+    speed.set_title(f"batchspec tune: every micro-batch keeps global batch {global_batch}")
+    fig.legend(loc="lower right")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    write_files([(Path(path), buffer.getvalue())], force=True)
+
+
+def _write_pick(spec, framework: str, out_dir: str, targets: str | None, force: bool) -> dict:
+    from translator.files import write_files
+    from translator.render import render
+
+    files = []
+    for backend, path in _pick_files(framework, out_dir, targets):
+        if backend is None:
+            files.append(("spec", path, spec.model_dump_json(indent=2)))
+        else:
+            rendered = render(spec, backend)
+            files.append((backend.NAME, path.with_name(rendered.filename), rendered.text))
+    written = write_files([(path, text) for _, path, text in files], force)
+    return {name: str(w.path) for (name, _, _), w in zip(files, written)}
+
+
+def _submit(setup, options, as_json: bool, timeout) -> None:
+    """The whole tune as one Slurm job: submit, follow, print its result (or, stopped, the
+    probes it had run)."""
+    import shutil
+
+    from translator.errors import InputError
+    from translator.files import write_atomic
+    from translator.launch import slurm
+    from translator.launch import tune as probes
+    from translator.launch.smoke import environment
+
+    if shutil.which("sbatch") is None:
+        raise InputError("sbatch not found: --slurm needs a Slurm login node")
+    argv = [sys.executable, "-m", "translator", *_inner_args(), "--in-allocation", "--json"]
+    text = probes.allocation_script(setup, argv, options)
+    setup.workdir.mkdir(parents=True, exist_ok=True)
+    for stale in (setup.workdir / "tune.json", setup.workdir / probes.PROGRESS_FILE):
+        stale.unlink(missing_ok=True)
+    path = setup.workdir / "tune.sbatch"
+    write_atomic(path, text)
+    plan = probes._plan_for(setup)
+    env = environment(setup.memory_limit)
+    job = slurm.submit(plan, str(path), env)
+    say = (lambda t: None) if as_json else (lambda t: click.echo(t, err=True))
+    say(f"submitted job {job}: the whole tune runs in one allocation")
+    final = slurm.follow(job, env, timeout, lambda s: say(f"job {job}: {s}"))
+    result = setup.workdir / "tune.json"
+    if final in ("timeout", "interrupted") or not result.exists() or not result.read_text():
+        done = probes.read_progress(setup.workdir)
+        if as_json:
+            emit_json({"pick": None, "probes": done, "stopped": final, "slurm_job": job})
+        else:
+            click.echo(f"job {job} ended {final}; {len(done)} probe(s) ran "
+                       f"(see {setup.workdir}/slurm-{job}.out)")
+        click.echo(f"batchspec: error: tune job {job}: {final}", err=True)
+        sys.exit(130 if final == "interrupted" else 1)
+    import json
+
+    out = json.loads(result.read_text()) | {"slurm_job": job}
+    if as_json:
+        emit_json(out)
+    else:
+        pick = out["pick"]
+        click.echo(f"job {job}: {out['probes_used']} probe(s), {out['seconds']} s")
+        if pick:
+            click.echo(f"pick: micro-batch {pick['micro_batch_size']} × accumulation "
+                       f"{pick['gradient_accumulation_steps']}")
+        click.echo(f"why: {out['reason']}")
+    if out.get("stopped") or out.get("pick") is None:
+        sys.exit(1)
+
+
+#: Options only the login side uses; the job gets every other one as given.
+LOGIN_ONLY = {"use_slurm", "partition", "account", "time_limit", "sbatch_extra", "setup",
+              "gpus_per_node", "cpus_per_task", "timeout", "in_allocation"}
+
+
+def _inner_args() -> list[str]:
+    """This tune's own command line for the job, rebuilt from the parsed options."""
+    ctx = click.get_current_context()
+    args = ["tune"]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if param.name in LOGIN_ONLY or value in (None, False, ()):
+            continue
+        if isinstance(param, click.Argument):
+            args.append(str(Path(value).resolve()))
+        elif param.is_flag:
+            args.append(param.opts[0])
+        else:
+            for one in value if param.multiple else [value]:
+                args += [param.opts[0], str(one)]
+    return args

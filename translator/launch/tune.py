@@ -1,0 +1,158 @@
+"""The probes of ``batchspec tune``: each candidate is a smoke run of the real engine, counted by
+the harness (its samples per step must be the global batch), timed and measured; and the Slurm
+job that runs a whole tune inside one allocation (each probe a job step: no queue between)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from translator.errors import ConfigError, InputError
+from translator.files import write_atomic, write_files
+from translator.findings import finding
+from translator.launch import command, runner
+from translator.launch import smoke as runs
+from translator.spec import BatchSpec
+from translator.tuning import Candidate, Probe
+
+#: The probes so far, rewritten after each one (what an interrupted tune still shows).
+PROGRESS_FILE = "tune-probes.json"
+
+
+class Stopped(Exception):
+    """A probe was stopped by ``--timeout`` or Ctrl-C (every rank of it is gone)."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+@dataclass
+class Setup:
+    """What every probe shares."""
+
+    spec: BatchSpec
+    framework: str
+    nproc: int
+    nnodes: int
+    steps: int
+    model: str
+    sequence_length: int
+    workdir: Path
+    device: str
+    memory_limit: int | None = None
+    deadline: float | None = None
+    """``time.monotonic()`` by which the whole tune must end (``--timeout``)."""
+    in_allocation: bool = False
+    """Inside a Slurm allocation: each probe is an ``srun`` job step."""
+
+
+def candidate_spec(spec: BatchSpec, c: Candidate) -> BatchSpec:
+    """The spec with the candidate's micro-batch, accumulation and ZeRO stage (G unchanged)."""
+    update = {"micro_batch_size": c.micro_batch_size,
+              "gradient_accumulation_steps": c.gradient_accumulation_steps}
+    if c.zero_stage is not None:
+        update["zero_stage"] = c.zero_stage
+    return BatchSpec.model_validate(spec.model_dump() | update)
+
+
+def probe_folder(setup: Setup, c: Candidate) -> Path:
+    name = f"probe-m{c.micro_batch_size}" + ("-recompute" if c.recompute else "") + (
+        f"-zero{c.zero_stage}" if c.zero_stage is not None else "")
+    return setup.workdir / name
+
+
+def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Probe:
+    """One real run of ``c``; out of memory is a result, any other failure ends the tune."""
+    folder = probe_folder(setup, c)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "candidate.json"
+    write_files([(path, candidate_spec(setup.spec, c).model_dump_json(indent=2))], force=True)
+    prepared = runs.prepare(str(path), setup.framework, setup.nproc, setup.nnodes, setup.steps,
+                            setup.model, setup.sequence_length, folder, device=setup.device,
+                            recompute=c.recompute)
+    left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)
+    start = time.monotonic()
+    runs.write_workdir(prepared)
+    outcome = runner.run(_command(setup, prepared.plan), runs.environment(setup.memory_limit),
+                         left, on_line)
+    report = runs.judge(prepared, outcome.stopped, left, outcome.log_tail)
+    if outcome.stopped:
+        raise Stopped(report.errors[0])
+    oom = any(r.error == "oom" for r in report.results)
+    if report.errors and not oom:
+        raise ConfigError([finding(
+            "tune-probe-failed", f"the probe of micro-batch {c.micro_batch_size} × accumulation "
+            f"{c.gradient_accumulation_steps}: " + "; ".join(report.errors), where=str(path))])
+    m = report.measurement
+    # The median step (after the warm-up one): a slow outlier step does not decide the pick.
+    tokens = (None if oom or not m.step_time_seconds else
+              setup.spec.global_batch_size * setup.sequence_length / m.step_time_seconds)
+    return Probe(c, m.samples_per_optimizer_step, tokens, None if oom else m.step_time_seconds,
+                 m.peak_memory_bytes or None, estimated, oom, time.monotonic() - start)
+
+
+def _command(setup: Setup, plan: command.SmokePlan) -> list[str]:
+    """torchrun here, or an ``srun`` job step on the allocation's nodes."""
+    if not setup.in_allocation:
+        return command.local_command(plan)
+    endpoint = None
+    if plan.nnodes > 1:
+        head = runner_output(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]])
+        endpoint = f"{head.split()[0]}:29500"
+    return ["srun", "--kill-on-bad-exit=1", f"--nodes={plan.nnodes}", "--ntasks-per-node=1",
+            plan.python, "-m", "torch.distributed.run", *command.torchrun_args(plan, endpoint),
+            *command.worker_args(plan)]
+
+
+def runner_output(argv: list[str]) -> str:
+    import subprocess
+
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+
+def save_progress(workdir: Path, probes: list[Probe]) -> None:
+    write_atomic(workdir / PROGRESS_FILE, json.dumps([p.as_dict() for p in probes], indent=2))
+
+
+def read_progress(workdir: Path) -> list[dict]:
+    path = workdir / PROGRESS_FILE
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def allocation_script(setup: Setup, argv: list[str], options, size=None) -> str:
+    """The sbatch script of a tune: one allocation of ``nnodes`` nodes; the tune itself runs on
+    its first node (``argv``: this tune's own command line with ``--in-allocation``), and each
+    probe is a job step inside it."""
+    from translator.launch import slurm
+    from translator.render import render_template
+
+    plan = replace(_plan_for(setup), framework=setup.framework)
+    options.validate()
+    asked = slurm.resources(plan, options, size or slurm.node_size(options.partition))
+    slurm.check_path("--workdir", setup.workdir)
+    for word in argv:
+        slurm.check_line("the tune command", word)
+    out = setup.workdir / "tune.json"
+    return render_template("sbatch.sh.j2", {
+        "plan": plan, "job_name": f"batchspec-tune-{setup.framework}",
+        "partition": options.partition, "account": options.account, "time": options.time,
+        "extra": options.extra, "setup": options.setup, **asked,
+        "body": f"{shlex.join(argv)} > {shlex.quote(str(out))}"})
+
+
+def _plan_for(setup: Setup) -> command.SmokePlan:
+    return command.SmokePlan(framework=setup.framework, nproc=setup.nproc, nnodes=setup.nnodes,
+                             steps=setup.steps, model=setup.model,
+                             sequence_length=setup.sequence_length, workdir=setup.workdir,
+                             config_name="", device=setup.device)
+
+
+def in_allocation() -> bool:
+    if "SLURM_JOB_ID" not in os.environ:
+        raise InputError("--in-allocation: not inside a Slurm allocation (no SLURM_JOB_ID)")
+    return True
