@@ -3,13 +3,15 @@ real engine."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 
 import click
 
-from translator.cli.common import COUNT, command, emit_json, print_findings
+from translator.cli.common import command, emit_json, print_findings
+from translator.findings import Finding
 from translator.cli.estimate import memory_run, run_options
 from translator.cli.smoke import _progress, engine_options, parse_memory, slurm_options
 from translator.memory import GIB
@@ -84,11 +86,12 @@ def tune(as_json: bool, file: str, framework, nproc, nnodes, seq_len, model, tim
     estimator = _estimator(setup_, precision, attention, sequence_parallel,
                            distributed_optimizer, fixed)
     capacity = limit or _gpu_memory(device)
-    say = (lambda text: None) if as_json else (lambda text: click.echo(text, err=True))
+    # Inside an allocation the progress goes to the job's log whatever the output format.
+    quiet = as_json and not in_allocation
+    say = (lambda text: None) if quiet else (lambda text: click.echo(text, err=True))
     result, seconds, stopped = _search(setup_, stages, recompute, estimator, capacity, threshold,
                                        say)
-    _report(setup_, result, seconds, stopped, estimator, as_json, out_dir, targets, force,
-            plot_path, spec)
+    _report(file, setup_, result, seconds, stopped, as_json, out_dir, targets, force, plot_path)
 
 
 def _check_outputs(spec, framework, out_dir, targets, force, plot_path) -> None:
@@ -185,7 +188,8 @@ def _search(setup, stages, recompute, estimator, capacity, threshold, say):
     def probe(c):
         say(f"probe {len(done) + 1}: micro-batch {c.micro_batch_size} × accumulation "
             f"{c.gradient_accumulation_steps}" + (" with recompute" if c.recompute else "")
-            + (f", ZeRO {c.zero_stage}" if c.zero_stage is not None else ""))
+            + (f", ZeRO {c.zero_stage}" if c.zero_stage is not None else "")
+            + (f" (job step of {os.environ['SLURM_JOB_ID']})" if setup.in_allocation else ""))
         result = probes.run_probe(setup, c, estimator(c), _progress(say, setup.steps))
         say("  out of memory" if result.out_of_memory else
             f"  {result.tokens_per_second:,.0f} tokens/s, peak {_mib(result.peak_memory_bytes)}")
@@ -198,9 +202,11 @@ def _search(setup, stages, recompute, estimator, capacity, threshold, say):
     try:
         result = tuning.search(per_rank, variants, fits, probe, threshold)
     except (probes.Stopped, KeyboardInterrupt) as exc:
-        why = exc.why if isinstance(exc, probes.Stopped) else "interrupted"
-        partial = tuning.Search(probes=done, reason=why)
-        return partial, time.monotonic() - start, why
+        stopped = exc.why if isinstance(exc, probes.Stopped) else "interrupted"
+        why = (f"--timeout reached during probe {len(done) + 1}" if stopped == "timeout" else
+               f"interrupted during probe {len(done) + 1}")
+        partial = tuning.Search(probes=done, reason=why + "; every process of it was stopped")
+        return partial, time.monotonic() - start, stopped
     return result, time.monotonic() - start, None
 
 
@@ -222,19 +228,20 @@ def fit_memory(result) -> dict | None:
     return {"fixed_bytes": int(my - slope * mx), "bytes_per_sample": int(slope)}
 
 
-def _report(setup, result, seconds, stopped, estimator, as_json, out_dir, targets, force,
-            plot_path, spec) -> None:
+def _report(file, setup, result, seconds, stopped, as_json, out_dir, targets, force,
+            plot_path) -> None:
     from translator import tuning
     from translator.findings import finding
     from translator.launch.tune import candidate_spec
 
+    spec = setup.spec
     per_rank = spec.global_batch_size // spec.data_parallel_size
     d = len(tuning.divisors(per_rank))
     fit = fit_memory(result)
     picked = candidate_spec(spec, result.pick.candidate) if result.pick else None
     findings = []
     if picked is None and not stopped:
-        findings.append(finding("tune-nothing-fits", result.reason, where=setup.workdir.name,
+        findings.append(finding("tune-nothing-fits", result.reason, where=file,
                                 hint="use more ranks, shard more (ZeRO, TP, PP), --recompute, "
                                      "a shorter sequence, or more memory"))
     out = {"pick": picked.output() if picked else None, "reason": result.reason,
@@ -251,53 +258,65 @@ def _report(setup, result, seconds, stopped, estimator, as_json, out_dir, target
     if as_json:
         emit_json(out)
     else:
-        _table(result, fit)
-        click.echo(_terminal_plot(result))
-        click.echo(f"{len(result.probes)} probe(s) of at most {tuning.budget(d)} ({d} "
-                   f"micro-batches keep global batch {spec.global_batch_size}), {seconds:.1f} s")
-        if picked is not None:
-            click.echo(f"pick: micro-batch {picked.micro_batch_size} × accumulation "
-                       f"{picked.gradient_accumulation_steps} × data-parallel "
-                       f"{picked.data_parallel_size} = {picked.global_batch_size}")
-        click.echo(f"why: {result.reason}")
-        for name, path in out["files"].items():
-            click.echo(f"wrote {path} ({name})")
-        print_findings(findings)
+        _print(out)
     if stopped:
-        click.echo(f"batchspec: error: tune stopped: {stopped}", err=True)
+        click.echo(f"batchspec: error: tune stopped: {result.reason}", err=True)
         sys.exit(130 if stopped == "interrupted" else 1)
     if findings:
         sys.exit(1)
 
 
-def _table(result, fit) -> None:
+def _table(probes: list[dict], fit: dict | None) -> None:
+    """The probes (``Probe.as_dict()``) as aligned columns, with the fitted memory."""
+    def mib(n) -> str:
+        return _mib(n)
+
     rows = [("micro", "accum", "recompute", "tokens/s", "step s", "peak", "estimate", "fitted",
              "OOM")]
-    for p in result.probes:
-        c = p.candidate
-        fitted = (fit["fixed_bytes"] + fit["bytes_per_sample"] * c.micro_batch_size
-                  if fit and not c.recompute else None)
-        rows.append((str(c.micro_batch_size), str(c.gradient_accumulation_steps),
-                     "yes" if c.recompute else "no",
-                     "-" if p.tokens_per_second is None else f"{p.tokens_per_second:,.0f}",
-                     "-" if p.step_time_seconds is None else f"{p.step_time_seconds:.3f}",
-                     _mib(p.peak_memory_bytes), _mib(p.estimated_memory_bytes), _mib(fitted),
-                     "yes" if p.out_of_memory else "no"))
+    for p in probes:
+        micro = p["micro_batch_size"]
+        fitted = (fit["fixed_bytes"] + fit["bytes_per_sample"] * micro
+                  if fit and not p["recompute"] else None)
+        tokens, step = p["tokens_per_second"], p["step_time_seconds"]
+        rows.append((str(micro), str(p["gradient_accumulation_steps"]),
+                     "yes" if p["recompute"] else "no",
+                     "-" if tokens is None else f"{tokens:,.0f}",
+                     "-" if step is None else f"{step:.3f}", mib(p["peak_memory_bytes"]),
+                     mib(p["estimated_memory_bytes"]), mib(fitted),
+                     "yes" if p["out_of_memory"] else "no"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  " + "  ".join(v.rjust(w) for v, w in zip(r, widths)))
 
 
-def _terminal_plot(result) -> str:
+def _terminal_plot(probes: list[dict]) -> str:
     """tokens/s per probed micro-batch as bars (the PNG needs matplotlib)."""
-    ran = sorted((p.candidate.micro_batch_size, p.tokens_per_second or 0.0)
-                 for p in result.probes if not p.candidate.recompute)
+    ran = sorted((p["micro_batch_size"], p["tokens_per_second"] or 0.0) for p in probes
+                 if not p["recompute"])
     top = max((t for _, t in ran), default=0.0) or 1.0
     lines = ["tokens/s by micro-batch (# = ran, x = out of memory):"]
     for micro, tokens in ran:
-        bar = "#" * round(40 * tokens / top) if tokens else "x"
-        lines.append(f"  {micro:>6}  {bar} {tokens:,.0f}" if tokens else f"  {micro:>6}  x")
+        lines.append(f"  {micro:>6}  {'#' * round(40 * tokens / top)} {tokens:,.0f}" if tokens
+                     else f"  {micro:>6}  x")
     return "\n".join(lines)
+
+
+def _print(out: dict) -> None:
+    """The human form of a tune's result (``out``: what --json prints)."""
+    _table(out["probes"], out["memory_fit"])
+    click.echo(_terminal_plot(out["probes"]))
+    click.echo(f"{out['probes_used']} probe(s) of at most {out['budget']} ({out['divisors']} "
+               f"micro-batches keep the global batch), {out['seconds']:.1f} s"
+               + (f", Slurm job {out['slurm_job']}" if out.get("slurm_job") else ""))
+    pick = out["pick"]
+    if pick:
+        click.echo(f"pick: micro-batch {pick['micro_batch_size']} × accumulation "
+                   f"{pick['gradient_accumulation_steps']} × data-parallel "
+                   f"{pick['data_parallel_size']} = {pick['global_batch_size']}")
+    click.echo(f"why: {out['reason']}")
+    for name, path in out["files"].items():
+        click.echo(f"wrote {path} ({name})")
+    print_findings([Finding(**f) for f in out["findings"]])
 
 
 def _plot_png(result, path: str, global_batch: int) -> None:
@@ -387,19 +406,14 @@ def _submit(setup, options, as_json: bool, timeout) -> None:
     if as_json:
         emit_json(out)
     else:
-        pick = out["pick"]
-        click.echo(f"job {job}: {out['probes_used']} probe(s), {out['seconds']} s")
-        if pick:
-            click.echo(f"pick: micro-batch {pick['micro_batch_size']} × accumulation "
-                       f"{pick['gradient_accumulation_steps']}")
-        click.echo(f"why: {out['reason']}")
+        _print(out)
     if out.get("stopped") or out.get("pick") is None:
         sys.exit(1)
 
 
 #: Options only the login side uses; the job gets every other one as given.
 LOGIN_ONLY = {"use_slurm", "partition", "account", "time_limit", "sbatch_extra", "setup",
-              "gpus_per_node", "cpus_per_task", "timeout", "in_allocation"}
+              "gpus_per_node", "cpus_per_task", "timeout", "in_allocation", "as_json", "debug"}
 
 
 def _inner_args() -> list[str]:

@@ -17,6 +17,7 @@ from translator.launch import command, runner, slurm
 from translator.launch.engines import TORCH, config_backend
 from translator.launch.model import SHAPES
 from translator.launch.result import Measurement, RankResult, merge, read_all
+from translator.launch.worker import mentions_out_of_memory
 from translator.reading import Launch
 from translator.layouts import spec_values
 from translator.spec import BatchSpec
@@ -155,6 +156,8 @@ class Report:
     errors: list[str]
     """Why the run does not prove the batch (empty when it does)."""
     results: list[RankResult]
+    out_of_memory: bool = False
+    """A rank ran out of memory (by its report, or, dead before reporting, by the log)."""
 
 
 def judge(prepared: Prepared, stopped: str | None, timeout: float | None,
@@ -174,9 +177,16 @@ def judge(prepared: Prepared, stopped: str | None, timeout: float | None,
         elif r.error:
             errors.append(f"rank {r.rank} failed: {r.error}")
     missing = sorted(set(range(plan.world_size)) - {r.rank for r in results})
+    oom = any(r.error == "oom" for r in results)
     if missing and not errors:
-        tail = next((line for line in reversed(log_tail) if line.strip()), "no output")
-        errors.append(f"rank(s) {', '.join(map(str, missing))} reported nothing; last output: {tail}")
+        ranks = ", ".join(map(str, missing))
+        if any(mentions_out_of_memory(line) for line in log_tail):
+            oom = True  # an allocator abort (C++ std::bad_alloc) leaves no report behind
+            errors.append(f"out of memory on rank(s) {ranks} before they could report (at "
+                          f"micro-batch {spec.micro_batch_size})")
+        else:
+            tail = next((line for line in reversed(log_tail) if line.strip()), "no output")
+            errors.append(f"rank(s) {ranks} reported nothing; last output: {tail}")
     if not errors:
         if m.optimizer_steps != plan.steps:
             errors.append(f"{m.optimizer_steps} optimizer steps ran, not {plan.steps}")
@@ -189,7 +199,7 @@ def judge(prepared: Prepared, stopped: str | None, timeout: float | None,
             errors.append(f"{plan.framework} consumed {_steps(m.samples_per_optimizer_step)} "
                           f"samples per optimizer step, not the {expected} expected "
                           "(--expect-global)")
-    return Report(m, errors, results)
+    return Report(m, errors, results, oom)
 
 
 def _steps(counts: list[int]) -> str:

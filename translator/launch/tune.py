@@ -82,8 +82,8 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
                          left, on_line)
     report = runs.judge(prepared, outcome.stopped, left, outcome.log_tail)
     if outcome.stopped:
-        raise Stopped(report.errors[0])
-    oom = any(r.error == "oom" for r in report.results)
+        raise Stopped(outcome.stopped)
+    oom = report.out_of_memory
     if report.errors and not oom:
         raise ConfigError([finding(
             "tune-probe-failed", f"the probe of micro-batch {c.micro_batch_size} × accumulation "

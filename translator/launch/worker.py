@@ -81,7 +81,7 @@ def peak_memory(device: str) -> int:
 
 #: What allocators (torch's CPU and CUDA ones, Python, the OS) say when memory runs out.
 OUT_OF_MEMORY_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory",
-                       "memoryerror", "outofmemoryerror")
+                       "memoryerror", "outofmemoryerror", "std::bad_alloc")
 
 
 def mentions_out_of_memory(text: str) -> bool:
@@ -124,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
 
     limit = os.environ.get(MEMORY_LIMIT_ENV)
     if limit:
+        # torch and the engines are imported before the cap: a failed import would abort in
+        # C++ with no report, while a failed allocation in the run is reported as such.
+        import torch  # noqa: F401
+
+        import translator.launch.engines  # noqa: F401
+
         resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
     rank = int(os.environ.get("RANK", 0))
     ctx = RunContext(
@@ -134,9 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         recompute=args.recompute)
     from translator.launch.engines import module
 
-    engine = module(args.engine)
     try:
-        result = engine.run(ctx)
+        result = module(args.engine).run(ctx)
     except BaseException as exc:  # the launcher needs every rank's outcome, whatever it is
         oom = is_out_of_memory(exc)
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
