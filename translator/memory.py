@@ -53,18 +53,25 @@ class Model:
     """The output head shares the embedding's weights."""
     positions: int = 0
     """Rows of a learned position embedding (0 for rotary)."""
+    biases: bool = True
+    """GPT-style: LayerNorms with a bias and biases in every linear layer; Llama-style models
+    have RMSNorm weights only and no biases."""
 
     @property
     def layer_parameters(self) -> int:
-        h = self.hidden
-        attention = 2 * h * h + 2 * h * (h * self.kv_heads // self.heads)
+        h, kv = self.hidden, self.hidden * self.kv_heads // self.heads
+        attention = 2 * h * h + 2 * h * kv
         mlp = (3 if self.gated else 2) * h * self.ffn
-        return attention + mlp + 4 * h  # two norms (weight and bias)
+        norms = 2 * h * (2 if self.biases else 1)
+        biases = (h + 2 * kv + h + self.ffn + h) if self.biases else 0
+        return attention + mlp + norms + biases
 
     @property
     def parameters(self) -> int:
         embedding = self.vocab * self.hidden * (1 if self.tied else 2)
-        return self.layers * self.layer_parameters + embedding + self.positions * self.hidden
+        final_norm = self.hidden * (2 if self.biases else 1)
+        return (self.layers * self.layer_parameters + embedding + final_norm
+                + self.positions * self.hidden)
 
 
 PRESETS = {
@@ -72,9 +79,11 @@ PRESETS = {
     "tiny": Model("tiny", 2, 64, 4, 4, 256, 512, positions=64),
     "125m": Model("125m", 12, 768, 12, 12, 3072, 50304, positions=1024),
     # Llama 3 shapes (their published config.json files): GQA with 8 KV heads, SwiGLU.
-    "llama3-1b": Model("llama3-1b", 16, 2048, 32, 8, 8192, 128256, gated=True),
-    "llama3-8b": Model("llama3-8b", 32, 4096, 32, 8, 14336, 128256, gated=True, tied=False),
-    "llama3-70b": Model("llama3-70b", 80, 8192, 64, 8, 28672, 128256, gated=True, tied=False),
+    "llama3-1b": Model("llama3-1b", 16, 2048, 32, 8, 8192, 128256, gated=True, biases=False),
+    "llama3-8b": Model("llama3-8b", 32, 4096, 32, 8, 14336, 128256, gated=True, tied=False,
+                       biases=False),
+    "llama3-70b": Model("llama3-70b", 80, 8192, 64, 8, 28672, 128256, gated=True, tied=False,
+                        biases=False),
 }
 
 
@@ -124,7 +133,7 @@ def read_hf_config(path: str) -> Model:
         ffn=first("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden),
         vocab=first("vocab_size"), gated=not gpt2 and "intermediate_size" in data,
         tied=bool(data.get("tie_word_embeddings", True)),
-        positions=first("n_positions", default=1024) if gpt2 else 0)
+        positions=first("n_positions", default=1024) if gpt2 else 0, biases=gpt2)
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,8 @@ def search(per_rank: int, variants: list[tuple[bool, int | None]],
             found.probes.append(result)
             return result
 
-        edge = _edge(ladder, fits_estimate, run, threshold)
+        more = (recompute, zero) != variants[-1]
+        edge = _edge(ladder, fits_estimate, run, threshold, settle_first=more)
         if edge is None:  # out of budget before anything ran
             break
         if edge < 0:
@@ -112,9 +113,12 @@ def search(per_rank: int, variants: list[tuple[bool, int | None]],
     return found
 
 
-def _edge(ladder: list[Candidate], fits_estimate, run, threshold: float) -> int | None:
+def _edge(ladder: list[Candidate], fits_estimate, run, threshold: float,
+          settle_first: bool = False) -> int | None:
     """Index of the largest candidate that fits (-1: none does), or of one that fits and is
-    already slower than a smaller one while galloping up; None when out of budget."""
+    already slower than a smaller one while galloping up; None when out of budget. With
+    ``settle_first`` a guess that does not fit is followed by micro-batch 1 (is this variant
+    possible at all?) before the bisection."""
     guess = len(ladder) - 1
     predicted = [fits_estimate(c) for c in ladder]
     if any(p is False for p in predicted):
@@ -124,6 +128,14 @@ def _edge(ladder: list[Candidate], fits_estimate, run, threshold: float) -> int 
     if first is None:
         return None
     lo, hi = (guess, hi) if not first.out_of_memory else (lo, guess)
+    if first.out_of_memory and settle_first and guess > 0:
+        # Another variant waits: learn at once whether micro-batch 1 fits this one at all.
+        smallest = run(0)
+        if smallest is None:
+            return None
+        if smallest.out_of_memory:
+            return -1
+        lo = 0
     step = 1
     while hi - lo > 1:
         if first.out_of_memory or lo < 0:
