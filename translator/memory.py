@@ -163,6 +163,20 @@ class Run:
     """Bytes no formula covers: CUDA context, NCCL, allocator slack."""
 
 
+def run_of(spec, sequence_length: int, *, precision: str = "bf16", recompute: str = "none",
+           attention: str = "flash", sequence_parallel: bool = False,
+           distributed_optimizer: bool = False, overhead: int = GIB) -> Run:
+    """The :class:`Run` of a solved :class:`~translator.spec.BatchSpec`."""
+    return Run(micro_batch_size=spec.micro_batch_size, sequence_length=sequence_length,
+               data_parallel=spec.data_parallel_size, tensor=spec.tensor_parallel_size,
+               pipeline=spec.pipeline_parallel_size, context=spec.context_parallel_size,
+               virtual_stages=spec.virtual_pipeline_stages,
+               micro_batches=spec.gradient_accumulation_steps,
+               zero_stage=max(spec.zero_stage or 0, 1 if distributed_optimizer else 0),
+               precision=precision, recompute=recompute, attention=attention,
+               sequence_parallel=sequence_parallel, overhead=overhead)
+
+
 @dataclass(frozen=True)
 class Part:
     name: str

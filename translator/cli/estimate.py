@@ -34,21 +34,6 @@ def run_options(fn):
     return fn
 
 
-def memory_run(spec, seq_len: int, precision: str, recompute: str, attention: str,
-               sequence_parallel: bool, distributed_optimizer: bool, overhead: int):
-    """The :class:`translator.memory.Run` of a solved spec."""
-    from translator.memory import Run
-
-    return Run(micro_batch_size=spec.micro_batch_size, sequence_length=seq_len,
-               data_parallel=spec.data_parallel_size, tensor=spec.tensor_parallel_size,
-               pipeline=spec.pipeline_parallel_size, context=spec.context_parallel_size,
-               virtual_stages=spec.virtual_pipeline_stages,
-               micro_batches=spec.gradient_accumulation_steps,
-               zero_stage=max(spec.zero_stage or 0, 1 if distributed_optimizer else 0),
-               precision=precision, recompute=recompute, attention=attention,
-               sequence_parallel=sequence_parallel, overhead=overhead)
-
-
 @command("estimate")
 @click.argument("file", required=False, metavar="[FILE]")
 @spec_options
@@ -78,8 +63,10 @@ def estimate(as_json: bool, file: str | None, framework, model, recompute, preci
                          "lists the options)")
     seq_len = spec.sequence_length or 2048
     shape = memory.model_named(model, seq_len)
-    run = memory_run(spec, seq_len, precision or "bf16", recompute, attention, sequence_parallel,
-                     distributed_optimizer, parse_memory(overhead or "1G", "--overhead"))
+    run = memory.run_of(spec, seq_len, precision=precision or "bf16", recompute=recompute,
+                        attention=attention, sequence_parallel=sequence_parallel,
+                        distributed_optimizer=distributed_optimizer,
+                        overhead=parse_memory(overhead or "1G", "--overhead"))
     result = memory.estimate(shape, run)
     limit = parse_memory(capacity, "--capacity")
     fits = best = None

@@ -125,7 +125,7 @@ def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, mo
     if use_slurm:
         stopped, tail, job, state = runs.run_slurm(prepared, options, timeout, limit, say)
     else:
-        stopped, tail = runs.run_local(prepared, timeout, limit, _progress(say, steps))
+        stopped, tail = runs.run_local(prepared, timeout, limit, step_progress(say, steps))
     report = runs.judge(prepared, stopped, timeout, tail)
     mfu, formula = runs.mfu(report, prepared)
     m = report.measurement
@@ -147,7 +147,7 @@ def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, mo
         sys.exit(130 if stopped == "interrupted" else ConfigError.exit_code)
 
 
-def _progress(say, steps):
+def step_progress(say, steps):
     from translator.launch.worker import PROGRESS
 
     # Ranks share one output stream, so a progress line may arrive glued to another line.

@@ -11,9 +11,9 @@ from pathlib import Path
 import click
 
 from translator.cli.common import command, emit_json, print_findings
+from translator.cli.estimate import run_options
+from translator.cli.smoke import engine_options, parse_memory, slurm_options, step_progress
 from translator.findings import Finding
-from translator.cli.estimate import memory_run, run_options
-from translator.cli.smoke import _progress, engine_options, parse_memory, slurm_options
 from translator.memory import GIB
 
 
@@ -83,8 +83,9 @@ def tune(as_json: bool, file: str, framework, nproc, nnodes, seq_len, model, tim
         return _submit(setup_, options, as_json, timeout)
     precision = precision or ("bf16" if device == "gpu" else "fp32")
     fixed = parse_memory(overhead, "--overhead") if overhead else (GIB if device == "gpu" else 0)
-    estimator = _estimator(setup_, precision, attention, sequence_parallel,
-                           distributed_optimizer, fixed)
+    estimator = probes.estimator(setup_, precision=precision, attention=attention,
+                                 sequence_parallel=sequence_parallel,
+                                 distributed_optimizer=distributed_optimizer, overhead=fixed)
     capacity = limit or _gpu_memory(device)
     # Inside an allocation the progress goes to the job's log whatever the output format.
     quiet = as_json and not in_allocation
@@ -156,22 +157,6 @@ def _gpu_memory(device: str) -> int | None:
     return torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else None
 
 
-def _estimator(setup, precision, attention, sequence_parallel, distributed_optimizer, overhead):
-    """Candidate -> estimated bytes per GPU, for the probes' model."""
-    from translator import memory
-    from translator.launch.tune import candidate_spec
-
-    shape = memory.model_named(setup.model, setup.sequence_length)
-
-    def estimate(c) -> int:
-        run = memory_run(candidate_spec(setup.spec, c), setup.sequence_length, precision,
-                         "full" if c.recompute else "none", attention, sequence_parallel,
-                         distributed_optimizer, overhead)
-        return memory.estimate(shape, run).total
-
-    return estimate
-
-
 def _search(setup, stages, recompute, estimator, capacity, threshold, say):
     """Run the search; a timeout or Ctrl-C ends it with the probes so far."""
     from translator import tuning
@@ -190,7 +175,7 @@ def _search(setup, stages, recompute, estimator, capacity, threshold, say):
             f"{c.gradient_accumulation_steps}" + (" with recompute" if c.recompute else "")
             + (f", ZeRO {c.zero_stage}" if c.zero_stage is not None else "")
             + (f" (job step of {os.environ['SLURM_JOB_ID']})" if setup.in_allocation else ""))
-        result = probes.run_probe(setup, c, estimator(c), _progress(say, setup.steps))
+        result = probes.run_probe(setup, c, estimator(c), step_progress(say, setup.steps))
         say("  out of memory" if result.out_of_memory else
             f"  {result.tokens_per_second:,.0f} tokens/s, peak {_mib(result.peak_memory_bytes)}")
         done.append(result)

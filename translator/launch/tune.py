@@ -66,6 +66,21 @@ def probe_folder(setup: Setup, c: Candidate) -> Path:
     return setup.workdir / name
 
 
+def estimator(setup: Setup, **how):
+    """Candidate -> estimated bytes per GPU for the probes' model (``how``: the keywords of
+    :func:`translator.memory.run_of`; recompute follows the candidate)."""
+    from translator import memory
+
+    shape = memory.model_named(setup.model, setup.sequence_length)
+
+    def estimate(c: Candidate) -> int:
+        run = memory.run_of(candidate_spec(setup.spec, c), setup.sequence_length,
+                            recompute="full" if c.recompute else "none", **how)
+        return memory.estimate(shape, run).total
+
+    return estimate
+
+
 def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Probe:
     """One real run of ``c``; out of memory is a result, any other failure ends the tune."""
     folder = probe_folder(setup, c)

@@ -1,0 +1,115 @@
+"""Benchmark of ``batchspec tune`` against the exhaustive sweep and the doubling strategy, in one
+run on this machine's CPUs (2 ranks, the torch engine, real probes).
+
+For each case it prints the probes, wall time and pick of each strategy, the pick's tokens/s as
+a fraction of the sweep's best (the sweep's own measurement of each micro-batch is the yardstick
+for all three), and the memory estimate beside the measured peak of every sweep probe.
+
+    python scripts/bench_tune.py [--steps 8] [--cases tiny-64,tiny-512-capped,tiny-256-g96]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from translator import tuning
+from translator.launch import tune as probes
+from translator.spec import BatchSpec
+
+#: name -> (model, sequence length, global batch, memory limit per rank)
+CASES = {
+    "tiny-64": ("tiny", 64, 128, None),
+    "tiny-512-capped": ("tiny", 512, 128, 1300 * 2**20),
+    "tiny-256-g96": ("tiny", 256, 96, None),
+    # Not in the default run: 2 CPU ranks take ~35 min for its 13 probes.
+    "125m-128": ("125m", 128, 32, None),
+}
+DEFAULT = "tiny-64,tiny-512-capped,tiny-256-g96"
+THRESHOLD = 0.03
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8, help="optimizer steps per probe")
+    parser.add_argument("--cases", default=DEFAULT, help=f"some of {', '.join(CASES)}")
+    args = parser.parse_args()
+    for name in args.cases.split(","):
+        bench(name, *CASES[name], args.steps)
+
+
+def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None, steps: int):
+    spec = BatchSpec(global_batch_size=global_batch, world_size=2, sequence_length=seq,
+                     micro_batch_size=1)
+    per_rank = global_batch // 2
+    with tempfile.TemporaryDirectory() as tmp:
+        def setup(tag: str) -> probes.Setup:
+            return probes.Setup(spec, "torch", 2, 1, steps, model, seq, Path(tmp) / tag, "cpu",
+                                limit)
+
+        # what tune itself estimates on CPU: fp32, no fixed overhead
+        estimated = probes.estimator(setup("estimate"), precision="fp32", attention="flash",
+                                     overhead=0)
+
+        def prober(tag: str):
+            return lambda c: probes.run_probe(setup(tag), c, estimated(c), lambda line: None)
+
+        ladder = [tuning.Candidate(b, per_rank // b) for b in tuning.divisors(per_rank)]
+        start = time.monotonic()
+        sweep = [prober("sweep")(c) for c in ladder]
+        sweep_time = time.monotonic() - start
+        measured = {p.candidate.micro_batch_size: p.tokens_per_second or 0.0 for p in sweep}
+        best = max(measured.values())
+
+        start = time.monotonic()
+        capacity = limit
+        fits = (lambda c: None) if capacity is None else (lambda c: estimated(c) <= capacity)
+        found = tuning.search(per_rank, [(False, None)], fits, prober("tune"), THRESHOLD)
+        tune_time = time.monotonic() - start
+
+        start = time.monotonic()
+        doubling = doubling_search(per_rank, prober("doubling"))
+        doubling_time = time.monotonic() - start
+
+    print(f"\n== {name}: model {model}, sequence {seq}, global batch {global_batch} on 2 CPU "
+          f"ranks, memory limit {limit and f'{limit / 2**20:.0f} MiB' or 'none'}, {steps} steps "
+          f"per probe; {len(ladder)} divisors, tune budget {tuning.budget(len(ladder))}")
+    print(f"{'strategy':<10} {'probes':>6} {'wall s':>7} {'pick':>5} {'pick tokens/s':>14} "
+          f"{'of sweep best':>13}")
+    for label, picked, count, seconds in (
+            ("sweep", max(measured, key=measured.get), len(sweep), sweep_time),
+            ("tune", found.pick and found.pick.candidate.micro_batch_size,
+             len(found.probes), tune_time),
+            ("doubling", doubling[0], doubling[1], doubling_time)):
+        value = measured.get(picked, 0.0)
+        print(f"{label:<10} {count:>6} {seconds:>7.1f} {picked or '-':>5} {value:>14,.0f} "
+              f"{value / best:>12.1%}")
+    print("sweep probes: micro, tokens/s, measured peak, estimate (analytic, no fixed overhead)")
+    for p in sweep:
+        peak = f"{p.peak_memory_bytes / 2**20:,.0f} MiB" if p.peak_memory_bytes else "-"
+        print(f"  {p.candidate.micro_batch_size:>5} {p.tokens_per_second or 0:>10,.0f} "
+              f"{'OOM' if p.out_of_memory else peak:>10} "
+              f"{p.estimated_memory_bytes / 2**20:>9,.0f} MiB")
+
+
+def doubling_search(per_rank: int, probe) -> tuple[int | None, int]:
+    """What users do by hand: micro-batch 1, 2, 4... (those that divide), until out of memory
+    or a doubling gains less than the threshold; the fastest wins. Returns (pick, probes)."""
+    results, b = {}, 1
+    while b <= per_rank and per_rank % b == 0:
+        p = probe(tuning.Candidate(b, per_rank // b))
+        if p.out_of_memory:
+            break
+        results[b] = p.tokens_per_second or 0.0
+        if len(results) > 1 and results[b] < results[b // 2] * (1 + THRESHOLD):
+            break
+        b *= 2
+    pick = max(results, key=results.get) if results else None
+    return pick, len(results) + (1 if b <= per_rank and per_rank % b == 0 and b not in results
+                                 else 0)
+
+
+if __name__ == "__main__":
+    main()
