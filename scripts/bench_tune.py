@@ -2,15 +2,18 @@
 run on this machine's CPUs (2 ranks, the torch engine, real probes).
 
 For each case it prints the probes, wall time and pick of each strategy, the pick's tokens/s as
-a fraction of the sweep's best (the sweep's own measurement of each micro-batch is the yardstick
-for all three), and the memory estimate beside the measured peak of every sweep probe.
+a fraction of the sweep's best, and the memory estimate beside the measured peak of every sweep
+probe. The yardstick for all three is the sweep's tokens/s of each micro-batch, averaged over
+``--repeats`` sweeps: one probe of the same layout varies by 2-7 % from run to run on this CPU,
+so a single sweep's "best" is partly the luckiest measurement.
 
-    python scripts/bench_tune.py [--steps 8] [--cases tiny-64,tiny-512-capped,tiny-256-g96]
+    python scripts/bench_tune.py [--steps 8] [--repeats 3] [--cases tiny-64,...]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -34,13 +37,15 @@ THRESHOLD = 0.03
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="optimizer steps per probe")
+    parser.add_argument("--repeats", type=int, default=3, help="sweeps averaged")
     parser.add_argument("--cases", default=DEFAULT, help=f"some of {', '.join(CASES)}")
     args = parser.parse_args()
     for name in args.cases.split(","):
-        bench(name, *CASES[name], args.steps)
+        bench(name, *CASES[name], args.steps, args.repeats)
 
 
-def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None, steps: int):
+def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None, steps: int,
+          repeats: int):
     spec = BatchSpec(global_batch_size=global_batch, world_size=2, sequence_length=seq,
                      micro_batch_size=1)
     per_rank = global_batch // 2
@@ -58,9 +63,15 @@ def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None,
 
         ladder = [tuning.Candidate(b, per_rank // b) for b in tuning.divisors(per_rank)]
         start = time.monotonic()
-        sweep = [prober("sweep")(c) for c in ladder]
-        sweep_time = time.monotonic() - start
-        measured = {p.candidate.micro_batch_size: p.tokens_per_second or 0.0 for p in sweep}
+        sweeps = [[prober(f"sweep{i}")(c) for c in ladder] for i in range(repeats)]
+        sweep_time = (time.monotonic() - start) / repeats
+        sweep = sweeps[0]
+        measured = {c.micro_batch_size: statistics.mean(s[i].tokens_per_second or 0.0
+                                                        for s in sweeps)
+                    for i, c in enumerate(ladder)}
+        spread = max((max(s[i].tokens_per_second or 0 for s in sweeps)
+                      - min(s[i].tokens_per_second or 0 for s in sweeps)) / measured[c.micro_batch_size]
+                     for i, c in enumerate(ladder) if measured[c.micro_batch_size])
         best = max(measured.values())
 
         start = time.monotonic()
@@ -75,7 +86,9 @@ def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None,
 
     print(f"\n== {name}: model {model}, sequence {seq}, global batch {global_batch} on 2 CPU "
           f"ranks, memory limit {limit and f'{limit / 2**20:.0f} MiB' or 'none'}, {steps} steps "
-          f"per probe; {len(ladder)} divisors, tune budget {tuning.budget(len(ladder))}")
+          f"per probe; {len(ladder)} divisors, tune budget {tuning.budget(len(ladder))}; "
+          f"yardstick: the mean of {repeats} sweeps (largest spread of one layout "
+          f"{spread:.1%}); sweep wall time is one sweep's")
     print(f"{'strategy':<10} {'probes':>6} {'wall s':>7} {'pick':>5} {'pick tokens/s':>14} "
           f"{'of sweep best':>13}")
     for label, picked, count, seconds in (
@@ -86,12 +99,19 @@ def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None,
         value = measured.get(picked, 0.0)
         print(f"{label:<10} {count:>6} {seconds:>7.1f} {picked or '-':>5} {value:>14,.0f} "
               f"{value / best:>12.1%}")
-    print("sweep probes: micro, tokens/s, measured peak, estimate (analytic, no fixed overhead)")
+    print(f"tune's probes: {', '.join(describe(p) for p in found.probes)}")
+    print("sweep probes: micro, mean tokens/s, measured peak, estimate (analytic, no fixed "
+          "overhead)")
     for p in sweep:
         peak = f"{p.peak_memory_bytes / 2**20:,.0f} MiB" if p.peak_memory_bytes else "-"
-        print(f"  {p.candidate.micro_batch_size:>5} {p.tokens_per_second or 0:>10,.0f} "
+        print(f"  {p.candidate.micro_batch_size:>5} {measured[p.candidate.micro_batch_size]:>10,.0f} "
               f"{'OOM' if p.out_of_memory else peak:>10} "
               f"{p.estimated_memory_bytes / 2**20:>9,.0f} MiB")
+
+
+def describe(p) -> str:
+    return f"{p.candidate.micro_batch_size} " + (
+        "OOM" if p.out_of_memory else f"{p.tokens_per_second:,.0f}/s")
 
 
 def doubling_search(per_rank: int, probe) -> tuple[int | None, int]:

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The GPU check of the smoke engines, at most 6 minutes on one GPU: the torch, DeepSpeed and
-# Megatron engines on the 125m model in bf16 (5 optimizer steps, 1024 tokens per sample),
-# each run's samples per step checked by batchspec itself, then tokens/s, MFU and peak memory.
+# The GPU check of the smoke engines and of tune, at most 8 minutes on one GPU: the torch,
+# DeepSpeed and Megatron engines on the 125m model in bf16 (5 optimizer steps, 1024 tokens per
+# sample), each run's samples per step checked by batchspec itself, then tokens/s, MFU and peak
+# memory; then `tune` of the 125m model at global batch 64 (its probes, pick, and the memory
+# estimate beside the measured peak).
 # The README's GPU figures come only from this script, with the GPU it names.
 # Run from the repository root, in an environment with batchspec[test] installed:
 #   bash scripts/gpu_check.sh [OUT_DIR]      (PYTHON=... picks the interpreter)
@@ -44,4 +46,32 @@ print(f"{engine:10} exit {code}  {out['device']}  samples/step "
 PY
   [ "$code" -eq 0 ] || status=1
 done
+
+cat > "$out/tune.yaml" <<'YAML'
+global_batch_size: 64
+sequence_length: 1024
+YAML
+timeout 130 "$PYTHON" -m translator tune "$out/tune.yaml" --model 125m --device gpu --nproc 1 \
+  --steps 4 --timeout 120 --workdir "$out/tune" --json > "$out/tune.json" 2> "$out/tune.log"
+code=$?
+"$PYTHON" - "$out/tune.json" "$code" <<'PY'
+import json, sys
+path, code = sys.argv[1], int(sys.argv[2])
+try:
+    out = json.load(open(path))
+except (OSError, ValueError):
+    print(f"tune       exit {code}: no result (see tune.log)")
+    sys.exit(0)
+for p in out["probes"]:
+    est, peak = p["estimated_memory_bytes"] or 0, p["peak_memory_bytes"] or 0
+    print(f"tune probe micro {p['micro_batch_size']:>3} x {p['gradient_accumulation_steps']:>3}  "
+          f"samples/step {p['samples_per_optimizer_step']}  tokens/s "
+          f"{p['tokens_per_second'] or 0:,.0f}  peak {peak / 2**30:.2f} GiB  estimate "
+          f"{est / 2**30:.2f} GiB" + ("  OOM" if p["out_of_memory"] else ""))
+pick = out["pick"] or {}
+print(f"tune       exit {code}  pick micro {pick.get('micro_batch_size')} x "
+      f"{pick.get('gradient_accumulation_steps')}  {out['probes_used']}/{out['budget']} probes "
+      f"in {out['seconds']} s")
+PY
+[ "$code" -eq 0 ] || status=1
 exit $status

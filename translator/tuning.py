@@ -169,8 +169,9 @@ def _slower(result: Probe, than: Probe, threshold: float) -> bool:
 
 
 def _climb(edge: int, tried: dict[int, Probe], run, threshold: float) -> None:
-    """Halve the untested gaps on either side of the fastest probe (the side that leans up first),
-    moving to any faster probe, until no gap worth a probe is left or the budget is spent."""
+    """Halve the untested gaps on either side of the fastest probe (the side that leans up
+    first), moving to any faster probe; then the near gaps elsewhere (:func:`_near_gaps`);
+    until no gap worth a probe is left or the budget is spent."""
     while True:
         fitting = {i: p.tokens_per_second or 0.0 for i, p in tried.items()
                    if not p.out_of_memory and i <= edge}
@@ -182,9 +183,25 @@ def _climb(edge: int, tried: dict[int, Probe], run, threshold: float) -> None:
             (above, (best_i + above) // 2), (below, (best_i + below + 1) // 2))
             if abs(end - best_i) > 1 and not _flat(fitting, best_i, end, threshold)]
         if not gaps:
+            gaps = _near_gaps(fitting, fitting[best_i], edge, 2 * threshold)
+        if not gaps:
             return
         if run(max(gaps)[2]) is None:
             return
+
+
+def _near_gaps(speeds: dict[int, float], best: float, edge: int, band: float) -> list:
+    """Once the fastest probe's neighbours are known, the leftover budget goes to the largest
+    untested gap whose probed ends come within ``band`` of the fastest: one probe varies by a
+    few per cent from run to run, so a neighbour measured a little low may hide a faster one
+    beyond it."""
+    known = sorted(speeds)
+    gaps = []
+    for lo, hi in zip(known, known[1:] + [edge + 1]):
+        ends = [speeds[i] for i in (lo, hi) if i in speeds]
+        if hi - lo > 1 and max(ends) >= best * (1 - band):
+            gaps.append((0.0, hi - lo, (lo + hi) // 2))
+    return gaps
 
 
 def _reason(pick: Probe, tried: dict[int, Probe], edge: int, ladder, threshold) -> str:
