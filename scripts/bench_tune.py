@@ -69,9 +69,12 @@ def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None,
         measured = {c.micro_batch_size: statistics.mean(s[i].tokens_per_second or 0.0
                                                         for s in sweeps)
                     for i, c in enumerate(ladder)}
-        spread = max((max(s[i].tokens_per_second or 0 for s in sweeps)
-                      - min(s[i].tokens_per_second or 0 for s in sweeps)) / measured[c.micro_batch_size]
-                     for i, c in enumerate(ladder) if measured[c.micro_batch_size])
+        ran = [[s[i].tokens_per_second for s in sweeps if not s[i].out_of_memory]
+               for i in range(len(ladder))]
+        spread = max(((max(r) - min(r)) / statistics.mean(r) for r in ran if len(r) > 1),
+                     default=0.0)
+        ooms = {c.micro_batch_size: sum(s[i].out_of_memory for s in sweeps)
+                for i, c in enumerate(ladder)}
         best = max(measured.values())
 
         start = time.monotonic()
@@ -87,7 +90,7 @@ def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None,
     print(f"\n== {name}: model {model}, sequence {seq}, global batch {global_batch} on 2 CPU "
           f"ranks, memory limit {limit and f'{limit / 2**20:.0f} MiB' or 'none'}, {steps} steps "
           f"per probe; {len(ladder)} divisors, tune budget {tuning.budget(len(ladder))}; "
-          f"yardstick: the mean of {repeats} sweeps (largest spread of one layout "
+          f"yardstick: the mean of {repeats} sweeps (largest spread of one layout that ran "
           f"{spread:.1%}); sweep wall time is one sweep's")
     print(f"{'strategy':<10} {'probes':>6} {'wall s':>7} {'pick':>5} {'pick tokens/s':>14} "
           f"{'of sweep best':>13}")
@@ -104,9 +107,11 @@ def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None,
           "overhead)")
     for p in sweep:
         peak = f"{p.peak_memory_bytes / 2**20:,.0f} MiB" if p.peak_memory_bytes else "-"
-        print(f"  {p.candidate.micro_batch_size:>5} {measured[p.candidate.micro_batch_size]:>10,.0f} "
-              f"{'OOM' if p.out_of_memory else peak:>10} "
-              f"{p.estimated_memory_bytes / 2**20:>9,.0f} MiB")
+        micro = p.candidate.micro_batch_size
+        oom = f"  (out of memory in {ooms[micro]} of {repeats} sweeps, counted as 0)" if 0 < ooms[
+            micro] < repeats else ""
+        print(f"  {micro:>5} {measured[micro]:>10,.0f} {'OOM' if p.out_of_memory else peak:>10} "
+              f"{p.estimated_memory_bytes / 2**20:>9,.0f} MiB{oom}")
 
 
 def describe(p) -> str:
