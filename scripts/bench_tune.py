@@ -20,6 +20,7 @@ from pathlib import Path
 
 from translator import tuning
 from translator.launch import tune as probes
+from translator.launch.command import SmokePlan
 from translator.spec import BatchSpec
 
 #: name -> (model, sequence length, global batch, memory limit per rank)
@@ -51,8 +52,10 @@ def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None,
     per_rank = global_batch // 2
     with tempfile.TemporaryDirectory() as tmp:
         def setup(tag: str) -> probes.Setup:
-            return probes.Setup(spec, "torch", 2, 1, steps, model, seq, Path(tmp) / tag, "cpu",
-                                limit)
+            plan = SmokePlan(framework="torch", nproc=2, nnodes=1, steps=steps, model=model,
+                             sequence_length=seq, workdir=Path(tmp) / tag, config_name="",
+                             device="cpu")
+            return probes.Setup(spec, plan, limit)
 
         # what tune itself estimates on CPU: fp32, no fixed overhead
         estimated = probes.estimator(setup("estimate"), precision="fp32", attention="flash",

@@ -103,7 +103,6 @@ def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, mo
     samples every optimizer step consumes; exit 1 unless each is exactly the global batch
     (and, with --expect-global N, N)."""
     from translator.errors import ConfigError, InputError
-    from translator.launch import slurm
     from translator.launch import smoke as runs
 
     limit = parse_memory(memory_limit)

@@ -57,6 +57,7 @@ def tune(as_json: bool, file: str, framework, nproc, nnodes, seq_len, model, tim
     from translator.errors import InputError
     from translator.launch import smoke as runs
     from translator.launch import tune as probes
+    from translator.launch.command import SmokePlan
     from translator.layouts import load_layout
 
     limit = parse_memory(memory_limit)
@@ -74,8 +75,10 @@ def tune(as_json: bool, file: str, framework, nproc, nnodes, seq_len, model, tim
                          "tune with --framework torch")
     seq = seq_len or spec.sequence_length or runs.DEFAULT_SEQUENCE[model]
     workdir = (workdir or Path(".batchspec-tune") / framework).resolve()
-    setup_ = probes.Setup(spec, framework, nproc, nnodes, steps, model, seq, workdir, device,
-                          limit, None if timeout is None else time.monotonic() + timeout,
+    plan = SmokePlan(framework=framework, nproc=nproc, nnodes=nnodes, steps=steps, model=model,
+                     sequence_length=seq, workdir=workdir, config_name="", device=device)
+    setup_ = probes.Setup(spec, plan, limit,
+                          None if timeout is None else time.monotonic() + timeout,
                           in_allocation and probes.in_allocation())
     runs._check_engine(framework, spec, device)
     _check_outputs(spec, framework, out_dir, targets, force, plot_path)
@@ -165,7 +168,7 @@ def _search(setup, stages, recompute, estimator, capacity, threshold, say):
     per_rank = setup.spec.global_batch_size // setup.spec.data_parallel_size
     variants = [(r, z) for z in stages for r in ((False, True) if recompute else (False,))]
     d = len(tuning.divisors(per_rank))
-    say(f"tune: {setup.framework} on {setup.device}, {setup.nnodes} node(s) × {setup.nproc}, "
+    say(f"tune: {setup.plan.framework} on {setup.plan.device}, {setup.plan.nnodes} node(s) × {setup.plan.nproc}, "
         f"global batch {setup.spec.global_batch_size}: {d} micro-batches keep it exact, at most "
         f"{tuning.budget(d)} probes")
     done: list = []
@@ -175,11 +178,11 @@ def _search(setup, stages, recompute, estimator, capacity, threshold, say):
             f"{c.gradient_accumulation_steps}" + (" with recompute" if c.recompute else "")
             + (f", ZeRO {c.zero_stage}" if c.zero_stage is not None else "")
             + (f" (job step of {os.environ['SLURM_JOB_ID']})" if setup.in_allocation else ""))
-        result = probes.run_probe(setup, c, estimator(c), step_progress(say, setup.steps))
+        result = probes.run_probe(setup, c, estimator(c), step_progress(say, setup.plan.steps))
         say("  out of memory" if result.out_of_memory else
             f"  {result.tokens_per_second:,.0f} tokens/s, peak {_mib(result.peak_memory_bytes)}")
         done.append(result)
-        probes.save_progress(setup.workdir, done)
+        probes.save_progress(setup.plan.workdir, done)
         return result
 
     start = time.monotonic()
@@ -232,12 +235,12 @@ def _report(file, setup, result, seconds, stopped, as_json, out_dir, targets, fo
     out = {"pick": picked.output() if picked else None, "reason": result.reason,
            "probes": [p.as_dict() for p in result.probes], "probes_used": len(result.probes),
            "budget": tuning.budget(d), "divisors": d, "seconds": round(seconds, 2),
-           "framework": setup.framework, "device": setup.device, "model": setup.model,
-           "sequence_length": setup.sequence_length, "memory_fit": fit,
+           "framework": setup.plan.framework, "device": setup.plan.device, "model": setup.plan.model,
+           "sequence_length": setup.plan.sequence_length, "memory_fit": fit,
            "stopped": stopped, "files": {},
            "findings": [f.as_dict() for f in findings]}
     if picked is not None and out_dir:
-        out["files"] = _write_pick(picked, setup.framework, out_dir, targets, force)
+        out["files"] = _write_pick(picked, setup.plan.framework, out_dir, targets, force)
     if plot_path:
         _plot_png(result, plot_path, spec.global_batch_size)
     if as_json:
@@ -364,25 +367,25 @@ def _submit(setup, options, as_json: bool, timeout) -> None:
         raise InputError("sbatch not found: --slurm needs a Slurm login node")
     argv = [sys.executable, "-m", "translator", *_inner_args(), "--in-allocation", "--json"]
     text = probes.allocation_script(setup, argv, options)
-    setup.workdir.mkdir(parents=True, exist_ok=True)
-    for stale in (setup.workdir / "tune.json", setup.workdir / probes.PROGRESS_FILE):
+    setup.plan.workdir.mkdir(parents=True, exist_ok=True)
+    for stale in (setup.plan.workdir / "tune.json", setup.plan.workdir / probes.PROGRESS_FILE):
         stale.unlink(missing_ok=True)
-    path = setup.workdir / "tune.sbatch"
+    path = setup.plan.workdir / "tune.sbatch"
     write_atomic(path, text)
-    plan = probes._plan_for(setup)
+    plan = setup.plan
     env = environment(setup.memory_limit)
     job = slurm.submit(plan, str(path), env)
     say = (lambda t: None) if as_json else (lambda t: click.echo(t, err=True))
     say(f"submitted job {job}: the whole tune runs in one allocation")
     final = slurm.follow(job, env, timeout, lambda s: say(f"job {job}: {s}"))
-    result = setup.workdir / "tune.json"
+    result = setup.plan.workdir / "tune.json"
     if final in ("timeout", "interrupted") or not result.exists() or not result.read_text():
-        done = probes.read_progress(setup.workdir)
+        done = probes.read_progress(setup.plan.workdir)
         if as_json:
             emit_json({"pick": None, "probes": done, "stopped": final, "slurm_job": job})
         else:
             click.echo(f"job {job} ended {final}; {len(done)} probe(s) ran "
-                       f"(see {setup.workdir}/slurm-{job}.out)")
+                       f"(see {setup.plan.workdir}/slurm-{job}.out)")
         click.echo(f"batchspec: error: tune job {job}: {final}", err=True)
         sys.exit(130 if final == "interrupted" else 1)
     import json

@@ -8,7 +8,7 @@ import json
 import os
 import shlex
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from translator.errors import ConfigError, InputError
@@ -36,15 +36,12 @@ class Setup:
     """What every probe shares."""
 
     spec: BatchSpec
-    framework: str
-    nproc: int
-    nnodes: int
-    steps: int
-    model: str
-    sequence_length: int
-    workdir: Path
-    device: str
+    """The layout being tuned (its global batch is kept)."""
+    plan: command.SmokePlan
+    """The engine, ranks, model, steps per probe and device of every probe; its ``workdir``
+    is the tune's folder, each probe a subfolder."""
     memory_limit: int | None = None
+    """Each rank's address-space cap (``--memory-limit``)."""
     deadline: float | None = None
     """``time.monotonic()`` by which the whole tune must end (``--timeout``)."""
     in_allocation: bool = False
@@ -63,7 +60,7 @@ def candidate_spec(spec: BatchSpec, c: Candidate) -> BatchSpec:
 def probe_folder(setup: Setup, c: Candidate) -> Path:
     name = f"probe-m{c.micro_batch_size}" + ("-recompute" if c.recompute else "") + (
         f"-zero{c.zero_stage}" if c.zero_stage is not None else "")
-    return setup.workdir / name
+    return setup.plan.workdir / name
 
 
 def estimator(setup: Setup, **how):
@@ -71,10 +68,10 @@ def estimator(setup: Setup, **how):
     :func:`translator.memory.run_of`; recompute follows the candidate)."""
     from translator import memory
 
-    shape = memory.model_named(setup.model, setup.sequence_length)
+    shape = memory.model_named(setup.plan.model, setup.plan.sequence_length)
 
     def estimate(c: Candidate) -> int:
-        run = memory.run_of(candidate_spec(setup.spec, c), setup.sequence_length,
+        run = memory.run_of(candidate_spec(setup.spec, c), setup.plan.sequence_length,
                             recompute="full" if c.recompute else "none", **how)
         return memory.estimate(shape, run).total
 
@@ -87,8 +84,9 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "candidate.json"
     write_files([(path, candidate_spec(setup.spec, c).model_dump_json(indent=2))], force=True)
-    prepared = runs.prepare(str(path), setup.framework, setup.nproc, setup.nnodes, setup.steps,
-                            setup.model, setup.sequence_length, folder, device=setup.device,
+    plan = setup.plan
+    prepared = runs.prepare(str(path), plan.framework, plan.nproc, plan.nnodes, plan.steps,
+                            plan.model, plan.sequence_length, folder, device=plan.device,
                             recompute=c.recompute)
     left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)
     start = time.monotonic()
@@ -106,7 +104,7 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     m = report.measurement
     # The median step (after the warm-up one): a slow outlier step does not decide the pick.
     tokens = (None if oom or not m.step_time_seconds else
-              setup.spec.global_batch_size * setup.sequence_length / m.step_time_seconds)
+              setup.spec.global_batch_size * plan.sequence_length / m.step_time_seconds)
     return Probe(c, m.samples_per_optimizer_step, tokens, None if oom else m.step_time_seconds,
                  m.peak_memory_bytes or None, estimated, oom, time.monotonic() - start)
 
@@ -146,25 +144,18 @@ def allocation_script(setup: Setup, argv: list[str], options, size=None) -> str:
     from translator.launch import slurm
     from translator.render import render_template
 
-    plan = replace(_plan_for(setup), framework=setup.framework)
+    plan = setup.plan
     options.validate()
     asked = slurm.resources(plan, options, size or slurm.node_size(options.partition))
-    slurm.check_path("--workdir", setup.workdir)
+    slurm.check_path("--workdir", plan.workdir)
     for word in argv:
         slurm.check_line("the tune command", word)
-    out = setup.workdir / "tune.json"
+    out = plan.workdir / "tune.json"
     return render_template("sbatch.sh.j2", {
-        "plan": plan, "job_name": f"batchspec-tune-{setup.framework}",
+        "plan": plan, "job_name": f"batchspec-tune-{plan.framework}",
         "partition": options.partition, "account": options.account, "time": options.time,
         "extra": options.extra, "setup": options.setup, **asked,
         "body": f"{shlex.join(argv)} > {shlex.quote(str(out))}"})
-
-
-def _plan_for(setup: Setup) -> command.SmokePlan:
-    return command.SmokePlan(framework=setup.framework, nproc=setup.nproc, nnodes=setup.nnodes,
-                             steps=setup.steps, model=setup.model,
-                             sequence_length=setup.sequence_length, workdir=setup.workdir,
-                             config_name="", device=setup.device)
 
 
 def in_allocation() -> bool:
