@@ -2,8 +2,10 @@
 edge from --memory-limit; one Slurm job for all probes; bad input stops before any probe."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -156,3 +158,24 @@ def test_under_slurm_all_probes_run_in_one_allocation(tmp_path):
     log = (workdir / f"slurm-{job}.out").read_text()
     assert log.count(f"(job step of {job})") == out["probes_used"]
     assert len(list(workdir.glob("slurm-*.out"))) == 1  # one job, whatever the probes
+
+
+def test_ctrl_c_mid_probe_stops_every_rank_and_prints_the_probes_so_far(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SEQ64)
+    workdir = tmp_path / "w"
+    proc = subprocess.Popen([sys.executable, "-m", "translator", "tune", str(spec), "--nproc",
+                             "2", "--device", "cpu", "--steps", "100000", "--workdir",
+                             str(workdir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while not leftovers(str(workdir)) or not list(workdir.glob("probe-*/results")):
+        assert time.monotonic() < deadline, "the first probe never started"
+        time.sleep(0.5)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "tune stopped: interrupted during probe 1" in err
+    assert "probe(s) of at most" in out
+    assert leftovers(str(workdir)) == []
