@@ -31,7 +31,8 @@ def prober(edge: float, speed, calls: list):
 
 @settings(max_examples=300, deadline=None)
 @given(per_rank=st.sampled_from([1, 12, 16, 64, 96, 128, 360, 720]),
-       edge=st.sampled_from([0.5, 1, 3, 16, 50, 10_000]), landscape=st.sampled_from(list(LANDSCAPES)),
+       edge=st.sampled_from([0.5, 1, 3, 16, 50, 10_000]),
+       landscape=st.sampled_from(list(LANDSCAPES)),
        estimate=st.sampled_from(["none", "right", "optimistic", "pessimistic"]))
 def test_never_over_budget_and_every_candidate_keeps_g(per_rank, edge, landscape, estimate):
     fits = {"none": lambda c: None, "right": lambda c: c.micro_batch_size <= edge,

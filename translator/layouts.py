@@ -21,17 +21,20 @@ def spec_values(text: str, path: str) -> dict | None:
     return values if keys and keys <= spec_fields() | DERIVED_KEYS else None
 
 
-def load_layout(path: str | None, framework: str | None, flags: dict) -> BatchSpec:
+def load_layout(path: str | None, framework: str | None,
+                flags: dict) -> tuple[BatchSpec, str | None]:
     """The spec of ``path`` (a spec, or a framework config read as ``framework`` or detected)
-    with the spec ``flags`` that are set on top; flags alone without a file."""
+    with the spec ``flags`` that are set on top, flags alone without a file; and the framework
+    whose config it was (None for a spec or flags)."""
     from translator.files import read_text
 
     given = {k: v for k, v in flags.items() if v is not None}
     if path is None:
-        return build_spec(given, "flags")
+        return build_spec(given, "flags"), None
     if spec_values(read_text(path), path) is not None:
-        return load_spec(path, given)
+        return load_spec(path, given), None
     from translator.inspection import inspect_file
     from translator.reading import Launch
 
-    return inspect_file(path, framework, Launch(world_size=given.get("world_size"))).require_spec()
+    found = inspect_file(path, framework, Launch(world_size=given.get("world_size")))
+    return found.require_spec(), found.reading.framework

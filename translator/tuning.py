@@ -128,7 +128,8 @@ def _edge(ladder: list[Candidate], fits_estimate, run, threshold: float,
     if first is None:
         return None
     lo, hi = (guess, hi) if not first.out_of_memory else (lo, guess)
-    if first.out_of_memory and settle_first and guess > 0:
+    bisecting = first.out_of_memory  # else gallop upward from a guess that fit
+    if bisecting and settle_first and guess > 0:
         # Another variant waits: learn at once whether micro-batch 1 fits this one at all.
         smallest = run(0)
         if smallest is None:
@@ -138,9 +139,9 @@ def _edge(ladder: list[Candidate], fits_estimate, run, threshold: float,
         lo = 0
     step = 1
     while hi - lo > 1:
-        if first.out_of_memory or lo < 0:
+        if bisecting or lo < 0:
             mid = (lo + hi) // 2
-        else:  # gallop upward from a guess that fit, then bisect
+        else:
             mid = min(lo + step, hi - 1)
             step *= 2
         result = run(mid)
@@ -148,7 +149,7 @@ def _edge(ladder: list[Candidate], fits_estimate, run, threshold: float,
             break
         if result.out_of_memory:
             hi = mid
-            first = result
+            bisecting = True
         elif lo >= 0 and _slower(result, run(lo), threshold):
             return mid  # past the fastest already: the edge above cannot hold the pick
         else:

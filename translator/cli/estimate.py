@@ -57,7 +57,7 @@ def estimate(as_json: bool, file: str | None, framework, model, recompute, preci
     values = pop_spec_values(params)
     if file is None and not any(v is not None for v in values.values()):
         values |= {"micro_batch_size": 1, "world_size": 1, "gradient_accumulation_steps": 1}
-    spec = load_layout(file, framework, values)
+    spec, _ = load_layout(file, framework, values)
     if not spec.is_decided:
         raise InputError("the micro-batch is not decided: give --micro-batch (batchspec plan "
                          "lists the options)")

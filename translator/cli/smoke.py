@@ -108,7 +108,7 @@ def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, mo
     limit = parse_memory(memory_limit)
     options = slurm_options(use_slurm, partition, account, time_limit, sbatch_extra, setup,
                             gpus_per_node, cpus_per_task)
-    device = device or ("gpu" if use_slurm else runs.resolve_device("auto"))
+    device = runs.resolve_device(device, use_slurm)
     workdir = (workdir or Path(".batchspec-smoke") / (framework or "run")).resolve()
     if nnodes > 1 and not use_slurm and not (dry_run and rdzv_endpoint):
         raise InputError("a multi-node run outside Slurm starts on every node: print its command "
@@ -134,7 +134,8 @@ def smoke(as_json: bool, file: str, framework, nproc, nnodes, steps, seq_len, mo
         "tokens_per_second": m.tokens_per_second, "step_time_seconds": m.step_time_seconds,
         "peak_memory_bytes": m.peak_memory_bytes, "device": m.device,
         "stepped_by": m.stepped_by, "mfu": mfu, "mfu_formula": formula,
-        "workdir": str(workdir), "slurm_job": job, "expect_global": expect_global, "errors": report.errors,
+        "workdir": str(workdir), "slurm_job": job, "expect_global": expect_global,
+        "errors": report.errors,
         "findings": [f.as_dict() for f in prepared.findings]}
     if as_json:
         emit_json(out)

@@ -58,17 +58,18 @@ def tune(as_json: bool, file: str, framework, nproc, nnodes, seq_len, model, tim
     from translator.launch import smoke as runs
     from translator.launch import tune as probes
     from translator.launch.command import SmokePlan
+    from translator.launch.engines import TORCH
     from translator.layouts import load_layout
 
     limit = parse_memory(memory_limit)
     options = slurm_options(use_slurm, partition, account, time_limit, sbatch_extra, setup,
                             gpus_per_node, cpus_per_task)
-    device = device or ("gpu" if use_slurm else runs.resolve_device("auto"))
-    spec = load_layout(file, None, {"world_size": nproc * nnodes})
+    device = runs.resolve_device(device, use_slurm)
+    spec, source = load_layout(file, None, {"world_size": nproc * nnodes})
     if spec.world_size != nproc * nnodes:
         raise InputError(f"{file} is for world size {spec.world_size}, but tune launches "
                          f"{nproc * nnodes} (--nproc × --nnodes)")
-    framework = framework or _framework_of(file)
+    framework = framework or source or TORCH
     stages = _zero_stages(zero_stages, framework)
     if recompute and framework != "torch":
         raise InputError(f"--recompute: the {framework} engine does not switch recomputation; "
@@ -79,8 +80,8 @@ def tune(as_json: bool, file: str, framework, nproc, nnodes, seq_len, model, tim
                      sequence_length=seq, workdir=workdir, config_name="", device=device)
     setup_ = probes.Setup(spec, plan, limit,
                           None if timeout is None else time.monotonic() + timeout,
-                          in_allocation and probes.in_allocation())
-    runs._check_engine(framework, spec, device)
+                          in_allocation and probes.require_allocation())
+    runs.check_engine(framework, spec, device)
     _check_outputs(spec, framework, out_dir, targets, force, plot_path)
     if use_slurm:
         return _submit(setup_, options, as_json, timeout)
@@ -100,7 +101,7 @@ def tune(as_json: bool, file: str, framework, nproc, nnodes, seq_len, model, tim
 
 def _check_outputs(spec, framework, out_dir, targets, force, plot_path) -> None:
     """Refuse, before any probe, what would fail after them: a missing matplotlib, files in
-    --out that are there already, a framework the pick cannot be rendered for."""
+    --out that are there already (and an unknown --to framework, through get_backends)."""
     from translator.errors import InputError
 
     if plot_path:
@@ -123,17 +124,6 @@ def _pick_files(framework: str, out_dir: str, targets: str | None) -> list[tuple
     if not names:
         return [(None, Path(out_dir) / "spec.json")]
     return [(b, Path(out_dir) / b.FILENAME) for b in get_backends(names)]
-
-
-def _framework_of(file: str) -> str:
-    from translator.files import read_text
-    from translator.inspection import read_file
-    from translator.launch.engines import TORCH
-    from translator.layouts import spec_values
-
-    if spec_values(read_text(file), file) is not None:
-        return TORCH
-    return read_file(file)[1].framework
 
 
 def _zero_stages(text: str | None, framework: str) -> list[int | None]:
@@ -168,7 +158,8 @@ def _search(setup, stages, recompute, estimator, capacity, threshold, say):
     per_rank = setup.spec.global_batch_size // setup.spec.data_parallel_size
     variants = [(r, z) for z in stages for r in ((False, True) if recompute else (False,))]
     d = len(tuning.divisors(per_rank))
-    say(f"tune: {setup.plan.framework} on {setup.plan.device}, {setup.plan.nnodes} node(s) × {setup.plan.nproc}, "
+    plan = setup.plan
+    say(f"tune: {plan.framework} on {plan.device}, {plan.nnodes} node(s) × {plan.nproc}, "
         f"global batch {setup.spec.global_batch_size}: {d} micro-batches keep it exact, at most "
         f"{tuning.budget(d)} probes")
     done: list = []
@@ -178,11 +169,11 @@ def _search(setup, stages, recompute, estimator, capacity, threshold, say):
             f"{c.gradient_accumulation_steps}" + (" with recompute" if c.recompute else "")
             + (f", ZeRO {c.zero_stage}" if c.zero_stage is not None else "")
             + (f" (job step of {os.environ['SLURM_JOB_ID']})" if setup.in_allocation else ""))
-        result = probes.run_probe(setup, c, estimator(c), step_progress(say, setup.plan.steps))
+        result = probes.run_probe(setup, c, estimator(c), step_progress(say, plan.steps))
         say("  out of memory" if result.out_of_memory else
             f"  {result.tokens_per_second:,.0f} tokens/s, peak {_mib(result.peak_memory_bytes)}")
         done.append(result)
-        probes.save_progress(setup.plan.workdir, done)
+        probes.save_progress(plan.workdir, done)
         return result
 
     start = time.monotonic()
@@ -222,7 +213,7 @@ def _report(file, setup, result, seconds, stopped, as_json, out_dir, targets, fo
     from translator.findings import finding
     from translator.launch.tune import candidate_spec
 
-    spec = setup.spec
+    spec, plan = setup.spec, setup.plan
     per_rank = spec.global_batch_size // spec.data_parallel_size
     d = len(tuning.divisors(per_rank))
     fit = fit_memory(result)
@@ -235,12 +226,12 @@ def _report(file, setup, result, seconds, stopped, as_json, out_dir, targets, fo
     out = {"pick": picked.output() if picked else None, "reason": result.reason,
            "probes": [p.as_dict() for p in result.probes], "probes_used": len(result.probes),
            "budget": tuning.budget(d), "divisors": d, "seconds": round(seconds, 2),
-           "framework": setup.plan.framework, "device": setup.plan.device, "model": setup.plan.model,
-           "sequence_length": setup.plan.sequence_length, "memory_fit": fit,
+           "framework": plan.framework, "device": plan.device, "model": plan.model,
+           "sequence_length": plan.sequence_length, "memory_fit": fit,
            "stopped": stopped, "files": {},
            "findings": [f.as_dict() for f in findings]}
     if picked is not None and out_dir:
-        out["files"] = _write_pick(picked, setup.plan.framework, out_dir, targets, force)
+        out["files"] = _write_pick(picked, plan.framework, out_dir, targets, force)
     if plot_path:
         _plot_png(result, plot_path, spec.global_batch_size)
     if as_json:
@@ -256,9 +247,6 @@ def _report(file, setup, result, seconds, stopped, as_json, out_dir, targets, fo
 
 def _table(probes: list[dict], fit: dict | None) -> None:
     """The probes (``Probe.as_dict()``) as aligned columns, with the fitted memory."""
-    def mib(n) -> str:
-        return _mib(n)
-
     rows = [("micro", "accum", "recompute", "tokens/s", "step s", "peak", "estimate", "fitted",
              "OOM")]
     for p in probes:
@@ -269,8 +257,8 @@ def _table(probes: list[dict], fit: dict | None) -> None:
         rows.append((str(micro), str(p["gradient_accumulation_steps"]),
                      "yes" if p["recompute"] else "no",
                      "-" if tokens is None else f"{tokens:,.0f}",
-                     "-" if step is None else f"{step:.3f}", mib(p["peak_memory_bytes"]),
-                     mib(p["estimated_memory_bytes"]), mib(fitted),
+                     "-" if step is None else f"{step:.3f}", _mib(p["peak_memory_bytes"]),
+                     _mib(p["estimated_memory_bytes"]), _mib(fitted),
                      "yes" if p["out_of_memory"] else "no"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
@@ -346,8 +334,7 @@ def _write_pick(spec, framework: str, out_dir: str, targets: str | None, force: 
         if backend is None:
             files.append(("spec", path, spec.model_dump_json(indent=2)))
         else:
-            rendered = render(spec, backend)
-            files.append((backend.NAME, path.with_name(rendered.filename), rendered.text))
+            files.append((backend.NAME, path, render(spec, backend).text))
     written = write_files([(path, text) for _, path, text in files], force)
     return {name: str(w.path) for (name, _, _), w in zip(files, written)}
 
@@ -355,6 +342,7 @@ def _write_pick(spec, framework: str, out_dir: str, targets: str | None, force: 
 def _submit(setup, options, as_json: bool, timeout) -> None:
     """The whole tune as one Slurm job: submit, follow, print its result (or, stopped, the
     probes it had run)."""
+    import json
     import shutil
 
     from translator.errors import InputError
@@ -367,29 +355,27 @@ def _submit(setup, options, as_json: bool, timeout) -> None:
         raise InputError("sbatch not found: --slurm needs a Slurm login node")
     argv = [sys.executable, "-m", "translator", *_inner_args(), "--in-allocation", "--json"]
     text = probes.allocation_script(setup, argv, options)
-    setup.plan.workdir.mkdir(parents=True, exist_ok=True)
-    for stale in (setup.plan.workdir / "tune.json", setup.plan.workdir / probes.PROGRESS_FILE):
-        stale.unlink(missing_ok=True)
-    path = setup.plan.workdir / "tune.sbatch"
-    write_atomic(path, text)
     plan = setup.plan
+    plan.workdir.mkdir(parents=True, exist_ok=True)
+    result = plan.workdir / "tune.json"
+    for stale in (result, plan.workdir / probes.PROGRESS_FILE):
+        stale.unlink(missing_ok=True)
+    path = plan.workdir / "tune.sbatch"
+    write_atomic(path, text)
     env = environment(setup.memory_limit)
     job = slurm.submit(plan, str(path), env)
     say = (lambda t: None) if as_json else (lambda t: click.echo(t, err=True))
     say(f"submitted job {job}: the whole tune runs in one allocation")
     final = slurm.follow(job, env, timeout, lambda s: say(f"job {job}: {s}"))
-    result = setup.plan.workdir / "tune.json"
     if final in ("timeout", "interrupted") or not result.exists() or not result.read_text():
-        done = probes.read_progress(setup.plan.workdir)
+        done = probes.read_progress(plan.workdir)
         if as_json:
             emit_json({"pick": None, "probes": done, "stopped": final, "slurm_job": job})
         else:
             click.echo(f"job {job} ended {final}; {len(done)} probe(s) ran "
-                       f"(see {setup.plan.workdir}/slurm-{job}.out)")
+                       f"(see {plan.workdir}/slurm-{job}.out)")
         click.echo(f"batchspec: error: tune job {job}: {final}", err=True)
         sys.exit(130 if final == "interrupted" else 1)
-    import json
-
     out = json.loads(result.read_text()) | {"slurm_job": job}
     if as_json:
         emit_json(out)

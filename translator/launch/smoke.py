@@ -64,7 +64,7 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
         spec, source, own_text = inspection.require_spec(), inspection.reading.framework, text
         findings = inspection.findings
         framework = framework or source
-    _check_engine(framework, spec, device)
+    check_engine(framework, spec, device)
     backend_name = config_backend(framework)
     partners: dict[str, str] = {}
     if backend_name is None:
@@ -105,7 +105,7 @@ def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
     return spec
 
 
-def _check_engine(framework: str, spec: BatchSpec, device: str) -> None:
+def check_engine(framework: str, spec: BatchSpec, device: str) -> None:
     """Refuse, before any process starts, a layout the engine does not run."""
     from translator.launch.engines import refusal
 
@@ -114,10 +114,13 @@ def _check_engine(framework: str, spec: BatchSpec, device: str) -> None:
         raise InputError(f"{why} (nothing was started)")
 
 
-def resolve_device(requested: str) -> str:
-    """``gpu`` or ``cpu``: ``auto`` is ``gpu`` when this machine has one."""
-    if requested != "auto":
+def resolve_device(requested: str | None, use_slurm: bool = False) -> str:
+    """``gpu`` or ``cpu``: as asked; else under Slurm ``gpu`` (compute nodes have the GPUs that
+    login nodes lack), else ``gpu`` when this machine has one."""
+    if requested not in (None, "auto"):
         return requested
+    if use_slurm:
+        return "gpu"
     import torch
 
     return "gpu" if torch.cuda.is_available() else "cpu"

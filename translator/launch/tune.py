@@ -114,15 +114,17 @@ def _command(setup: Setup, plan: command.SmokePlan) -> list[str]:
     if not setup.in_allocation:
         return command.local_command(plan)
     endpoint = None
-    if plan.nnodes > 1:
-        head = runner_output(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]])
-        endpoint = f"{head.split()[0]}:29500"
+    if plan.nnodes > 1:  # the allocation's first node hosts the rendezvous, as in smoke's job
+        from translator.launch.slurm import RDZV_PORT
+
+        head = _output(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]])
+        endpoint = f"{head.split()[0]}:{RDZV_PORT}"
     return ["srun", "--kill-on-bad-exit=1", f"--nodes={plan.nnodes}", "--ntasks-per-node=1",
             plan.python, "-m", "torch.distributed.run", *command.torchrun_args(plan, endpoint),
             *command.worker_args(plan)]
 
 
-def runner_output(argv: list[str]) -> str:
+def _output(argv: list[str]) -> str:
     import subprocess
 
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
@@ -158,7 +160,8 @@ def allocation_script(setup: Setup, argv: list[str], options, size=None) -> str:
         "body": f"{shlex.join(argv)} > {shlex.quote(str(out))}"})
 
 
-def in_allocation() -> bool:
+def require_allocation() -> bool:
+    """True inside a Slurm allocation; outside one, ``--in-allocation`` is refused."""
     if "SLURM_JOB_ID" not in os.environ:
         raise InputError("--in-allocation: not inside a Slurm allocation (no SLURM_JOB_ID)")
     return True
