@@ -34,14 +34,45 @@ def main() -> None:
         spec = Path(tmp) / "spec.yaml"
         spec.write_text(SPEC)
         rows = [
-            ("batchspec plan --json", cli + ["plan", "--global-batch", "128", "--micro-batch", "4",
-                                             "--world-size", "16", "--tp", "2", "--json"]),
-            ("batchspec render (3 backends)", cli + ["render", str(spec), "--to",
-                                                     "deepspeed,axolotl,megatron", "--out",
-                                                     str(Path(tmp) / "out"), "--force"]),
-            ("batchspec inspect (HF args + accelerate)",
-             cli + ["inspect", str(ROOT / "fixtures/accelerate/valid/deepspeed_zero2.yaml"),
-                    str(ROOT / "fixtures/hf/valid/trl_cli_config.yaml"), "--json"]),
+            (
+                "batchspec plan --json",
+                cli
+                + [
+                    "plan",
+                    "--global-batch",
+                    "128",
+                    "--micro-batch",
+                    "4",
+                    "--world-size",
+                    "16",
+                    "--tp",
+                    "2",
+                    "--json",
+                ],
+            ),
+            (
+                "batchspec render (3 backends)",
+                cli
+                + [
+                    "render",
+                    str(spec),
+                    "--to",
+                    "deepspeed,axolotl,megatron",
+                    "--out",
+                    str(Path(tmp) / "out"),
+                    "--force",
+                ],
+            ),
+            (
+                "batchspec inspect (HF args + accelerate)",
+                cli
+                + [
+                    "inspect",
+                    str(ROOT / "fixtures/accelerate/valid/deepspeed_zero2.yaml"),
+                    str(ROOT / "fixtures/hf/valid/trl_cli_config.yaml"),
+                    "--json",
+                ],
+            ),
             ("python -c 'import deepspeed'", [sys.executable, "-c", "import deepspeed"]),
             ("python -c 'pass' (interpreter start)", [sys.executable, "-c", "pass"]),
         ]

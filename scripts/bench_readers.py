@@ -27,9 +27,15 @@ def per_second(paths: list[Path], seconds: float) -> tuple[float, int]:
 
 def long_script(path: Path, lines: int) -> Path:
     body = [f"VAR_{i}=$(( {i} * 2 ))  # filler {i}" for i in range(lines)]
-    body += ["ARGS=(", "  --micro-batch-size 2", "  --global-batch-size 64", ")",
-             "torchrun --nproc_per_node 8 pretrain_gpt.py ${ARGS[@]} \\",
-             *[f"  --flag-{i} $VAR_{i} \\" for i in range(lines)], "  --lr 3e-4"]
+    body += [
+        "ARGS=(",
+        "  --micro-batch-size 2",
+        "  --global-batch-size 64",
+        ")",
+        "torchrun --nproc_per_node 8 pretrain_gpt.py ${ARGS[@]} \\",
+        *[f"  --flag-{i} $VAR_{i} \\" for i in range(lines)],
+        "  --lr 3e-4",
+    ]
     path.write_text("\n".join(body) + "\n")
     return path
 
@@ -42,8 +48,9 @@ def main() -> None:
     from translator.frameworks import names
 
     for framework in (n for n in names() if (ROOT / "fixtures" / n).is_dir()):
-        paths = sorted(p for p in (ROOT / "fixtures" / framework).glob("*/*")
-                       if p.name != "expected.yaml")
+        paths = sorted(
+            p for p in (ROOT / "fixtures" / framework).glob("*/*") if p.name != "expected.yaml"
+        )
         rate, n = per_second(paths, seconds)
         print(f"  {framework:10} {len(paths):3} fixtures  {rate:8.0f} files/s  ({n} reads)")
     import tempfile
@@ -52,15 +59,19 @@ def main() -> None:
         script = long_script(Path(tmp) / "long.sh", 2000)
         size = script.stat().st_size
         rate, n = per_second([script], seconds)
-        print(f"  megatron   4,000-line script ({size / 1024:.0f} KiB)  {rate:8.1f} files/s  "
-              f"({rate * size / 2**20:.2f} MiB/s)")
+        print(
+            f"  megatron   4,000-line script ({size / 1024:.0f} KiB)  {rate:8.1f} files/s  "
+            f"({rate * size / 2**20:.2f} MiB/s)"
+        )
         print("launch-script reader, seconds per read (linear: 10x input, ~10x time)")
         for lines in (400, 4_000, 40_000):
             script = long_script(Path(tmp) / f"scale-{lines}.sh", lines)
             start = time.perf_counter()
             inspect_file(str(script), launch=LAUNCH)
             took = time.perf_counter() - start
-            print(f"  {lines * 2:7,} lines ({script.stat().st_size / 1024:6.0f} KiB)  {took:7.3f} s")
+            print(
+                f"  {lines * 2:7,} lines ({script.stat().st_size / 1024:6.0f} KiB)  {took:7.3f} s"
+            )
 
 
 if __name__ == "__main__":

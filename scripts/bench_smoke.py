@@ -22,26 +22,47 @@ RUNS = [  # (engine, processes, spec)
 
 
 def main() -> None:
-    print(f"{'engine':10} {'ranks':>5} {'wall':>7} {'steps':>5} {'samples/step':>12} "
-          f"{'tokens/s':>9} {'step':>8} {'peak MiB':>8}")
+    print(
+        f"{'engine':10} {'ranks':>5} {'wall':>7} {'steps':>5} {'samples/step':>12} "
+        f"{'tokens/s':>9} {'step':>8} {'peak MiB':>8}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for engine, nproc, text in RUNS:
             spec = Path(tmp) / f"{engine}.yaml"
             spec.write_text(text)
             start = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "translator", "smoke", str(spec),
-                                   "--framework", engine, "--nproc", str(nproc), "--steps", "5",
-                                   "--device", "cpu",
-                                   "--workdir", str(Path(tmp) / engine), "--json"],
-                                  capture_output=True, text=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "translator",
+                    "smoke",
+                    str(spec),
+                    "--framework",
+                    engine,
+                    "--nproc",
+                    str(nproc),
+                    "--steps",
+                    "5",
+                    "--device",
+                    "cpu",
+                    "--workdir",
+                    str(Path(tmp) / engine),
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+            )
             wall = time.perf_counter() - start
             out = json.loads(done.stdout)
             steps = out["samples_per_optimizer_step"]
-            print(f"{engine:10} {nproc:5} {wall:6.1f}s {out['optimizer_steps']:5} "
-                  f"{'/'.join(map(str, sorted(set(steps)))):>12} "
-                  f"{out['tokens_per_second'] or 0:9,.0f} {out['step_time_seconds'] or 0:7.3f}s "
-                  f"{out['peak_memory_bytes'] / 2**20:8.0f}"
-                  + ("" if done.returncode == 0 else f"  FAILED: {out['errors']}"))
+            print(
+                f"{engine:10} {nproc:5} {wall:6.1f}s {out['optimizer_steps']:5} "
+                f"{'/'.join(map(str, sorted(set(steps)))):>12} "
+                f"{out['tokens_per_second'] or 0:9,.0f} {out['step_time_seconds'] or 0:7.3f}s "
+                f"{out['peak_memory_bytes'] / 2**20:8.0f}"
+                + ("" if done.returncode == 0 else f"  FAILED: {out['errors']}")
+            )
 
 
 BARE = {  # a hand-written one-step script per engine: the same model, no batchspec around it
@@ -86,21 +107,51 @@ def overhead() -> None:
             script = Path(tmp) / f"bare_{engine}.py"
             script.write_text(source)
             start = time.perf_counter()
-            bare = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                                   "--nproc_per_node", "2", str(script)], cwd=root,
-                                  capture_output=True, text=True)
+            bare = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--standalone",
+                    "--nproc_per_node",
+                    "2",
+                    str(script),
+                ],
+                cwd=root,
+                capture_output=True,
+                text=True,
+            )
             bare_wall = time.perf_counter() - start
             spec = Path(tmp) / "spec.yaml"
             spec.write_text(RUNS[0][2])
             start = time.perf_counter()
-            ours = subprocess.run([sys.executable, "-m", "translator", "smoke", str(spec),
-                                   "--framework", engine, "--nproc", "2", "--steps", "1",
-                                   "--device", "cpu", "--workdir", str(Path(tmp) / engine)],
-                                  capture_output=True, text=True)
+            ours = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "translator",
+                    "smoke",
+                    str(spec),
+                    "--framework",
+                    engine,
+                    "--nproc",
+                    "2",
+                    "--steps",
+                    "1",
+                    "--device",
+                    "cpu",
+                    "--workdir",
+                    str(Path(tmp) / engine),
+                ],
+                capture_output=True,
+                text=True,
+            )
             ours_wall = time.perf_counter() - start
             failed = [name for name, done in (("bare", bare), ("smoke", ours)) if done.returncode]
-            print(f"{engine:10} {bare_wall:12.1f}s {ours_wall:14.1f}s {ours_wall / bare_wall:6.2f}"
-                  + (f"  FAILED: {failed}" if failed else ""))
+            print(
+                f"{engine:10} {bare_wall:12.1f}s {ours_wall:14.1f}s {ours_wall / bare_wall:6.2f}"
+                + (f"  FAILED: {failed}" if failed else "")
+            )
 
 
 if __name__ == "__main__":

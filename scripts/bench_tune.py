@@ -45,21 +45,33 @@ def main() -> None:
         bench(name, *CASES[name], args.steps, args.repeats)
 
 
-def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None, steps: int,
-          repeats: int):
-    spec = BatchSpec(global_batch_size=global_batch, world_size=2, sequence_length=seq,
-                     micro_batch_size=1)
+def bench(
+    name: str, model: str, seq: int, global_batch: int, limit: int | None, steps: int, repeats: int
+):
+    spec = BatchSpec(
+        global_batch_size=global_batch, world_size=2, sequence_length=seq, micro_batch_size=1
+    )
     per_rank = global_batch // 2
     with tempfile.TemporaryDirectory() as tmp:
+
         def setup(tag: str) -> probes.Setup:
-            plan = SmokePlan(framework="torch", nproc=2, nnodes=1, steps=steps, model=model,
-                             sequence_length=seq, workdir=Path(tmp) / tag, config_name="",
-                             device="cpu")
+            plan = SmokePlan(
+                framework="torch",
+                nproc=2,
+                nnodes=1,
+                steps=steps,
+                model=model,
+                sequence_length=seq,
+                workdir=Path(tmp) / tag,
+                config_name="",
+                device="cpu",
+            )
             return probes.Setup(spec, plan, limit)
 
         # what tune itself estimates on CPU: fp32, no fixed overhead
-        estimated = probes.estimator(setup("estimate"), precision="fp32", attention="flash",
-                                     overhead=0)
+        estimated = probes.estimator(
+            setup("estimate"), precision="fp32", attention="flash", overhead=0
+        )
 
         def prober(tag: str):
             return lambda c: probes.run_probe(setup(tag), c, estimated(c), lambda line: None)
@@ -69,15 +81,21 @@ def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None,
         sweeps = [[prober(f"sweep{i}")(c) for c in ladder] for i in range(repeats)]
         sweep_time = (time.monotonic() - start) / repeats
         sweep = sweeps[0]
-        measured = {c.micro_batch_size: statistics.mean(s[i].tokens_per_second or 0.0
-                                                        for s in sweeps)
-                    for i, c in enumerate(ladder)}
-        ran = [[s[i].tokens_per_second for s in sweeps if not s[i].out_of_memory]
-               for i in range(len(ladder))]
-        spread = max(((max(r) - min(r)) / statistics.mean(r) for r in ran if len(r) > 1),
-                     default=0.0)
-        ooms = {c.micro_batch_size: sum(s[i].out_of_memory for s in sweeps)
-                for i, c in enumerate(ladder)}
+        measured = {
+            c.micro_batch_size: statistics.mean(s[i].tokens_per_second or 0.0 for s in sweeps)
+            for i, c in enumerate(ladder)
+        }
+        ran = [
+            [s[i].tokens_per_second for s in sweeps if not s[i].out_of_memory]
+            for i in range(len(ladder))
+        ]
+        spread = max(
+            ((max(r) - min(r)) / statistics.mean(r) for r in ran if len(r) > 1), default=0.0
+        )
+        ooms = {
+            c.micro_batch_size: sum(s[i].out_of_memory for s in sweeps)
+            for i, c in enumerate(ladder)
+        }
         best = max(measured.values())
 
         start = time.monotonic()
@@ -90,36 +108,54 @@ def bench(name: str, model: str, seq: int, global_batch: int, limit: int | None,
         doubling = doubling_search(per_rank, prober("doubling"))
         doubling_time = time.monotonic() - start
 
-    print(f"\n== {name}: model {model}, sequence {seq}, global batch {global_batch} on 2 CPU "
-          f"ranks, memory limit {limit and f'{limit / 2**20:.0f} MiB' or 'none'}, {steps} steps "
-          f"per probe; {len(ladder)} divisors, tune budget {tuning.budget(len(ladder))}; "
-          f"yardstick: the mean of {repeats} sweeps (largest spread of one layout that ran "
-          f"{spread:.1%}); sweep wall time is one sweep's")
-    print(f"{'strategy':<10} {'probes':>6} {'wall s':>7} {'pick':>5} {'pick tokens/s':>14} "
-          f"{'of sweep best':>13}")
+    print(
+        f"\n== {name}: model {model}, sequence {seq}, global batch {global_batch} on 2 CPU "
+        f"ranks, memory limit {limit and f'{limit / 2**20:.0f} MiB' or 'none'}, {steps} steps "
+        f"per probe; {len(ladder)} divisors, tune budget {tuning.budget(len(ladder))}; "
+        f"yardstick: the mean of {repeats} sweeps (largest spread of one layout that ran "
+        f"{spread:.1%}); sweep wall time is one sweep's"
+    )
+    print(
+        f"{'strategy':<10} {'probes':>6} {'wall s':>7} {'pick':>5} {'pick tokens/s':>14} "
+        f"{'of sweep best':>13}"
+    )
     for label, picked, count, seconds in (
-            ("sweep", max(measured, key=measured.get), len(sweep), sweep_time),
-            ("tune", found.pick and found.pick.candidate.micro_batch_size,
-             len(found.probes), tune_time),
-            ("doubling", doubling[0], doubling[1], doubling_time)):
+        ("sweep", max(measured, key=measured.get), len(sweep), sweep_time),
+        (
+            "tune",
+            found.pick and found.pick.candidate.micro_batch_size,
+            len(found.probes),
+            tune_time,
+        ),
+        ("doubling", doubling[0], doubling[1], doubling_time),
+    ):
         value = measured.get(picked, 0.0)
-        print(f"{label:<10} {count:>6} {seconds:>7.1f} {picked or '-':>5} {value:>14,.0f} "
-              f"{value / best:>12.1%}")
+        print(
+            f"{label:<10} {count:>6} {seconds:>7.1f} {picked or '-':>5} {value:>14,.0f} "
+            f"{value / best:>12.1%}"
+        )
     print(f"tune's probes: {', '.join(describe(p) for p in found.probes)}")
-    print("sweep probes: micro, mean tokens/s, measured peak, estimate (analytic, no fixed "
-          "overhead)")
+    print(
+        "sweep probes: micro, mean tokens/s, measured peak, estimate (analytic, no fixed overhead)"
+    )
     for p in sweep:
         peak = f"{p.peak_memory_bytes / 2**20:,.0f} MiB" if p.peak_memory_bytes else "-"
         micro = p.candidate.micro_batch_size
-        oom = f"  (out of memory in {ooms[micro]} of {repeats} sweeps, counted as 0)" if 0 < ooms[
-            micro] < repeats else ""
-        print(f"  {micro:>5} {measured[micro]:>10,.0f} {'OOM' if p.out_of_memory else peak:>10} "
-              f"{p.estimated_memory_bytes / 2**20:>9,.0f} MiB{oom}")
+        oom = (
+            f"  (out of memory in {ooms[micro]} of {repeats} sweeps, counted as 0)"
+            if 0 < ooms[micro] < repeats
+            else ""
+        )
+        print(
+            f"  {micro:>5} {measured[micro]:>10,.0f} {'OOM' if p.out_of_memory else peak:>10} "
+            f"{p.estimated_memory_bytes / 2**20:>9,.0f} MiB{oom}"
+        )
 
 
 def describe(p) -> str:
     return f"{p.candidate.micro_batch_size} " + (
-        "OOM" if p.out_of_memory else f"{p.tokens_per_second:,.0f}/s")
+        "OOM" if p.out_of_memory else f"{p.tokens_per_second:,.0f}/s"
+    )
 
 
 def doubling_search(per_rank: int, probe) -> tuple[int | None, int]:
@@ -135,8 +171,9 @@ def doubling_search(per_rank: int, probe) -> tuple[int | None, int]:
             break
         b *= 2
     pick = max(results, key=results.get) if results else None
-    return pick, len(results) + (1 if b <= per_rank and per_rank % b == 0 and b not in results
-                                 else 0)
+    return pick, len(results) + (
+        1 if b <= per_rank and per_rank % b == 0 and b not in results else 0
+    )
 
 
 if __name__ == "__main__":

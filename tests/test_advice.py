@@ -11,35 +11,52 @@ def codes(spec):
 
 
 def test_square_root_rule_for_adam_with_beta2():
-    spec = BatchSpec(global_batch_size=512, micro_batch_size=4, world_size=8, learning_rate=3e-4,
-                     reference_global_batch_size=128, adam_beta2=0.95)
+    spec = BatchSpec(
+        global_batch_size=512,
+        micro_batch_size=4,
+        world_size=8,
+        learning_rate=3e-4,
+        reference_global_batch_size=128,
+        adam_beta2=0.95,
+    )
     (f,) = general_findings(spec)
     assert f.code == "lr-scaling" and f.severity == "warning"
     assert "4× the reference batch 128" in f.message
-    assert "0.0003 → 0.0006 (square-root rule" in f.hint and "linear rule would give 0.0012" in f.hint
-    assert f"beta2 0.95 → {0.95 ** 4:.6g}" in f.hint
+    assert (
+        "0.0003 → 0.0006 (square-root rule" in f.hint and "linear rule would give 0.0012" in f.hint
+    )
+    assert f"beta2 0.95 → {0.95**4:.6g}" in f.hint
 
 
 def test_linear_rule_for_sgd():
-    spec = BatchSpec(global_batch_size=64, micro_batch_size=4, world_size=8, learning_rate=0.1,
-                     reference_global_batch_size=256, optimizer="sgd")
+    spec = BatchSpec(
+        global_batch_size=64,
+        micro_batch_size=4,
+        world_size=8,
+        learning_rate=0.1,
+        reference_global_batch_size=256,
+        optimizer="sgd",
+    )
     (f,) = general_findings(spec)
     assert "0.1 → 0.025 (linear rule for SGD" in f.hint
 
 
 def test_no_advice_when_the_batch_is_the_reference():
-    spec = BatchSpec(global_batch_size=64, world_size=8, learning_rate=0.1,
-                     reference_global_batch_size=64)
+    spec = BatchSpec(
+        global_batch_size=64, world_size=8, learning_rate=0.1, reference_global_batch_size=64
+    )
     assert codes(spec) == []
 
 
 def test_scaling_helpers():
     assert scaled_learning_rate(1.0, 4, "adam") == 2.0
     assert scaled_learning_rate(1.0, 4, "sgd") == 4.0
-    assert math.isclose(scaled_beta2(0.999, 0.5), 0.999 ** 0.5)
+    assert math.isclose(scaled_beta2(0.999, 0.5), 0.999**0.5)
 
 
-@pytest.mark.parametrize("seq, expected", [(1000, []), (1023, ["alignment"]), (2048, []), (None, [])])
+@pytest.mark.parametrize(
+    "seq, expected", [(1000, []), (1023, ["alignment"]), (2048, []), (None, [])]
+)
 def test_alignment_advice_only_for_unaligned_sequence_lengths(seq, expected):
     spec = BatchSpec(global_batch_size=64, world_size=8, sequence_length=seq)
     assert codes(spec) == expected
@@ -58,6 +75,7 @@ def test_experts_must_divide_by_expert_parallel():
 
 
 def test_expert_grid_must_fit_the_world():
-    spec = BatchSpec(global_batch_size=60, world_size=12, tensor_parallel_size=2,
-                     expert_parallel_size=8)
+    spec = BatchSpec(
+        global_batch_size=60, world_size=12, tensor_parallel_size=2, expert_parallel_size=8
+    )
     assert codes(spec) == ["expert-grid"]

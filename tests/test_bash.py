@@ -1,8 +1,8 @@
 import pytest
 
 from translator.bash import evaluate, parse
-from translator.shell_arith import ArithError, Unknown
 from translator.errors import InputError
+from translator.shell_arith import ArithError, Unknown
 
 SCRIPT = """#!/bin/bash
 export CUDA_DEVICE_MAX_CONNECTIONS=1
@@ -37,19 +37,36 @@ def words_of(text):
 def test_a_launch_script_expands_like_bash():
     script = parse(SCRIPT, "t.sh")
     run = [w.text for w in script.commands[-1]]
-    assert run == ["torchrun", "--nproc_per_node", "8", "--nnodes", "2", "pretrain_gpt.py",
-                   "--micro-batch-size", "2", "--global-batch-size", "128", "--seq-length",
-                   "4096", "--load", None, "--num-layers", "32", "--hidden-size", "4096",
-                   "--lr=3e-4"]
+    assert run == [
+        "torchrun",
+        "--nproc_per_node",
+        "8",
+        "--nnodes",
+        "2",
+        "pretrain_gpt.py",
+        "--micro-batch-size",
+        "2",
+        "--global-batch-size",
+        "128",
+        "--seq-length",
+        "4096",
+        "--load",
+        None,
+        "--num-layers",
+        "32",
+        "--hidden-size",
+        "4096",
+        "--lr=3e-4",
+    ]
 
 
 def test_words_remember_where_their_literal_is():
     script = parse(SCRIPT, "t.sh")
     run = script.commands[-1]
     micro = run[run.index(next(w for w in run if w.text == "--micro-batch-size")) + 1]
-    assert SCRIPT[micro.span[0]:micro.span[1]] == "2" and SCRIPT[:micro.span[0]].endswith("MBS=")
+    assert SCRIPT[micro.span[0] : micro.span[1]] == "2" and SCRIPT[: micro.span[0]].endswith("MBS=")
     nproc = run[2]
-    assert SCRIPT[nproc.span[0]:nproc.span[1]] == "8" and nproc.line == 9
+    assert SCRIPT[nproc.span[0] : nproc.span[1]] == "8" and nproc.line == 9
     glob = run[9]
     assert glob.text == "128" and glob.span is None, "computed values have no literal to edit"
 
@@ -69,8 +86,11 @@ def test_defaults_and_assigning_defaults():
 
 def test_quotes_continuations_and_operators():
     text = "python train.py \\\n  --a 'x y' \\\n  --b \"$((2+3))\" ; echo ok && echo 'it''s'"
-    assert words_of(text) == [["python", "train.py", "--a", "x y", "--b", "5"], ["echo", "ok"],
-                              ["echo", "its"]]
+    assert words_of(text) == [
+        ["python", "train.py", "--a", "x y", "--b", "5"],
+        ["echo", "ok"],
+        ["echo", "its"],
+    ]
 
 
 def test_array_append_and_declare():
@@ -78,8 +98,9 @@ def test_array_append_and_declare():
     assert words_of(text) == [["echo", "1", "2", "3", "7"]]
 
 
-@pytest.mark.parametrize("expr, value", [("2*3+1", 7), ("7/2", 3), ("-(4-6)", 2), ("10 % 4", 2),
-                                         ("2**3", 8)])
+@pytest.mark.parametrize(
+    "expr, value", [("2*3+1", 7), ("7/2", 3), ("-(4-6)", 2), ("10 % 4", 2), ("2**3", 8)]
+)
 def test_arithmetic(expr, value):
     assert evaluate(expr) == value
 
@@ -90,17 +111,21 @@ def test_arithmetic_refuses_anything_but_integers(expr):
         evaluate(expr)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("A=(1 2\n3\n", "t.sh:1: unterminated array A=("),
-    ("echo 'abc\n", "t.sh:1: unterminated single quote"),
-    ('echo "abc\n\n', "t.sh:1: unterminated double quote"),
-    ("X=$((1+2\n", "t.sh:1: unterminated $(( arithmetic"),
-    ("cat <<EOF\nabc\n", "heredoc not closed by EOF"),
-    ("echo ${A\n", "t.sh:1: unterminated ${"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("A=(1 2\n3\n", "t.sh:1: unterminated array A=("),
+        ("echo 'abc\n", "t.sh:1: unterminated single quote"),
+        ('echo "abc\n\n', "t.sh:1: unterminated double quote"),
+        ("X=$((1+2\n", "t.sh:1: unterminated $(( arithmetic"),
+        ("cat <<EOF\nabc\n", "heredoc not closed by EOF"),
+        ("echo ${A\n", "t.sh:1: unterminated ${"),
+    ],
+)
 def test_unterminated_constructs_name_the_line(text, message):
-    with pytest.raises(InputError, match=message.replace("$", r"\$").replace("(", r"\(")
-                       .replace("{", r"\{")):
+    with pytest.raises(
+        InputError, match=message.replace("$", r"\$").replace("(", r"\(").replace("{", r"\{")
+    ):
         parse(text, "t.sh")
 
 

@@ -25,64 +25,75 @@ def micro(text: str, flag: str = "--micro-batch-size"):
 
 def test_nested_parentheses_in_arithmetic_do_not_cut_the_command(tmp_path):
     script = tmp_path / "t.sh"
-    script.write_text("torchrun --nproc_per_node 8 p.py --micro-batch-size 2 "
-                      "--seq-length $((1024*(2+2))) --global-batch-size 128\n")
+    script.write_text(
+        "torchrun --nproc_per_node 8 p.py --micro-batch-size 2 "
+        "--seq-length $((1024*(2+2))) --global-batch-size 128\n"
+    )
     out = json.loads(CliRunner().invoke(main, ["inspect", str(script), "--json"]).stdout)
     assert out["global_batch_size"] == 128 and out["sequence_length"] == 4096
     assert out["gradient_accumulation_steps"] == 8
 
 
 # What bash gives (each checked by hand with bash 5.2). ---------------------------------------
-@pytest.mark.parametrize("body, expected", [
-    ("( MBS=1 )", "2"),                          # a subshell's assignment stays inside
-    ("MBS=1 | cat", "2"),                        # so does a pipeline element's
-    ("echo | MBS=1", "2"),
-    ("MBS=1 true", "2"),                         # a command's own environment
-    ("f() { MBS=1; }", "2"),                     # a function never called
-    ("f() { local MBS=1; }\nf", "2"),            # local stays in the function
-    ("f() { MBS=$1; }\nf 6", "6"),               # a called function, with its argument
-    ("S=7B\nif [ $S = 7B ]; then MBS=1; else MBS=4; fi", "1"),    # decided by known values
-    ("S=13B\nif [ $S = 7B ]; then MBS=1; elif [ $S = 13B ]; then MBS=4; fi", "4"),
-    ("X=abc\ncase $X in a*) MBS=1;; *) MBS=3;; esac", "1"),
-    ("X=zzz\ncase $X in a*) MBS=1;; esac", "2"),
-    ("[ -z \"$MBS\" ] && MBS=4", "2"),           # MBS is set, so the && branch is skipped
-    ("[[ $MBS -lt 4 ]] && MBS=8", "8"),
-    ("if true; then MBS=3; fi", "3"),
-    ("if [ -f /etc/x ]; then MBS=2; fi", "2"),   # every path gives 2: still certain
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("( MBS=1 )", "2"),  # a subshell's assignment stays inside
+        ("MBS=1 | cat", "2"),  # so does a pipeline element's
+        ("echo | MBS=1", "2"),
+        ("MBS=1 true", "2"),  # a command's own environment
+        ("f() { MBS=1; }", "2"),  # a function never called
+        ("f() { local MBS=1; }\nf", "2"),  # local stays in the function
+        ("f() { MBS=$1; }\nf 6", "6"),  # a called function, with its argument
+        ("S=7B\nif [ $S = 7B ]; then MBS=1; else MBS=4; fi", "1"),  # decided by known values
+        ("S=13B\nif [ $S = 7B ]; then MBS=1; elif [ $S = 13B ]; then MBS=4; fi", "4"),
+        ("X=abc\ncase $X in a*) MBS=1;; *) MBS=3;; esac", "1"),
+        ("X=zzz\ncase $X in a*) MBS=1;; esac", "2"),
+        ('[ -z "$MBS" ] && MBS=4', "2"),  # MBS is set, so the && branch is skipped
+        ("[[ $MBS -lt 4 ]] && MBS=8", "8"),
+        ("if true; then MBS=3; fi", "3"),
+        ("if [ -f /etc/x ]; then MBS=2; fi", "2"),  # every path gives 2: still certain
+    ],
+)
 def test_assignments_follow_bash_scoping(body, expected):
     assert micro(f"MBS=2\n{body}\np --micro-batch-size $MBS\n") == (expected, None)
 
 
-@pytest.mark.parametrize("body", [
-    "if [ -f /etc/x ]; then MBS=1; fi",
-    "case $HOSTNAME in a*) MBS=1;; esac",
-    "while read line; do MBS=1; done",
-    "for x in 1 2; do MBS=$x; done",
-    "mkdir -p out && MBS=1",
-    "grep -q x y || MBS=1",
-    "f() { MBS=1; }\n[ -f x ] && f",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "if [ -f /etc/x ]; then MBS=1; fi",
+        "case $HOSTNAME in a*) MBS=1;; esac",
+        "while read line; do MBS=1; done",
+        "for x in 1 2; do MBS=$x; done",
+        "mkdir -p out && MBS=1",
+        "grep -q x y || MBS=1",
+        "f() { MBS=1; }\n[ -f x ] && f",
+    ],
+)
 def test_an_assignment_under_an_undecided_condition_is_unknown(body):
     text, why = micro(f"MBS=2\n{body}\np --micro-batch-size $MBS\n")
     assert text is None and "depends on" in why
 
 
-@pytest.mark.parametrize("body, expected", [
-    ("unset MBS\np --micro-batch-size ${MBS:-2}", "2"),
-    ("E=\np --micro-batch-size ${E:-2}", "2"),
-    ("E=\np --micro-batch-size x${E-2}", "x"),
-    ("p --micro-batch-size $((64 - 32 % -48))", "32"),
-    ("p --micro-batch-size $(( (0-20)/3*-16 ))", "96"),
-    ("p --micro-batch-size $((-7 / 2))", "-3"),
-    ("p --micro-batch-size $((-7 % 2))", "-1"),
-    ("G=1\nX=$((++G))\np --micro-batch-size $G", "2"),
-    ("G=1\nX=$((G++))\np --micro-batch-size $X", "1"),
-    ("p --micro-batch-size $((2**10))", "1024"),
-    ("p --micro-batch-size $((9223372036854775807 + 1))", "-9223372036854775808"),
-    ("p --micro-batch-size $((0x10 + 010 + 2#101))", "29"),
-    ("A=3\nB=A*2\np --micro-batch-size $((B+1))", "7"),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("unset MBS\np --micro-batch-size ${MBS:-2}", "2"),
+        ("E=\np --micro-batch-size ${E:-2}", "2"),
+        ("E=\np --micro-batch-size x${E-2}", "x"),
+        ("p --micro-batch-size $((64 - 32 % -48))", "32"),
+        ("p --micro-batch-size $(( (0-20)/3*-16 ))", "96"),
+        ("p --micro-batch-size $((-7 / 2))", "-3"),
+        ("p --micro-batch-size $((-7 % 2))", "-1"),
+        ("G=1\nX=$((++G))\np --micro-batch-size $G", "2"),
+        ("G=1\nX=$((G++))\np --micro-batch-size $X", "1"),
+        ("p --micro-batch-size $((2**10))", "1024"),
+        ("p --micro-batch-size $((9223372036854775807 + 1))", "-9223372036854775808"),
+        ("p --micro-batch-size $((0x10 + 010 + 2#101))", "29"),
+        ("A=3\nB=A*2\np --micro-batch-size $((B+1))", "7"),
+    ],
+)
 def test_expansion_and_arithmetic_as_bash(body, expected):
     assert micro(body + "\n") == (expected, None)
 
@@ -94,53 +105,68 @@ def test_an_arithmetic_error_in_bash_stays_an_error(expr):
 
 
 def test_one_unknown_word_does_not_poison_its_neighbours():
-    text = ('GPT_ARGS="--micro-batch-size 4 --global-batch-size 256 --tensorboard-dir '
-            '$LOGS/$(date +%s) --seed $RANDOM --save $1"\ntorchrun x.py $GPT_ARGS\n')
+    text = (
+        'GPT_ARGS="--micro-batch-size 4 --global-batch-size 256 --tensorboard-dir '
+        '$LOGS/$(date +%s) --seed $RANDOM --save $1"\ntorchrun x.py $GPT_ARGS\n'
+    )
     assert micro(text) == ("4", None)
     assert micro(text, "--global-batch-size") == ("256", None)
     assert micro(text, "--seed")[0] is None
 
 
 def test_strings_run_by_eval_and_bash_c_are_read_with_their_spans():
-    text = ('opts="--micro-batch-size 4 --save $1"\nrun_cmd="torchrun p.py ${opts}"\n'
-            'eval ${run_cmd}\n')
+    text = (
+        'opts="--micro-batch-size 4 --save $1"\nrun_cmd="torchrun p.py ${opts}"\neval ${run_cmd}\n'
+    )
     command = parse(text, "t.sh").commands[-1]
     word = command[[w.text for w in command].index("--micro-batch-size") + 1]
-    assert word.text == "4" and text[word.span[0]:word.span[1]] == "4"
-    assert micro('C="p.py --micro-batch-size 8 --rank \\$SLURM_PROCID"\n'
-                 'srun bash -c "torchrun $C"\n') == ("8", None)
+    assert word.text == "4" and text[word.span[0] : word.span[1]] == "4"
+    assert micro(
+        'C="p.py --micro-batch-size 8 --rank \\$SLURM_PROCID"\nsrun bash -c "torchrun $C"\n'
+    ) == ("8", None)
 
 
 def test_sbatch_lines_set_what_slurm_sets(tmp_path):
     script = tmp_path / "job.sh"
-    script.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gpus-per-node=4\n"
-                      "torchrun --nproc_per_node $SLURM_GPUS_PER_NODE --nnodes $SLURM_NNODES "
-                      "pretrain_gpt.py --tensor-model-parallel-size $SLURM_GPUS_PER_NODE "
-                      "--micro-batch-size 1 --global-batch-size 256\n")
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gpus-per-node=4\n"
+        "torchrun --nproc_per_node $SLURM_GPUS_PER_NODE --nnodes $SLURM_NNODES "
+        "pretrain_gpt.py --tensor-model-parallel-size $SLURM_GPUS_PER_NODE "
+        "--micro-batch-size 1 --global-batch-size 256\n"
+    )
     out = json.loads(CliRunner().invoke(main, ["inspect", str(script), "--json"]).stdout)
-    assert (out["tensor_parallel_size"], out["data_parallel_size"],
-            out["gradient_accumulation_steps"]) == (4, 4, 64)
+    assert (
+        out["tensor_parallel_size"],
+        out["data_parallel_size"],
+        out["gradient_accumulation_steps"],
+    ) == (4, 4, 64)
 
 
 def test_an_unknown_parallel_size_is_never_reported_as_one(tmp_path):
     """The case that was silently wrong: TP from a variable Slurm sets, without #SBATCH."""
     script = tmp_path / "job.sh"
-    script.write_text("torchrun --nproc_per_node 4 --nnodes 4 pretrain_gpt.py "
-                      "--tensor-model-parallel-size $SLURM_GPUS_PER_NODE "
-                      "--micro-batch-size 1 --global-batch-size 256\n")
+    script.write_text(
+        "torchrun --nproc_per_node 4 --nnodes 4 pretrain_gpt.py "
+        "--tensor-model-parallel-size $SLURM_GPUS_PER_NODE "
+        "--micro-batch-size 1 --global-batch-size 256\n"
+    )
     result = CliRunner().invoke(main, ["inspect", str(script), "--json"])
     out = json.loads(result.stdout)
     assert out["tensor_parallel_size"] is None and out["data_parallel_size"] is None
     assert out["gradient_accumulation_steps"] is None and out["world_size"] == 16
     options = next(f for f in out["findings"] if f["code"] == "batch-depends-on-unknown")
-    assert "tensor_parallel_size 4 → global 256 (micro 1 × accumulation 64 × DP 4)" \
+    assert (
+        "tensor_parallel_size 4 → global 256 (micro 1 × accumulation 64 × DP 4)"
         in options["message"]
+    )
 
 
 def test_update_refuses_a_value_that_feeds_another_flag(tmp_path):
     script = tmp_path / "t.sh"
-    text = "N=4\ntorchrun --nproc_per_node 8 p.py --micro-batch-size $N --seq-length $N " \
-           "--global-batch-size 64\n"
+    text = (
+        "N=4\ntorchrun --nproc_per_node 8 p.py --micro-batch-size $N --seq-length $N "
+        "--global-batch-size 64\n"
+    )
     script.write_text(text)
     result = CliRunner().invoke(main, ["update", str(script), "--micro-batch", "2", "--in-place"])
     assert result.exit_code == 2 and "also used by --seq-length (line 2)" in result.stderr
@@ -173,9 +199,13 @@ def _capped():
 def test_inputs_built_to_blow_up_end_quickly_with_bounded_memory(tmp_path, name):
     script = tmp_path / "t.sh"
     script.write_text(BOMBS[name])
-    done = subprocess.run([sys.executable, "-m", "translator", "inspect", str(script), "--json",
-                           "--world-size", "8"], capture_output=True, text=True, timeout=120,
-                          preexec_fn=_capped)
+    done = subprocess.run(
+        [sys.executable, "-m", "translator", "inspect", str(script), "--json", "--world-size", "8"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_capped,
+    )
     assert done.returncode in (0, 1, 2), done.stderr[-500:]
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
     if done.returncode == 2:
@@ -186,9 +216,15 @@ def test_inputs_built_to_blow_up_end_quickly_with_bounded_memory(tmp_path, name)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(alphabet=st.one_of(st.characters(blacklist_categories=("Cs",)),
-                                  st.sampled_from(list('{}[]()"\'$`:=\\\n #-;&|<>012ab@*!'))),
-               max_size=200))
+@given(
+    st.text(
+        alphabet=st.one_of(
+            st.characters(blacklist_categories=("Cs",)),
+            st.sampled_from(list("{}[]()\"'$`:=\\\n #-;&|<>012ab@*!")),
+        ),
+        max_size=200,
+    )
+)
 def test_random_scripts_never_crash_the_reader(text):
     """tree-sitter-bash itself segfaulted on some code points (``b{`` + U+100000)."""
     try:

@@ -18,9 +18,14 @@ def last_words(text: str) -> list:
 def bash_words(text: str) -> list:
     """The words of the script's last command (an ``echo``) as bash splits them."""
     at = text.rindex("echo ")
-    script = text[:at] + "printf '<%s>' " + text[at + len("echo "):]
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
-                         env={"PATH": "/usr/bin:/bin"}).stdout
+    script = text[:at] + "printf '<%s>' " + text[at + len("echo ") :]
+    out = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin"},
+    ).stdout
     return ["echo"] + out[1:-1].split("><") if out else ["echo"]
 
 
@@ -44,8 +49,9 @@ def test_expansions_inside_strings_split_as_bash_splits_them(text):
 
 
 def test_an_unknown_piece_keeps_its_known_neighbours_in_eval_and_bash_c():
-    script = parse('C="x.py --save $(pwd)/ckpt --mbs 4"\neval "$C"\n'
-                   'srun -N 2 bash -c "python $C"\n', "t.sh")
+    script = parse(
+        'C="x.py --save $(pwd)/ckpt --mbs 4"\neval "$C"\nsrun -N 2 bash -c "python $C"\n', "t.sh"
+    )
     evaluated, srun_inner = script.commands[0], script.commands[-1]
     assert [w.text for w in evaluated] == ["x.py", "--save", None, "--mbs", "4"]
     assert evaluated[2].why_unknown == "$(pwd) is not run"
@@ -59,8 +65,9 @@ def test_a_last_line_ending_in_a_backslash_parses():
 
 
 def test_source_makes_what_was_set_before_it_unknown():
-    script = parse("#SBATCH --nodes=4\nTP=2\nsource ./env.sh\nPP=4\n"
-                   "echo $TP $PP $SLURM_NNODES\n", "t.sh")
+    script = parse(
+        "#SBATCH --nodes=4\nTP=2\nsource ./env.sh\nPP=4\necho $TP $PP $SLURM_NNODES\n", "t.sh"
+    )
     words = script.commands[-1]
     assert [w.text for w in words] == ["echo", None, "4", "4"]
     assert words[1].why_unknown == "$TP may be changed by source ./env.sh on line 3"
@@ -68,10 +75,13 @@ def test_source_makes_what_was_set_before_it_unknown():
 
 
 def test_a_value_one_path_extends_keeps_what_every_path_shares():
-    script = parse('opts="--mbs 2 --gbs 16"\n'
-                   'if [[ $Z -gt 1 ]]; then opts="${opts} --no-pp"; fi\n'
-                   'if [ -n "$N" ]; then opts="nsys profile $opts --profile"; fi\n'
-                   'echo $opts\n', "t.sh")
+    script = parse(
+        'opts="--mbs 2 --gbs 16"\n'
+        'if [[ $Z -gt 1 ]]; then opts="${opts} --no-pp"; fi\n'
+        'if [ -n "$N" ]; then opts="nsys profile $opts --profile"; fi\n'
+        "echo $opts\n",
+        "t.sh",
+    )
     words = script.commands[-1]
     assert [w.text for w in words] == ["echo", None, "--mbs", "2", "--gbs", "16", None, None]
     assert words[1].maybe == (("nsys profile ",), ("",))
@@ -79,8 +89,9 @@ def test_a_value_one_path_extends_keeps_what_every_path_shares():
 
 
 def test_an_array_one_path_extends_keeps_its_shared_items():
-    script = parse("A=(--tp 2 --pp 4)\nif [ $X -gt 1 ]; then A+=(--vp $Y); fi\n"
-                   "echo ${A[@]}\n", "t.sh")
+    script = parse(
+        "A=(--tp 2 --pp 4)\nif [ $X -gt 1 ]; then A+=(--vp $Y); fi\necho ${A[@]}\n", "t.sh"
+    )
     words = script.commands[-1]
     assert [w.text for w in words] == ["echo", "--tp", "2", "--pp", "4", None]
     assert words[-1].maybe == (("--vp", UNKNOWN_MARK), ())
@@ -93,7 +104,7 @@ def test_paths_that_disagree_are_not_merged_into_a_guess():
 
 def test_commands_remember_the_undecided_branch_they_run_under():
     script = parse("if [[ $BATCH -eq 0 ]]; then torchrun x.py; else srun x.py; fi\nls\n", "t.sh")
-    (first, k1), = script.paths[0]
-    (second, k2), = script.paths[1]
+    ((first, k1),) = script.paths[0]
+    ((second, k2),) = script.paths[1]
     assert first == second and first[1] == "the if on line 1" and k1 != k2
     assert script.paths[2] == ()

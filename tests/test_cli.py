@@ -20,9 +20,11 @@ def run_json(*args):
 
 # plan ------------------------------------------------------------------------------------------
 
+
 def test_plan_done_when_example():
-    result, out = run_json("plan", "--global-batch", 128, "--micro-batch", 4, "--world-size", 16,
-                           "--tp", 2)
+    result, out = run_json(
+        "plan", "--global-batch", 128, "--micro-batch", 4, "--world-size", 16, "--tp", 2
+    )
     assert result.exit_code == 0
     assert out["gradient_accumulation_steps"] == 4 and out["data_parallel_size"] == 8
     assert out["findings"] == []
@@ -34,7 +36,8 @@ def test_plan_that_does_not_divide_exits_1_naming_96_and_128():
     assert result.stderr.strip() == (
         "batchspec: error: global 100 does not split into micro 4 × DP 8 = 32: nearest are 96 "
         "(accumulation 3) and 128 (accumulation 4) (fix: use global 96 or 128, or change the "
-        "accumulation)")
+        "accumulation)"
+    )
     assert result.stdout == ""
 
 
@@ -48,18 +51,27 @@ def test_plan_without_micro_lists_every_pair_largest_first():
     result, out = run_json("plan", "--global-batch", 64, "--world-size", 8)
     assert result.exit_code == 0 and out["micro_batch_size"] is None
     assert [(o["micro_batch_size"], o["gradient_accumulation_steps"]) for o in out["options"]] == [
-        (8, 1), (4, 2), (2, 4), (1, 8)]
+        (8, 1),
+        (4, 2),
+        (2, 4),
+        (1, 8),
+    ]
     human = run("plan", "--global-batch", 64, "--world-size", 8)
     assert "8×1, 4×2, 2×4, 1×8" in human.stdout
 
 
 def test_plan_reads_a_spec_file_and_flags_override_it(tmp_path):
     spec = tmp_path / "spec.yaml"
-    spec.write_text("effective_batch_size: 256\nmicro_batch_size: 2\nnodes: 2\ngpus_per_node: 8\n"
-                    "sequence_length: 4096\n")
+    spec.write_text(
+        "effective_batch_size: 256\nmicro_batch_size: 2\nnodes: 2\ngpus_per_node: 8\n"
+        "sequence_length: 4096\n"
+    )
     result, out = run_json("plan", spec)
     assert (out["world_size"], out["gradient_accumulation_steps"], out["tokens_per_step"]) == (
-        16, 8, 256 * 4096)
+        16,
+        8,
+        256 * 4096,
+    )
     result, out = run_json("plan", spec, "--world-size", 32)
     assert (out["world_size"], out["gradient_accumulation_steps"]) == (32, 4)
 
@@ -72,16 +84,40 @@ def test_plan_output_is_a_valid_spec(tmp_path):
 
 
 def test_plan_for_a_backend_adds_its_quirks_and_errors_exit_1():
-    result, out = run_json("plan", "--global-batch", 64, "--micro-batch", 2, "--world-size", 8,
-                           "--pp", 2, "--for", "axolotl,megatron")
+    result, out = run_json(
+        "plan",
+        "--global-batch",
+        64,
+        "--micro-batch",
+        2,
+        "--world-size",
+        8,
+        "--pp",
+        2,
+        "--for",
+        "axolotl,megatron",
+    )
     assert result.exit_code == 1
-    assert [f["code"] for f in out["findings"]] == ["axolotl-no-pipeline",
-                                                    "megatron-accumulation-implied"]
+    assert [f["code"] for f in out["findings"]] == [
+        "axolotl-no-pipeline",
+        "megatron-accumulation-implied",
+    ]
 
 
 def test_plan_warnings_exit_0():
-    result, out = run_json("plan", "--global-batch", 256, "--micro-batch", 2, "--world-size", 8,
-                           "--lr", 3e-4, "--lr-batch", 128)
+    result, out = run_json(
+        "plan",
+        "--global-batch",
+        256,
+        "--micro-batch",
+        2,
+        "--world-size",
+        8,
+        "--lr",
+        3e-4,
+        "--lr-batch",
+        128,
+    )
     assert result.exit_code == 0 and out["findings"][0]["code"] == "lr-scaling"
 
 
@@ -94,17 +130,22 @@ def test_bad_flags_exit_2():
 
 # render ----------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def spec_file(tmp_path):
     path = tmp_path / "spec.yaml"
-    path.write_text("global_batch_size: 128\nmicro_batch_size: 4\nworld_size: 16\n"
-                    "tensor_parallel_size: 2\nsequence_length: 2048\n")
+    path.write_text(
+        "global_batch_size: 128\nmicro_batch_size: 4\nworld_size: 16\n"
+        "tensor_parallel_size: 2\nsequence_length: 2048\n"
+    )
     return path
 
 
 def test_render_writes_one_file_per_backend(tmp_path, spec_file):
     out_dir = tmp_path / "out" / "nested"
-    result, out = run_json("render", spec_file, "--to", "deepspeed,axolotl,megatron", "--out", out_dir)
+    result, out = run_json(
+        "render", spec_file, "--to", "deepspeed,axolotl,megatron", "--out", out_dir
+    )
     assert result.exit_code == 0
     assert sorted(os.listdir(out_dir)) == ["axolotl.yaml", "deepspeed.json", "megatron.sh"]
     assert out["files"]["deepspeed"] == str(out_dir / "deepspeed.json")
@@ -124,16 +165,24 @@ def test_render_never_overwrites_without_force(tmp_path, spec_file):
 
 def test_render_with_a_backend_error_writes_nothing(tmp_path):
     spec = tmp_path / "spec.yaml"
-    spec.write_text("global_batch_size: 64\nmicro_batch_size: 2\nworld_size: 8\n"
-                    "pipeline_parallel_size: 2\n")
+    spec.write_text(
+        "global_batch_size: 64\nmicro_batch_size: 2\nworld_size: 8\npipeline_parallel_size: 2\n"
+    )
     result = run("render", spec, "--to", "megatron,axolotl", "--out", tmp_path / "out")
     assert result.exit_code == 1 and "Axolotl has no pipeline parallelism" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_render_reads_stdin(tmp_path):
-    result = run("render", "-", "--to", "deepspeed", "--out", tmp_path,
-                 stdin='{"global_batch_size": 32, "micro_batch_size": 4, "world_size": 8}')
+    result = run(
+        "render",
+        "-",
+        "--to",
+        "deepspeed",
+        "--out",
+        tmp_path,
+        stdin='{"global_batch_size": 32, "micro_batch_size": 4, "world_size": 8}',
+    )
     assert result.exit_code == 0 and (tmp_path / "deepspeed.json").exists()
 
 
@@ -149,6 +198,7 @@ def test_render_into_a_file_path_is_an_input_error(tmp_path, spec_file):
 
 # schema ----------------------------------------------------------------------------------------
 
+
 def test_schema_is_json_with_every_field():
     result, out = run_json("schema")
     assert result.exit_code == 0 and "global_batch_size" in out["properties"]
@@ -162,43 +212,109 @@ BAD_SPECS = [
     ("binary.yaml", b"\x00\x01\x02global", 2, "binary.yaml: binary file"),
     ("latin1.yaml", b"global_batch_size: 64\n# caf\xe9\n", 2, "latin1.yaml:2: not UTF-8"),
     ("tab.yaml", b"global_batch_size: 64\n\tworld_size: 8\n", 2, "tab.yaml:2: not valid YAML"),
-    ("indent.yaml", b"global_batch_size: 64\n  world_size: 8\n", 2, "indent.yaml:2: not valid YAML"),
+    (
+        "indent.yaml",
+        b"global_batch_size: 64\n  world_size: 8\n",
+        2,
+        "indent.yaml:2: not valid YAML",
+    ),
     ("list.yaml", b"- 1\n- 2\n", 2, "list.yaml: expected a mapping"),
     ("scalar.yaml", b"64\n", 2, "list.yaml: expected a mapping".replace("list", "scalar")),
-    ("python.yaml", b"global_batch_size: !!python/object:os.system echo\n", 2,
-     "python.yaml:1: not valid YAML"),
-    ("bomb.yaml", b"a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
-                  b"c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
-                  b"e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
-                  b"global_batch_size: *f\n", 2, "bomb.yaml:5: aliases expand to more than 10000 nodes"),
-    ("string.yaml", b"global_batch_size: '64'\nworld_size: 8\n", 2,
-     "string.yaml:1: global_batch_size: Input should be a valid integer"),
-    ("float.yaml", b"global_batch_size: 64.0\nworld_size: 8\n", 2,
-     "float.yaml:1: global_batch_size: Input should be a valid integer"),
-    ("bool.yaml", b"global_batch_size: 64\nworld_size: true\n", 2,
-     "bool.yaml:2: world_size: Input should be a valid integer"),
-    ("nan.yaml", b"global_batch_size: 64\nworld_size: 8\nlearning_rate: .nan\n", 2,
-     "nan.yaml:3: learning_rate:"),
-    ("negative.yaml", b"global_batch_size: -64\nworld_size: 8\n", 2,
-     "negative.yaml:1: global_batch_size: Input should be greater than or equal to 1"),
-    ("zero.yaml", b"global_batch_size: 64\nmicro_batch_size: 0\nworld_size: 8\n", 2,
-     "zero.yaml:2: micro_batch_size: Input should be greater than or equal to 1"),
-    ("huge.yaml", b"global_batch_size: 1" + b"0" * 60 + b"\nworld_size: 8\n", 2,
-     "huge.yaml:1: global_batch_size: Input should be less than or equal to"),
-    ("typo.yaml", b"global_batch_size: 64\nmicro_bach_size: 2\nworld_size: 8\n", 2,
-     "typo.yaml:2: unknown key 'micro_bach_size' (did you mean 'micro_batch_size'?)"),
-    ("both.yaml", b"global_batch_size: 64\neffective_batch_size: 64\nworld_size: 8\n", 2,
-     "both.yaml: give global_batch_size or its alias effective_batch_size, not both"),
+    (
+        "python.yaml",
+        b"global_batch_size: !!python/object:os.system echo\n",
+        2,
+        "python.yaml:1: not valid YAML",
+    ),
+    (
+        "bomb.yaml",
+        b"a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+        b"c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+        b"e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
+        b"global_batch_size: *f\n",
+        2,
+        "bomb.yaml:5: aliases expand to more than 10000 nodes",
+    ),
+    (
+        "string.yaml",
+        b"global_batch_size: '64'\nworld_size: 8\n",
+        2,
+        "string.yaml:1: global_batch_size: Input should be a valid integer",
+    ),
+    (
+        "float.yaml",
+        b"global_batch_size: 64.0\nworld_size: 8\n",
+        2,
+        "float.yaml:1: global_batch_size: Input should be a valid integer",
+    ),
+    (
+        "bool.yaml",
+        b"global_batch_size: 64\nworld_size: true\n",
+        2,
+        "bool.yaml:2: world_size: Input should be a valid integer",
+    ),
+    (
+        "nan.yaml",
+        b"global_batch_size: 64\nworld_size: 8\nlearning_rate: .nan\n",
+        2,
+        "nan.yaml:3: learning_rate:",
+    ),
+    (
+        "negative.yaml",
+        b"global_batch_size: -64\nworld_size: 8\n",
+        2,
+        "negative.yaml:1: global_batch_size: Input should be greater than or equal to 1",
+    ),
+    (
+        "zero.yaml",
+        b"global_batch_size: 64\nmicro_batch_size: 0\nworld_size: 8\n",
+        2,
+        "zero.yaml:2: micro_batch_size: Input should be greater than or equal to 1",
+    ),
+    (
+        "huge.yaml",
+        b"global_batch_size: 1" + b"0" * 60 + b"\nworld_size: 8\n",
+        2,
+        "huge.yaml:1: global_batch_size: Input should be less than or equal to",
+    ),
+    (
+        "typo.yaml",
+        b"global_batch_size: 64\nmicro_bach_size: 2\nworld_size: 8\n",
+        2,
+        "typo.yaml:2: unknown key 'micro_bach_size' (did you mean 'micro_batch_size'?)",
+    ),
+    (
+        "both.yaml",
+        b"global_batch_size: 64\neffective_batch_size: 64\nworld_size: 8\n",
+        2,
+        "both.yaml: give global_batch_size or its alias effective_batch_size, not both",
+    ),
     ("bad.json", b'{"global_batch_size": 64,\n "world_size": }', 2, "bad.json:2: not valid JSON"),
     ("short.yaml", b"global_batch_size: 64\n", 2, "not enough to solve"),
-    ("wrong.yaml", b"global_batch_size: 100\nmicro_batch_size: 4\nworld_size: 8\n", 1,
-     "nearest are 96 (accumulation 3) and 128 (accumulation 4)"),
-    ("world.yaml", b"global_batch_size: 64\nworld_size: 12\ntensor_parallel_size: 8\n", 1,
-     "world size 12 does not divide by tensor 8"),
-    ("longline.yaml", b"global_batch_size: 64\nworld_size: 8\nnote: '" + b"x" * 3_000_000 + b"'\n",
-     2, "longline.yaml:3: unknown key 'note'"),
-    ("toobig.yaml", b"global_batch_size: 64\n# " + b"x" * 5_000_000 + b"\n", 2,
-     "toobig.yaml: larger than 4 MiB; not a batch config"),
+    (
+        "wrong.yaml",
+        b"global_batch_size: 100\nmicro_batch_size: 4\nworld_size: 8\n",
+        1,
+        "nearest are 96 (accumulation 3) and 128 (accumulation 4)",
+    ),
+    (
+        "world.yaml",
+        b"global_batch_size: 64\nworld_size: 12\ntensor_parallel_size: 8\n",
+        1,
+        "world size 12 does not divide by tensor 8",
+    ),
+    (
+        "longline.yaml",
+        b"global_batch_size: 64\nworld_size: 8\nnote: '" + b"x" * 3_000_000 + b"'\n",
+        2,
+        "longline.yaml:3: unknown key 'note'",
+    ),
+    (
+        "toobig.yaml",
+        b"global_batch_size: 64\n# " + b"x" * 5_000_000 + b"\n",
+        2,
+        "toobig.yaml: larger than 4 MiB; not a batch config",
+    ),
 ]
 
 
@@ -207,8 +323,9 @@ BAD_SPECS = [
 def test_bad_spec_files(tmp_path, name, content, code, message, command):
     path = tmp_path / name
     path.write_bytes(content)
-    args = [command, path] + (["--to", "deepspeed,megatron", "--out", tmp_path / "out"]
-                              if command == "render" else [])
+    args = [command, path] + (
+        ["--to", "deepspeed,megatron", "--out", tmp_path / "out"] if command == "render" else []
+    )
     result = run(*args)
     assert result.exit_code == code, result.stderr
     lines = result.stderr.strip().splitlines()
@@ -220,11 +337,14 @@ def test_bad_spec_files(tmp_path, name, content, code, message, command):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("path, message", [
-    ("missing.yaml", "missing.yaml: cannot read: No such file or directory"),
-    (".", ": is a directory, not a file"),
-    ("file.yaml/spec.yaml", "spec.yaml: cannot read: Not a directory"),
-])
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("missing.yaml", "missing.yaml: cannot read: No such file or directory"),
+        (".", ": is a directory, not a file"),
+        ("file.yaml/spec.yaml", "spec.yaml: cannot read: Not a directory"),
+    ],
+)
 def test_unreadable_paths(tmp_path, path, message):
     (tmp_path / "file.yaml").write_text("global_batch_size: 64\n")
     result = run("plan", tmp_path / path)
@@ -238,6 +358,7 @@ def test_debug_shows_the_traceback():
 
 def test_python_m_translator_and_the_console_script_agree():
     args = ["plan", "--global-batch", "128", "--micro-batch", "4", "--world-size", "16", "--json"]
-    out = subprocess.run([sys.executable, "-m", "translator", *args], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "translator", *args], capture_output=True, text=True, check=True
+    )
     assert json.loads(out.stdout)["gradient_accumulation_steps"] == 2

@@ -4,9 +4,19 @@ import json
 import subprocess
 import sys
 
-CORE = ["translator.spec", "translator.solve", "translator.findings", "translator.errors",
-        "translator.advice", "translator.crosscheck", "translator.frameworks",
-        "translator.render", "translator.inspection", "translator.update", "translator.guard"]
+CORE = [
+    "translator.spec",
+    "translator.solve",
+    "translator.findings",
+    "translator.errors",
+    "translator.advice",
+    "translator.crosscheck",
+    "translator.frameworks",
+    "translator.render",
+    "translator.inspection",
+    "translator.update",
+    "translator.guard",
+]
 HEAVY = ["click", "jinja2", "torch", "deepspeed", "megatron", "axolotl", "transformers"]
 
 
@@ -22,7 +32,9 @@ def test_core_modules_import_nothing_heavy():
 
 
 def test_plan_loads_no_framework_and_no_jinja():
-    code = ("from click.testing import CliRunner; from translator.cli import main; "
-            "CliRunner().invoke(main, ['plan', '--global-batch', '64', '--world-size', '8'])")
+    code = (
+        "from click.testing import CliRunner; from translator.cli import main; "
+        "CliRunner().invoke(main, ['plan', '--global-batch', '64', '--world-size', '8'])"
+    )
     loaded = loaded_after(code)
     assert not loaded & {"jinja2", "torch", "deepspeed", "megatron", "axolotl"}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-
 from strategies import specs
+
 from translator.backends import BACKENDS
 from translator.cli.inspect import inspect_all
 from translator.reading import Launch, Reading
@@ -36,8 +36,9 @@ def test_accelerate_loads_the_rendered_config_with_its_world(spec):
         assert total is None
 
 
-@pytest.mark.parametrize("name, agrees", [("valid/tp_hsdp.yaml", True),
-                                          ("invalid/parallel_sizes_mismatch.yaml", False)])
+@pytest.mark.parametrize(
+    "name, agrees", [("valid/tp_hsdp.yaml", True), ("invalid/parallel_sizes_mismatch.yaml", False)]
+)
 def test_parallelism_sizes_checked_as_accelerate_does(name, agrees):
     path = FIXTURES / name
     config = load(Reading(str(path), "accelerate", path.read_text()))
@@ -52,16 +53,20 @@ def test_trainingarguments_take_the_world_and_accumulation_from_accelerate(tmp_p
     assert not unusable
     hf = next(i for i in done if i.reading.framework == "hf")
     # 8 processes from the accelerate file; its DeepSpeed accumulation 4 wins over the 8
-    assert (hf.spec.world_size, hf.spec.gradient_accumulation_steps,
-            hf.spec.global_batch_size) == (8, 4, 128)
-    assert any(f.code == "accelerate-accumulation-override" and f.where.startswith(str(args))
-               for f in hf.findings)
+    assert (hf.spec.world_size, hf.spec.gradient_accumulation_steps, hf.spec.global_batch_size) == (
+        8,
+        4,
+        128,
+    )
+    assert any(
+        f.code == "accelerate-accumulation-override" and f.where.startswith(str(args))
+        for f in hf.findings
+    )
 
 
 @settings(max_examples=60, deadline=None)
 @given(spec=specs(pipeline=False), override=st.none() | st.integers(1, 64))
-def test_the_files_together_give_the_batch_accelerate_launch_runs(tmp_path_factory, spec,
-                                                                  override):
+def test_the_files_together_give_the_batch_accelerate_launch_runs(tmp_path_factory, spec, override):
     """A rendered TrainingArguments file inspected with the rendered accelerate config, as
     `accelerate launch --config_file A train.py --config T` runs them: the world is
     accelerate's own ``num_processes`` (as its loader reads it), and an accumulation in its
@@ -73,21 +78,32 @@ def test_the_files_together_give_the_batch_accelerate_launch_runs(tmp_path_facto
         accelerate_yaml = accelerate_yaml.replace(
             "distributed_type: MULTI_GPU",
             f"distributed_type: DEEPSPEED\ndeepspeed_config:\n"
-            f"  gradient_accumulation_steps: {override}")
-        accelerate_yaml = re.sub(r"(deepspeed_config:\n(?:  .*\n)*?  gradient_accumulation_steps:)"
-                                 r" \d+", rf"\1 {override}", accelerate_yaml)
+            f"  gradient_accumulation_steps: {override}",
+        )
+        accelerate_yaml = re.sub(
+            r"(deepspeed_config:\n(?:  .*\n)*?  gradient_accumulation_steps:)"
+            r" \d+",
+            rf"\1 {override}",
+            accelerate_yaml,
+        )
     (folder / "accelerate.yaml").write_text(accelerate_yaml)
     # (hf.yaml written by hand: render refuses TP/CP in a TrainingArguments file)
-    (folder / "hf.yaml").write_text(f"per_device_train_batch_size: {spec.micro_batch_size}\n"
-                                    f"gradient_accumulation_steps: "
-                                    f"{spec.gradient_accumulation_steps}\n")
+    (folder / "hf.yaml").write_text(
+        f"per_device_train_batch_size: {spec.micro_batch_size}\n"
+        f"gradient_accumulation_steps: "
+        f"{spec.gradient_accumulation_steps}\n"
+    )
     config = load(Reading("accelerate.yaml", "accelerate", accelerate_yaml))
-    done, unusable = inspect_all([str(folder / "accelerate.yaml"), str(folder / "hf.yaml")],
-                                 None, Launch())
+    done, unusable = inspect_all(
+        [str(folder / "accelerate.yaml"), str(folder / "hf.yaml")], None, Launch()
+    )
     assert not unusable
     hf = next(i for i in done if i.reading.framework == "hf")
-    runs_with = (config.deepspeed_config or {}).get("gradient_accumulation_steps") \
-        if override is not None else spec.gradient_accumulation_steps
+    runs_with = (
+        (config.deepspeed_config or {}).get("gradient_accumulation_steps")
+        if override is not None
+        else spec.gradient_accumulation_steps
+    )
     dp = config.num_processes // (spec.tensor_parallel_size * spec.context_parallel_size)
     assert hf.spec.world_size == config.num_processes == spec.world_size
     assert hf.spec.gradient_accumulation_steps == runs_with
@@ -99,11 +115,17 @@ def test_split_batches_divides_over_the_data_parallel_ranks_of_the_accelerate_me
     micro-step split over DP 2, so 4 per device, and the global batch stays 8 × 2."""
     (tmp_path / "a.yaml").write_text(
         "distributed_type: FSDP\nnum_machines: 1\nnum_processes: 4\nparallelism_config:\n"
-        "  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 2\n")
-    (tmp_path / "t.yaml").write_text("per_device_train_batch_size: 8\n"
-                                     "gradient_accumulation_steps: 2\n"
-                                     "accelerator_config:\n  split_batches: true\n")
+        "  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 2\n"
+    )
+    (tmp_path / "t.yaml").write_text(
+        "per_device_train_batch_size: 8\n"
+        "gradient_accumulation_steps: 2\n"
+        "accelerator_config:\n  split_batches: true\n"
+    )
     done, _ = inspect_all([str(tmp_path / "a.yaml"), str(tmp_path / "t.yaml")], None, Launch())
     hf = next(i for i in done if i.reading.framework == "hf")
-    assert (hf.spec.micro_batch_size, hf.spec.data_parallel_size,
-            hf.spec.global_batch_size) == (4, 2, 16)
+    assert (hf.spec.micro_batch_size, hf.spec.data_parallel_size, hf.spec.global_batch_size) == (
+        4,
+        2,
+        16,
+    )

@@ -43,11 +43,17 @@ def rendered_yaml(spec: BatchSpec) -> str:
         (16, 2, 2, 1, 8),
     ],
 )
-def test_axolotl_computes_the_rendered_global_batch(base_dir, world, tensor, context, micro,
-                                                    accumulation):
-    spec = BatchSpec(micro_batch_size=micro, gradient_accumulation_steps=accumulation,
-                     world_size=world, tensor_parallel_size=tensor,
-                     context_parallel_size=context, sequence_length=256)
+def test_axolotl_computes_the_rendered_global_batch(
+    base_dir, world, tensor, context, micro, accumulation
+):
+    spec = BatchSpec(
+        micro_batch_size=micro,
+        gradient_accumulation_steps=accumulation,
+        world_size=world,
+        tensor_parallel_size=tensor,
+        context_parallel_size=context,
+        sequence_length=256,
+    )
     text = rendered_yaml(spec)
     if context > 1 and not HAS_RING_FLASH_ATTN:
         # Axolotl validates context parallelism by importing ring_flash_attn (CUDA only).
@@ -71,17 +77,26 @@ def test_batch_size_without_accumulation_is_not_what_trains(base_dir, world):
     ``cfg.batch_size`` keeps 16 -- multiplied by the world size, as if it were per rank.
     """
     got = resolve("micro_batch_size: 2\nbatch_size: 16\nsequence_len: 256\n", world, base_dir)
-    assert got == {"batch_size": 16 * world, "micro_batch_size": 2,
-                   "gradient_accumulation_steps": 1, "world_size": world}
+    assert got == {
+        "batch_size": 16 * world,
+        "micro_batch_size": 2,
+        "gradient_accumulation_steps": 1,
+        "world_size": world,
+    }
     trained = got["micro_batch_size"] * got["gradient_accumulation_steps"] * world
     assert trained == 2 * world != got["batch_size"]
 
 
 def test_batch_size_next_to_accumulation_is_refused(base_dir):
-    text = rendered_yaml(BatchSpec(global_batch_size=32, micro_batch_size=4, world_size=2,
-                                   sequence_length=256)) + "batch_size: 32\n"
-    with pytest.raises(ValueError, match="please set only one of gradient_accumulation_steps "
-                                         "or batch_size"):
+    text = (
+        rendered_yaml(
+            BatchSpec(global_batch_size=32, micro_batch_size=4, world_size=2, sequence_length=256)
+        )
+        + "batch_size: 32\n"
+    )
+    with pytest.raises(
+        ValueError, match="please set only one of gradient_accumulation_steps or batch_size"
+    ):
         resolve(text, 2, base_dir)
 
 
@@ -101,6 +116,7 @@ def test_batch_size_equal_to_micro_trains_what_it_says(base_dir, tmp_path):
     path.write_text(text)
     from translator.inspection import inspect_file
     from translator.reading import Launch
+
     found = inspect_file(str(path), launch=Launch(world_size=2))
     codes = {f.code: f.severity for f in found.findings}
     assert codes["axolotl-batch-size-redundant"] == "warning"
@@ -126,6 +142,7 @@ def test_no_real_key_is_called_a_typo(tmp_path):
     keys = _real_keys()
     assert "expert_parallel_size" in keys  # the expert-parallel integration's key
     text = "micro_batch_size: 2\ngradient_accumulation_steps: 2\n" + "".join(
-        f"{k}: 1\n" for k in sorted(keys - set(BACKENDS["axolotl"].BATCH_KEYS)))
+        f"{k}: 1\n" for k in sorted(keys - set(BACKENDS["axolotl"].BATCH_KEYS))
+    )
     reading = BACKENDS["axolotl"].read(text, "all_keys.yml")
     assert [f.message for f in reading.findings if f.code == "batch-key-typo"] == []

@@ -4,8 +4,8 @@ import json
 
 import pytest
 from hypothesis import given, settings
-
 from strategies import specs
+
 from translator.backends import deepspeed as backend
 from translator.errors import ConfigError
 from translator.render import render
@@ -40,10 +40,19 @@ def test_deepspeed_derives_the_intended_triple(spec):
 
 
 def test_autotp_trap_deepspeed_refuses_the_data_parallel_triple():
-    spec = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8,
-                     tensor_parallel_size=2, deepspeed_autotp=True)
-    naive = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2,
-             "gradient_accumulation_steps": 8, "tensor_parallel": {"autotp_size": 2}}
+    spec = BatchSpec(
+        global_batch_size=64,
+        micro_batch_size=2,
+        world_size=8,
+        tensor_parallel_size=2,
+        deepspeed_autotp=True,
+    )
+    naive = {
+        "train_batch_size": 64,
+        "train_micro_batch_size_per_gpu": 2,
+        "gradient_accumulation_steps": 8,
+        "tensor_parallel": {"autotp_size": 2},
+    }
     with pytest.raises(AssertionError, match="train_batch_size is not equal to"):
         resolve(naive, spec.world_size)
     resolve(json.loads(render(spec, backend).text), spec.world_size)
@@ -64,5 +73,8 @@ def test_deepspeed_reads_back_what_the_reader_expects():
         ({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2}, 8, (32, 2, 2)),
     ]:
         got = resolve(config, world)
-        assert (got["train_batch_size"], got["train_micro_batch_size_per_gpu"],
-                got["gradient_accumulation_steps"]) == triple
+        assert (
+            got["train_batch_size"],
+            got["train_micro_batch_size_per_gpu"],
+            got["gradient_accumulation_steps"],
+        ) == triple

@@ -6,8 +6,8 @@ import json
 
 import pytest
 from hypothesis import given, settings
-
 from strategies import specs
+
 from translator.backends import BACKENDS
 from translator.inspection import inspect_file
 from translator.reading import Launch
@@ -34,8 +34,9 @@ def test_the_trainer_loads_the_rendered_yaml_and_counts_the_spec(tmp_path_factor
     assert args.per_device_train_batch_size == spec.micro_batch_size
     assert args.gradient_accumulation_steps == spec.gradient_accumulation_steps
     # Trainer.get_total_train_batch_size: per device × accumulation × DP (= world here)
-    assert (args.per_device_train_batch_size * args.gradient_accumulation_steps
-            * spec.world_size) == spec.global_batch_size
+    assert (
+        args.per_device_train_batch_size * args.gradient_accumulation_steps * spec.world_size
+    ) == spec.global_batch_size
     assert args.auto_find_batch_size is False
 
 
@@ -60,22 +61,36 @@ def write(tmp_path, yaml_text: str, ds: dict):
 YAML = "per_device_train_batch_size: 4\ngradient_accumulation_steps: 8\ndeepspeed: ds.json\n"
 
 
-@pytest.mark.parametrize("ds, refused", [
-    ({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-      "gradient_accumulation_steps": "auto"}, False),
-    ({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 8}, False),
-    ({"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4}, False),   # 8 × 4 × 8
-    ({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8}, True),
-    ({"train_batch_size": 128, "gradient_accumulation_steps": "auto"}, True),  # DP, not world
-    ({"gradient_accumulation_steps": "8"}, True),                              # a JSON string
-])
+@pytest.mark.parametrize(
+    "ds, refused",
+    [
+        (
+            {
+                "train_batch_size": "auto",
+                "train_micro_batch_size_per_gpu": "auto",
+                "gradient_accumulation_steps": "auto",
+            },
+            False,
+        ),
+        ({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 8}, False),
+        ({"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4}, False),  # 8 × 4 × 8
+        ({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8}, True),
+        ({"train_batch_size": 128, "gradient_accumulation_steps": "auto"}, True),  # DP, not world
+        ({"gradient_accumulation_steps": "8"}, True),  # a JSON string
+    ],
+)
 def test_batchspec_and_transformers_refuse_the_same_deepspeed_jsons(tmp_path, ds, refused):
     path = write(tmp_path, YAML, ds)
     found = inspect_file(str(path), launch=Launch(world_size=8))
     ours = [f for f in found.findings if f.code == "hf-deepspeed-mismatch"]
     (args,) = HfArgumentParser(TrainingArguments).parse_dict(
-        {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 8, "use_cpu": True,
-         "report_to": "none"})
+        {
+            "per_device_train_batch_size": 4,
+            "gradient_accumulation_steps": 8,
+            "use_cpu": True,
+            "report_to": "none",
+        }
+    )
     if refused:
         with pytest.raises(ValueError, match="mismatch TrainingArguments values") as theirs:
             deepspeed_mismatch(ds, args, world=8)
@@ -89,8 +104,10 @@ def test_batchspec_and_transformers_refuse_the_same_deepspeed_jsons(tmp_path, ds
 
 def test_split_batches_and_auto_find_are_named(tmp_path):
     path = tmp_path / "args.yaml"
-    path.write_text("per_device_train_batch_size: 32\ngradient_accumulation_steps: 2\n"
-                    "auto_find_batch_size: true\naccelerator_config:\n  split_batches: true\n")
+    path.write_text(
+        "per_device_train_batch_size: 32\ngradient_accumulation_steps: 2\n"
+        "auto_find_batch_size: true\naccelerator_config:\n  split_batches: true\n"
+    )
     found = inspect_file(str(path), launch=Launch(world_size=8))
     codes = {f.code for f in found.findings}
     assert {"hf-split-batches", "hf-auto-find-batch-size"} <= codes

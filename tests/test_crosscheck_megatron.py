@@ -3,8 +3,8 @@ number of micro-batches (the accumulation Megatron has no flag for)."""
 
 import pytest
 from hypothesis import given, settings
-
 from strategies import specs
+
 from translator.backends import megatron as backend
 from translator.errors import ConfigError
 from translator.render import render
@@ -20,8 +20,11 @@ pytestmark = pytest.mark.framework
 @given(specs())
 def test_megatron_runs_the_intended_number_of_microbatches(spec):
     args = backend.read(render(spec, backend).text, backend.FILENAME)
-    model = (args.count("--tensor-model-parallel-size") * args.count("--pipeline-model-parallel-size")
-             * args.count("--context-parallel-size"))
+    model = (
+        args.count("--tensor-model-parallel-size")
+        * args.count("--pipeline-model-parallel-size")
+        * args.count("--context-parallel-size")
+    )
     data_parallel = spec.world_size // model
     glob, micro = args.count("--global-batch-size"), args.count("--micro-batch-size")
     m = num_microbatches(glob, micro, data_parallel)
@@ -30,8 +33,11 @@ def test_megatron_runs_the_intended_number_of_microbatches(spec):
 
 
 def test_megatron_and_batchspec_refuse_the_same_split():
-    with pytest.raises(AssertionError, match=r"global batch size \(60\) is not divisible by micro "
-                                             r"batch size \(2\) times data parallel size \(4\)"):
+    with pytest.raises(
+        AssertionError,
+        match=r"global batch size \(60\) is not divisible by micro "
+        r"batch size \(2\) times data parallel size \(4\)",
+    ):
         num_microbatches(60, 2, 4)
     with pytest.raises(ConfigError, match="nearest are 56 .* and 64"):
         BatchSpec(global_batch_size=60, micro_batch_size=2, world_size=4)

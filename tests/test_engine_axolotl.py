@@ -25,13 +25,40 @@ def test_axolotl_runs_two_optimizer_steps_of_the_rendered_global_batch(tmp_path)
     (tmp_path / "axolotl.yaml").write_text(render(spec, BACKENDS["axolotl"]).text)
     out = tmp_path / "results"
     out.mkdir()
-    env = dict(os.environ, WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", HF_HUB_OFFLINE="1",
-               AXOLOTL_DO_NOT_TRACK="1")
+    env = dict(
+        os.environ,
+        WORLD_SIZE="1",
+        RANK="0",
+        LOCAL_RANK="0",
+        HF_HUB_OFFLINE="1",
+        AXOLOTL_DO_NOT_TRACK="1",
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "translator.launch.worker", "--engine", "axolotl",
-         "--spec", str(tmp_path / "spec.json"), "--config", str(tmp_path / "axolotl.yaml"),
-         "--out", str(out), "--steps", "2", "--model", "tiny", "--seq-len", "64"],
-        env=env, capture_output=True, text=True, timeout=600, check=False)
+        [
+            sys.executable,
+            "-m",
+            "translator.launch.worker",
+            "--engine",
+            "axolotl",
+            "--spec",
+            str(tmp_path / "spec.json"),
+            "--config",
+            str(tmp_path / "axolotl.yaml"),
+            "--out",
+            str(out),
+            "--steps",
+            "2",
+            "--model",
+            "tiny",
+            "--seq-len",
+            "64",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     results = read_all(out)

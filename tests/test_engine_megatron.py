@@ -41,14 +41,42 @@ def test_two_ranks_run_two_steps_of_the_rendered_global_batch(tmp_path):
     spec_file, config = rendered(spec, tmp_path)
     out = tmp_path / "results"
     out.mkdir()
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "translator.launch.worker", "--engine", "megatron", "--spec", str(spec_file),
-         "--config", str(config), "--out", str(out), "--steps", "2", "--model", "tiny",
-         "--seq-len", "32"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "translator.launch.worker",
+            "--engine",
+            "megatron",
+            "--spec",
+            str(spec_file),
+            "--config",
+            str(config),
+            "--out",
+            str(out),
+            "--steps",
+            "2",
+            "--model",
+            "tiny",
+            "--seq-len",
+            "32",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = read_all(out)
     assert [r.error for r in results] == [None, None]
@@ -64,40 +92,79 @@ def test_two_ranks_run_two_steps_of_the_rendered_global_batch(tmp_path):
 
 def context(spec: BatchSpec, tmp_path: Path) -> RunContext:
     spec_file, config = rendered(spec, tmp_path)
-    return RunContext(spec=spec, config=config, workdir=tmp_path, steps=1, model="tiny",
-                      sequence_length=32, rank=0, local_rank=0, world_size=spec.world_size)
+    return RunContext(
+        spec=spec,
+        config=config,
+        workdir=tmp_path,
+        steps=1,
+        model="tiny",
+        sequence_length=32,
+        rank=0,
+        local_rank=0,
+        world_size=spec.world_size,
+    )
 
 
 def test_pipeline_parallel_is_refused_with_the_reason(tmp_path):
-    spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=4,
-                     pipeline_parallel_size=2, sequence_length=32)
+    spec = BatchSpec(
+        global_batch_size=8,
+        micro_batch_size=2,
+        world_size=4,
+        pipeline_parallel_size=2,
+        sequence_length=32,
+    )
     ctx = context(spec, tmp_path)
     layout = engine.read_layout(ctx.config)
-    assert (layout.pipeline_parallel_size, layout.micro_batch_size, layout.global_batch_size) \
-        == (2, 2, 8)
+    assert (layout.pipeline_parallel_size, layout.micro_batch_size, layout.global_batch_size) == (
+        2,
+        2,
+        8,
+    )
     with pytest.raises(RuntimeError, match="pipeline-parallel smoke runs .* need GPUs"):
         engine.run(ctx)  # refused before any process group is made
     engine.check_layout(layout, on_gpu=True)  # 1F1B on GPUs
 
 
 def test_the_worker_reports_the_refusal(tmp_path, monkeypatch):
-    spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=4,
-                     pipeline_parallel_size=2, sequence_length=32)
+    spec = BatchSpec(
+        global_batch_size=8,
+        micro_batch_size=2,
+        world_size=4,
+        pipeline_parallel_size=2,
+        sequence_length=32,
+    )
     spec_file, config = rendered(spec, tmp_path)
     monkeypatch.setenv("RANK", "0")
-    code = worker.main(["--engine", "megatron", "--spec", str(spec_file), "--config", str(config),
-                        "--out", str(tmp_path), "--steps", "1", "--seq-len", "32"])
+    code = worker.main(
+        [
+            "--engine",
+            "megatron",
+            "--spec",
+            str(spec_file),
+            "--config",
+            str(config),
+            "--out",
+            str(tmp_path),
+            "--steps",
+            "1",
+            "--seq-len",
+            "32",
+        ]
+    )
     assert code == 1
     [result] = read_all(tmp_path)
     assert result.error.startswith(
-        "RuntimeError: pipeline-parallel smoke runs (pipeline 2) need GPUs")
+        "RuntimeError: pipeline-parallel smoke runs (pipeline 2) need GPUs"
+    )
 
 
-@pytest.mark.parametrize("field, name", [("tensor_parallel_size", "tensor"),
-                                         ("context_parallel_size", "context")])
+@pytest.mark.parametrize(
+    "field, name", [("tensor_parallel_size", "tensor"), ("context_parallel_size", "context")]
+)
 def test_model_parallel_needs_gpus_on_cpu(tmp_path, field, name):
-    spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=4, sequence_length=32,
-                     **{field: 2})
+    spec = BatchSpec(
+        global_batch_size=8, micro_batch_size=2, world_size=4, sequence_length=32, **{field: 2}
+    )
     layout = engine.read_layout(context(spec, tmp_path).config)
     with pytest.raises(RuntimeError, match=f"{name}-parallel smoke runs .* need GPUs"):
         engine.check_layout(layout, on_gpu=False)

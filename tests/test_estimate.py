@@ -22,20 +22,42 @@ def parts(estimate) -> dict:
 
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_preset_prints_a_breakdown_that_sums_to_its_total(name):
-    code, out = run("--model", name, "--micro-batch", 1, "--world-size", 8,
-                    "--global-batch", 64, "--seq-len", 2048, "--json")
+    code, out = run(
+        "--model",
+        name,
+        "--micro-batch",
+        1,
+        "--world-size",
+        8,
+        "--global-batch",
+        64,
+        "--seq-len",
+        2048,
+        "--json",
+    )
     assert code == 0, out
     data = json.loads(out)
-    assert [p["name"] for p in data["parts"]] == ["weights", "gradients", "optimizer",
-                                                 "activations", "logits", "overhead"]
+    assert [p["name"] for p in data["parts"]] == [
+        "weights",
+        "gradients",
+        "optimizer",
+        "activations",
+        "logits",
+        "overhead",
+    ]
     assert sum(p["bytes"] for p in data["parts"]) == data["total_bytes"] > 0
     assert data["parameters"] == memory.model_named(name, 2048).parameters
 
 
-@pytest.mark.parametrize("name, count", [
-    ("125m", 124_439_808 + (50304 - 50257) * 768),  # GPT-2 small, vocabulary padded to 50304
-    ("llama3-1b", 1_235_814_400), ("llama3-8b", 8_030_261_248),
-    ("llama3-70b", 70_553_706_496)])
+@pytest.mark.parametrize(
+    "name, count",
+    [
+        ("125m", 124_439_808 + (50304 - 50257) * 768),  # GPT-2 small, vocabulary padded to 50304
+        ("llama3-1b", 1_235_814_400),
+        ("llama3-8b", 8_030_261_248),
+        ("llama3-70b", 70_553_706_496),
+    ],
+)
 def test_parameter_counts_match_the_published_models(name, count):
     assert PRESETS[name].parameters == count
 
@@ -51,21 +73,44 @@ def test_the_smoke_models_have_the_parameters_their_preset_counts(name, seq):
 
 def test_a_local_config_json_is_read_like_the_preset_of_the_same_shape(tmp_path):
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({
-        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-        "vocab_size": 128256, "tie_word_embeddings": False}))
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 4096,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "intermediate_size": 14336,
+                "vocab_size": 128256,
+                "tie_word_embeddings": False,
+            }
+        )
+    )
     model = memory.read_hf_config(str(config))
     assert model.parameters == PRESETS["llama3-8b"].parameters
-    code, out = run("--model", config, "--micro-batch", 2, "--world-size", 8, "--global-batch",
-                    64, "--seq-len", 4096)
+    code, out = run(
+        "--model",
+        config,
+        "--micro-batch",
+        2,
+        "--world-size",
+        8,
+        "--global-batch",
+        64,
+        "--seq-len",
+        4096,
+    )
     assert code == 0 and "8,030,261,248 parameters" in out and "total" in out
 
 
 def test_a_gpt2_config_json_has_its_learned_positions(tmp_path):
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"n_embd": 768, "n_layer": 12, "n_head": 12,
-                                  "vocab_size": 50304, "n_positions": 1024}))
+    config.write_text(
+        json.dumps(
+            {"n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50304, "n_positions": 1024}
+        )
+    )
     assert memory.read_hf_config(str(config)).parameters == PRESETS["125m"].parameters
 
 
@@ -103,7 +148,8 @@ def test_model_states_are_megatrons_18_bytes_and_6_plus_12_over_dp_distributed()
     assert plain["weights"] + plain["gradients"] + plain["optimizer"] == 18 * shard
     dist = parts(memory.estimate(model, Run(1, 1, data_parallel=n, zero_stage=1)))
     assert dist["weights"] + dist["gradients"] + dist["optimizer"] == pytest.approx(
-        (6 + 12 / n) * shard, rel=1e-6)
+        (6 + 12 / n) * shard, rel=1e-6
+    )
 
 
 def test_zero_3_model_states_equal_deepspeeds_own_estimator():
@@ -115,44 +161,78 @@ def test_zero_3_model_states_equal_deepspeeds_own_estimator():
     model, n = PRESETS["llama3-8b"], 8
     ours = parts(memory.estimate(model, Run(1, 1, data_parallel=n, zero_stage=3)))
     _, gpu, largest = estimate_zero3_model_states_mem_needs(
-        model.parameters, 0, num_gpus_per_node=n, num_nodes=1, cpu_offload=False,
-        cpu_offload_params=False, zero_init=True)
+        model.parameters,
+        0,
+        num_gpus_per_node=n,
+        num_nodes=1,
+        cpu_offload=False,
+        cpu_offload_params=False,
+        zero_init=True,
+    )
     assert ours["weights"] + ours["gradients"] + ours["optimizer"] == pytest.approx(
-        gpu - largest, rel=1e-6)
+        gpu - largest, rel=1e-6
+    )
 
 
 def test_capacity_says_what_fits_and_exits_1_when_nothing_does():
-    args = ("--model", "llama3-8b", "--micro-batch", 1, "--world-size", 8, "--global-batch", 64,
-            "--seq-len", 8192, "--distributed-optimizer", "--recompute", "full")
+    args = (
+        "--model",
+        "llama3-8b",
+        "--micro-batch",
+        1,
+        "--world-size",
+        8,
+        "--global-batch",
+        64,
+        "--seq-len",
+        8192,
+        "--distributed-optimizer",
+        "--recompute",
+        "full",
+    )
     code, out = run(*args, "--capacity", "80G")
-    assert code == 0 and "fits in 80.0 GiB; the largest micro-batch that fits and keeps the " \
-                         "global batch 64: 2" in out
+    assert (
+        code == 0
+        and "fits in 80.0 GiB; the largest micro-batch that fits and keeps the global batch 64: 2"
+        in out
+    )
     code, out = run(*args, "--capacity", "40G")
     assert code == 1 and "memory-exceeds-capacity" in out and "no micro-batch fits" in out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model", "gpt-5"], "--model 'gpt-5': not a preset"),
-    (["--model", "missing.json"], "missing.json: cannot read it"),
-    (["--capacity", "lots"], "--capacity 'lots': give a positive number"),
-    (["--overhead", "-1G"], "--overhead '-1G'"),
-    (["--global-batch", 10, "--world-size", 4, "--micro-batch", 1],
-     "global 10 does not split into micro 1 × DP 4 = 4: nearest are 8"),
-    (["--global-batch", 64, "--world-size", 8], "the micro-batch is not decided"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "gpt-5"], "--model 'gpt-5': not a preset"),
+        (["--model", "missing.json"], "missing.json: cannot read it"),
+        (["--capacity", "lots"], "--capacity 'lots': give a positive number"),
+        (["--overhead", "-1G"], "--overhead '-1G'"),
+        (
+            ["--global-batch", 10, "--world-size", 4, "--micro-batch", 1],
+            "global 10 does not split into micro 1 × DP 4 = 4: nearest are 8",
+        ),
+        (["--global-batch", 64, "--world-size", 8], "the micro-batch is not decided"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
     code, out = run(*args)
     assert code in (1, 2) and message in out, out
     assert len([line for line in out.splitlines() if line.startswith("batchspec: error")]) == 1
 
 
-@pytest.mark.parametrize("text, message", [
-    ("{", "not a JSON config.json"),
-    ("[1, 2]", "a config.json is a JSON object, not list"),
-    ('{"hidden_size": 64}', "no num_attention_heads or n_head"),
-    ('{"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": "2", '
-     '"vocab_size": 10}', "num_hidden_layers is '2', not a positive integer"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{", "not a JSON config.json"),
+        ("[1, 2]", "a config.json is a JSON object, not list"),
+        ('{"hidden_size": 64}', "no num_attention_heads or n_head"),
+        (
+            '{"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": "2", '
+            '"vocab_size": 10}',
+            "num_hidden_layers is '2', not a positive integer",
+        ),
+    ],
+)
 def test_unreadable_config_json_is_exit_2_naming_the_file(tmp_path, text, message):
     config = tmp_path / "config.json"
     config.write_text(text)
@@ -162,8 +242,10 @@ def test_unreadable_config_json_is_exit_2_naming_the_file(tmp_path, text, messag
 
 def test_estimate_of_a_framework_config_takes_its_layout(tmp_path):
     ds = tmp_path / "ds.json"
-    ds.write_text('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, '
-                  '"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}')
+    ds.write_text(
+        '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, '
+        '"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}'
+    )
     code, out = run(ds, "--world-size", 8, "--model", "llama3-1b", "--json")
     data = json.loads(out)
     assert code == 0 and data["layout"]["micro_batch_size"] == 2

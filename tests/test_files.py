@@ -10,9 +10,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from test_cli import run
 from test_cli_configs import AXOLOTL, MEGATRON
+
 from translator import files
 from translator.errors import InputError
 from translator.files import MAX_BYTES, read_text, write_files
@@ -23,8 +23,13 @@ SPEC = "global_batch_size: 128\nmicro_batch_size: 4\nworld_size: 16\n"
 
 def batchspec(*args, stdin=None, timeout=60):
     """The installed command in its own process (a hang fails the test instead of the run)."""
-    return subprocess.run([sys.executable, "-m", "translator", *map(str, args)], stdin=stdin,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "translator", *map(str, args)],
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -40,20 +45,32 @@ def spec(tmp_path):
 
 # reading ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("command", [
-    ["inspect"], ["update", "--world-size", 8], ["render", "--to", "deepspeed", "--out", "o"],
-    ["plan"], ["validate"], ["convert", "--to", "megatron", "--out", "o"]])
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["inspect"],
+        ["update", "--world-size", 8],
+        ["render", "--to", "deepspeed", "--out", "o"],
+        ["plan"],
+        ["validate"],
+        ["convert", "--to", "megatron", "--out", "o"],
+    ],
+)
 def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path, command):
     fifo = tmp_path / "config.yml"
     os.mkfifo(fifo)
     result = batchspec(command[0], fifo, *command[1:], timeout=30)
     assert result.returncode == 2
-    assert result.stderr == f"batchspec: error: {fifo}: is a FIFO, not a regular file; " \
-                            "refusing to read it\n"
+    assert (
+        result.stderr == f"batchspec: error: {fifo}: is a FIFO, not a regular file; "
+        "refusing to read it\n"
+    )
 
 
-@pytest.mark.parametrize("path, kind", [("/dev/null", "a character device"),
-                                        ("/dev/zero", "a character device")])
+@pytest.mark.parametrize(
+    "path, kind", [("/dev/null", "a character device"), ("/dev/zero", "a character device")]
+)
 def test_a_device_is_refused(path, kind):
     result = run("inspect", path)
     assert result.exit_code == 2 and f"{path}: is {kind}, not a regular file" in result.stderr
@@ -85,20 +102,24 @@ def test_a_fifo_swapped_in_after_the_check_is_refused_on_the_open_file(tmp_path,
 
 def test_endless_stdin_is_capped(tmp_path):
     with open("/dev/zero", "rb") as zero:
-        result = batchspec("render", "-", "--to", "deepspeed", "--out", tmp_path / "o",
-                           stdin=zero, timeout=60)
+        result = batchspec(
+            "render", "-", "--to", "deepspeed", "--out", tmp_path / "o", stdin=zero, timeout=60
+        )
     assert result.returncode == 2
     assert result.stderr == "batchspec: error: <stdin>: larger than 4 MiB; not a batch config\n"
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"", "<stdin>: empty file"),
-    (b"  \n\n", "<stdin>: empty file"),
-    (b"global_batch_size: 8\0\n", "<stdin>: binary file, not a text config"),
-    (b"a: 1\nb: \xff\n", "<stdin>:2: not UTF-8 text (byte 8)"),
-    (b"#" * (MAX_BYTES + 1), "<stdin>: larger than 4 MiB"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"", "<stdin>: empty file"),
+        (b"  \n\n", "<stdin>: empty file"),
+        (b"global_batch_size: 8\0\n", "<stdin>: binary file, not a text config"),
+        (b"a: 1\nb: \xff\n", "<stdin>:2: not UTF-8 text (byte 8)"),
+        (b"#" * (MAX_BYTES + 1), "<stdin>: larger than 4 MiB"),
+    ],
+)
 def test_stdin_gets_the_same_checks_as_a_file(tmp_path, data, message):
     result = run("render", "-", "--to", "deepspeed", "--out", tmp_path, stdin=data)
     assert result.exit_code == 2 and message in result.stderr
@@ -117,6 +138,7 @@ def test_reading_keeps_crlf(tmp_path):
 
 
 # modes, owners, links --------------------------------------------------------------------------
+
 
 def test_new_files_get_the_usual_mode(spec, tmp_path):
     old = os.umask(0o027)
@@ -156,6 +178,7 @@ def test_update_in_place_keeps_the_owner_and_group(tmp_path):
 
 def test_an_owner_that_cannot_be_kept_is_refused(tmp_path, monkeypatch):
     """Not root and not our file: replacing it would make it ours, so it is left alone."""
+
     def no(*args):
         raise PermissionError(errno.EPERM, "Operation not permitted")
 
@@ -202,15 +225,22 @@ def test_a_file_with_hard_links_is_refused(tmp_path):
     os.link(path, tmp_path / "other-name.yml")
     result = run("update", path, "--world-size", 16, "--global-batch", 64, "--in-place")
     assert result.exit_code == 2
-    assert result.stderr == (f"batchspec: error: {path}: has 2 hard links; replacing it would "
-                             "split them, so it is left alone: write to a new file (-o/--out) "
-                             "instead\n")
+    assert result.stderr == (
+        f"batchspec: error: {path}: has 2 hard links; replacing it would "
+        "split them, so it is left alone: write to a new file (-o/--out) "
+        "instead\n"
+    )
     assert path.read_text() == AXOLOTL and path.stat().st_nlink == 2
-    assert run("update", path, "--world-size", 16, "--global-batch", 64,
-               "-o", tmp_path / "new.yml").exit_code == 0
+    assert (
+        run(
+            "update", path, "--world-size", 16, "--global-batch", 64, "-o", tmp_path / "new.yml"
+        ).exit_code
+        == 0
+    )
 
 
 # consent ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("force", [[], ["--force"]])
 def test_a_dangling_symlink_is_never_replaced(spec, tmp_path, force):
@@ -226,11 +256,14 @@ def test_a_dangling_symlink_is_never_replaced(spec, tmp_path, force):
 def test_a_device_is_never_replaced_even_with_force(tmp_path):
     path = tmp_path / "ds.json"
     path.write_text('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2}\n')
-    result = run("update", path, "--world-size", 4, "--from-world-size", 8, "-o", "/dev/null",
-                 "--force")
+    result = run(
+        "update", path, "--world-size", 4, "--from-world-size", 8, "-o", "/dev/null", "--force"
+    )
     assert result.exit_code == 2
-    assert "/dev/null: is a character device, not a regular file; refusing to replace it" \
+    assert (
+        "/dev/null: is a character device, not a regular file; refusing to replace it"
         in result.stderr
+    )
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
@@ -274,6 +307,7 @@ def test_the_same_file_twice_is_refused(tmp_path):
 
 # all or nothing --------------------------------------------------------------------------------
 
+
 def failing_on_call(n, real):
     calls = []
 
@@ -297,8 +331,9 @@ def test_render_writes_all_files_or_none(spec, tmp_path, monkeypatch, name):
     assert not out.exists()  # no file, no temporary file, not even the folder it made
 
 
-def test_a_failed_replace_removes_what_this_run_created_and_nothing_else(spec, tmp_path,
-                                                                         monkeypatch):
+def test_a_failed_replace_removes_what_this_run_created_and_nothing_else(
+    spec, tmp_path, monkeypatch
+):
     (tmp_path / "megatron.sh").write_text("mine\n")
     monkeypatch.setattr(os, "replace", failing_on_call(1, os.replace))
     result = run("render", spec, "--to", "deepspeed,megatron", "--out", tmp_path, "--force")
@@ -321,11 +356,13 @@ def test_stale_temporary_files_of_ours_are_removed(spec, tmp_path):
     out = tmp_path / "o"
     out.mkdir()
     old = time.time() - files.STALE_SECONDS - 60
-    names = {".deepspeed.json.k2j_9x0a.tmp": old,     # ours, old: removed
-             ".deepspeed.json.abcd1234.tmp": time.time(),  # ours, a run in progress: kept
-             ".deepspeed.json.notours.tmp": old,       # not mkstemp's shape: kept
-             ".megatron.sh.abcd1234.tmp": old,         # another target's: not this run's
-             "deepspeed.json.abcd1234.tmp": old}       # no leading dot: kept
+    names = {
+        ".deepspeed.json.k2j_9x0a.tmp": old,  # ours, old: removed
+        ".deepspeed.json.abcd1234.tmp": time.time(),  # ours, a run in progress: kept
+        ".deepspeed.json.notours.tmp": old,  # not mkstemp's shape: kept
+        ".megatron.sh.abcd1234.tmp": old,  # another target's: not this run's
+        "deepspeed.json.abcd1234.tmp": old,
+    }  # no leading dot: kept
     for name, mtime in names.items():
         (out / name).write_text("x")
         os.utime(out / name, (mtime, mtime))
@@ -335,6 +372,7 @@ def test_stale_temporary_files_of_ours_are_removed(spec, tmp_path):
 
 
 # line endings ----------------------------------------------------------------------------------
+
 
 def crlf(text: str) -> bytes:
     return text.replace("\n", "\r\n").encode()
@@ -346,8 +384,9 @@ def test_update_keeps_crlf_in_an_axolotl_yaml(tmp_path):
     path.write_bytes(crlf(source))
     result = run("update", path, "--world-size", 16, "--from-world-size", 8, "--in-place")
     assert result.exit_code == 0, result.output
-    assert path.read_bytes() == crlf(source.replace("gradient_accumulation_steps: 4",
-                                                    "gradient_accumulation_steps: 2"))
+    assert path.read_bytes() == crlf(
+        source.replace("gradient_accumulation_steps: 4", "gradient_accumulation_steps: 2")
+    )
 
 
 def test_update_keeps_crlf_in_a_megatron_script(tmp_path):
@@ -364,8 +403,10 @@ def test_an_inserted_line_takes_its_neighbours_ending(tmp_path):
     path.write_bytes(b"base_model: x\nmicro_batch_size: 2\r\nbatch_size: 16  # per GPU\r\nlr: 1\n")
     result = run("update", path, "--world-size", 8, "--global-batch", 128, "--in-place")
     assert result.exit_code == 0, result.output
-    assert path.read_bytes() == \
-        b"base_model: x\nmicro_batch_size: 2\r\ngradient_accumulation_steps: 8\r\nlr: 1\n"
+    assert (
+        path.read_bytes()
+        == b"base_model: x\nmicro_batch_size: 2\r\ngradient_accumulation_steps: 8\r\nlr: 1\n"
+    )
 
 
 def test_update_keeps_mixed_line_endings_and_prints_them_unchanged(tmp_path):
@@ -375,8 +416,20 @@ def test_update_keeps_mixed_line_endings_and_prints_them_unchanged(tmp_path):
     result = run("update", path, "--world-size", 4, "--from-world-size", 8, "-o", tmp_path / "n")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "n").read_bytes() == data.replace(b"steps: 4", b"steps: 8")
-    printed = subprocess.run([sys.executable, "-m", "translator", "update", str(path),
-                              "--world-size", "4", "--from-world-size", "8"],
-                             capture_output=True, timeout=60)
+    printed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "translator",
+            "update",
+            str(path),
+            "--world-size",
+            "4",
+            "--from-world-size",
+            "8",
+        ],
+        capture_output=True,
+        timeout=60,
+    )
     assert printed.returncode == 0
     assert printed.stdout == data.replace(b"steps: 4", b"steps: 8")

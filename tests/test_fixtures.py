@@ -10,16 +10,26 @@ from click.testing import CliRunner
 from translator.cli import main
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-KEYS = ("global_batch_size", "micro_batch_size", "gradient_accumulation_steps",
-        "data_parallel_size", "world_size", "tensor_parallel_size", "pipeline_parallel_size",
-        "context_parallel_size")
+KEYS = (
+    "global_batch_size",
+    "micro_batch_size",
+    "gradient_accumulation_steps",
+    "data_parallel_size",
+    "world_size",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "context_parallel_size",
+)
 
 
 def cases():
     for expected in sorted(FIXTURES.glob("*/*/expected.yaml")):
         for name, want in yaml.safe_load(expected.read_text()).items():
-            yield pytest.param(expected.parent / name, want,
-                               id=f"{expected.parent.parent.name}/{expected.parent.name}/{name}")
+            yield pytest.param(
+                expected.parent / name,
+                want,
+                id=f"{expected.parent.parent.name}/{expected.parent.name}/{name}",
+            )
 
 
 @pytest.mark.parametrize("path, want", list(cases()))
@@ -34,13 +44,18 @@ def test_fixture_reads_as_expected(path, want):
     assert set(want.get("codes", [])) <= codes, codes
     assert not set(want.get("absent", [])) & codes, codes
     if want["exit"] == 1:
-        assert any(f["severity"] == "error" and f["where"] and f["where"].startswith(str(path.parent))
-                   for f in out["findings"])
+        assert any(
+            f["severity"] == "error" and f["where"] and f["where"].startswith(str(path.parent))
+            for f in out["findings"]
+        )
 
 
 def test_every_fixture_has_an_expectation():
-    listed = {p.parent / n for p in FIXTURES.glob("*/*/expected.yaml")
-              for n in yaml.safe_load(p.read_text())}
+    listed = {
+        p.parent / n
+        for p in FIXTURES.glob("*/*/expected.yaml")
+        for n in yaml.safe_load(p.read_text())
+    }
     files = {p for p in FIXTURES.glob("*/*/*") if p.name != "expected.yaml"}
     assert files == listed
     assert {p.parent.name for p in listed} == {"valid", "invalid"}

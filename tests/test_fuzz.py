@@ -11,16 +11,16 @@ from translator.reading import Launch
 
 SEEDS = {
     "deepspeed": '{\n  "train_batch_size": 64,\n  "train_micro_batch_size_per_gpu": 2,\n'
-                 '  "gradient_accumulation_steps": "auto",\n  "zero_optimization": {"stage": 2},\n'
-                 '  "tensor_parallel": {"autotp_size": 2}, "sequence_parallel_size": 1\n}\n',
+    '  "gradient_accumulation_steps": "auto",\n  "zero_optimization": {"stage": 2},\n'
+    '  "tensor_parallel": {"autotp_size": 2}, "sequence_parallel_size": 1\n}\n',
     "axolotl": "base_model: x  # c\nmicro_batch_size: 2\ngradient_accumulation_steps: 4\n"
-               "batch_size: 8\nsequence_len: 2048\nsample_packing: true\ntensor_parallel_size: 2\n"
-               "deepspeed: ds.json\ndatasets:\n  - path: a\n    type: alpaca\n",
-    "megatron": 'GPUS=${GPUS:-8}\nMBS=2\nARGS=(\n  --micro-batch-size $MBS\n'
-                '  --global-batch-size $((MBS*32)) --tensor-model-parallel-size "2"\n)\n'
-                'torchrun --nproc_per_node $GPUS --nnodes 2 pretrain_gpt.py ${ARGS[@]} \\\n'
-                '  --num-layers 8 --num-layers-per-virtual-pipeline-stage 2 '
-                '--pipeline-model-parallel-size 2 --rampup-batch-size 16 16 100\n',
+    "batch_size: 8\nsequence_len: 2048\nsample_packing: true\ntensor_parallel_size: 2\n"
+    "deepspeed: ds.json\ndatasets:\n  - path: a\n    type: alpaca\n",
+    "megatron": "GPUS=${GPUS:-8}\nMBS=2\nARGS=(\n  --micro-batch-size $MBS\n"
+    '  --global-batch-size $((MBS*32)) --tensor-model-parallel-size "2"\n)\n'
+    "torchrun --nproc_per_node $GPUS --nnodes 2 pretrain_gpt.py ${ARGS[@]} \\\n"
+    "  --num-layers 8 --num-layers-per-virtual-pipeline-stage 2 "
+    "--pipeline-model-parallel-size 2 --rampup-batch-size 16 16 100\n",
 }
 FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -39,16 +39,21 @@ def mutated(draw, seed):
     for _ in range(draw(st.integers(1, 6))):
         pos = draw(st.integers(0, len(text)))
         op = draw(st.sampled_from(["insert", "delete", "replace", "duplicate"]))
-        chunk = draw(st.text(alphabet=st.sampled_from(list('{}[]()"\'$:=\\\n\t #-,0123456789ab@*')),
-                             min_size=1, max_size=4))
+        chunk = draw(
+            st.text(
+                alphabet=st.sampled_from(list("{}[]()\"'$:=\\\n\t #-,0123456789ab@*")),
+                min_size=1,
+                max_size=4,
+            )
+        )
         if op == "insert":
             text = text[:pos] + chunk + text[pos:]
         elif op == "delete":
-            text = text[:pos] + text[pos + len(chunk):]
+            text = text[:pos] + text[pos + len(chunk) :]
         elif op == "replace":
-            text = text[:pos] + chunk + text[pos + len(chunk):]
+            text = text[:pos] + chunk + text[pos + len(chunk) :]
         else:
-            text = text[:pos] + text[pos:pos + 40] * 2 + text[pos + 40:]
+            text = text[:pos] + text[pos : pos + 40] * 2 + text[pos + 40 :]
     return text
 
 
@@ -74,8 +79,11 @@ def test_the_seeds_read_cleanly(name):
 
 
 @pytest.mark.parametrize("suffix", [".json", ".yml", ".sh", ".conf"])
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(content=st.binary(max_size=400))
 def test_random_bytes_through_the_command_line(tmp_path, suffix, content):
     from click.testing import CliRunner

@@ -33,32 +33,66 @@ LONG_STRING_BOMB = f'a: &a "{"x" * 5000}"\nb: [' + ", ".join(["*a"] * 3000) + "]
 UNUSABLE = [
     ("bomb.yml", BOMB + "micro_batch_size: *l8\n", "bomb.yml:5: aliases expand to more than"),
     ("bomb-value.yml", BOMB + "micro_batch_size: 2\n", "bomb-value.yml:5: aliases expand"),
-    ("bomb-inline.yml", "micro_batch_size: 2\n" + BOMB.replace("l0:", "x0:", 1).replace(
-        "\nl", "\n  l").replace("x0:", "deepspeed:\n  l0:"), "bomb-inline.yml:"),
+    (
+        "bomb-inline.yml",
+        "micro_batch_size: 2\n"
+        + BOMB.replace("l0:", "x0:", 1).replace("\nl", "\n  l").replace("x0:", "deepspeed:\n  l0:"),
+        "bomb-inline.yml:",
+    ),
     ("long-string-bomb.yml", LONG_STRING_BOMB, "long-string-bomb.yml:2: aliases expand"),
-    ("merge-bomb.yml", bomb(6, "1").replace("[", "{k: [", 1).replace("]\n", "]}\n", 1)
-     + "m: {<<: *l0, x: *l5}\n", "merge-bomb.yml:"),
+    (
+        "merge-bomb.yml",
+        bomb(6, "1").replace("[", "{k: [", 1).replace("]\n", "]}\n", 1) + "m: {<<: *l0, x: *l5}\n",
+        "merge-bomb.yml:",
+    ),
     ("recursive.yml", "micro_batch_size: &a [*a]\n", "recursive.yml:1: alias *a refers to itself"),
-    ("recursive-map.yml", "deepspeed: &d {train_batch_size: 8, again: *d}\n",
-     "recursive-map.yml:1: alias *d refers to itself"),
+    (
+        "recursive-map.yml",
+        "deepspeed: &d {train_batch_size: 8, again: *d}\n",
+        "recursive-map.yml:1: alias *d refers to itself",
+    ),
     ("bad-int.yml", "micro_batch_size: !!int 'abc'\n", "bad-int.yml:1: not valid YAML"),
     ("bad-float.yml", "micro_batch_size: !!float 'abc'\n", "bad-float.yml:1: not valid YAML"),
     ("bad-bool.yml", "micro_batch_size: !!bool 'abc'\n", "bad-bool.yml:1: not valid YAML"),
     ("bad-date.yml", "micro_batch_size: 2024-13-45\n", "bad-date.yml:1: not valid YAML"),
-    ("bad-timestamp.yml", "micro_batch_size: !!timestamp 'abc'\n",
-     "bad-timestamp.yml:1: not valid YAML"),
+    (
+        "bad-timestamp.yml",
+        "micro_batch_size: !!timestamp 'abc'\n",
+        "bad-timestamp.yml:1: not valid YAML",
+    ),
     ("empty-int.yml", "micro_batch_size: !!int ''\n", "empty-int.yml:1: not valid YAML"),
     ("bad-str.yml", "micro_batch_size: !!str [a]\n", "bad-str.yml:1: not valid YAML"),
-    ("python.yml", "micro_batch_size: !!python/object:os.system x\n", "python.yml:1: not valid YAML"),
-    ("python-apply.yml", "micro_batch_size: !!python/object/apply:os.system ['true']\n",
-     "python-apply.yml:1: not valid YAML"),
-    ("long-int.yml", "micro_batch_size: " + "9" * 5000 + "\n", "long-int.yml:1: not valid YAML: an integer of 5000 characters"),
-    ("long-hex.yml", "micro_batch_size: 0x" + "f" * 5000 + "\n", "long-hex.yml:1: not valid YAML: an integer of"),
-    ("sexagesimal.yml", "micro_batch_size: 1" + ":59" * 100_000 + "\n",
-     "sexagesimal.yml:1: not valid YAML: an integer of"),
+    (
+        "python.yml",
+        "micro_batch_size: !!python/object:os.system x\n",
+        "python.yml:1: not valid YAML",
+    ),
+    (
+        "python-apply.yml",
+        "micro_batch_size: !!python/object/apply:os.system ['true']\n",
+        "python-apply.yml:1: not valid YAML",
+    ),
+    (
+        "long-int.yml",
+        "micro_batch_size: " + "9" * 5000 + "\n",
+        "long-int.yml:1: not valid YAML: an integer of 5000 characters",
+    ),
+    (
+        "long-hex.yml",
+        "micro_batch_size: 0x" + "f" * 5000 + "\n",
+        "long-hex.yml:1: not valid YAML: an integer of",
+    ),
+    (
+        "sexagesimal.yml",
+        "micro_batch_size: 1" + ":59" * 100_000 + "\n",
+        "sexagesimal.yml:1: not valid YAML: an integer of",
+    ),
     ("deep.yml", "micro_batch_size: " + "[" * 3000 + "]" * 3000 + "\n", "deep.yml"),
-    ("deep-map.yml", "a:\n" + "".join("  " * i + "b:\n" for i in range(1, 3000)) + "  " * 3000
-     + "c: 1\n", "deep-map.yml"),
+    (
+        "deep-map.yml",
+        "a:\n" + "".join("  " * i + "b:\n" for i in range(1, 3000)) + "  " * 3000 + "c: 1\n",
+        "deep-map.yml",
+    ),
     ("long-int.json", '{"train_batch_size": ' + "9" * 5000 + "}", "long-int.json:1: an integer of"),
     ("deep.json", "[" * 100_000 + "]" * 100_000, "deep.json"),
 ]
@@ -88,20 +122,38 @@ WRONG_VALUES = [
     ("overflow.yml", "micro_batch_size: 1.0e+400\n", "invalid-value", "inf (float)"),
     ("big.yml", "micro_batch_size: " + "9" * 900 + "\n", "invalid-value", "999..."),
     ("small-bomb.yml", bomb(3) + "micro_batch_size: *l2\n", "invalid-value", "…"),
-    ("big.json", '{"train_batch_size": ' + "9" * 900 + ', "train_micro_batch_size_per_gpu": 1}',
-     "invalid-value", "999..."),
-    ("inf.json", '{"train_batch_size": 1e400, "train_micro_batch_size_per_gpu": 1}',
-     "invalid-value", "inf (float)"),
-    ("nan.json", '{"train_batch_size": NaN, "train_micro_batch_size_per_gpu": 1}',
-     "invalid-value", "nan (float)"),
-    ("inline-date.yml", "micro_batch_size: 2\ndeepspeed:\n  train_batch_size: 2024-01-01\n",
-     "invalid-value", '"2024-01-01"'),
+    (
+        "big.json",
+        '{"train_batch_size": ' + "9" * 900 + ', "train_micro_batch_size_per_gpu": 1}',
+        "invalid-value",
+        "999...",
+    ),
+    (
+        "inf.json",
+        '{"train_batch_size": 1e400, "train_micro_batch_size_per_gpu": 1}',
+        "invalid-value",
+        "inf (float)",
+    ),
+    (
+        "nan.json",
+        '{"train_batch_size": NaN, "train_micro_batch_size_per_gpu": 1}',
+        "invalid-value",
+        "nan (float)",
+    ),
+    (
+        "inline-date.yml",
+        "micro_batch_size: 2\ndeepspeed:\n  train_batch_size: 2024-01-01\n",
+        "invalid-value",
+        '"2024-01-01"',
+    ),
     ("nul-path.yml", 'micro_batch_size: 2\ndeepspeed: "a\\0b"\n', "missing-file", "a\\x00b"),
     ("long-path.yml", "micro_batch_size: 2\ndeepspeed: " + "d" * 5000 + "\n", "missing-file", "…"),
 ]
 
 
-@pytest.mark.parametrize("name, content, code, shown", WRONG_VALUES, ids=[w[0] for w in WRONG_VALUES])
+@pytest.mark.parametrize(
+    "name, content, code, shown", WRONG_VALUES, ids=[w[0] for w in WRONG_VALUES]
+)
 def test_wrong_values_are_findings(tmp_path, name, content, code, shown):
     path = tmp_path / name
     path.write_text(content)
@@ -125,8 +177,14 @@ def test_a_bomb_is_refused_in_bounded_time_and_memory(tmp_path):
         resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
 
     for args in (["inspect", path], ["plan", spec]):
-        done = subprocess.run([sys.executable, "-m", "translator", *map(str, args)],
-                              capture_output=True, text=True, timeout=20, preexec_fn=cap, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-m", "translator", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            preexec_fn=cap,
+            cwd=ROOT,
+        )
         assert done.returncode == 2, done.stderr
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith("batchspec: error: ") and "aliases expand" in line
@@ -137,9 +195,18 @@ def test_a_bomb_is_refused_in_bounded_time_and_memory(tmp_path):
 DUPLICATES = [
     ("micro_batch_size: 2\nmicro_batch_size: 4\n", 1, "yaml-duplicate-batch-key", "lines 1 and 2"),
     ("micro_batch_size: 2\nmicro_batch_size: 2\n", 0, "yaml-duplicate-key", "lines 1 and 2"),
-    ("micro_batch_size: 2\nbase_model: a\nbase_model: b\n", 0, "yaml-duplicate-key", "lines 2 and 3"),
-    ("micro_batch_size: 2\ndeepspeed:\n  train_batch_size: 16\n  train_batch_size: 32\n", 1,
-     "yaml-duplicate-batch-key", "deepspeed.train_batch_size is set twice (lines 3 and 4)"),
+    (
+        "micro_batch_size: 2\nbase_model: a\nbase_model: b\n",
+        0,
+        "yaml-duplicate-key",
+        "lines 2 and 3",
+    ),
+    (
+        "micro_batch_size: 2\ndeepspeed:\n  train_batch_size: 16\n  train_batch_size: 32\n",
+        1,
+        "yaml-duplicate-batch-key",
+        "deepspeed.train_batch_size is set twice (lines 3 and 4)",
+    ),
 ]
 
 
@@ -156,26 +223,54 @@ def test_duplicate_keys_in_axolotl_yaml_are_findings(tmp_path, content, code, fi
 
 def test_duplicate_keys_in_deepspeed_json_name_both_lines(tmp_path):
     path = tmp_path / "ds.json"
-    path.write_text('{"train_batch_size": 16,\n "zero_optimization": {"stage": 1,\n "stage": 2},\n'
-                    ' "train_batch_size": 16}\n')
+    path.write_text(
+        '{"train_batch_size": 16,\n "zero_optimization": {"stage": 1,\n "stage": 2},\n'
+        ' "train_batch_size": 16}\n'
+    )
     out = json.loads(run("inspect", path, "--world-size", 8, "--json").stdout)
     messages = sorted(f["message"] for f in out["findings"] if f["code"] == "duplicate-key")
     assert messages == [
         '"train_batch_size" is set twice (lines 1 and 4); DeepSpeed refuses duplicate keys',
-        '"zero_optimization.stage" is set twice (lines 2 and 3); DeepSpeed refuses duplicate keys']
+        '"zero_optimization.stage" is set twice (lines 2 and 3); DeepSpeed refuses duplicate keys',
+    ]
 
 
-@pytest.mark.parametrize("name, content, message", [
-    ("spec.yaml", "global_batch_size: 64\nworld_size: 8\nglobal_batch_size: 128\n",
-     'spec.yaml:3: "global_batch_size" is given twice (lines 1 and 3); keep one'),
-    ("spec.json", '{"global_batch_size": 64,\n"world_size": 8,\n"world_size": 16}',
-     'spec.json:3: "world_size" is given twice (lines 2 and 3); keep one'),
-    ("date.yaml", "global_batch_size: 2024-01-01\nworld_size: 8\n", "date.yaml:1: global_batch_size"),
-    ("recursive.yaml", "global_batch_size: &a [*a]\n", "recursive.yaml:1: alias *a refers to itself"),
-    ("long.yaml", "global_batch_size: " + "1" * 2000 + "\n", "long.yaml:1: not valid YAML: an integer of 2000"),
-    ("inf.yaml", "global_batch_size: .inf\nworld_size: 8\n", "inf.yaml:1: global_batch_size"),
-    ("control.yaml", 'world_size: 8\n"bad\\nkey\\e]0;x\\a": 1\n', "unknown key 'bad\\nkey\\x1b]0;x\\x07'"),
-])
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        (
+            "spec.yaml",
+            "global_batch_size: 64\nworld_size: 8\nglobal_batch_size: 128\n",
+            'spec.yaml:3: "global_batch_size" is given twice (lines 1 and 3); keep one',
+        ),
+        (
+            "spec.json",
+            '{"global_batch_size": 64,\n"world_size": 8,\n"world_size": 16}',
+            'spec.json:3: "world_size" is given twice (lines 2 and 3); keep one',
+        ),
+        (
+            "date.yaml",
+            "global_batch_size: 2024-01-01\nworld_size: 8\n",
+            "date.yaml:1: global_batch_size",
+        ),
+        (
+            "recursive.yaml",
+            "global_batch_size: &a [*a]\n",
+            "recursive.yaml:1: alias *a refers to itself",
+        ),
+        (
+            "long.yaml",
+            "global_batch_size: " + "1" * 2000 + "\n",
+            "long.yaml:1: not valid YAML: an integer of 2000",
+        ),
+        ("inf.yaml", "global_batch_size: .inf\nworld_size: 8\n", "inf.yaml:1: global_batch_size"),
+        (
+            "control.yaml",
+            'world_size: 8\n"bad\\nkey\\e]0;x\\a": 1\n',
+            "unknown key 'bad\\nkey\\x1b]0;x\\x07'",
+        ),
+    ],
+)
 def test_bad_spec_files_are_exit_2(tmp_path, name, content, message):
     path = tmp_path / name
     path.write_text(content)
@@ -185,14 +280,29 @@ def test_bad_spec_files_are_exit_2(tmp_path, name, content, message):
     assert line.startswith("batchspec: error: ") and message in line, line
 
 
-@pytest.mark.parametrize("content, code, finding, text", [
-    ("micro_batch_size: null\ngradient_accumulation_steps: 2\n", 1, "axolotl-null-batch",
-     "micro_batch_size is null"),
-    ("micro_batch_size: 2\ngradient_accumulation_steps: ~\n", 1, "axolotl-null-batch",
-     "gradient_accumulation_steps is null"),
-    ("micro_batch_size: 2\ngradient_accumulation_steps: null\nbatch_size: 16\n", 0,
-     "axolotl-accumulation-from-batch-size", "16 // 2 = 8"),
-])
+@pytest.mark.parametrize(
+    "content, code, finding, text",
+    [
+        (
+            "micro_batch_size: null\ngradient_accumulation_steps: 2\n",
+            1,
+            "axolotl-null-batch",
+            "micro_batch_size is null",
+        ),
+        (
+            "micro_batch_size: 2\ngradient_accumulation_steps: ~\n",
+            1,
+            "axolotl-null-batch",
+            "gradient_accumulation_steps is null",
+        ),
+        (
+            "micro_batch_size: 2\ngradient_accumulation_steps: null\nbatch_size: 16\n",
+            0,
+            "axolotl-accumulation-from-batch-size",
+            "16 // 2 = 8",
+        ),
+    ],
+)
 def test_null_batch_values_are_never_read_as_one(tmp_path, content, code, finding, text):
     path = tmp_path / "ax.yml"
     path.write_text(content)
@@ -207,6 +317,7 @@ def test_null_batch_values_are_never_read_as_one(tmp_path, content, code, findin
 
 
 # Terminal output ---------------------------------------------------------------------------
+
 
 def test_control_characters_are_escaped_in_human_output(tmp_path):
     path = tmp_path / "ax.yml"
@@ -228,16 +339,22 @@ def test_control_characters_are_escaped_in_error_lines(tmp_path):
     assert "\x1b" not in result.stderr and "\\x1b[31m" in line
 
 
-@pytest.mark.parametrize("args, message", [
-    (["inspect", "--bogus", "f.json"], "No such option '--bogus'. (see batchspec inspect --help)"),
-    (["inspect"], "Missing argument 'FILE...'. (see batchspec inspect --help)"),
-    (["inspect", "f.json", "--framework", "nope"], "'nope' is not one of"),
-    (["plan", "--global-batch", "abc"], "Invalid value for '--global-batch'"),
-    (["plan", "--global-batch", "0"], "0 is not in the range x>=1"),
-    (["render", "s.yaml"], "Missing option '--to'"),
-    (["nosuch"], "No such command 'nosuch'. (see batchspec --help)"),
-    (["--bogus"], "No such option '--bogus'. (see batchspec --help)"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["inspect", "--bogus", "f.json"],
+            "No such option '--bogus'. (see batchspec inspect --help)",
+        ),
+        (["inspect"], "Missing argument 'FILE...'. (see batchspec inspect --help)"),
+        (["inspect", "f.json", "--framework", "nope"], "'nope' is not one of"),
+        (["plan", "--global-batch", "abc"], "Invalid value for '--global-batch'"),
+        (["plan", "--global-batch", "0"], "0 is not in the range x>=1"),
+        (["render", "s.yaml"], "Missing option '--to'"),
+        (["nosuch"], "No such command 'nosuch'. (see batchspec --help)"),
+        (["--bogus"], "No such option '--bogus'. (see batchspec --help)"),
+    ],
+)
 def test_usage_errors_are_one_line(args, message):
     result = run(*args)
     assert result.exit_code == 2
@@ -261,9 +378,14 @@ def test_help_and_version_still_work():
 
 # Broken pipes --------------------------------------------------------------------------------
 
+
 def test_a_closed_pipe_before_output_is_quiet():
-    proc = subprocess.Popen([sys.executable, "-m", "translator", "schema"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "translator", "schema"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) in (0, 1, 141)
@@ -276,9 +398,21 @@ def test_a_pipe_closed_after_a_few_bytes_is_quiet(tmp_path):
         files.append(tmp_path / f"ds{i}.json")
         files[-1].write_text('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2}')
     for human in (False, True):
-        proc = subprocess.Popen([sys.executable, "-m", "translator", "inspect", *map(str, files),
-                                 "--world-size", "8", *([] if human else ["--json"])],
-                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "translator",
+                "inspect",
+                *map(str, files),
+                "--world-size",
+                "8",
+                *([] if human else ["--json"]),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stdout.read(10)
         proc.stdout.close()
         err = proc.stderr.read().decode()

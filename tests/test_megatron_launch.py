@@ -24,32 +24,35 @@ def inspect(tmp_path, text: str, name: str = "run.sh", *args) -> tuple[int, dict
 PROGRAM = "pretrain_gpt.py --micro-batch-size 2 --global-batch-size 64"
 
 
-@pytest.mark.parametrize("launch, world", [
-    ("torchrun --nproc_per_node 4 --nnodes 2", 8),
-    ("torchrun --nproc-per-node=4", 4),
-    ("torchrun", 1),                                   # torchrun's defaults: 1 x 1
-    ("python -m torch.distributed.launch --use_env --nproc_per_node 8", 8),
-    ("python -u -m torch.distributed.run --nproc_per_node 2 --nnodes 4", 8),
-    ("deepspeed --num_gpus 8 --num_nodes 2", 16),
-    ("deepspeed --num_gpus=2 --num_nodes=1", 2),
-    ("deepspeed --num_gpus 8", None),                  # the host file decides the nodes
-    ("deepspeed", None),
-    ("srun --nodes 2 --ntasks-per-node 4 python", 8),
-    ("srun -n 16 python", 16),
-    ("srun python", None),                             # no #SBATCH sizes in the file
-    ("mpirun -np 16 python", 16),
-    ("torchrun --nproc_per_node $GPUS", None),
-    ("torchrun --nproc_per_node 8 --nnodes 1:4", None),  # elastic
-    ("python", None),
-    ("srun -n16 --ntasks-per-node=8 python", 16),     # -n fixes the total
-    ("jsrun --nrs 16 --tasks_per_rs 1 --gpu_per_rs 1 python", 16),  # LSF resource sets
-    ("jsrun -n 8 -a 2 python", 16),
-    ("deepspeed --hostfile hosts --include a:0,1,2,3@b:0,1,2,3", 8),
-    ("deepspeed --hostfile hosts --include a@b", None),  # all slots of each host
-    ("torchrun ${LAUNCH_ARGS[@]}", None),            # may hold --nproc_per_node
-    ("torchrun --nproc_per_node 8 --rdzv_id=$SLURM_JOB_ID", 8),  # a value, not more flags
-    ("srun --label singularity exec $IMAGE python", None),  # no sizes at all
-])
+@pytest.mark.parametrize(
+    "launch, world",
+    [
+        ("torchrun --nproc_per_node 4 --nnodes 2", 8),
+        ("torchrun --nproc-per-node=4", 4),
+        ("torchrun", 1),  # torchrun's defaults: 1 x 1
+        ("python -m torch.distributed.launch --use_env --nproc_per_node 8", 8),
+        ("python -u -m torch.distributed.run --nproc_per_node 2 --nnodes 4", 8),
+        ("deepspeed --num_gpus 8 --num_nodes 2", 16),
+        ("deepspeed --num_gpus=2 --num_nodes=1", 2),
+        ("deepspeed --num_gpus 8", None),  # the host file decides the nodes
+        ("deepspeed", None),
+        ("srun --nodes 2 --ntasks-per-node 4 python", 8),
+        ("srun -n 16 python", 16),
+        ("srun python", None),  # no #SBATCH sizes in the file
+        ("mpirun -np 16 python", 16),
+        ("torchrun --nproc_per_node $GPUS", None),
+        ("torchrun --nproc_per_node 8 --nnodes 1:4", None),  # elastic
+        ("python", None),
+        ("srun -n16 --ntasks-per-node=8 python", 16),  # -n fixes the total
+        ("jsrun --nrs 16 --tasks_per_rs 1 --gpu_per_rs 1 python", 16),  # LSF resource sets
+        ("jsrun -n 8 -a 2 python", 16),
+        ("deepspeed --hostfile hosts --include a:0,1,2,3@b:0,1,2,3", 8),
+        ("deepspeed --hostfile hosts --include a@b", None),  # all slots of each host
+        ("torchrun ${LAUNCH_ARGS[@]}", None),  # may hold --nproc_per_node
+        ("torchrun --nproc_per_node 8 --rdzv_id=$SLURM_JOB_ID", 8),  # a value, not more flags
+        ("srun --label singularity exec $IMAGE python", None),  # no sizes at all
+    ],
+)
 def test_each_launcher_counts_its_processes(tmp_path, launch, world):
     code, out = inspect(tmp_path, f"{launch} {PROGRAM}\n")
     assert code == 0
@@ -60,26 +63,27 @@ def test_each_launcher_counts_its_processes(tmp_path, launch, world):
 
 
 def test_srun_takes_its_sizes_from_the_sbatch_lines(tmp_path):
-    text = ("#!/bin/bash\n#SBATCH --nodes=3\n#SBATCH --ntasks-per-node=8\n"
-            f"srun python {PROGRAM}\n")
+    text = f"#!/bin/bash\n#SBATCH --nodes=3\n#SBATCH --ntasks-per-node=8\nsrun python {PROGRAM}\n"
     assert inspect(tmp_path, text)[1]["world_size"] == 24
 
 
 def test_the_world_unknown_message_names_the_launch_line_and_why(tmp_path):
     _, out = inspect(tmp_path, f"echo start\ndeepspeed --num_gpus 8 {PROGRAM}\n")
     message = next(f["message"] for f in out["findings"] if f["code"] == "world-unknown")
-    assert message.startswith("line 2: deepspeed starts an unknown number of processes: "
-                              "deepspeed without --num_nodes")
+    assert message.startswith(
+        "line 2: deepspeed starts an unknown number of processes: deepspeed without --num_nodes"
+    )
 
 
 def test_an_unreadable_word_is_named_with_its_line(tmp_path):
-    text = ("MBS=$(python -c 'print(4)')\n"
-            f"torchrun --nproc_per_node 8 pretrain_gpt.py --global-batch-size 64 \\\n"
-            "    --micro-batch-size $MBS\n")
+    text = (
+        "MBS=$(python -c 'print(4)')\n"
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --global-batch-size 64 \\\n"
+        "    --micro-batch-size $MBS\n"
+    )
     code, out = inspect(tmp_path, text)
     unknown = next(f for f in out["findings"] if f["code"] == "unknown-value")
-    assert unknown["message"].startswith("--micro-batch-size is $(python -c 'print(4)') is "
-                                         "not run")
+    assert unknown["message"].startswith("--micro-batch-size is $(python -c 'print(4)') is not run")
     assert unknown["where"].endswith("run.sh:3")
     assert out["micro_batch_size"] is None and code == 0
     assert not any("add the missing batch value" in (f["hint"] or "") for f in out["findings"])
@@ -107,31 +111,38 @@ def test_update_edits_the_heredoc_json_with_the_flags(tmp_path):
     source = FIXTURES / "valid" / "ds_megatron_options_heredoc.sh"
     path = tmp_path / source.name
     path.write_text(source.read_text())
-    result = CliRunner().invoke(main, ["update", str(path), "--nnodes", "4",
-                                       "--nproc-per-node", "8", "--json"])
+    result = CliRunner().invoke(
+        main, ["update", str(path), "--nnodes", "4", "--nproc-per-node", "8", "--json"]
+    )
     assert result.exit_code == 0, result.output
     changes = {c["key"]: (c["old"], c["new"]) for c in json.loads(result.stdout)["changes"]}
     assert changes == {"--num_nodes": (2, 4)}
 
 
 def test_update_rewrites_literal_batch_keys_in_the_heredoc(tmp_path):
-    text = ("cat <<EOT > ds.json\n"
-            '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2,\n'
-            ' "gradient_accumulation_steps": 4}\nEOT\n'
-            "deepspeed --num_gpus 8 --num_nodes 1 pretrain_gpt.py --micro-batch-size 2 "
-            "--global-batch-size 64 --deepspeed_config ds.json\n")
+    text = (
+        "cat <<EOT > ds.json\n"
+        '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2,\n'
+        ' "gradient_accumulation_steps": 4}\nEOT\n'
+        "deepspeed --num_gpus 8 --num_nodes 1 pretrain_gpt.py --micro-batch-size 2 "
+        "--global-batch-size 64 --deepspeed_config ds.json\n"
+    )
     path = tmp_path / "run.sh"
     path.write_text(text)
     result = CliRunner().invoke(main, ["update", str(path), "--world-size", "16", "--in-place"])
     assert result.exit_code == 0, result.output
     new = path.read_text()
-    changed = [line for line in difflib.ndiff(text.splitlines(), new.splitlines())
-               if line[:1] in "+-"]
-    assert changed == ['-  "gradient_accumulation_steps": 4}', '+  "gradient_accumulation_steps": 2}',
-                       "- deepspeed --num_gpus 8 --num_nodes 1 pretrain_gpt.py --micro-batch-size "
-                       "2 --global-batch-size 64 --deepspeed_config ds.json",
-                       "+ deepspeed --num_gpus 8 --num_nodes 2 pretrain_gpt.py --micro-batch-size "
-                       "2 --global-batch-size 64 --deepspeed_config ds.json"]
+    changed = [
+        line for line in difflib.ndiff(text.splitlines(), new.splitlines()) if line[:1] in "+-"
+    ]
+    assert changed == [
+        '-  "gradient_accumulation_steps": 4}',
+        '+  "gradient_accumulation_steps": 2}',
+        "- deepspeed --num_gpus 8 --num_nodes 1 pretrain_gpt.py --micro-batch-size "
+        "2 --global-batch-size 64 --deepspeed_config ds.json",
+        "+ deepspeed --num_gpus 8 --num_nodes 2 pretrain_gpt.py --micro-batch-size "
+        "2 --global-batch-size 64 --deepspeed_config ds.json",
+    ]
 
 
 def test_the_heredoc_json_is_checked_against_the_flags(tmp_path):
@@ -139,16 +150,19 @@ def test_the_heredoc_json_is_checked_against_the_flags(tmp_path):
     mismatch = next(f for f in out["findings"] if f["code"] == "megatron-deepspeed-mismatch")
     assert code == 1
     assert "train_batch_size 512 where --global-batch-size gives 256" in mismatch["message"]
-    assert "gradient_accumulation_steps 32 where micro-batches per step gives 16" \
+    assert (
+        "gradient_accumulation_steps 32 where micro-batches per step gives 16"
         in mismatch["message"]
+    )
     assert mismatch["where"].endswith("run.sh:8")
 
 
 def test_a_json_the_script_does_not_write_is_noted(tmp_path):
-    text = (f"deepspeed --num_gpus 8 --num_nodes 1 {PROGRAM} --deepspeed_config ds.json\n")
+    text = f"deepspeed --num_gpus 8 --num_nodes 1 {PROGRAM} --deepspeed_config ds.json\n"
     reading = megatron.read(text, "run.sh")
-    assert reading.notes == ["line 1: the DeepSpeed JSON ds.json is not written by the script, "
-                             "so it is not read"]
+    assert reading.notes == [
+        "line 1: the DeepSpeed JSON ds.json is not written by the script, so it is not read"
+    ]
 
 
 def test_srun_fills_what_its_line_leaves_out_from_the_sbatch_lines(tmp_path):
@@ -159,8 +173,11 @@ def test_srun_fills_what_its_line_leaves_out_from_the_sbatch_lines(tmp_path):
 def test_a_flag_with_an_unknown_value_after_equals_is_one_word(tmp_path):
     """``--deepspeed_config="$cfg"`` is a value, it cannot hide another flag;
     ``--tensor-model-parallel-size="$TP"`` is that flag, unknown."""
-    _, out = inspect(tmp_path, f'torchrun --nproc_per_node 8 {PROGRAM} '
-                               '--deepspeed_config="$CFG" --pipeline-model-parallel-size="$PP"\n')
+    _, out = inspect(
+        tmp_path,
+        f"torchrun --nproc_per_node 8 {PROGRAM} "
+        '--deepspeed_config="$CFG" --pipeline-model-parallel-size="$PP"\n',
+    )
     assert out["context_parallel_size"] == 1 and out["tensor_parallel_size"] == 1
     assert out["pipeline_parallel_size"] is None
 
@@ -168,8 +185,10 @@ def test_a_flag_with_an_unknown_value_after_equals_is_one_word(tmp_path):
 def test_an_unknown_program_word_still_starts_the_program(tmp_path):
     """``python3 ${EXEC} ...``: the words after it are Megatron's, and an unknown one among
     them may hold flags."""
-    _, out = inspect(tmp_path, "srun -n 4 python3 ${EXEC} --micro-batch-size 1 "
-                               "--global-batch-size 8 ${LLAMA_ARGS}\n")
+    _, out = inspect(
+        tmp_path,
+        "srun -n 4 python3 ${EXEC} --micro-batch-size 1 --global-batch-size 8 ${LLAMA_ARGS}\n",
+    )
     assert out["world_size"] == 4
     assert out["micro_batch_size"] == 1 and out["global_batch_size"] == 8
     assert out["tensor_parallel_size"] is None
@@ -178,16 +197,22 @@ def test_an_unknown_program_word_still_starts_the_program(tmp_path):
 def test_yaml_cfg_replaces_every_argument(tmp_path):
     code, out = inspect(tmp_path, f"torchrun --nproc_per_node 4 {PROGRAM} --yaml-cfg run.yaml\n")
     assert code == 0 and out["world_size"] == 4
-    assert [out[k] for k in ("micro_batch_size", "global_batch_size", "tensor_parallel_size")] \
-        == [None, None, None]
-    assert any(f["code"] == "script-not-followed" and "--yaml-cfg" in f["message"]
-               for f in out["findings"])
+    assert [out[k] for k in ("micro_batch_size", "global_batch_size", "tensor_parallel_size")] == [
+        None,
+        None,
+        None,
+    ]
+    assert any(
+        f["code"] == "script-not-followed" and "--yaml-cfg" in f["message"] for f in out["findings"]
+    )
 
 
 def test_a_command_run_from_an_unknown_string_hides_the_defaults(tmp_path):
     """No launch line can be read (``eval "$run_cmd"`` of an unknown string): flags seen
     elsewhere are read, the sizes they may set are unknown."""
-    text = ('ARGS="--micro-batch-size 2 --global-batch-size 64"\n'
-            'run_cmd="$(cat cmd.txt)"\neval "$run_cmd $ARGS"\n')
+    text = (
+        'ARGS="--micro-batch-size 2 --global-batch-size 64"\n'
+        'run_cmd="$(cat cmd.txt)"\neval "$run_cmd $ARGS"\n'
+    )
     _, out = inspect(tmp_path, text)
     assert out["micro_batch_size"] == 2 and out["tensor_parallel_size"] is None

@@ -38,9 +38,11 @@ class FakePoint:
 @pytest.fixture
 def plugins(monkeypatch):
     """Entry points as a test wants them (and a registry that forgets them afterwards)."""
+
     def install(**points):
-        monkeypatch.setattr(frameworks, "_entry_points",
-                            lambda: {n: FakePoint(n, o) for n, o in points.items()})
+        monkeypatch.setattr(
+            frameworks, "_entry_points", lambda: {n: FakePoint(n, o) for n, o in points.items()}
+        )
         frameworks.names.cache_clear()
         frameworks.get.cache_clear()
 
@@ -73,30 +75,49 @@ def venv(tmp_path_factory):
     """A fresh virtual environment with batchspec and the example plugin installed."""
     folder = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-    pip = subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "-q",
-                          str(ROOT), str(ROOT / "examples" / "plugin")],
-                         capture_output=True, text=True, timeout=900)
+    pip = subprocess.run(
+        [
+            str(folder / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            str(ROOT),
+            str(ROOT / "examples" / "plugin"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert pip.returncode == 0, pip.stdout + pip.stderr
     return folder
 
 
 def batchspec(venv, *args, cwd):
-    return subprocess.run([str(venv / "bin" / "batchspec"), *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    return subprocess.run(
+        [str(venv / "bin" / "batchspec"), *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
 
 
 def test_the_example_plugin_works_from_a_fresh_environment(venv, tmp_path):
-    (tmp_path / "spec.yaml").write_text("global_batch_size: 480\nmicro_batch_size: 12\n"
-                                        "world_size: 8\nsequence_length: 1024\n")
-    done = batchspec(venv, "render", "spec.yaml", "--to", "nanogpt,deepspeed", "--out", "out",
-                     cwd=tmp_path)
+    (tmp_path / "spec.yaml").write_text(
+        "global_batch_size: 480\nmicro_batch_size: 12\nworld_size: 8\nsequence_length: 1024\n"
+    )
+    done = batchspec(
+        venv, "render", "spec.yaml", "--to", "nanogpt,deepspeed", "--out", "out", cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "out" / "nanogpt_config.py").read_text()
     assert "batch_size = 12\ngradient_accumulation_steps = 40\nblock_size = 1024\n" in text
 
-    done = batchspec(venv, "inspect", "out/nanogpt_config.py", "--world-size", 8, "--json",
-                     cwd=tmp_path)
+    done = batchspec(
+        venv, "inspect", "out/nanogpt_config.py", "--world-size", 8, "--json", cwd=tmp_path
+    )
     out = json.loads(done.stdout)
     assert done.returncode == 0 and out["framework"] == "nanogpt"
     assert (out["global_batch_size"], out["gradient_accumulation_steps"]) == (480, 5)
@@ -113,6 +134,7 @@ def test_the_example_plugin_works_from_a_fresh_environment(venv, tmp_path):
 def test_without_the_plugin_the_name_is_unknown(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text("global_batch_size: 16\nmicro_batch_size: 2\nworld_size: 8\n")
-    result = CliRunner().invoke(main, ["render", str(spec), "--to", "nanogpt", "--out",
-                                       str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        main, ["render", str(spec), "--to", "nanogpt", "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 2 and "unknown backend nanogpt" in result.stderr

@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PRE_COMMIT = str(Path(sys.executable).parent / "pre-commit") if (
-    Path(sys.executable).parent / "pre-commit").exists() else (shutil.which("pre-commit") or "")
+PRE_COMMIT = (
+    str(Path(sys.executable).parent / "pre-commit")
+    if (Path(sys.executable).parent / "pre-commit").exists()
+    else (shutil.which("pre-commit") or "")
+)
 
 pytestmark = pytest.mark.skipif(
     not PRE_COMMIT or not (ROOT / ".git").exists(),
-    reason="needs the pre-commit tool and a git checkout of batchspec")
+    reason="needs the pre-commit tool and a git checkout of batchspec",
+)
 
 GOOD_DS = '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2}\n'
 BAD_AXOLOTL = "base_model: x\nmicro_batch_size: 2\ngradient_acumulation_steps: 4\n"
@@ -26,12 +30,21 @@ def git(repo: Path, *args: str) -> None:
 
 
 def try_repo(repo: Path, home: Path) -> subprocess.CompletedProcess:
-    env = os.environ | {"PRE_COMMIT_HOME": str(home), "GIT_AUTHOR_NAME": "t",
-                        "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@example.com"}
-    return subprocess.run([PRE_COMMIT, "try-repo", str(ROOT), "batchspec-validate",
-                           "--all-files"], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=900)
+    env = os.environ | {
+        "PRE_COMMIT_HOME": str(home),
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    return subprocess.run(
+        [PRE_COMMIT, "try-repo", str(ROOT), "batchspec-validate", "--all-files"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_the_hook_stops_a_bad_config_and_passes_over_other_files(tmp_path):

@@ -2,8 +2,8 @@ import types
 
 import pytest
 from hypothesis import given, settings
-
 from strategies import specs
+
 from translator import render as render_mod
 from translator.backends import BACKENDS, deepspeed
 from translator.errors import ConfigError, InputError, RenderError
@@ -21,8 +21,9 @@ def test_every_backend_reads_back_what_it_rendered(spec):
     launch = Launch.of(spec)
     for backend in BACKENDS.values():
         if any(f.severity == "error" for f in backend.check(spec)):
-            assert backend.NAME in ("hf", "llamafactory") and (spec.tensor_parallel_size > 1
-                                             or spec.context_parallel_size > 1)
+            assert backend.NAME in ("hf", "llamafactory") and (
+                spec.tensor_parallel_size > 1 or spec.context_parallel_size > 1
+            )
             continue
         r = render(spec, backend)
         got = inspect_reading(backend, backend.read(r.text, r.filename), launch)
@@ -30,11 +31,20 @@ def test_every_backend_reads_back_what_it_rendered(spec):
         if backend.NAME == "accelerate":  # the launch only: the batch is the code's
             assert got.spec is None and got.values["world_size"] == spec.world_size
             continue
-        for key in ("global_batch_size", "micro_batch_size", "gradient_accumulation_steps",
-                    "data_parallel_size", "world_size", "tensor_parallel_size",
-                    "pipeline_parallel_size", "context_parallel_size"):
+        for key in (
+            "global_batch_size",
+            "micro_batch_size",
+            "gradient_accumulation_steps",
+            "data_parallel_size",
+            "world_size",
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "context_parallel_size",
+        ):
             assert getattr(got.spec, key) == getattr(spec, key), (backend.NAME, key)
-        assert all(got.values[k] == getattr(spec, k) for k in got.values if k in BatchSpec.model_fields)
+        assert all(
+            got.values[k] == getattr(spec, k) for k in got.values if k in BatchSpec.model_fields
+        )
 
 
 @settings(max_examples=1000, deadline=None)
@@ -45,8 +55,12 @@ def test_pipeline_specs_render_for_megatron_and_deepspeed(spec):
 
 
 def test_a_backend_whose_output_does_not_read_back_fails_loudly(monkeypatch):
-    broken = types.SimpleNamespace(**{k: getattr(deepspeed, k) for k in
-                                      ("NAME", "TEMPLATE", "FILENAME", "read", "interpret", "check")})
+    broken = types.SimpleNamespace(
+        **{
+            k: getattr(deepspeed, k)
+            for k in ("NAME", "TEMPLATE", "FILENAME", "read", "interpret", "check")
+        }
+    )
     broken.context = lambda s: deepspeed.context(s) | {"gradient_accumulation_steps": 1}
     s = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8)
     with pytest.raises(RenderError, match="deepspeed.json does not read back as its spec"):
@@ -54,10 +68,15 @@ def test_a_backend_whose_output_does_not_read_back_fails_loudly(monkeypatch):
 
 
 def test_a_template_naming_an_unknown_value_fails_naming_the_template():
-    broken = types.SimpleNamespace(NAME="deepspeed", TEMPLATE="deepspeed.json.j2",
-                                   FILENAME="deepspeed.json", read=deepspeed.read,
-                                   interpret=deepspeed.interpret,
-                                   check=lambda s: [], context=lambda s: {"micro_batch_size": 1})
+    broken = types.SimpleNamespace(
+        NAME="deepspeed",
+        TEMPLATE="deepspeed.json.j2",
+        FILENAME="deepspeed.json",
+        read=deepspeed.read,
+        interpret=deepspeed.interpret,
+        check=lambda s: [],
+        context=lambda s: {"micro_batch_size": 1},
+    )
     s = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8)
     with pytest.raises(RenderError, match=r"deepspeed.json.j2: 'train_batch_size' is undefined"):
         render(s, broken)
@@ -72,7 +91,10 @@ def test_the_environment_is_sandboxed():
 
 
 def test_an_open_micro_batch_is_refused_with_the_options():
-    with pytest.raises(InputError, match=r"set micro_batch_size to one of 8 \(accumulation 1\), 4 \(accumulation 2\)"):
+    with pytest.raises(
+        InputError,
+        match=r"set micro_batch_size to one of 8 \(accumulation 1\), 4 \(accumulation 2\)",
+    ):
         render(BatchSpec(global_batch_size=64, world_size=8), deepspeed)
 
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from translator.cli import main
 from translator.launch import command, slurm
 from translator.launch.result import RankResult, merge
-from translator.launch.smoke import Prepared, judge, mfu, prepare
+from translator.launch.smoke import judge, mfu, prepare
 
 SPEC = "global_batch_size: 8\nmicro_batch_size: 2\nsequence_length: 32\n"
 
@@ -34,8 +34,12 @@ def spec(tmp_path):
 
 def smoke_json(*args, timeout=300):
     """Run batchspec smoke in a subprocess (its own ranks need a real process tree)."""
-    done = subprocess.run([sys.executable, "-m", "translator", "smoke", *map(str, args), "--json"],
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "translator", "smoke", *map(str, args), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return done.returncode, json.loads(done.stdout) if done.stdout.strip() else None, done.stderr
 
 
@@ -55,13 +59,15 @@ def leftovers(marker: str) -> list[str]:
 
 # Pure parts ------------------------------------------------------------------------------------
 
+
 def test_commands_are_argument_lists(tmp_path):
     plan = command.SmokePlan("deepspeed", 2, 1, 3, "tiny", 32, tmp_path, "deepspeed.json")
     argv = command.local_command(plan)
     assert argv[:5] == [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes"]
     assert argv[argv.index("--engine") + 1] == "deepspeed"
-    multi = command.SmokePlan("torch", 8, 4, 3, "tiny", 32, tmp_path, "spec.json",
-                              rdzv_endpoint="node1:29500")
+    multi = command.SmokePlan(
+        "torch", 8, 4, 3, "tiny", 32, tmp_path, "spec.json", rdzv_endpoint="node1:29500"
+    )
     argv = command.local_command(multi)
     assert ["--rdzv-backend", "c10d", "--rdzv-endpoint", "node1:29500"] == argv[7:11]
 
@@ -69,8 +75,10 @@ def test_commands_are_argument_lists(tmp_path):
 def test_sbatch_script_quotes_paths_and_names_the_first_node(tmp_path):
     odd = tmp_path / "my runs"
     plan = command.SmokePlan("torch", 4, 2, 3, "tiny", 32, odd, "spec.json")
-    text = slurm.script(plan, slurm.SlurmOptions("gpu", "proj-1", "0:30:00",
-                                                 ["--gpus-per-node=4"], ["module load cuda"]))
+    text = slurm.script(
+        plan,
+        slurm.SlurmOptions("gpu", "proj-1", "0:30:00", ["--gpus-per-node=4"], ["module load cuda"]),
+    )
     assert "#SBATCH --nodes=2\n" in text and "#SBATCH --partition=gpu\n" in text
     assert "#SBATCH --gpus-per-node=4\n" in text and "\nmodule load cuda\n" in text
     assert f"'{odd}/results'" in text
@@ -78,22 +86,42 @@ def test_sbatch_script_quotes_paths_and_names_the_first_node(tmp_path):
     assert '--rdzv-endpoint "$head_node:29500"' in text
 
 
-@pytest.mark.parametrize("flag, value, message", [
-    ("--partition", "gpu;rm -rf /", "only letters"),
-    ("--account", "a b", "only letters"),
-    ("--time", "tomorrow", "Slurm time"),
-    ("--sbatch", "--gres=gpu:8 --wrap='x'", "one option"),
-    ("--sbatch", "--comment=$(id)", "one option"),
-])
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--partition", "gpu;rm -rf /", "only letters"),
+        ("--account", "a b", "only letters"),
+        ("--time", "tomorrow", "Slurm time"),
+        ("--sbatch", "--gres=gpu:8 --wrap='x'", "one option"),
+        ("--sbatch", "--comment=$(id)", "one option"),
+    ],
+)
 def test_values_that_reach_the_script_are_validated(spec, tmp_path, flag, value, message):
-    result = run("smoke", spec, "--slurm", "--dry-run", "--device", "cpu", flag, value,
-                 "--workdir", tmp_path / "w")
+    result = run(
+        "smoke",
+        spec,
+        "--slurm",
+        "--dry-run",
+        "--device",
+        "cpu",
+        flag,
+        value,
+        "--workdir",
+        tmp_path / "w",
+    )
     assert result.exit_code == 2 and message in result.stderr
     assert not (tmp_path / "w").exists()
 
 
-PAYLOADS = ["w\ntouch {m} #", "$(touch {m})", "`touch {m}`", "w;touch {m}", "w\rtouch {m}",
-            "w\u2028touch {m}", "w\x1b]0;title\x07"]
+PAYLOADS = [
+    "w\ntouch {m} #",
+    "$(touch {m})",
+    "`touch {m}`",
+    "w;touch {m}",
+    "w\rtouch {m}",
+    "w\u2028touch {m}",
+    "w\x1b]0;title\x07",
+]
 FIELDS = ["--workdir", "--partition", "--account", "--time", "--sbatch", "--setup"]
 
 
@@ -106,8 +134,12 @@ def _run_script(text: str, tmp_path: Path) -> None:
         (bin_dir / name).chmod(0o755)
     path = tmp_path / "job.sh"
     path.write_text(text)
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_NODELIST="node0",
-               SLURM_JOB_ID="1")
+    env = dict(
+        os.environ,
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        SLURM_JOB_NODELIST="node0",
+        SLURM_JOB_ID="1",
+    )
     subprocess.run(["bash", str(path)], env=env, cwd=tmp_path, capture_output=True, timeout=30)
 
 
@@ -122,13 +154,30 @@ def test_no_value_injects_a_command_into_the_sbatch_script(spec, tmp_path, field
     value = payload.format(m=marker)
     if field == "--workdir":
         value = str(tmp_path / value)
-    result = run("smoke", spec, "--slurm", "--dry-run", "--device", "cpu", "--json", "--nnodes", nnodes, "--nproc", 2,
-                 field, value)
+    result = run(
+        "smoke",
+        spec,
+        "--slurm",
+        "--dry-run",
+        "--device",
+        "cpu",
+        "--json",
+        "--nnodes",
+        nnodes,
+        "--nproc",
+        2,
+        field,
+        value,
+    )
     control = any(ord(c) < 32 or c in "\u2028" for c in value)
     if result.exit_code == 2:
-        assert len(result.stderr.strip().splitlines()) == 1 and "control character" in result.stderr \
-            or "only letters" in result.stderr or "Slurm time" in result.stderr \
+        assert (
+            len(result.stderr.strip().splitlines()) == 1
+            and "control character" in result.stderr
+            or "only letters" in result.stderr
+            or "Slurm time" in result.stderr
             or "one option" in result.stderr
+        )
         assert not marker.exists()
         return
     assert result.exit_code == 0 and not control, result.stderr
@@ -146,21 +195,53 @@ def test_no_value_injects_a_command_into_the_sbatch_script(spec, tmp_path, field
 
 
 def test_a_percent_in_the_workdir_is_escaped_for_slurm(spec, tmp_path):
-    result = run("smoke", spec, "--slurm", "--dry-run", "--device", "cpu", "--json",
-                 "--workdir", tmp_path / "a%jb")
+    result = run(
+        "smoke",
+        spec,
+        "--slurm",
+        "--dry-run",
+        "--device",
+        "cpu",
+        "--json",
+        "--workdir",
+        tmp_path / "a%jb",
+    )
     assert json.loads(result.stdout)["submit"][2] == f"--output={tmp_path}/a%%jb/slurm-%j.out"
 
 
 def test_dry_run_prints_and_writes_nothing(spec, tmp_path):
-    result = run("smoke", spec, "--nproc", 2, "--framework", "deepspeed", "--dry-run", "--json",
-                 "--workdir", tmp_path / "w")
+    result = run(
+        "smoke",
+        spec,
+        "--nproc",
+        2,
+        "--framework",
+        "deepspeed",
+        "--dry-run",
+        "--json",
+        "--workdir",
+        tmp_path / "w",
+    )
     out = json.loads(result.stdout)
-    assert result.exit_code == 0 and out["command"][:3] == [sys.executable, "-m",
-                                                            "torch.distributed.run"]
+    assert result.exit_code == 0 and out["command"][:3] == [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+    ]
     assert out["world_size"] == 2 and out["gradient_accumulation_steps"] == 2
     assert not (tmp_path / "w").exists()
-    human = run("smoke", spec, "--nproc", 2, "--slurm", "--dry-run", "--device", "cpu",
-                "--workdir", tmp_path / "w")
+    human = run(
+        "smoke",
+        spec,
+        "--nproc",
+        2,
+        "--slurm",
+        "--dry-run",
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+    )
     assert human.stdout.count("#SBATCH") >= 3
     assert f"submitted as: sbatch --parsable --output={tmp_path}/w/slurm-%j.out" in human.stdout
 
@@ -168,8 +249,20 @@ def test_dry_run_prints_and_writes_nothing(spec, tmp_path):
 def test_multi_node_outside_slurm_prints_the_rendezvous_command(spec, tmp_path):
     result = run("smoke", spec, "--nnodes", 2, "--nproc", 2, "--workdir", tmp_path / "w")
     assert result.exit_code == 2 and "starts on every node" in result.stderr
-    result = run("smoke", spec, "--nnodes", 2, "--nproc", 2, "--dry-run", "--rdzv-endpoint",
-                 "node0:29500", "--json", "--workdir", tmp_path / "w")
+    result = run(
+        "smoke",
+        spec,
+        "--nnodes",
+        2,
+        "--nproc",
+        2,
+        "--dry-run",
+        "--rdzv-endpoint",
+        "node0:29500",
+        "--json",
+        "--workdir",
+        tmp_path / "w",
+    )
     argv = json.loads(result.stdout)["command"]
     assert argv[argv.index("--rdzv-endpoint") + 1] == "node0:29500" and "--standalone" not in argv
 
@@ -185,8 +278,10 @@ def test_a_config_for_another_world_is_refused_before_launch(tmp_path):
 
 def test_a_framework_config_that_does_not_fit_the_launch_is_refused(tmp_path):
     ds = tmp_path / "ds.json"
-    ds.write_text('{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, '
-                  '"gradient_accumulation_steps": 2}')
+    ds.write_text(
+        '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, '
+        '"gradient_accumulation_steps": 2}'
+    )
     result = run("smoke", ds, "--nproc", 4, "--workdir", tmp_path / "w")
     assert result.exit_code == 1 and "8 != 2 * 2 * 4" in result.stderr
 
@@ -194,25 +289,44 @@ def test_a_framework_config_that_does_not_fit_the_launch_is_refused(tmp_path):
 LAYOUT = "global_batch_size: 8\nmicro_batch_size: 1\nsequence_length: 32\n"
 
 
-@pytest.mark.parametrize("framework, layout, nproc, device, why", [
-    ("torch", "tensor_parallel_size: 2", 4, "cpu", "data parallelism only, not tensor 2"),
-    ("torch", "pipeline_parallel_size: 2", 4, "gpu", "data parallelism only, not pipeline 2"),
-    ("deepspeed", "tensor_parallel_size: 2", 4, "gpu", "not tensor 2"),
-    ("deepspeed", "context_parallel_size: 2\npipeline_parallel_size: 2", 8, "cpu",
-     "without pipeline parallelism, not with pipeline 2"),
-    ("megatron", "pipeline_parallel_size: 2", 4, "cpu", "pipeline 2) need GPUs"),
-    ("megatron", "tensor_parallel_size: 2", 4, "cpu", "tensor 2) need GPUs"),
-    ("megatron", "context_parallel_size: 2", 4, "cpu", "context 2) need GPUs"),
-    ("axolotl", "tensor_parallel_size: 1", 2, "cpu", "runs one process"),
-    ("hf", "tensor_parallel_size: 2", 4, "cpu", "data parallelism only, not tensor 2"),
-])
-def test_a_layout_an_engine_does_not_run_is_refused_before_launch(tmp_path, framework, layout,
-                                                                  nproc, device, why):
+@pytest.mark.parametrize(
+    "framework, layout, nproc, device, why",
+    [
+        ("torch", "tensor_parallel_size: 2", 4, "cpu", "data parallelism only, not tensor 2"),
+        ("torch", "pipeline_parallel_size: 2", 4, "gpu", "data parallelism only, not pipeline 2"),
+        ("deepspeed", "tensor_parallel_size: 2", 4, "gpu", "not tensor 2"),
+        (
+            "deepspeed",
+            "context_parallel_size: 2\npipeline_parallel_size: 2",
+            8,
+            "cpu",
+            "without pipeline parallelism, not with pipeline 2",
+        ),
+        ("megatron", "pipeline_parallel_size: 2", 4, "cpu", "pipeline 2) need GPUs"),
+        ("megatron", "tensor_parallel_size: 2", 4, "cpu", "tensor 2) need GPUs"),
+        ("megatron", "context_parallel_size: 2", 4, "cpu", "context 2) need GPUs"),
+        ("axolotl", "tensor_parallel_size: 1", 2, "cpu", "runs one process"),
+        ("hf", "tensor_parallel_size: 2", 4, "cpu", "data parallelism only, not tensor 2"),
+    ],
+)
+def test_a_layout_an_engine_does_not_run_is_refused_before_launch(
+    tmp_path, framework, layout, nproc, device, why
+):
     spec = tmp_path / "spec.yaml"
     spec.write_text(LAYOUT + layout + "\n")
     workdir = tmp_path / "w"
-    result = run("smoke", spec, "--framework", framework, "--nproc", nproc, "--device", device,
-                 "--workdir", workdir)
+    result = run(
+        "smoke",
+        spec,
+        "--framework",
+        framework,
+        "--nproc",
+        nproc,
+        "--device",
+        device,
+        "--workdir",
+        workdir,
+    )
     assert result.exit_code == 2, result.output
     assert why in result.stderr and "nothing was started" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -221,22 +335,34 @@ def test_a_layout_an_engine_does_not_run_is_refused_before_launch(tmp_path, fram
 
 def test_the_declared_layouts_run(spec, tmp_path):
     """What each engine declares it runs passes the same check (dry run: nothing starts)."""
-    for framework, layout, nproc, device in [("deepspeed", "pipeline_parallel_size: 2", 4, "cpu"),
-                                             ("megatron", "tensor_parallel_size: 2", 4, "gpu"),
-                                             ("megatron", "pipeline_parallel_size: 2", 4, "gpu"),
-                                             ("torch", "tensor_parallel_size: 1", 4, "cpu")]:
+    for framework, layout, nproc, device in [
+        ("deepspeed", "pipeline_parallel_size: 2", 4, "cpu"),
+        ("megatron", "tensor_parallel_size: 2", 4, "gpu"),
+        ("megatron", "pipeline_parallel_size: 2", 4, "gpu"),
+        ("torch", "tensor_parallel_size: 1", 4, "cpu"),
+    ]:
         path = tmp_path / f"{framework}.yaml"
         path.write_text(LAYOUT + layout + "\n")
-        result = run("smoke", path, "--framework", framework, "--nproc", nproc, "--device",
-                     device, "--dry-run")
+        result = run(
+            "smoke",
+            path,
+            "--framework",
+            framework,
+            "--nproc",
+            nproc,
+            "--device",
+            device,
+            "--dry-run",
+        )
         assert result.exit_code == 0, (framework, layout, result.output)
 
 
 def write_results(folder, per_rank):
     folder.mkdir(parents=True)
     for rank, samples in enumerate(per_rank):
-        RankResult(rank, len(per_rank), rank, True, samples, [0.1] * len(samples),
-                   sequence_length=32).write(folder)
+        RankResult(
+            rank, len(per_rank), rank, True, samples, [0.1] * len(samples), sequence_length=32
+        ).write(folder)
 
 
 def test_judge_sums_data_parallel_ranks_and_catches_a_wrong_batch(spec, tmp_path):
@@ -258,8 +384,9 @@ def test_judge_reports_missing_ranks_with_the_last_output(spec, tmp_path):
 
 def test_mfu_formula_on_a_known_gpu(spec, tmp_path):
     prepared = prepare(str(spec), "torch", 1, 1, 2, "tiny", None, tmp_path)
-    result = RankResult(0, 1, 0, True, [8, 8], [1.0, 1.0], device="NVIDIA H200",
-                        sequence_length=32, parameters=1000)
+    result = RankResult(
+        0, 1, 0, True, [8, 8], [1.0, 1.0], device="NVIDIA H200", sequence_length=32, parameters=1000
+    )
     report = judge.__globals__["Report"](merge([result]), [], [result])
     value, formula = mfu(report, prepared)
     per_token = 6 * 1000 + 12 * 2 * 64 * 32
@@ -270,12 +397,14 @@ def test_mfu_formula_on_a_known_gpu(spec, tmp_path):
 
 # Real runs -------------------------------------------------------------------------------------
 
+
 @pytest.mark.framework
 @pytest.mark.parametrize("framework", ["deepspeed", "torch"])
 def test_two_cpu_ranks_take_two_steps_of_exactly_the_global_batch(spec, tmp_path, framework):
     pytest.importorskip("deepspeed" if framework == "deepspeed" else "torch")
-    code, out, err = smoke_json(spec, "--framework", framework, "--nproc", 2, "--steps", 2,
-                                "--workdir", tmp_path / "w")
+    code, out, err = smoke_json(
+        spec, "--framework", framework, "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w"
+    )
     assert code == 0, err
     assert out["optimizer_steps"] == 2 and out["samples_per_optimizer_step"] == [8, 8]
     assert out["tokens_per_second"] > 0 and out["peak_memory_bytes"] > 0
@@ -287,8 +416,9 @@ def test_deepspeed_pipeline_engine_runs_accumulation_micro_batches_per_step(tmp_
     pytest.importorskip("deepspeed")
     spec = tmp_path / "pp.yaml"
     spec.write_text(SPEC + "pipeline_parallel_size: 2\n")
-    code, out, err = smoke_json(spec, "--framework", "deepspeed", "--nproc", 2, "--steps", 2,
-                                "--workdir", tmp_path / "w")
+    code, out, err = smoke_json(
+        spec, "--framework", "deepspeed", "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w"
+    )
     assert code == 0, err
     assert (out["data_parallel_size"], out["gradient_accumulation_steps"]) == (1, 4)
     assert out["samples_per_optimizer_step"] == [8, 8]
@@ -298,9 +428,11 @@ def test_deepspeed_pipeline_engine_runs_accumulation_micro_batches_per_step(tmp_
 def test_a_users_own_launch_script_runs_on_megatron_as_written(tmp_path):
     pytest.importorskip("megatron.core")
     script = tmp_path / "train.sh"
-    script.write_text("GPUS=${GPUS:-2}\nMBS=2\nARGS=(\n  --micro-batch-size $MBS\n"
-                      "  --global-batch-size $((MBS * 4))\n  --seq-length 32\n)\n"
-                      'torchrun --nproc_per_node $GPUS pretrain_gpt.py "${ARGS[@]}"\n')
+    script.write_text(
+        "GPUS=${GPUS:-2}\nMBS=2\nARGS=(\n  --micro-batch-size $MBS\n"
+        "  --global-batch-size $((MBS * 4))\n  --seq-length 32\n)\n"
+        'torchrun --nproc_per_node $GPUS pretrain_gpt.py "${ARGS[@]}"\n'
+    )
     code, out, err = smoke_json(script, "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w")
     assert code == 0, err
     assert out["framework"] == "megatron" and out["samples_per_optimizer_step"] == [8, 8]
@@ -319,7 +451,8 @@ def test_a_framework_that_steps_differently_is_caught(spec, tmp_path):
     write_workdir(prepared)
     (tmp_path / "w" / "deepspeed.json").write_text(
         '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, '
-        '"gradient_accumulation_steps": 1}')
+        '"gradient_accumulation_steps": 1}'
+    )
     outcome = runner.run(command.local_command(prepared.plan), environment(None), 300)
     (error,) = judge(prepared, outcome.stopped, None, outcome.log_tail).errors
     assert error == "samples per optimizer step measured [4, 4], not the global batch 8"
@@ -330,8 +463,9 @@ def test_timeout_stops_the_run_and_leaves_no_process(spec, tmp_path):
     pytest.importorskip("torch")
     workdir = tmp_path / "timeout-run"
     start = time.monotonic()
-    code, out, err = smoke_json(spec, "--nproc", 2, "--steps", 100000, "--timeout", 8,
-                                "--workdir", workdir)
+    code, out, err = smoke_json(
+        spec, "--nproc", 2, "--steps", 100000, "--timeout", 8, "--workdir", workdir
+    )
     assert code == 1 and "timed out after 8 s" in err
     assert time.monotonic() - start < 60
     assert leftovers(str(workdir)) == []
@@ -341,9 +475,24 @@ def test_timeout_stops_the_run_and_leaves_no_process(spec, tmp_path):
 def test_ctrl_c_stops_the_whole_group(spec, tmp_path):
     pytest.importorskip("torch")
     workdir = tmp_path / "interrupted-run"
-    proc = subprocess.Popen([sys.executable, "-m", "translator", "smoke", str(spec), "--nproc", "2",
-                             "--steps", "100000", "--workdir", str(workdir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "translator",
+            "smoke",
+            str(spec),
+            "--nproc",
+            "2",
+            "--steps",
+            "100000",
+            "--workdir",
+            str(workdir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not list((workdir / "results").glob("*")) and not leftovers(str(workdir / "results")):
         assert time.monotonic() < deadline, "the ranks never started"
@@ -363,14 +512,18 @@ def test_out_of_memory_is_reported_with_the_fix(tmp_path):
     small, big = tmp_path / "small.yaml", tmp_path / "big.yaml"
     small.write_text("global_batch_size: 8\nmicro_batch_size: 2\nsequence_length: 256\n")
     big.write_text("global_batch_size: 1024\nmicro_batch_size: 512\nsequence_length: 256\n")
-    code, out, err = smoke_json(small, "--nproc", 2, "--steps", 1, "--memory-limit", "2G",
-                                "--workdir", tmp_path / "a")
+    code, out, err = smoke_json(
+        small, "--nproc", 2, "--steps", 1, "--memory-limit", "2G", "--workdir", tmp_path / "a"
+    )
     assert code == 0, err
-    code, out, err = smoke_json(big, "--nproc", 2, "--steps", 1, "--memory-limit", "2G",
-                                "--workdir", tmp_path / "b")
+    code, out, err = smoke_json(
+        big, "--nproc", 2, "--steps", 1, "--memory-limit", "2G", "--workdir", tmp_path / "b"
+    )
     assert code == 1
-    assert "out of memory at micro-batch 512 on rank 0; fix: micro-batch 256 with accumulation " \
-           "2 keeps the global batch 1024" in err
+    assert (
+        "out of memory at micro-batch 512 on rank 0; fix: micro-batch 256 with accumulation "
+        "2 keeps the global batch 1024" in err
+    )
 
 
 def slurm_up() -> bool:
@@ -385,14 +538,29 @@ def slurm_up() -> bool:
 def test_through_slurm(spec, tmp_path, framework):
     if not slurm_up():
         pytest.skip("no Slurm cluster (scripts/local-slurm.sh start)")
-    code, out, err = smoke_json(spec, "--framework", framework, "--slurm", "--device", "cpu",
-                                "--nnodes", 1,
-                                "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w",
-                                "--timeout", 240)
+    code, out, err = smoke_json(
+        spec,
+        "--framework",
+        framework,
+        "--slurm",
+        "--device",
+        "cpu",
+        "--nnodes",
+        1,
+        "--nproc",
+        2,
+        "--steps",
+        2,
+        "--workdir",
+        tmp_path / "w",
+        "--timeout",
+        240,
+    )
     assert code == 0, err
     assert out["slurm_job"] and out["samples_per_optimizer_step"] == [8, 8]
-    state = subprocess.run(["scontrol", "show", "job", "-o", out["slurm_job"]],
-                           capture_output=True, text=True).stdout
+    state = subprocess.run(
+        ["scontrol", "show", "job", "-o", out["slurm_job"]], capture_output=True, text=True
+    ).stdout
     assert "JobState=COMPLETED" in state
 
 
@@ -400,13 +568,26 @@ def test_through_slurm(spec, tmp_path, framework):
 def test_slurm_timeout_cancels_the_job(spec, tmp_path):
     if not slurm_up():
         pytest.skip("no Slurm cluster (scripts/local-slurm.sh start)")
-    code, out, err = smoke_json(spec, "--slurm", "--device", "cpu", "--nproc", 2, "--steps", 100000,
-                                "--workdir", tmp_path / "w", "--timeout", 15)
+    code, out, err = smoke_json(
+        spec,
+        "--slurm",
+        "--device",
+        "cpu",
+        "--nproc",
+        2,
+        "--steps",
+        100000,
+        "--workdir",
+        tmp_path / "w",
+        "--timeout",
+        15,
+    )
     assert code == 1 and "timed out" in err
     job = out["slurm_job"]
     for _ in range(60):
-        state = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True,
-                               text=True).stdout
+        state = subprocess.run(
+            ["scontrol", "show", "job", "-o", job], capture_output=True, text=True
+        ).stdout
         if "JobState=CANCELLED" in state or "JobState=COMPLETED" in state:
             break
         time.sleep(0.5)
@@ -420,13 +601,25 @@ def test_gpu_smoke_of_the_125m_model_in_bf16(spec, tmp_path, framework):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    code, out, err = smoke_json(spec, "--framework", framework, "--model", "125m", "--steps", 3,
-                                "--seq-len", 1024, "--workdir", tmp_path / "w")
+    code, out, err = smoke_json(
+        spec,
+        "--framework",
+        framework,
+        "--model",
+        "125m",
+        "--steps",
+        3,
+        "--seq-len",
+        1024,
+        "--workdir",
+        tmp_path / "w",
+    )
     assert code == 0, err
     assert out["device"] != "cpu" and out["mfu"] is not None and out["peak_memory_bytes"] > 0
 
 
 # Asking Slurm for GPUs --------------------------------------------------------------------------
+
 
 @pytest.fixture
 def fake_sinfo(tmp_path, monkeypatch):
@@ -440,8 +633,9 @@ def fake_sinfo(tmp_path, monkeypatch):
 
 
 def test_slurm_asks_for_a_gpu_per_rank_by_default(spec, tmp_path, fake_sinfo):
-    result = run("smoke", spec, "--slurm", "--dry-run", "--nproc", 4, "--json",
-                 "--workdir", tmp_path / "w")
+    result = run(
+        "smoke", spec, "--slurm", "--dry-run", "--nproc", 4, "--json", "--workdir", tmp_path / "w"
+    )
     assert result.exit_code == 0, result.output
     text = json.loads(result.stdout)["sbatch"]
     assert "#SBATCH --gpus-per-node=4\n" in text
@@ -450,19 +644,38 @@ def test_slurm_asks_for_a_gpu_per_rank_by_default(spec, tmp_path, fake_sinfo):
 
 
 def test_slurm_cpu_runs_ask_for_no_gpu(spec, tmp_path, fake_sinfo):
-    result = run("smoke", spec, "--slurm", "--dry-run", "--device", "cpu", "--nproc", 4,
-                 "--cpus-per-task", 8, "--json", "--workdir", tmp_path / "w")
+    result = run(
+        "smoke",
+        spec,
+        "--slurm",
+        "--dry-run",
+        "--device",
+        "cpu",
+        "--nproc",
+        4,
+        "--cpus-per-task",
+        8,
+        "--json",
+        "--workdir",
+        tmp_path / "w",
+    )
     text = json.loads(result.stdout)["sbatch"]
     assert "--gpus-per-node" not in text and "#SBATCH --cpus-per-task=8\n" in text
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--gpus-per-node", "16"], "--gpus-per-node 16: the nodes of the default partition have 8"),
-    (["--nproc", "4", "--gpus-per-node", "2"], "--gpus-per-node 2 is fewer than --nproc 4"),
-    (["--device", "cpu", "--gpus-per-node", "2"], "--gpus-per-node with --device cpu"),
-    (["--expect-global", "0"], "--expect-global"),
-    (["--expect-global", "eight"], "--expect-global"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--gpus-per-node", "16"],
+            "--gpus-per-node 16: the nodes of the default partition have 8",
+        ),
+        (["--nproc", "4", "--gpus-per-node", "2"], "--gpus-per-node 2 is fewer than --nproc 4"),
+        (["--device", "cpu", "--gpus-per-node", "2"], "--gpus-per-node with --device cpu"),
+        (["--expect-global", "0"], "--expect-global"),
+        (["--expect-global", "eight"], "--expect-global"),
+    ],
+)
 def test_bad_resource_requests_are_one_line_errors(spec, tmp_path, fake_sinfo, args, message):
     workdir = tmp_path / "w"
     result = run("smoke", spec, "--slurm", "--dry-run", *args, "--workdir", workdir)
@@ -478,38 +691,79 @@ def test_gpu_requests_need_slurm(spec, tmp_path):
 
 # The check can fail: --expect-global ------------------------------------------------------------
 
-MEGATRON_SCRIPT = ("torchrun --nproc_per_node 2 pretrain_gpt.py --micro-batch-size 2 "
-                   "--global-batch-size 8 --seq-length 32\n")
+MEGATRON_SCRIPT = (
+    "torchrun --nproc_per_node 2 pretrain_gpt.py --micro-batch-size 2 "
+    "--global-batch-size 8 --seq-length 32\n"
+)
 AXOLOTL_YAML = "micro_batch_size: 2\ngradient_accumulation_steps: 2\nsequence_len: 64\n"
 
 
 @pytest.mark.framework
-@pytest.mark.parametrize("framework, name, text, nproc, real", [
-    ("torch", "spec.yaml", SPEC, 2, 8),
-    # A DeepSpeed JSON with accumulation 2 on 2 ranks: 2 x 2 x 2 = 8 per step, not 16.
-    ("deepspeed", "ds.json", '{"train_micro_batch_size_per_gpu": 2, '
-                             '"gradient_accumulation_steps": 2}', 2, 8),
-    ("megatron", "run.sh", MEGATRON_SCRIPT, 2, 8),
-    ("axolotl", "sft.yml", AXOLOTL_YAML, 1, 4),
-    # The HF Trainer on a TrainingArguments file: 2 per device × accumulation 2 × 2 ranks.
-    ("hf", "args.yaml", "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\n",
-     2, 8),
-])
-def test_a_batch_other_than_the_expected_one_exits_1_naming_both(tmp_path, framework, name,
-                                                                  text, nproc, real):
+@pytest.mark.parametrize(
+    "framework, name, text, nproc, real",
+    [
+        ("torch", "spec.yaml", SPEC, 2, 8),
+        # A DeepSpeed JSON with accumulation 2 on 2 ranks: 2 x 2 x 2 = 8 per step, not 16.
+        (
+            "deepspeed",
+            "ds.json",
+            '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2}',
+            2,
+            8,
+        ),
+        ("megatron", "run.sh", MEGATRON_SCRIPT, 2, 8),
+        ("axolotl", "sft.yml", AXOLOTL_YAML, 1, 4),
+        # The HF Trainer on a TrainingArguments file: 2 per device × accumulation 2 × 2 ranks.
+        (
+            "hf",
+            "args.yaml",
+            "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\n",
+            2,
+            8,
+        ),
+    ],
+)
+def test_a_batch_other_than_the_expected_one_exits_1_naming_both(
+    tmp_path, framework, name, text, nproc, real
+):
     path = tmp_path / name
     path.write_text(text)
-    code, out, err = smoke_json(path, "--framework", framework, "--nproc", nproc, "--steps", 2,
-                                "--device", "cpu", "--expect-global", 16,
-                                "--workdir", tmp_path / "w", timeout=600)
+    code, out, err = smoke_json(
+        path,
+        "--framework",
+        framework,
+        "--nproc",
+        nproc,
+        "--steps",
+        2,
+        "--device",
+        "cpu",
+        "--expect-global",
+        16,
+        "--workdir",
+        tmp_path / "w",
+        timeout=600,
+    )
     assert code == 1, err
     assert out["samples_per_optimizer_step"] == [real, real]
-    assert (f"{framework} consumed {real} samples per optimizer step, not the 16 expected"
-            in err)
+    assert f"{framework} consumed {real} samples per optimizer step, not the 16 expected" in err
     # and the same run with the right expectation passes
-    code, out, err = smoke_json(path, "--framework", framework, "--nproc", nproc, "--steps", 2,
-                                "--device", "cpu", "--expect-global", real,
-                                "--workdir", tmp_path / "w", timeout=600)
+    code, out, err = smoke_json(
+        path,
+        "--framework",
+        framework,
+        "--nproc",
+        nproc,
+        "--steps",
+        2,
+        "--device",
+        "cpu",
+        "--expect-global",
+        real,
+        "--workdir",
+        tmp_path / "w",
+        timeout=600,
+    )
     assert code == 0, err
 
 
@@ -518,10 +772,14 @@ def test_the_gpu_check_script_says_so_when_there_is_no_gpu(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: run scripts/gpu_check.sh itself")
-    done = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out")],
-                          cwd=Path(__file__).resolve().parent.parent,
-                          env=os.environ | {"PYTHON": sys.executable},
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["bash", "scripts/gpu_check.sh", str(tmp_path / "out")],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=os.environ | {"PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "no CUDA GPU visible; nothing to check" in done.stderr
 
@@ -531,8 +789,20 @@ def test_the_hf_trainer_runs_a_published_style_config_as_written(tmp_path):
     """A TRL-style config (its own keys beside TrainingArguments') on 2 CPU ranks: 2 per
     device × accumulation 8 × 2 = 32 samples per step, counted at the model."""
     config = Path(__file__).resolve().parent.parent / "fixtures/hf/valid/trl_cli_config.yaml"
-    code, out, err = smoke_json(config, "--nproc", 2, "--steps", 2, "--seq-len", 16,
-                                "--device", "cpu", "--workdir", tmp_path / "w", timeout=600)
+    code, out, err = smoke_json(
+        config,
+        "--nproc",
+        2,
+        "--steps",
+        2,
+        "--seq-len",
+        16,
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+        timeout=600,
+    )
     assert code == 0, err
     assert out["framework"] == "hf" and out["samples_per_optimizer_step"] == [32, 32]
 
@@ -543,13 +813,28 @@ def test_deepspeed_ulysses_counts_each_sequence_group_once(tmp_path):
     ranks of a group take the same samples, each half of the sequence, and count once, so a step
     is micro 2 × accumulation 2 × DP 2 = 8, not 16."""
     spec = tmp_path / "spec.yaml"
-    spec.write_text("global_batch_size: 8\nmicro_batch_size: 2\ncontext_parallel_size: 2\n"
-                    "sequence_length: 32\n")
-    code, out, err = smoke_json(spec, "--framework", "deepspeed", "--nproc", 4, "--steps", 2,
-                                "--device", "cpu", "--workdir", tmp_path / "w", timeout=600)
+    spec.write_text(
+        "global_batch_size: 8\nmicro_batch_size: 2\ncontext_parallel_size: 2\nsequence_length: 32\n"
+    )
+    code, out, err = smoke_json(
+        spec,
+        "--framework",
+        "deepspeed",
+        "--nproc",
+        4,
+        "--steps",
+        2,
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+        timeout=600,
+    )
     assert code == 0, err
     assert out["samples_per_optimizer_step"] == [8, 8] and out["data_parallel_size"] == 2
-    results = [json.loads(p.read_text()) for p in sorted((tmp_path / "w" / "results").glob("rank-*.json"))]
+    results = [
+        json.loads(p.read_text()) for p in sorted((tmp_path / "w" / "results").glob("rank-*.json"))
+    ]
     assert [r["counts_samples"] for r in results] == [True, False, True, False]
     assert [r["data_parallel_rank"] for r in results] == [0, 0, 1, 1]
 
@@ -559,20 +844,53 @@ def test_the_hf_trainer_runs_the_deepspeed_json_its_file_names(tmp_path):
     """A TrainingArguments file naming a DeepSpeed JSON of "auto" values (ZeRO 2): the Trainer
     steps through DeepSpeed's engine on 2 CPU ranks, 2 × 2 × 2 = 8 samples per step; the same
     run expecting 16 fails naming both numbers."""
-    (tmp_path / "ds.json").write_text(json.dumps({
-        "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-        "train_batch_size": "auto", "zero_optimization": {"stage": 2}}))
+    (tmp_path / "ds.json").write_text(
+        json.dumps(
+            {
+                "train_micro_batch_size_per_gpu": "auto",
+                "gradient_accumulation_steps": "auto",
+                "train_batch_size": "auto",
+                "zero_optimization": {"stage": 2},
+            }
+        )
+    )
     args = tmp_path / "args.yaml"
-    args.write_text("per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\n"
-                    "deepspeed: ds.json\n")
-    code, out, err = smoke_json(args, "--nproc", 2, "--steps", 2, "--seq-len", 16,
-                                "--device", "cpu", "--workdir", tmp_path / "w", timeout=600)
+    args.write_text(
+        "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\ndeepspeed: ds.json\n"
+    )
+    code, out, err = smoke_json(
+        args,
+        "--nproc",
+        2,
+        "--steps",
+        2,
+        "--seq-len",
+        16,
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+        timeout=600,
+    )
     assert code == 0, err
     assert out["samples_per_optimizer_step"] == [8, 8]
     assert out["stepped_by"] == "Trainer (DeepSpeedEngine)"
-    code, out, err = smoke_json(args, "--nproc", 2, "--steps", 2, "--seq-len", 16,
-                                "--device", "cpu", "--expect-global", 16,
-                                "--workdir", tmp_path / "w", timeout=600)
+    code, out, err = smoke_json(
+        args,
+        "--nproc",
+        2,
+        "--steps",
+        2,
+        "--seq-len",
+        16,
+        "--device",
+        "cpu",
+        "--expect-global",
+        16,
+        "--workdir",
+        tmp_path / "w",
+        timeout=600,
+    )
     assert code == 1
     assert "hf consumed 8 samples per optimizer step, not the 16 expected" in err
 
@@ -582,10 +900,12 @@ def test_a_deepspeed_json_the_hf_trainer_would_refuse_stops_before_launch(tmp_pa
     words): exit 1 naming the JSON, and no process started (no rank report)."""
     (tmp_path / "ds.json").write_text('{"gradient_accumulation_steps": 4}')
     args = tmp_path / "args.yaml"
-    args.write_text("per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\n"
-                    "deepspeed: ds.json\n")
-    code, out, err = smoke_json(args, "--nproc", 2, "--steps", 2, "--device", "cpu",
-                                "--workdir", tmp_path / "w")
+    args.write_text(
+        "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\ndeepspeed: ds.json\n"
+    )
+    code, out, err = smoke_json(
+        args, "--nproc", 2, "--steps", 2, "--device", "cpu", "--workdir", tmp_path / "w"
+    )
     assert code == 1
     assert "ds.json: Please correct the following DeepSpeed config values" in err
     assert not list((tmp_path / "w").rglob("rank-*.json"))

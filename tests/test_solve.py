@@ -26,7 +26,8 @@ def test_global_that_does_not_split_names_both_neighbours():
         solve.complete(100, 4, None, 8)
     assert str(err.value).startswith(
         "global 100 does not split into micro 4 × DP 8 = 32: "
-        "nearest are 96 (accumulation 3) and 128 (accumulation 4)")
+        "nearest are 96 (accumulation 3) and 128 (accumulation 4)"
+    )
     assert err.value.findings[0].code == "global-not-divisible"
 
 
@@ -37,7 +38,10 @@ def test_neighbour_below_is_left_out_when_there_is_none():
 
 
 def test_micro_solved_from_accumulation_names_micro_options():
-    with pytest.raises(ConfigError, match=r"accumulation 3 × DP 8 = 24: nearest are 96 \(micro 4\) and 120 \(micro 5\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"accumulation 3 × DP 8 = 24: nearest are 96 \(micro 4\) and 120 \(micro 5\)",
+    ):
         solve.complete(100, None, 3, 8)
 
 
@@ -54,8 +58,11 @@ def test_too_little_to_solve_is_an_input_error():
 
 def test_world_must_divide_by_model_parallel_and_names_near_worlds():
     assert solve.data_parallel_size(16, 2, 2, 1) == 4
-    with pytest.raises(ConfigError, match=r"world size 12 does not divide by tensor 8 × pipeline 1 "
-                                          r"× context 1 = 8.*use a world size of 8 or 16"):
+    with pytest.raises(
+        ConfigError,
+        match=r"world size 12 does not divide by tensor 8 × pipeline 1 "
+        r"× context 1 = 8.*use a world size of 8 or 16",
+    ):
         solve.data_parallel_size(12, 8)
     with pytest.raises(ConfigError, match=r"use a world size of 8,"):
         solve.data_parallel_size(6, 8)
@@ -90,5 +97,6 @@ def test_decompositions_are_exactly_the_divisors(g, dp):
         return
     pairs = solve.decompositions(g, dp)
     assert all(m * a * dp == g for m, a in pairs)
-    assert [m for m, _ in pairs] == sorted({m for m in range(1, g // dp + 1) if (g // dp) % m == 0},
-                                           reverse=True)
+    assert [m for m, _ in pairs] == sorted(
+        {m for m in range(1, g // dp + 1) if (g // dp) % m == 0}, reverse=True
+    )

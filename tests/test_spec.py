@@ -7,7 +7,9 @@ from translator.spec_file import build_spec
 
 
 def test_done_when_example_accumulation_4_and_dp_8():
-    spec = BatchSpec(global_batch_size=128, micro_batch_size=4, world_size=16, tensor_parallel_size=2)
+    spec = BatchSpec(
+        global_batch_size=128, micro_batch_size=4, world_size=16, tensor_parallel_size=2
+    )
     assert (spec.gradient_accumulation_steps, spec.data_parallel_size) == (4, 8)
 
 
@@ -17,9 +19,14 @@ def test_effective_batch_size_is_an_alias():
 
 
 def test_nodes_times_gpus_give_the_world():
-    spec = BatchSpec(global_batch_size=64, micro_batch_size=2, nodes=2, gpus_per_node=8,
-                     pipeline_parallel_size=2)
-    assert (spec.world_size, spec.data_parallel_size, spec.gradient_accumulation_steps) == (16, 8, 4)
+    spec = BatchSpec(
+        global_batch_size=64, micro_batch_size=2, nodes=2, gpus_per_node=8, pipeline_parallel_size=2
+    )
+    assert (spec.world_size, spec.data_parallel_size, spec.gradient_accumulation_steps) == (
+        16,
+        8,
+        4,
+    )
 
 
 def test_world_and_nodes_that_disagree():
@@ -34,8 +41,9 @@ def test_nodes_without_gpus_per_node():
 
 
 def test_data_parallel_size_may_replace_the_world():
-    spec = BatchSpec(global_batch_size=64, micro_batch_size=2, data_parallel_size=4,
-                     tensor_parallel_size=2)
+    spec = BatchSpec(
+        global_batch_size=64, micro_batch_size=2, data_parallel_size=4, tensor_parallel_size=2
+    )
     assert (spec.world_size, spec.gradient_accumulation_steps) == (8, 8)
     with pytest.raises(ConfigError, match=r"data_parallel_size 3 ≠ world 8"):
         BatchSpec(global_batch_size=48, world_size=8, data_parallel_size=3)
@@ -46,13 +54,25 @@ def test_world_without_micro_leaves_the_split_open():
     assert not spec.is_decided and spec.data_parallel_size == 8
 
 
-@pytest.mark.parametrize("field, value", [
-    ("micro_batch_size", "4"), ("micro_batch_size", 4.0), ("micro_batch_size", True),
-    ("micro_batch_size", 0), ("micro_batch_size", -2), ("micro_batch_size", 10 ** 60),
-    ("micro_batch_size", [4]), ("learning_rate", float("nan")), ("learning_rate", -1.0),
-    ("learning_rate", float("inf")), ("zero_stage", 4), ("optimizer", "lion"),
-    ("adam_beta2", 1.0), ("deepspeed_autotp", "yes"),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("micro_batch_size", "4"),
+        ("micro_batch_size", 4.0),
+        ("micro_batch_size", True),
+        ("micro_batch_size", 0),
+        ("micro_batch_size", -2),
+        ("micro_batch_size", 10**60),
+        ("micro_batch_size", [4]),
+        ("learning_rate", float("nan")),
+        ("learning_rate", -1.0),
+        ("learning_rate", float("inf")),
+        ("zero_stage", 4),
+        ("optimizer", "lion"),
+        ("adam_beta2", 1.0),
+        ("deepspeed_autotp", "yes"),
+    ],
+)
 def test_wrong_types_and_ranges_are_refused(field, value):
     values = {"global_batch_size": 64, "world_size": 8, field: value}
     with pytest.raises(ValidationError) as err:
@@ -66,10 +86,15 @@ def test_unknown_keys_are_refused():
 
 
 def test_output_has_the_design_keys_in_order_then_set_extras():
-    spec = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8, sequence_length=4096,
-                     learning_rate=3e-4)
+    spec = BatchSpec(
+        global_batch_size=64,
+        micro_batch_size=2,
+        world_size=8,
+        sequence_length=4096,
+        learning_rate=3e-4,
+    )
     out = spec.output()
-    assert tuple(out)[:len(OUTPUT_KEYS)] == OUTPUT_KEYS
+    assert tuple(out)[: len(OUTPUT_KEYS)] == OUTPUT_KEYS
     assert out["tokens_per_step"] == 64 * 4096 and out["learning_rate"] == 3e-4
     assert "zero_stage" not in out
     assert build_spec(out, "plan output").output() == out, "a plan output is a valid spec"

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_smoke import leftovers, slurm_up
 
 pytestmark = pytest.mark.framework
@@ -19,8 +18,12 @@ SEQ64 = "global_batch_size: 64\nworld_size: 2\nsequence_length: 64\n"
 
 
 def tune(*args, timeout=600):
-    done = subprocess.run([sys.executable, "-m", "translator", "tune", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "translator", "tune", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     out = json.loads(done.stdout) if "--json" in args and done.stdout.strip() else done.stdout
     return done.returncode, out, done.stderr
 
@@ -35,9 +38,22 @@ def spec512(tmp_path):
 def test_tune_finds_the_memory_edge_and_every_probe_counts_g(tmp_path, spec512):
     """1.3 GB of address space per rank: micro-batch 32 of 512 tokens runs out of memory for
     real, 8 does not. Every probe that ran consumed exactly 128 samples per optimizer step."""
-    code, out, err = tune(spec512, "--nproc", 2, "--device", "cpu", "--memory-limit", "1300M",
-                          "--workdir", tmp_path / "w", "--out", tmp_path / "out", "--to",
-                          "deepspeed", "--json")
+    code, out, err = tune(
+        spec512,
+        "--nproc",
+        2,
+        "--device",
+        "cpu",
+        "--memory-limit",
+        "1300M",
+        "--workdir",
+        tmp_path / "w",
+        "--out",
+        tmp_path / "out",
+        "--to",
+        "deepspeed",
+        "--json",
+    )
     assert code == 0, err
     probes = out["probes"]
     assert 2 <= out["probes_used"] == len(probes) <= out["budget"] == 5
@@ -59,8 +75,18 @@ def test_tune_finds_the_memory_edge_and_every_probe_counts_g(tmp_path, spec512):
 
 
 def test_a_memory_limit_below_one_sample_says_so_and_exits_1(tmp_path, spec512):
-    code, out, err = tune(spec512, "--nproc", 2, "--device", "cpu", "--memory-limit", "400M",
-                          "--workdir", tmp_path / "w", "--json")
+    code, out, err = tune(
+        spec512,
+        "--nproc",
+        2,
+        "--device",
+        "cpu",
+        "--memory-limit",
+        "400M",
+        "--workdir",
+        tmp_path / "w",
+        "--json",
+    )
     assert code == 1
     assert out["pick"] is None and all(p["out_of_memory"] for p in out["probes"])
     assert any(p["micro_batch_size"] == 1 for p in out["probes"])
@@ -72,8 +98,9 @@ def test_timeout_mid_probe_stops_every_rank_and_prints_the_probes_so_far(tmp_pat
     spec = tmp_path / "spec.yaml"
     spec.write_text(SEQ64)
     workdir = tmp_path / "w"
-    code, out, err = tune(spec, "--nproc", 2, "--device", "cpu", "--timeout", 10,
-                          "--steps", 40, "--workdir", workdir)
+    code, out, err = tune(
+        spec, "--nproc", 2, "--device", "cpu", "--timeout", 10, "--steps", 40, "--workdir", workdir
+    )
     assert code == 1
     assert "tune stopped: --timeout reached during probe" in err
     assert "micro" in out and "probe(s) of at most" in out  # the table of what ran
@@ -85,31 +112,61 @@ def test_a_human_run_prints_the_table_the_plot_and_the_pick(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SEQ64)
     png = tmp_path / "tune.png"
-    code, out, err = tune(spec, "--nproc", 2, "--device", "cpu", "--workdir", tmp_path / "w",
-                          "--plot", png)
+    code, out, err = tune(
+        spec, "--nproc", 2, "--device", "cpu", "--workdir", tmp_path / "w", "--plot", png
+    )
     assert code == 0, err
     assert "tokens/s by micro-batch" in out and "pick: micro-batch" in out and "why: " in out
     assert png.read_bytes().startswith(b"\x89PNG")
     assert "probe 1: micro-batch 32 × accumulation 1" in err  # the progress display
 
 
-@pytest.mark.parametrize("args, message, code", [
-    (["--nproc", 3], "global 64 does not split", 1),
-    (["--nproc", 2, "--framework", "torch", "--zero-stages", "0,1"],
-     "--zero-stages is for the deepspeed engine, not torch", 2),
-    (["--nproc", 2, "--framework", "deepspeed", "--zero-stages", "0,5"],
-     "--zero-stages '0,5': give stages 0-3", 2),
-    (["--nproc", 2, "--framework", "deepspeed", "--recompute"],
-     "--recompute: the deepspeed engine does not switch recomputation", 2),
-    (["--nproc", 2, "--memory-limit", "0"], "--memory-limit '0'", 2),
-    (["--nproc", 2, "--threshold", "2"], "--threshold", 2),
-    (["--nproc", 2, "--framework", "megatron", "--device", "cpu", "--seq-len", 64,
-      "--memory-limit", "1G"], None, None),
-])
+@pytest.mark.parametrize(
+    "args, message, code",
+    [
+        (["--nproc", 3], "global 64 does not split", 1),
+        (
+            ["--nproc", 2, "--framework", "torch", "--zero-stages", "0,1"],
+            "--zero-stages is for the deepspeed engine, not torch",
+            2,
+        ),
+        (
+            ["--nproc", 2, "--framework", "deepspeed", "--zero-stages", "0,5"],
+            "--zero-stages '0,5': give stages 0-3",
+            2,
+        ),
+        (
+            ["--nproc", 2, "--framework", "deepspeed", "--recompute"],
+            "--recompute: the deepspeed engine does not switch recomputation",
+            2,
+        ),
+        (["--nproc", 2, "--memory-limit", "0"], "--memory-limit '0'", 2),
+        (["--nproc", 2, "--threshold", "2"], "--threshold", 2),
+        (
+            [
+                "--nproc",
+                2,
+                "--framework",
+                "megatron",
+                "--device",
+                "cpu",
+                "--seq-len",
+                64,
+                "--memory-limit",
+                "1G",
+            ],
+            None,
+            None,
+        ),
+    ],
+)
 def test_bad_input_stops_before_any_probe(tmp_path, args, message, code):
     spec = tmp_path / "spec.yaml"
-    spec.write_text("global_batch_size: 64\nsequence_length: 64\ntensor_parallel_size: 2\n"
-                    if message is None else "global_batch_size: 64\nsequence_length: 64\n")
+    spec.write_text(
+        "global_batch_size: 64\nsequence_length: 64\ntensor_parallel_size: 2\n"
+        if message is None
+        else "global_batch_size: 64\nsequence_length: 64\n"
+    )
     workdir = tmp_path / "w"
     got, out, err = tune(spec, "--device", "cpu", "--workdir", workdir, *args)
     if message is None:  # a layout the engine cannot run on CPU: megatron's own refusal
@@ -125,8 +182,19 @@ def test_existing_out_files_stop_the_tune_before_it_starts(tmp_path):
     spec.write_text(SEQ64)
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "deepspeed.json").write_text("{}")
-    code, out, err = tune(spec, "--nproc", 2, "--device", "cpu", "--workdir", tmp_path / "w",
-                          "--out", tmp_path / "out", "--to", "deepspeed")
+    code, out, err = tune(
+        spec,
+        "--nproc",
+        2,
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+        "--out",
+        tmp_path / "out",
+        "--to",
+        "deepspeed",
+    )
     assert code == 2 and "deepspeed.json exists; use --force" in err
     assert (tmp_path / "out" / "deepspeed.json").read_text() == "{}"
     assert not (tmp_path / "w").exists()
@@ -136,10 +204,24 @@ def test_a_deepspeed_config_is_tuned_on_deepspeeds_engine(tmp_path):
     """The user's DeepSpeed JSON: each probe is DeepSpeed's engine on the candidate's rendered
     JSON, and DeepSpeed's own steps count G."""
     ds = tmp_path / "ds.json"
-    ds.write_text('{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1, '
-                  '"gradient_accumulation_steps": 8}')
-    code, out, err = tune(ds, "--nproc", 2, "--device", "cpu", "--seq-len", 32, "--steps", 3,
-                          "--workdir", tmp_path / "w", "--json")
+    ds.write_text(
+        '{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1, '
+        '"gradient_accumulation_steps": 8}'
+    )
+    code, out, err = tune(
+        ds,
+        "--nproc",
+        2,
+        "--device",
+        "cpu",
+        "--seq-len",
+        32,
+        "--steps",
+        3,
+        "--workdir",
+        tmp_path / "w",
+        "--json",
+    )
     assert code == 0, err
     assert out["framework"] == "deepspeed" and out["pick"]["global_batch_size"] == 16
     assert all(p["samples_per_optimizer_step"] == [16] * 3 for p in out["probes"])
@@ -150,8 +232,9 @@ def test_under_slurm_all_probes_run_in_one_allocation(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SEQ64)
     workdir = tmp_path / "w"
-    code, out, err = tune(spec, "--nproc", 2, "--device", "cpu", "--slurm", "--workdir",
-                          workdir, "--json")
+    code, out, err = tune(
+        spec, "--nproc", 2, "--device", "cpu", "--slurm", "--workdir", workdir, "--json"
+    )
     assert code == 0, err
     job = out["slurm_job"]
     assert out["probes_used"] >= 2 and out["pick"]["global_batch_size"] == 64
@@ -164,10 +247,26 @@ def test_ctrl_c_mid_probe_stops_every_rank_and_prints_the_probes_so_far(tmp_path
     spec = tmp_path / "spec.yaml"
     spec.write_text(SEQ64)
     workdir = tmp_path / "w"
-    proc = subprocess.Popen([sys.executable, "-m", "translator", "tune", str(spec), "--nproc",
-                             "2", "--device", "cpu", "--steps", "100000", "--workdir",
-                             str(workdir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "translator",
+            "tune",
+            str(spec),
+            "--nproc",
+            "2",
+            "--device",
+            "cpu",
+            "--steps",
+            "100000",
+            "--workdir",
+            str(workdir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not leftovers(str(workdir)) or not list(workdir.glob("probe-*/results")):
         assert time.monotonic() < deadline, "the first probe never started"

@@ -26,18 +26,24 @@ def prober(edge: float, speed, calls: list):
         if b > edge:
             return Probe(c, out_of_memory=True)
         return Probe(c, [c.micro_batch_size * c.gradient_accumulation_steps], speed(b))
+
     return probe
 
 
 @settings(max_examples=300, deadline=None)
-@given(per_rank=st.sampled_from([1, 12, 16, 64, 96, 128, 360, 720]),
-       edge=st.sampled_from([0.5, 1, 3, 16, 50, 10_000]),
-       landscape=st.sampled_from(list(LANDSCAPES)),
-       estimate=st.sampled_from(["none", "right", "optimistic", "pessimistic"]))
+@given(
+    per_rank=st.sampled_from([1, 12, 16, 64, 96, 128, 360, 720]),
+    edge=st.sampled_from([0.5, 1, 3, 16, 50, 10_000]),
+    landscape=st.sampled_from(list(LANDSCAPES)),
+    estimate=st.sampled_from(["none", "right", "optimistic", "pessimistic"]),
+)
 def test_never_over_budget_and_every_candidate_keeps_g(per_rank, edge, landscape, estimate):
-    fits = {"none": lambda c: None, "right": lambda c: c.micro_batch_size <= edge,
-            "optimistic": lambda c: c.micro_batch_size <= 4 * edge,
-            "pessimistic": lambda c: c.micro_batch_size <= max(1, edge // 4)}[estimate]
+    fits = {
+        "none": lambda c: None,
+        "right": lambda c: c.micro_batch_size <= edge,
+        "optimistic": lambda c: c.micro_batch_size <= 4 * edge,
+        "pessimistic": lambda c: c.micro_batch_size <= max(1, edge // 4),
+    }[estimate]
     calls: list = []
     found = search(per_rank, [(False, None)], fits, prober(edge, LANDSCAPES[landscape], calls))
     assert len(calls) <= budget(len(divisors(per_rank)))
@@ -53,11 +59,11 @@ def test_never_over_budget_and_every_candidate_keeps_g(per_rank, edge, landscape
 @pytest.mark.parametrize("landscape", ["saturating", "plateau-sag"])
 @pytest.mark.parametrize("per_rank", [16, 64, 96, 128, 360, 720])
 @pytest.mark.parametrize("edge", [3, 16, 50, 10_000])
-def test_with_a_right_estimate_the_pick_is_within_3_percent_of_the_best(landscape, per_rank,
-                                                                        edge):
+def test_with_a_right_estimate_the_pick_is_within_3_percent_of_the_best(landscape, per_rank, edge):
     speed = LANDSCAPES[landscape]
-    found = search(per_rank, [(False, None)], lambda c: c.micro_batch_size <= edge,
-                   prober(edge, speed, []))
+    found = search(
+        per_rank, [(False, None)], lambda c: c.micro_batch_size <= edge, prober(edge, speed, [])
+    )
     best = max(speed(b) for b in divisors(per_rank) if b <= edge)
     assert speed(found.pick.candidate.micro_batch_size) >= 0.97 * best
 
@@ -82,8 +88,12 @@ def test_a_later_variant_is_probed_only_when_micro_batch_1_does_not_fit_the_firs
     assert [c.micro_batch_size for c in calls if not c.recompute] == [16, 1]
 
     calls.clear()
-    found = search(16, [(False, None), (True, None)], lambda c: None,
-                   prober(16, LANDSCAPES["saturating"], calls))
+    found = search(
+        16,
+        [(False, None), (True, None)],
+        lambda c: None,
+        prober(16, LANDSCAPES["saturating"], calls),
+    )
     assert not any(c.recompute for c in calls)
 
 

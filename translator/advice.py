@@ -26,16 +26,22 @@ def expert_findings(spec: BatchSpec) -> list[Finding]:
     ep, pp = spec.expert_parallel_size, spec.pipeline_parallel_size
     if spec.num_experts is not None and spec.num_experts % ep:
         valid = [d for d in range(1, spec.num_experts + 1) if spec.num_experts % d == 0]
-        out.append(finding(
-            "experts-not-divisible",
-            f"num_experts {spec.num_experts} does not divide by expert_parallel_size {ep}",
-            hint=f"use an expert-parallel size of {', '.join(map(str, valid))}"))
+        out.append(
+            finding(
+                "experts-not-divisible",
+                f"num_experts {spec.num_experts} does not divide by expert_parallel_size {ep}",
+                hint=f"use an expert-parallel size of {', '.join(map(str, valid))}",
+            )
+        )
     if spec.world_size % (ep * pp):
-        out.append(finding(
-            "expert-grid",
-            f"world size {spec.world_size} does not divide by expert-parallel {ep} × "
-            f"pipeline {pp} = {ep * pp}, so the expert grid cannot be built",
-            hint=f"use a world size that is a multiple of {ep * pp}"))
+        out.append(
+            finding(
+                "expert-grid",
+                f"world size {spec.world_size} does not divide by expert-parallel {ep} × "
+                f"pipeline {pp} = {ep * pp}, so the expert grid cannot be built",
+                hint=f"use a world size that is a multiple of {ep * pp}",
+            )
+        )
     return out
 
 
@@ -47,7 +53,7 @@ def scaled_learning_rate(lr: float, scale: float, optimizer: str) -> float:
 def scaled_beta2(beta2: float, scale: float) -> float:
     """beta2 that keeps its half-life in tokens when the batch grows by ``scale``
     (Marek et al. 2025): beta2 ** scale."""
-    return beta2 ** scale
+    return beta2**scale
 
 
 def learning_rate_findings(spec: BatchSpec) -> list[Finding]:
@@ -57,17 +63,29 @@ def learning_rate_findings(spec: BatchSpec) -> list[Finding]:
     ref, g = spec.reference_global_batch_size, spec.global_batch_size
     ratio = f"global batch {g} is {scale:.4g}× the reference batch {ref}"
     if spec.learning_rate is None:
-        return [finding("lr-scaling", f"{ratio}; retune or scale the learning rate",
-                        hint="give learning_rate to get the scaled value")]
+        return [
+            finding(
+                "lr-scaling",
+                f"{ratio}; retune or scale the learning rate",
+                hint="give learning_rate to get the scaled value",
+            )
+        ]
     lr = spec.learning_rate
-    rule = ("square-root rule for Adam (Malladi et al. 2022)" if spec.optimizer == "adam"
-            else "linear rule for SGD (Goyal et al. 2017)")
-    hint = f"learning rate {lr:.4g} → {scaled_learning_rate(lr, scale, spec.optimizer):.4g} ({rule})"
+    rule = (
+        "square-root rule for Adam (Malladi et al. 2022)"
+        if spec.optimizer == "adam"
+        else "linear rule for SGD (Goyal et al. 2017)"
+    )
+    hint = (
+        f"learning rate {lr:.4g} → {scaled_learning_rate(lr, scale, spec.optimizer):.4g} ({rule})"
+    )
     if spec.optimizer == "adam":
         hint += f"; the linear rule would give {scaled_learning_rate(lr, scale, 'sgd'):.4g}"
         if spec.adam_beta2 is not None:
-            hint += (f"; beta2 {spec.adam_beta2:g} → {scaled_beta2(spec.adam_beta2, scale):.6g}"
-                     " keeps its half-life in tokens (Marek et al. 2025)")
+            hint += (
+                f"; beta2 {spec.adam_beta2:g} → {scaled_beta2(spec.adam_beta2, scale):.6g}"
+                " keeps its half-life in tokens (Marek et al. 2025)"
+            )
     return [finding("lr-scaling", ratio, hint=hint)]
 
 
@@ -75,12 +93,17 @@ def alignment_findings(spec: BatchSpec) -> list[Finding]:
     seq = spec.sequence_length
     if seq is None or seq % TENSOR_CORE_MULTIPLE == 0:
         return []
-    near = sorted({seq // m * m for m in (TENSOR_CORE_MULTIPLE, SMALL_DIMENSION_MULTIPLE)} |
-                  {(seq // m + 1) * m for m in (TENSOR_CORE_MULTIPLE, SMALL_DIMENSION_MULTIPLE)})
+    near = sorted(
+        {seq // m * m for m in (TENSOR_CORE_MULTIPLE, SMALL_DIMENSION_MULTIPLE)}
+        | {(seq // m + 1) * m for m in (TENSOR_CORE_MULTIPLE, SMALL_DIMENSION_MULTIPLE)}
+    )
     near = [n for n in near if n > 0]
-    return [finding(
-        "alignment",
-        f"sequence length {seq} is not a multiple of {TENSOR_CORE_MULTIPLE}; NVIDIA's guideline for "
-        f"FP16/BF16 GEMMs is dimensions divisible by {TENSOR_CORE_MULTIPLE} (64-256 where small)",
-        hint=f"consider {', '.join(map(str, near))}; the GEMM rows are micro × sequence, so also "
-             "check hidden, FFN and vocabulary sizes and head dim, and measure with smoke")]
+    return [
+        finding(
+            "alignment",
+            f"sequence length {seq} is not a multiple of {TENSOR_CORE_MULTIPLE}; NVIDIA's guideline for "
+            f"FP16/BF16 GEMMs is dimensions divisible by {TENSOR_CORE_MULTIPLE} (64-256 where small)",
+            hint=f"consider {', '.join(map(str, near))}; the GEMM rows are micro × sequence, so also "
+            "check hidden, FFN and vocabulary sizes and head dim, and measure with smoke",
+        )
+    ]

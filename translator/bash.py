@@ -44,8 +44,13 @@ MAX_CHOICES = 32
 MANY: Span = (-1, -1)
 UNSET = "unset"
 #: Nodes that start with ``$`` (and may carry blanks before it, inside a string).
-EXPANSIONS = {"simple_expansion", "expansion", "command_substitution", "arithmetic_expansion",
-              "process_substitution"}
+EXPANSIONS = {
+    "simple_expansion",
+    "expansion",
+    "command_substitution",
+    "arithmetic_expansion",
+    "process_substitution",
+}
 #: Stands for an unknown stretch in the alternatives of an undecided value.
 UNKNOWN_MARK = "\0"
 LEADING_BLANKS = re.compile(r"(?:\s|\\\n)*")
@@ -106,7 +111,7 @@ class Script:
     """For each command: the undecided branches it runs under, as ``((choice, what), path)``
     pairs (``what`` such as ``the if on line 12``); two commands on different paths of one
     choice never both run."""
-    heredocs: list["Heredoc"] = field(default_factory=list)
+    heredocs: list[Heredoc] = field(default_factory=list)
     """Here-documents written to a file (``cat <<EOT > $config_json``), expanded."""
 
 
@@ -187,7 +192,7 @@ class _Var:
 class _Env:
     """Variables in layers: a fork sees its parent and keeps its own changes apart."""
 
-    def __init__(self, parent: "_Env | None" = None, function: bool = False):
+    def __init__(self, parent: _Env | None = None, function: bool = False):
         self.parent, self.own = parent, {}
         self.locals: set[str] | None = set() if function else None
         """For a function's frame: the names declared ``local`` in it."""
@@ -203,7 +208,7 @@ class _Env:
     def set(self, name: str, value) -> None:
         self.own[name] = value
 
-    def fork(self, function: bool = False) -> "_Env":
+    def fork(self, function: bool = False) -> _Env:
         return _Env(self, function)
 
     def declare_local(self, name: str) -> None:
@@ -229,7 +234,7 @@ class _Source:
 
     def _byte_index(self) -> None:
         starts, extra, pos = [], [], 0
-        for i, ch in enumerate(self.text):
+        for ch in self.text:
             n = len(ch.encode())
             if n > 1:
                 starts.append(pos + n)
@@ -272,7 +277,7 @@ def _tree(data: bytes):
     data = NON_ASCII.sub(b"x", data) if not data.isascii() else data
     end = data.rstrip(b"\n")
     if end.endswith(b"\\") and len(data) - len(end) <= 1 and not end.endswith(b"\\\\"):
-        data = end[:-1] + b" " + data[len(end):]
+        data = end[:-1] + b" " + data[len(end) :]
     return _parser().parse(data)
 
 
@@ -322,10 +327,12 @@ class _Reader:
             node = stack.pop()
             if node.is_missing:
                 opener = node.parent
-                line = src.line(opener.start_byte) if opener is not None else src.line(node.start_byte)
+                line = (
+                    src.line(opener.start_byte) if opener is not None else src.line(node.start_byte)
+                )
                 raise InputError(f"{self.where}:{line}: {_missing(node.type, opener, src)}")
             if node.type == "ERROR":
-                text = src.data[node.start_byte:node.end_byte].decode(errors="replace").strip()
+                text = src.data[node.start_byte : node.end_byte].decode(errors="replace").strip()
                 raise InputError(f"{self.where}:{src.line(node.start_byte)}: {_error(text)}")
             if node.has_error:
                 stack.extend(reversed(node.children))
@@ -347,21 +354,31 @@ class _Reader:
         if not m:
             return
         option, value, vat = m.group(1), m.group(2), at + m.start(2)
-        names = {"--nodes": ["SLURM_NNODES", "SLURM_JOB_NUM_NODES"], "-N": ["SLURM_NNODES",
-                 "SLURM_JOB_NUM_NODES"], "--ntasks-per-node": ["SLURM_NTASKS_PER_NODE"],
-                 "--ntasks": ["SLURM_NTASKS", "SLURM_NPROCS"], "-n": ["SLURM_NTASKS",
-                 "SLURM_NPROCS"], "--gpus-per-node": ["SLURM_GPUS_PER_NODE"],
-                 "--gres": ["SLURM_GPUS_ON_NODE"], "--cpus-per-task": ["SLURM_CPUS_PER_TASK"]}
+        names = {
+            "--nodes": ["SLURM_NNODES", "SLURM_JOB_NUM_NODES"],
+            "-N": ["SLURM_NNODES", "SLURM_JOB_NUM_NODES"],
+            "--ntasks-per-node": ["SLURM_NTASKS_PER_NODE"],
+            "--ntasks": ["SLURM_NTASKS", "SLURM_NPROCS"],
+            "-n": ["SLURM_NTASKS", "SLURM_NPROCS"],
+            "--gpus-per-node": ["SLURM_GPUS_PER_NODE"],
+            "--gres": ["SLURM_GPUS_ON_NODE"],
+            "--cpus-per-task": ["SLURM_CPUS_PER_TASK"],
+        }
         if option not in names:
             return
-        count = re.search(r"(\d+)$", value) if option in ("--gres", "--gpus-per-node") else \
-            re.fullmatch(r"\d+", value)
+        count = (
+            re.search(r"(\d+)$", value)
+            if option in ("--gres", "--gpus-per-node")
+            else re.fullmatch(r"\d+", value)
+        )
         if option == "--gres" and not value.startswith("gpu"):
             return
         if count is None:
             return
-        span = (vat + count.start(1 if count.re.groups else 0),
-                vat + count.end(1 if count.re.groups else 0))
+        span = (
+            vat + count.start(1 if count.re.groups else 0),
+            vat + count.end(1 if count.re.groups else 0),
+        )
         piece = Piece(count.group(1 if count.re.groups else 0), span, None, frozenset({span}))
         for name in names[option]:
             env.set(name, _Var(((piece,),)))
@@ -370,9 +387,11 @@ class _Reader:
     def tick(self, node, src) -> None:
         self.steps += 1
         if self.steps > self.budget:
-            raise InputError(f"{self.where}:{src.line(node.start_byte)}: the script runs its "
-                             "functions or strings too many times to follow; batchspec stops "
-                             "reading it")
+            raise InputError(
+                f"{self.where}:{src.line(node.start_byte)}: the script runs its "
+                "functions or strings too many times to follow; batchspec stops "
+                "reading it"
+            )
 
     def block(self, node, env: _Env, src: _Source) -> None:
         for child in node.named_children:
@@ -391,7 +410,7 @@ class _Reader:
         elif kind == "declaration_command":
             self.declaration(node, env, src)
         elif kind == "unset_command":
-            if not any(src.data[c.start_byte:c.end_byte] == b"-f" for c in node.children):
+            if not any(src.data[c.start_byte : c.end_byte] == b"-f" for c in node.children):
                 for child in node.named_children:
                     for w in self.words(child, env, src):
                         if w.text:
@@ -424,13 +443,20 @@ class _Reader:
             name = node.child_by_field_name("name")
             body = node.child_by_field_name("body")
             if name is not None and body is not None:
-                self.functions[src.data[name.start_byte:name.end_byte].decode()] = (body, src)
+                self.functions[src.data[name.start_byte : name.end_byte].decode()] = (body, src)
         elif kind == "test_command":
             return
         else:
             for child in node.named_children:
-                if child.type in ("command", "list", "pipeline", "subshell", "compound_statement",
-                                  "if_statement", "redirected_statement"):
+                if child.type in (
+                    "command",
+                    "list",
+                    "pipeline",
+                    "subshell",
+                    "compound_statement",
+                    "if_statement",
+                    "redirected_statement",
+                ):
                     self.statement(child, env, src)
 
     def heredoc(self, node, env: _Env, src: _Source) -> None:
@@ -442,7 +468,7 @@ class _Reader:
             return
         destination = target.child_by_field_name("destination") or target.named_children[-1]
         words = self.words(destination, env, src, quoted=True)
-        if src.data[start.start_byte:start.end_byte][:1] in (b"'", b'"', b"\\"):
+        if src.data[start.start_byte : start.end_byte][:1] in (b"'", b'"', b"\\"):
             pieces = _literal(src, body.start_byte, body.end_byte)
         else:
             pieces, at = [], body.start_byte
@@ -460,18 +486,21 @@ class _Reader:
         value = node.child_by_field_name("value")
         if name_node is None:
             return
-        name = src.data[name_node.start_byte:name_node.end_byte].decode()
+        name = src.data[name_node.start_byte : name_node.end_byte].decode()
         if name_node.type == "subscript":  # A[3]=x: the array is no longer one we know
             base = name.split("[", 1)[0]
             env.set(base, _Var((_unknown(f"{base}[...] set element by element"),), True))
             return
-        append = any(src.data[c.start_byte:c.end_byte] == b"+=" for c in node.children)
+        append = any(src.data[c.start_byte : c.end_byte] == b"+=" for c in node.children)
         line = src.line(node.start_byte)
         if value is not None and value.type == "array":
-            fields = [f for child in value.named_children if child.type != "comment"
-                      for f in self.fields(child, env, src)]
-            self.set_array(env, name, [p for p, _ in fields], [n for _, n in fields],
-                           append, line)
+            fields = [
+                f
+                for child in value.named_children
+                if child.type != "comment"
+                for f in self.fields(child, env, src)
+            ]
+            self.set_array(env, name, [p for p, _ in fields], [n for _, n in fields], append, line)
             return
         else:
             if value is None:
@@ -484,13 +513,20 @@ class _Reader:
             if append and isinstance(old, _Var):
                 pieces = old.scalar + pieces
             if isinstance(old, _Var) and old.array:  # A=x sets ${A[0]}, the rest stays
-                self.set_array(env, name, [_bounded(pieces)] + list(old.items[1:]),
-                               [line] + list(old.lines[1:]), False, line)
+                self.set_array(
+                    env,
+                    name,
+                    [_bounded(pieces)] + list(old.items[1:]),
+                    [line] + list(old.lines[1:]),
+                    False,
+                    line,
+                )
                 return
             env.set(name, _Var((_bounded(pieces),)))
 
-    def set_array(self, env: _Env, name: str, items: list, lines: list, append: bool,
-                  line: int) -> None:
+    def set_array(
+        self, env: _Env, name: str, items: list, lines: list, append: bool, line: int
+    ) -> None:
         """Assign or extend an array; past MAX_ITEMS it is unknown for good. Extending an
         array this scope owns happens in place, so a long run of ``A+=(x)`` stays linear."""
         old = env.get(name)
@@ -507,13 +543,23 @@ class _Reader:
             var = _Var(items, True, lines)
             env.set(name, var)
         if len(var.items) > MAX_ITEMS:
-            env.set(name, _Var([_unknown(f"${{{name}[@]}} grows past {MAX_ITEMS} items")], True,
-                               [line], overflow=True))
+            env.set(
+                name,
+                _Var(
+                    [_unknown(f"${{{name}[@]}} grows past {MAX_ITEMS} items")],
+                    True,
+                    [line],
+                    overflow=True,
+                ),
+            )
 
     def declaration(self, node, env: _Env, src: _Source) -> None:
-        keyword = src.data[node.children[0].start_byte:node.children[0].end_byte].decode()
-        options = [src.data[c.start_byte:c.end_byte].decode() for c in node.named_children
-                   if c.type == "word"]
+        keyword = src.data[node.children[0].start_byte : node.children[0].end_byte].decode()
+        options = [
+            src.data[c.start_byte : c.end_byte].decode()
+            for c in node.named_children
+            if c.type == "word"
+        ]
         integer = any(o.startswith("-") and "i" in o for o in options)
         for child in node.named_children:
             if child.type not in ("variable_assignment", "variable_name"):
@@ -521,7 +567,7 @@ class _Reader:
             if keyword in ("local", "declare", "typeset"):
                 name = child.child_by_field_name("name") if child.type != "variable_name" else child
                 if name is not None:
-                    env.declare_local(src.data[name.start_byte:name.end_byte].decode())
+                    env.declare_local(src.data[name.start_byte : name.end_byte].decode())
             if child.type == "variable_assignment":
                 self.assign(child, env, src, integer)
 
@@ -535,8 +581,13 @@ class _Reader:
             return
         words: list[Word] = []
         for child in node.named_children:
-            if child.type in ("variable_assignment", "file_redirect", "heredoc_redirect",
-                              "herestring_redirect", "comment"):
+            if child.type in (
+                "variable_assignment",
+                "file_redirect",
+                "heredoc_redirect",
+                "herestring_redirect",
+                "comment",
+            ):
                 continue
             if child.type == "command_name":
                 child = child.named_children[0] if child.named_children else child
@@ -577,8 +628,9 @@ class _Reader:
             scope = scope.parent
         for n in names:
             if not n.startswith(("SLURM_", "__batchspec_")) and isinstance(env.get(n), _Var):
-                env.set(n, _Var((_unknown(f"${n} may be changed by {what} on line "
-                                          f"{words[0].line}"),)))
+                env.set(
+                    n, _Var((_unknown(f"${n} may be changed by {what} on line {words[0].line}"),))
+                )
 
     def unknown_outputs(self, words: list[Word], env: _Env) -> None:
         """``read X``, ``printf -v X``...: the named variables get values we cannot know."""
@@ -587,7 +639,9 @@ class _Reader:
         if name == "printf":
             targets = [words[i + 1].text for i, w in enumerate(words[:-1]) if w.text == "-v"]
         else:
-            targets = [w.text for w in words[1:] if w.text and re.fullmatch(r"[A-Za-z_]\w*", w.text)]
+            targets = [
+                w.text for w in words[1:] if w.text and re.fullmatch(r"[A-Za-z_]\w*", w.text)
+            ]
         for t in targets:
             if t:
                 env.set(t, _Var((_unknown(f"${t} (read when the script runs)"),)))
@@ -595,7 +649,9 @@ class _Reader:
     def call(self, name: str, words: list[Word], env: _Env, src: _Source) -> None:
         body, body_src = self.functions[name]
         if self.calls >= MAX_CALL_DEPTH:
-            self.script.notes.append(f"line {words[0].line}: {name} calls itself too deep to follow")
+            self.script.notes.append(
+                f"line {words[0].line}: {name} calls itself too deep to follow"
+            )
             return
         frame = env.fork(function=True)
         frame.locals.update(map(str, range(1, 10)), {"@"})
@@ -606,8 +662,10 @@ class _Reader:
                 frame.set(str(i), _Var(((Piece(w.text, w.span, w.why_unknown, w.sources),),)))
             else:
                 frame.set(str(i), _Var(((Piece("", None),),)))
-        frame.set("@", _Var(tuple((Piece(w.text, w.span, w.why_unknown, w.sources),)
-                                  for (w,) in args), True))
+        frame.set(
+            "@",
+            _Var(tuple((Piece(w.text, w.span, w.why_unknown, w.sources),) for (w,) in args), True),
+        )
         self.calls += 1
         try:
             self.statement(body, frame, body_src)
@@ -639,15 +697,18 @@ class _Reader:
                 at += len(part)
         text = "".join(text_parts)
         if self.evals >= MAX_EVALS or len(text) > MAX_TEXT:
-            self.script.notes.append(f"line {words[0].line if words else 0}: a string run by "
-                                     "eval or bash -c nests or grows too far to follow; not read")
+            self.script.notes.append(
+                f"line {words[0].line if words else 0}: a string run by "
+                "eval or bash -c nests or grows too far to follow; not read"
+            )
             return
         data = text.encode()
         inner = _Source(data, text, words[0].line if words else 1, pieces)
         tree = _tree(data)
         if tree.root_node.has_error:
-            self.script.notes.append(f"line {inner.line0}: a string run by eval or bash -c does "
-                                     "not parse; not read")
+            self.script.notes.append(
+                f"line {inner.line0}: a string run by eval or bash -c does not parse; not read"
+            )
             return
         scope = env.fork() if fork else env
         for hole, piece in holes.items():
@@ -668,8 +729,11 @@ class _Reader:
             inner = node.named_children
             return self.test(inner[0], env, src) if len(inner) == 1 else None
         if kind == "command":
-            words = self.words(node.child_by_field_name("name"), env, src) \
-                if node.child_by_field_name("name") is not None else []
+            words = (
+                self.words(node.child_by_field_name("name"), env, src)
+                if node.child_by_field_name("name") is not None
+                else []
+            )
             name = words[0].text if words else None
             if name in ("true", ":"):
                 return True
@@ -691,19 +755,23 @@ class _Reader:
         if kind == "parenthesized_expression" and node.named_children:
             return self.test(node.named_children[0], env, src)
         if kind == "unary_expression":
-            op = src.data[node.children[0].start_byte:node.children[0].end_byte].decode()
+            op = src.data[node.children[0].start_byte : node.children[0].end_byte].decode()
             if op == "!":
                 inner = self.test(node.named_children[-1], env, src)
                 return None if inner is None else not inner
-            args = [w.text for c in node.named_children if c.type != "test_operator"
-                    for w in self.words(c, env, src, True)]
+            args = [
+                w.text
+                for c in node.named_children
+                if c.type != "test_operator"
+                for w in self.words(c, env, src, True)
+            ]
             return _test_words([op, *args])
         if kind == "binary_expression":
             left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
             op_node = node.child_by_field_name("operator")
             if left is None or right is None or op_node is None:
                 return None
-            op = src.data[op_node.start_byte:op_node.end_byte].decode()
+            op = src.data[op_node.start_byte : op_node.end_byte].decode()
             if op in ("&&", "-a", "||", "-o"):
                 a, b = self.test(left, env, src), self.test(right, env, src)
                 if op in ("&&", "-a"):
@@ -775,20 +843,28 @@ class _Reader:
 
     def case_statement(self, node, env: _Env, src: _Source) -> None:
         value_node = node.child_by_field_name("value")
-        subject = _text_of([p for w in self.words(value_node, env, src, True) for p in _pieces(w)]) \
-            if value_node is not None else None
+        subject = (
+            _text_of([p for w in self.words(value_node, env, src, True) for p in _pieces(w)])
+            if value_node is not None
+            else None
+        )
         items = [c for c in node.named_children if c.type == "case_item"]
         possible = []
         for item in items:
             patterns, body = [], []
             for child in item.named_children:
-                if child.end_byte <= (item.child_by_field_name("value") or child).end_byte or \
-                        child.type in ("extglob_pattern",) and not body:
+                if (
+                    child.end_byte <= (item.child_by_field_name("value") or child).end_byte
+                    or child.type in ("extglob_pattern",)
+                    and not body
+                ):
                     patterns.append(child)
                 else:
                     body.append(child)
-            texts = [_text_of([p for w in self.words(p_node, env, src, True) for p in _pieces(w)])
-                     for p_node in patterns]
+            texts = [
+                _text_of([p for w in self.words(p_node, env, src, True) for p in _pieces(w)])
+                for p_node in patterns
+            ]
             if subject is None or any(t is None for t in texts):
                 possible.append(body)
                 continue
@@ -807,13 +883,13 @@ class _Reader:
         variable = node.child_by_field_name("variable")
         scope_paths = [[body] if body is not None else None, None]
         if variable is not None:
-            name = src.data[variable.start_byte:variable.end_byte].decode()
+            name = src.data[variable.start_byte : variable.end_byte].decode()
             env.set(name, _Var((_unknown(f"${name} (a loop variable)"),)))
         self.branches(env, scope_paths, src, src.line(node.start_byte), "the loop")
 
     def and_or(self, node, env: _Env, src: _Source) -> None:
         left, op_node, right = node.children[0], node.children[1], node.children[-1]
-        op = src.data[op_node.start_byte:op_node.end_byte].decode()
+        op = src.data[op_node.start_byte : op_node.end_byte].decode()
         first = self.status(left, env, src)
         self.statement(left, env, src)
         runs = first if op == "&&" else (None if first is None else not first)
@@ -896,22 +972,34 @@ class _Reader:
 
     def _expand(self, node, env: _Env, src: _Source, quoted: bool) -> list:
         kind = node.type
-        raw = src.data[node.start_byte:node.end_byte].decode(errors="replace")
+        raw = src.data[node.start_byte : node.end_byte].decode(errors="replace")
         lead = LEADING_BLANKS.match(raw).end()
         if lead and kind in EXPANSIONS:
             # tree-sitter-bash puts the blanks before a ``$`` inside a string into the
             # expansion's node (``"$X $Y"``): they are text of the string.
             return _literal(src, node.start_byte, node.start_byte + lead) + self._expand_at(
-                node, kind, raw[lead:], env, src, quoted)
+                node, kind, raw[lead:], env, src, quoted
+            )
         return self._expand_at(node, kind, raw, env, src, quoted)
 
-    def _expand_at(self, node, kind: str, raw: str, env: _Env, src: _Source,
-                   quoted: bool) -> list:
-        if kind in ("word", "number", "extglob_pattern", "special_variable_name",
-                    "variable_name", "regex"):
+    def _expand_at(self, node, kind: str, raw: str, env: _Env, src: _Source, quoted: bool) -> list:
+        if kind in (
+            "word",
+            "number",
+            "extglob_pattern",
+            "special_variable_name",
+            "variable_name",
+            "regex",
+        ):
             if "\\" in raw:
-                return [Piece(re.sub(r"\\\n|\\(.)", lambda m: m.group(1) or "", raw, flags=re.S),
-                              None, None, frozenset())]
+                return [
+                    Piece(
+                        re.sub(r"\\\n|\\(.)", lambda m: m.group(1) or "", raw, flags=re.S),
+                        None,
+                        None,
+                        frozenset(),
+                    )
+                ]
             span = src.span(node.start_byte, node.end_byte)
             return [Piece(raw, span, None, frozenset({span}) if span else frozenset())]
         if kind == "raw_string":
@@ -930,8 +1018,9 @@ class _Reader:
             return self.parameter(raw[1:], [], env, src, quoted, node)
         if kind == "expansion":
             return self.braced(node, raw, env, src, quoted)
-        if kind == "arithmetic_expansion" or (kind == "command_substitution"
-                                              and raw.startswith("$((") and raw.endswith("))")):
+        if kind == "arithmetic_expansion" or (
+            kind == "command_substitution" and raw.startswith("$((") and raw.endswith("))")
+        ):
             inner = raw[3:-2] if raw.startswith("$((") else raw[2:-1]
             return [self.arith(inner, env, src.line(node.start_byte))]
         if kind == "command_substitution":
@@ -950,7 +1039,12 @@ class _Reader:
 
     def string(self, node, env: _Env, src: _Source) -> list:
         """A double-quoted string: its text, expansions inside kept unsplit."""
-        out, pos = [], node.start_byte + 1 + (1 if src.data[node.start_byte:node.start_byte + 1] == b"$" else 0)
+        out, pos = (
+            [],
+            node.start_byte
+            + 1
+            + (1 if src.data[node.start_byte : node.start_byte + 1] == b"$" else 0),
+        )
         end = node.end_byte - 1
         for child in node.named_children:
             if child.start_byte > pos:
@@ -958,8 +1052,10 @@ class _Reader:
             if child.type == "string_content":
                 out.extend(_literal(src, child.start_byte, child.end_byte))
             else:
-                out.extend(seg[0] if isinstance(seg, tuple) else seg
-                           for seg in self.expand(child, env, src, quoted=True))
+                out.extend(
+                    seg[0] if isinstance(seg, tuple) else seg
+                    for seg in self.expand(child, env, src, quoted=True)
+                )
             pos = child.end_byte
         if end > pos:
             out.extend(_literal(src, pos, end))
@@ -980,8 +1076,13 @@ class _Reader:
             if index in ("@", "*"):
                 return [Piece(str(len(var.items)))]
             text = _text_of(var.scalar)
-            return [Piece(None if text is None else str(len(text)), None,
-                          None if text is not None else _why(var.scalar))]
+            return [
+                Piece(
+                    None if text is None else str(len(text)),
+                    None,
+                    None if text is not None else _why(var.scalar),
+                )
+            ]
         op = re.match(r"(:?[-=+?])", rest)
         if rest and not op:
             return [Piece(None, None, f"{_clip(raw)} is not evaluated")]
@@ -1012,8 +1113,12 @@ class _Reader:
             return self.parameter(name, [], env, src, quoted, node)
         elif not missing:
             return self.parameter(name, [index] if index else [], env, src, quoted, node)
-        after = [c for c in node.children if c.start_byte >= node.start_byte + 2 + len(body)
-                 - len(rest) + len(operator) and c.end_byte <= node.end_byte - 1]
+        after = [
+            c
+            for c in node.children
+            if c.start_byte >= node.start_byte + 2 + len(body) - len(rest) + len(operator)
+            and c.end_byte <= node.end_byte - 1
+        ]
         pieces: list = []
         for child in after:
             pieces.extend(self.expand(child, env, src, quoted=True))
@@ -1022,7 +1127,9 @@ class _Reader:
             env.set(name, _Var((_bounded(tuple(pieces)),)))
         return [(p, not quoted) for p in pieces]
 
-    def parameter(self, name: str, index: list, env: _Env, src: _Source, quoted: bool, node) -> list:
+    def parameter(
+        self, name: str, index: list, env: _Env, src: _Source, quoted: bool, node
+    ) -> list:
         var = env.get(name)
         if name in ("@", "*") and var is None:
             return [Piece(None, None, f"${name} (the script's arguments)")]
@@ -1076,9 +1183,15 @@ class _Reader:
         except shell_arith.Unknown as exc:
             return Piece(None, None, f"$(({_clip(expr.strip())})): {exc}", frozenset(sources))
         except shell_arith.ArithError as exc:
-            return Piece(None, None, f"$(({_clip(expr.strip())})) is an error in bash ({exc})",
-                         frozenset(sources))
-        return Piece(str(value), None, None, _merge_sources([Piece("", None, None, frozenset(sources))]))
+            return Piece(
+                None,
+                None,
+                f"$(({_clip(expr.strip())})) is an error in bash ({exc})",
+                frozenset(sources),
+            )
+        return Piece(
+            str(value), None, None, _merge_sources([Piece("", None, None, frozenset(sources))])
+        )
 
     def arith_pieces(self, text, env, pieces, line) -> tuple:
         if text is None:
@@ -1088,11 +1201,16 @@ class _Reader:
     def dollar_refs(self, expr: str, env: _Env) -> str:
         """``$X``, ``${X}`` and ``${X:-n}`` inside arithmetic become their text (bash expands
         them before it evaluates); anything else in ``$`` form is unknown."""
+
         def value(m: re.Match) -> str:
             name = m.group(1) or m.group(2) or m.group(3)
             default = m.group(4)
             var = env.get(name)
-            if var is None or var == UNSET or (isinstance(var, _Var) and _text_of(var.scalar) == ""):
+            if (
+                var is None
+                or var == UNSET
+                or (isinstance(var, _Var) and _text_of(var.scalar) == "")
+            ):
                 if default is not None:
                     return f"({default})"
                 if var is None:
@@ -1103,8 +1221,9 @@ class _Reader:
                 raise shell_arith.Unknown(_why(var.scalar))
             return f"({text})" if text.strip() else "0"
 
-        out = re.sub(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\$\{([A-Za-z_]\w*):?-([^{}$]*)\}",
-                     value, expr)
+        out = re.sub(
+            r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\$\{([A-Za-z_]\w*):?-([^{}$]*)\}", value, expr
+        )
         if "$" in out:
             raise shell_arith.Unknown(f"{_clip(expr)} needs the running script")
         return out
@@ -1141,8 +1260,11 @@ class _At:
 def _joined(segments) -> tuple:
     """Segments as one string's pieces: array items joined by a space, as in ``"${A[@]}"``
     assigned to a scalar."""
-    return tuple(Piece(" ") if seg is _BREAK else seg[0] if isinstance(seg, tuple) else seg
-                 for seg in segments if not isinstance(seg, _At))
+    return tuple(
+        Piece(" ") if seg is _BREAK else seg[0] if isinstance(seg, tuple) else seg
+        for seg in segments
+        if not isinstance(seg, _At)
+    )
 
 
 def _pieces(word: Word) -> tuple:
@@ -1169,8 +1291,13 @@ def _choices(pieces) -> list[str]:
     other unknown piece ``UNKNOWN_MARK`` (past MAX_CHOICES texts, marks only)."""
     out = [""]
     for p in pieces:
-        options = ([p.text] if p.text is not None else
-                   [" ".join(a) for a in p.maybe] if p.maybe else [UNKNOWN_MARK])
+        options = (
+            [p.text]
+            if p.text is not None
+            else [" ".join(a) for a in p.maybe]
+            if p.maybe
+            else [UNKNOWN_MARK]
+        )
         if len(out) * len(options) > MAX_CHOICES:
             options = [UNKNOWN_MARK]
         out = [o + x for o in out for x in options]
@@ -1194,33 +1321,65 @@ def _alternatives(items_per_path: list) -> tuple:
 
 def _agree(values: list, name: str, where: str):
     """One value when every path gives the same text, else unknown."""
-    texts = [("unset" if v == UNSET else None if v is None else
-              (v.array, tuple(_text_of(i) for i in v.items))) for v in values]
-    if all(t == texts[0] for t in texts) and texts[0] is not None and (
-            texts[0] == "unset" or all(x is not None for x in texts[0][1])):
+    texts = [
+        (
+            "unset"
+            if v == UNSET
+            else None
+            if v is None
+            else (v.array, tuple(_text_of(i) for i in v.items))
+        )
+        for v in values
+    ]
+    if (
+        all(t == texts[0] for t in texts)
+        and texts[0] is not None
+        and (texts[0] == "unset" or all(x is not None for x in texts[0][1]))
+    ):
         first = values[0]
         spans = {tuple(p.span for i in v.items for p in i) for v in values if isinstance(v, _Var)}
         if isinstance(first, _Var) and len(spans) > 1:  # same text from different literals
-            return _Var(tuple((Piece(_text_of(i), None, None, _merge_sources(
-                [p for v in values for it in v.items for p in it])),) for i in first.items),
-                first.array)
+            return _Var(
+                tuple(
+                    (
+                        Piece(
+                            _text_of(i),
+                            None,
+                            None,
+                            _merge_sources([p for v in values for it in v.items for p in it]),
+                        ),
+                    )
+                    for i in first.items
+                ),
+                first.array,
+            )
         return first
     if all(isinstance(v, _Var) and v.array for v in values):
         head = _common_prefix([tuple(v.items) for v in values], words=False)
         if head:
             n = len(head)
             tails = [it for v in values for it in v.items[n:]]
-            rest = _unknown_of([], name, where, [_Var(tuple(v.items[n:]), True) for v in values]) \
-                if tails else ()
-            return _Var(tuple(head) + ((rest,) if rest else ()), True,
-                        tuple(values[0].lines[:n]) + ((0,) if rest else ()))
+            rest = (
+                _unknown_of([], name, where, [_Var(tuple(v.items[n:]), True) for v in values])
+                if tails
+                else ()
+            )
+            return _Var(
+                tuple(head) + ((rest,) if rest else ()),
+                True,
+                tuple(values[0].lines[:n]) + ((0,) if rest else ()),
+            )
     shared = _shared(values)
     if shared is not None:
         befores, core, afters = shared
-        return _Var((_unknown_of(befores, name, where) + core
-                     + _unknown_of(afters, name, where),))
-    return _Var((_unknown_of([it for v in values if isinstance(v, _Var) for it in v.items],
-                             name, where, values),))
+        return _Var((_unknown_of(befores, name, where) + core + _unknown_of(afters, name, where),))
+    return _Var(
+        (
+            _unknown_of(
+                [it for v in values if isinstance(v, _Var) for it in v.items], name, where, values
+            ),
+        )
+    )
 
 
 def _shared(values: list) -> tuple[list, tuple, list] | None:
@@ -1235,8 +1394,11 @@ def _shared(values: list) -> tuple[list, tuple, list] | None:
             continue
         found = [_find(s, core) for s in scalars]
         if None not in found:
-            return ([s[:i] for s, i in zip(scalars, found)], core,
-                    [s[i + len(core):] for s, i in zip(scalars, found)])
+            return (
+                [s[:i] for s, i in zip(scalars, found)],
+                core,
+                [s[i + len(core) :] for s, i in zip(scalars, found)],
+            )
     return None
 
 
@@ -1244,8 +1406,7 @@ def _common_prefix(sequences: list, words: bool = True) -> tuple:
     """What every sequence starts with (pieces of scalars, cut at a blank when ``words``; or
     the items of arrays)."""
     head = 0
-    while head < min(map(len, sequences)) and all(s[head] == sequences[0][head]
-                                                   for s in sequences):
+    while head < min(map(len, sequences)) and all(s[head] == sequences[0][head] for s in sequences):
         head += 1
     while words and head and not all(_blank_between(s, head) for s in sequences):
         head -= 1
@@ -1256,8 +1417,11 @@ def _find(pieces: tuple, core: tuple) -> int | None:
     """Where ``core`` stands in ``pieces`` as whole words."""
     n = len(core)
     for i in range(len(pieces) - n + 1):
-        if pieces[i:i + n] == core and _blank_between(pieces, i) \
-                and _blank_between(pieces, i + n):
+        if (
+            pieces[i : i + n] == core
+            and _blank_between(pieces, i)
+            and _blank_between(pieces, i + n)
+        ):
             return i
     return None
 
@@ -1266,8 +1430,9 @@ def _blank_between(pieces: tuple, at: int) -> bool:
     """Whether a word boundary lies between ``pieces[at - 1]`` and ``pieces[at]``."""
     if at <= 0 or at >= len(pieces):
         return True
-    return (pieces[at - 1].text or "x")[-1:] in (" ", "\t", "\n") or \
-        (pieces[at].text or "x")[:1] in (" ", "\t", "\n")
+    return (pieces[at - 1].text or "x")[-1:] in (" ", "\t", "\n") or (pieces[at].text or "x")[
+        :1
+    ] in (" ", "\t", "\n")
 
 
 def _unknown_of(items: list, name: str, where: str, values: list | None = None) -> tuple:
@@ -1318,8 +1483,14 @@ def _test_words(args: list) -> bool | None:
             return fnmatch.fnmatchcase(a, b) if any(c in b for c in "*?[") else a == b
         if op == "!=":
             return a != b
-        ints = {"-eq": "__eq__", "-ne": "__ne__", "-lt": "__lt__", "-le": "__le__",
-                "-gt": "__gt__", "-ge": "__ge__"}
+        ints = {
+            "-eq": "__eq__",
+            "-ne": "__ne__",
+            "-lt": "__lt__",
+            "-le": "__le__",
+            "-gt": "__gt__",
+            "-ge": "__ge__",
+        }
         if op in ints:
             try:
                 return getattr(int(a), ints[op])(int(b))
@@ -1336,8 +1507,12 @@ def _shell_string(words: list[Word]) -> tuple[int, Word] | None:
     """Where ``bash`` stands and the string of ``bash -c STRING`` (also behind ``srun``,
     ``env``...)."""
     for i, w in enumerate(words[:-1]):
-        if w.text is not None and w.text.rsplit("/", 1)[-1] in ("bash", "sh") and \
-                words[i + 1].text in ("-c", "-lc", "-xc", "-ec") and i + 2 < len(words):
+        if (
+            w.text is not None
+            and w.text.rsplit("/", 1)[-1] in ("bash", "sh")
+            and words[i + 1].text in ("-c", "-lc", "-xc", "-ec")
+            and i + 2 < len(words)
+        ):
             return i, words[i + 2]
     return None
 
@@ -1346,40 +1521,69 @@ def _missing(kind: str, opener, src: _Source) -> str:
     """What a token tree-sitter had to invent says about the script."""
     if opener is not None and opener.type == "array":
         assignment = opener.parent
-        head = src.data[assignment.start_byte:opener.start_byte + 1].decode(errors="replace") \
-            if assignment is not None else "("
+        head = (
+            src.data[assignment.start_byte : opener.start_byte + 1].decode(errors="replace")
+            if assignment is not None
+            else "("
+        )
         return f"unterminated array {head} (no closing parenthesis)"
     if kind == "heredoc_end" and opener is not None:
         start = next((c for c in opener.children if c.type == "heredoc_start"), None)
-        marker = src.data[start.start_byte:start.end_byte].decode(errors="replace").strip("'\"") \
-            if start is not None else "its marker"
+        marker = (
+            src.data[start.start_byte : start.end_byte].decode(errors="replace").strip("'\"")
+            if start is not None
+            else "its marker"
+        )
         return f"heredoc not closed by {marker}"
-    names = {'"': "unterminated double quote", "'": "unterminated single quote",
-             ")": "unterminated ( (no closing parenthesis)", "}": "unterminated ${ or {",
-             "))": "unterminated $(( arithmetic", "fi": "if without fi",
-             "done": "loop without done", "esac": "case without esac"}
+    names = {
+        '"': "unterminated double quote",
+        "'": "unterminated single quote",
+        ")": "unterminated ( (no closing parenthesis)",
+        "}": "unterminated ${ or {",
+        "))": "unterminated $(( arithmetic",
+        "fi": "if without fi",
+        "done": "loop without done",
+        "esac": "case without esac",
+    }
     return names.get(kind, f"bash syntax error: {kind} missing")
 
 
 def _error(text: str) -> str:
     """A stretch tree-sitter could not parse, described by how it starts."""
-    for opener, what in (("'", "unterminated single quote"), ('"', "unterminated double quote"),
-                         ("${", "unterminated ${"), ("$((", "unterminated $(( arithmetic"),
-                         ("$(", "unterminated $("), ("`", "unterminated backquote")):
-        if text.startswith(opener) or re.match(r"\S*\s*" + re.escape(opener), text) and \
-                text.count(opener[0]) % 2:
+    for opener, what in (
+        ("'", "unterminated single quote"),
+        ('"', "unterminated double quote"),
+        ("${", "unterminated ${"),
+        ("$((", "unterminated $(( arithmetic"),
+        ("$(", "unterminated $("),
+        ("`", "unterminated backquote"),
+    ):
+        if (
+            text.startswith(opener)
+            or re.match(r"\S*\s*" + re.escape(opener), text)
+            and text.count(opener[0]) % 2
+        ):
             return what
     return f"bash cannot parse this: {_clip(text)}"
 
 
 def _clip(text: str, limit: int = 40) -> str:
     text = text.replace("\n", " ")
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _ansi_c(body: str) -> str:
-    table = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"', "a": "\a", "e": "\x1b",
-             "r": "\r", "0": "\0"}
+    table = {
+        "n": "\n",
+        "t": "\t",
+        "\\": "\\",
+        "'": "'",
+        '"': '"',
+        "a": "\a",
+        "e": "\x1b",
+        "r": "\r",
+        "0": "\0",
+    }
     return re.sub(r"\\(.)", lambda m: table.get(m.group(1), "\\" + m.group(1)), body)
 
 

@@ -31,9 +31,14 @@ class ConfigError(BatchspecError):
 
     def __init__(self, findings: list[Finding]):
         self.findings = findings
-        super().__init__("; ".join(
-            (f"{f.where}: " if f.where else "") + f.message + (f" (fix: {f.hint})" if f.hint
-                                                                else "") for f in findings))
+        super().__init__(
+            "; ".join(
+                (f"{f.where}: " if f.where else "")
+                + f.message
+                + (f" (fix: {f.hint})" if f.hint else "")
+                for f in findings
+            )
+        )
 
 
 class RenderError(BatchspecError):

@@ -40,8 +40,11 @@ def read_text(path: str | Path) -> str:
     if str(path) == "-":
         stream = getattr(sys.stdin, "buffer", None)
         try:
-            data = (stream.read(MAX_BYTES + 1) if stream is not None
-                    else sys.stdin.read(MAX_BYTES + 1).encode("utf-8", "surrogateescape"))
+            data = (
+                stream.read(MAX_BYTES + 1)
+                if stream is not None
+                else sys.stdin.read(MAX_BYTES + 1).encode("utf-8", "surrogateescape")
+            )
         except OSError as exc:
             raise InputError(f"<stdin>: cannot read: {exc.strerror or exc}") from None
         return _decode("<stdin>", data)
@@ -67,9 +70,14 @@ def _require_regular(path, st: os.stat_result) -> None:
 
 def _kind(mode: int) -> str:
     """What a non-regular file is, in words."""
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink")):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symlink"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -78,13 +86,15 @@ def _kind(mode: int) -> str:
 def _decode(name: str, data: bytes) -> str:
     """The same checks for every input: size, NUL bytes, UTF-8, not empty."""
     if len(data) > MAX_BYTES:
-        raise InputError(f"{name}: larger than {MAX_BYTES // (1024 * 1024)} MiB; not a batch config")
+        raise InputError(
+            f"{name}: larger than {MAX_BYTES // (1024 * 1024)} MiB; not a batch config"
+        )
     if b"\0" in data:
         raise InputError(f"{name}: binary file, not a text config")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
+        line = data[: exc.start].count(b"\n") + 1
         raise InputError(f"{name}:{line}: not UTF-8 text (byte {exc.start})") from None
     if not text.strip():
         raise InputError(f"{name}: empty file")
@@ -102,8 +112,11 @@ class Written:
 
     def describe(self) -> str:
         """``path``, and where a symlink led the write."""
-        return str(self.path) if self.target == self.path else \
-            f"{self.path} (a symlink; wrote its target {self.target})"
+        return (
+            str(self.path)
+            if self.target == self.path
+            else f"{self.path} (a symlink; wrote its target {self.target})"
+        )
 
 
 @dataclass
@@ -187,18 +200,23 @@ def _plan(path: Path, text: str | bytes, force: bool) -> _Plan:
         try:
             st = os.stat(target)
         except OSError:
-            raise InputError(f"{path}: is a symlink to a missing file; refusing to replace it "
-                             "(remove it, or write elsewhere)") from None
+            raise InputError(
+                f"{path}: is a symlink to a missing file; refusing to replace it "
+                "(remove it, or write elsewhere)"
+            ) from None
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{path}: is a directory; cannot write a file there")
     if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{path}: is {_kind(st.st_mode)}, not a regular file; "
-                         "refusing to replace it")
+        raise InputError(
+            f"{path}: is {_kind(st.st_mode)}, not a regular file; refusing to replace it"
+        )
     if not force:
         raise InputError(f"{path}: exists; use --force to overwrite it")
     if st.st_nlink > 1:
-        raise InputError(f"{path}: has {st.st_nlink} hard links; replacing it would split them, "
-                         "so it is left alone: write to a new file (-o/--out) instead")
+        raise InputError(
+            f"{path}: has {st.st_nlink} hard links; replacing it would split them, "
+            "so it is left alone: write to a new file (-o/--out) instead"
+        )
     return _Plan(path, target, _bytes(text), st)
 
 
@@ -235,8 +253,10 @@ def _keep_owner(fd: int, p: _Plan) -> None:
     except PermissionError:
         pass
     if uid != mine.st_uid:
-        raise InputError(f"{p.path}: owned by user {uid}, and only root can keep that owner on a "
-                         "replaced file; write to a new file (-o/--out) instead")
+        raise InputError(
+            f"{p.path}: owned by user {uid}, and only root can keep that owner on a "
+            "replaced file; write to a new file (-o/--out) instead"
+        )
     try:  # not root but our own file: keep the group when we are in it
         os.fchown(fd, -1, gid)
     except PermissionError:
@@ -254,8 +274,14 @@ def _commit(p: _Plan) -> None:
     except FileExistsError:
         raise _appeared(p) from None
     except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS,
-                             errno.EXDEV, errno.EMLINK):
+        if exc.errno not in (
+            errno.EPERM,
+            errno.EOPNOTSUPP,
+            errno.ENOTSUP,
+            errno.ENOSYS,
+            errno.EXDEV,
+            errno.EMLINK,
+        ):
             raise
         # No hard links here (some network and FUSE file systems): claim the name
         # exclusively, then rename over our own placeholder.
@@ -273,7 +299,9 @@ def _commit(p: _Plan) -> None:
 
 
 def _appeared(p: _Plan) -> InputError:
-    return InputError(f"{p.path}: appeared while batchspec was writing it; left alone, nothing written")
+    return InputError(
+        f"{p.path}: appeared while batchspec was writing it; left alone, nothing written"
+    )
 
 
 #: mkstemp's names: the prefix and suffix we give it around 8 characters of its alphabet.
@@ -294,8 +322,11 @@ def _clean_stale(target: Path) -> None:
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
-                if (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
-                        and now - st.st_mtime > STALE_SECONDS):
+                if (
+                    stat.S_ISREG(st.st_mode)
+                    and st.st_uid == os.geteuid()
+                    and now - st.st_mtime > STALE_SECONDS
+                ):
                     os.unlink(entry.path)
             except OSError:
                 pass

@@ -13,145 +13,223 @@ Severity = Literal["error", "warning", "info"]
 
 #: code -> (severity, what it is about). The catalogue is the list of everything we can say.
 CATALOGUE: dict[str, tuple[Severity, str]] = {
-    "tune-probe-failed": (
-        "error", "a probe of tune failed for another reason than memory"),
-    "tune-nothing-fits": (
-        "error", "not even micro-batch 1 fits in memory"),
-    "memory-exceeds-capacity": (
-        "error", "the memory estimate per GPU exceeds the capacity given"),
+    "tune-probe-failed": ("error", "a probe of tune failed for another reason than memory"),
+    "tune-nothing-fits": ("error", "not even micro-batch 1 fits in memory"),
+    "memory-exceeds-capacity": ("error", "the memory estimate per GPU exceeds the capacity given"),
     "global-not-divisible": (
-        "error", "the global batch does not split into micro-batch x accumulation x data-parallel"),
+        "error",
+        "the global batch does not split into micro-batch x accumulation x data-parallel",
+    ),
     "world-not-divisible": (
-        "error", "the world size does not divide by tensor x pipeline x context parallel"),
-    "world-nodes-mismatch": (
-        "error", "world_size disagrees with nodes x gpus_per_node"),
+        "error",
+        "the world size does not divide by tensor x pipeline x context parallel",
+    ),
+    "world-nodes-mismatch": ("error", "world_size disagrees with nodes x gpus_per_node"),
     "experts-not-divisible": (
-        "error", "the number of experts does not divide by the expert-parallel size"),
+        "error",
+        "the number of experts does not divide by the expert-parallel size",
+    ),
     "expert-grid": (
-        "error", "the world size does not divide by expert-parallel x pipeline-parallel"),
+        "error",
+        "the world size does not divide by expert-parallel x pipeline-parallel",
+    ),
     "virtual-pipeline-needs-pp": (
-        "error", "interleaved (virtual) pipeline stages need pipeline parallelism"),
+        "error",
+        "interleaved (virtual) pipeline stages need pipeline parallelism",
+    ),
     "virtual-pipeline-microbatches": (
-        "error", "the number of micro-batches does not fit the interleaved pipeline schedule"),
+        "error",
+        "the number of micro-batches does not fit the interleaved pipeline schedule",
+    ),
     "megatron-accumulation-implied": (
-        "info", "Megatron has no accumulation flag: it is global / (micro x data-parallel)"),
+        "info",
+        "Megatron has no accumulation flag: it is global / (micro x data-parallel)",
+    ),
     "deepspeed-pipeline-accumulation": (
-        "info", "DeepSpeed's pipeline engine runs gradient_accumulation_steps micro-batches per step"),
-    "deepspeed-pipeline-zero": (
-        "error", "DeepSpeed's pipeline engine refuses ZeRO stage 2 or 3"),
+        "info",
+        "DeepSpeed's pipeline engine runs gradient_accumulation_steps micro-batches per step",
+    ),
+    "deepspeed-pipeline-zero": ("error", "DeepSpeed's pipeline engine refuses ZeRO stage 2 or 3"),
     "deepspeed-mpu-world": (
-        "info", "with model parallelism DeepSpeed counts the data-parallel size its mpu reports"),
+        "info",
+        "with model parallelism DeepSpeed counts the data-parallel size its mpu reports",
+    ),
     "deepspeed-autotp-world": (
-        "warning", "DeepSpeed AutoTP checks train_batch_size against the full world size"),
+        "warning",
+        "DeepSpeed AutoTP checks train_batch_size against the full world size",
+    ),
     "megatron-deepspeed-mismatch": (
-        "error", "the DeepSpeed JSON a Megatron-DeepSpeed script writes counts another batch"),
+        "error",
+        "the DeepSpeed JSON a Megatron-DeepSpeed script writes counts another batch",
+    ),
     "script-not-followed": (
-        "info", "a part of the launch script that batchspec does not read (source, a bad eval)"),
+        "info",
+        "a part of the launch script that batchspec does not read (source, a bad eval)",
+    ),
     "megatron-fork-flag": (
-        "info", "a flag is spelt the way a Megatron fork spells it (underscores), read as such"),
+        "info",
+        "a flag is spelt the way a Megatron fork spells it (underscores), read as such",
+    ),
     "hf-split-batches": (
-        "warning", "accelerate's split_batches: per_device_train_batch_size is the whole "
-                   "micro-step's batch, split over the processes"),
+        "warning",
+        "accelerate's split_batches: per_device_train_batch_size is the whole "
+        "micro-step's batch, split over the processes",
+    ),
     "hf-split-not-divisible": (
-        "error", "split_batches: the batch does not split over the data-parallel processes"),
+        "error",
+        "split_batches: the batch does not split over the data-parallel processes",
+    ),
     "hf-auto-find-batch-size": (
-        "warning", "auto_find_batch_size shrinks the global batch on each out-of-memory"),
+        "warning",
+        "auto_find_batch_size shrinks the global batch on each out-of-memory",
+    ),
     "hf-dataparallel": (
-        "info", "plain `python train.py` on several GPUs is DataParallel: N × the batch"),
-    "hf-no-pipeline": (
-        "error", "the HF Trainer has no pipeline parallelism"),
+        "info",
+        "plain `python train.py` on several GPUs is DataParallel: N × the batch",
+    ),
+    "hf-no-pipeline": ("error", "the HF Trainer has no pipeline parallelism"),
     "hf-parallel-elsewhere": (
-        "error", "TP/CP sizes are not TrainingArguments keys: the model and accelerate set them"),
+        "error",
+        "TP/CP sizes are not TrainingArguments keys: the model and accelerate set them",
+    ),
     "accelerate-processes-from-command-line": (
-        "warning", "num_processes -1: accelerate launch needs --num_processes"),
+        "warning",
+        "num_processes -1: accelerate launch needs --num_processes",
+    ),
     "accelerate-uneven-machines": (
-        "error", "num_processes does not split evenly over num_machines (accelerate floors it)"),
+        "error",
+        "num_processes does not split evenly over num_machines (accelerate floors it)",
+    ),
     "accelerate-parallel-sizes": (
-        "error", "parallelism_config sizes do not multiply to num_processes"),
+        "error",
+        "parallelism_config sizes do not multiply to num_processes",
+    ),
     "accelerate-accumulation-override": (
-        "warning", "the accelerate config's DeepSpeed accumulation overrides the code's"),
+        "warning",
+        "the accelerate config's DeepSpeed accumulation overrides the code's",
+    ),
     "accelerate-batch-elsewhere": (
-        "info", "an accelerate config gives the launch; the batch is in the training code"),
+        "info",
+        "an accelerate config gives the launch; the batch is in the training code",
+    ),
     "llamafactory-megatron-batch": (
-        "info", "LLaMA-Factory's Megatron paths: micro × accumulation × world / (TP × PP × CP)"),
+        "info",
+        "LLaMA-Factory's Megatron paths: micro × accumulation × world / (TP × PP × CP)",
+    ),
     "llamafactory-megatron-paths": (
-        "warning", "with expert parallelism LLaMA-Factory's two Megatron paths give two batches"),
+        "warning",
+        "with expert parallelism LLaMA-Factory's two Megatron paths give two batches",
+    ),
     "hf-deepspeed-mismatch": (
-        "error", "the DeepSpeed JSON disagrees with the TrainingArguments the Trainer fills it from"),
-    "axolotl-no-pipeline": (
-        "error", "Axolotl has no pipeline parallelism"),
-    "invalid-value": (
-        "error", "a batch value is not a positive integer"),
+        "error",
+        "the DeepSpeed JSON disagrees with the TrainingArguments the Trainer fills it from",
+    ),
+    "axolotl-no-pipeline": ("error", "Axolotl has no pipeline parallelism"),
+    "invalid-value": ("error", "a batch value is not a positive integer"),
     "batch-key-typo": (
-        "error", "a key looks like a misspelt batch key, which the framework would ignore"),
-    "duplicate-key": (
-        "error", "a key is set twice; DeepSpeed refuses such a file"),
-    "unknown-value": (
-        "warning", "a value depends on something only known when the script runs"),
+        "error",
+        "a key looks like a misspelt batch key, which the framework would ignore",
+    ),
+    "duplicate-key": ("error", "a key is set twice; DeepSpeed refuses such a file"),
+    "unknown-value": ("warning", "a value depends on something only known when the script runs"),
     "missing-batch-value": (
-        "error", "the file does not give enough batch values to know the batch"),
+        "error",
+        "the file does not give enough batch values to know the batch",
+    ),
     "world-unknown": (
-        "warning", "the file does not say its world size, so the global batch is not known"),
+        "warning",
+        "the file does not say its world size, so the global batch is not known",
+    ),
     "batch-depends-on-unknown": (
-        "warning", "the batch depends on a value the script does not fix; listed for each value "
-                   "that fits"),
-    "world-implied": (
-        "info", "the file is only valid at one data-parallel size"),
-    "hf-auto": (
-        "info", "an \"auto\" value is filled by the Hugging Face Trainer, not by DeepSpeed"),
+        "warning",
+        "the batch depends on a value the script does not fix; listed for each value that fits",
+    ),
+    "world-implied": ("info", "the file is only valid at one data-parallel size"),
+    "hf-auto": ("info", 'an "auto" value is filled by the Hugging Face Trainer, not by DeepSpeed'),
     "deepspeed-batch-mismatch": (
-        "error", "train_batch_size is not micro x accumulation x the world DeepSpeed counts"),
+        "error",
+        "train_batch_size is not micro x accumulation x the world DeepSpeed counts",
+    ),
     "deepspeed-floor": (
-        "error", "DeepSpeed would derive a missing batch value by floor division and then fail"),
+        "error",
+        "DeepSpeed would derive a missing batch value by floor division and then fail",
+    ),
     "deepspeed-no-batch": (
-        "error", "neither train_batch_size nor train_micro_batch_size_per_gpu is given"),
+        "error",
+        "neither train_batch_size nor train_micro_batch_size_per_gpu is given",
+    ),
     "deepspeed-elasticity-removed": (
-        "error", "the elasticity block was removed from DeepSpeed and makes it raise"),
-    "axolotl-batch-keys": (
-        "error", "Axolotl's validator refuses this combination of batch keys"),
+        "error",
+        "the elasticity block was removed from DeepSpeed and makes it raise",
+    ),
+    "axolotl-batch-keys": ("error", "Axolotl's validator refuses this combination of batch keys"),
     "axolotl-batch-size-redundant": (
-        "warning", "Axolotl ignores batch_size, which equals micro_batch_size and so says "
-                   "accumulation 1 anyway"),
+        "warning",
+        "Axolotl ignores batch_size, which equals micro_batch_size and so says "
+        "accumulation 1 anyway",
+    ),
     "axolotl-batch-size-ignored": (
-        "error", "Axolotl ignores batch_size beside micro_batch_size without accumulation"),
+        "error",
+        "Axolotl ignores batch_size beside micro_batch_size without accumulation",
+    ),
     "axolotl-world-rounding": (
-        "error", "Axolotl floors world / context / tensor, silently changing the batch"),
+        "error",
+        "Axolotl floors world / context / tensor, silently changing the batch",
+    ),
     "axolotl-deepspeed-mismatch": (
-        "error", "the DeepSpeed JSON disagrees with the Axolotl YAML that points to it"),
+        "error",
+        "the DeepSpeed JSON disagrees with the Axolotl YAML that points to it",
+    ),
     "axolotl-sample-packing": (
-        "info", "with sample packing a micro-batch holds packed rows, not samples"),
+        "info",
+        "with sample packing a micro-batch holds packed rows, not samples",
+    ),
     "yaml-duplicate-batch-key": (
-        "error", "a batch key is set twice in a YAML file with different values; the last wins"),
+        "error",
+        "a batch key is set twice in a YAML file with different values; the last wins",
+    ),
     "yaml-duplicate-key": (
-        "warning", "a key is set twice in a YAML file; the loader keeps the last one silently"),
-    "axolotl-null-batch": (
-        "error", "a batch key is null, which Axolotl keeps and then fails on"),
+        "warning",
+        "a key is set twice in a YAML file; the loader keeps the last one silently",
+    ),
+    "axolotl-null-batch": ("error", "a batch key is null, which Axolotl keeps and then fails on"),
     "axolotl-accumulation-from-batch-size": (
-        "info", "gradient_accumulation_steps is null, so Axolotl derives it from batch_size"),
-    "missing-file": (
-        "error", "a file the config points to does not exist"),
+        "info",
+        "gradient_accumulation_steps is null, so Axolotl derives it from batch_size",
+    ),
+    "missing-file": ("error", "a file the config points to does not exist"),
     "megatron-global-default": (
-        "info", "without --global-batch-size Megatron uses micro x data-parallel"),
+        "info",
+        "without --global-batch-size Megatron uses micro x data-parallel",
+    ),
     "megatron-rampup-ignored": (
-        "warning", "--rampup-batch-size is ignored by recent megatron-core"),
+        "warning",
+        "--rampup-batch-size is ignored by recent megatron-core",
+    ),
     "megatron-decrease-batch": (
-        "warning", "--decrease-batch-size-if-needed may round the global batch down"),
-    "framework-accepts": (
-        "info", "the framework's own validator accepts the file"),
-    "framework-refuses": (
-        "error", "the framework's own validator refuses the file"),
+        "warning",
+        "--decrease-batch-size-if-needed may round the global batch down",
+    ),
+    "framework-accepts": ("info", "the framework's own validator accepts the file"),
+    "framework-refuses": ("error", "the framework's own validator refuses the file"),
     "framework-not-run": (
-        "info", "the framework's own validator was not run (not installed, or too little known)"),
-    "update-impossible": (
-        "error", "the requested update has no exact batch layout"),
+        "info",
+        "the framework's own validator was not run (not installed, or too little known)",
+    ),
+    "update-impossible": ("error", "the requested update has no exact batch layout"),
     "smoke-world-mismatch": (
-        "error", "the config is for another world size than the smoke run launches"),
-    "smoke-engine": (
-        "error", "the smoke engine cannot run this layout here"),
+        "error",
+        "the config is for another world size than the smoke run launches",
+    ),
+    "smoke-engine": ("error", "the smoke engine cannot run this layout here"),
     "lr-scaling": (
-        "warning", "the global batch differs from the batch the learning rate was tuned for"),
+        "warning",
+        "the global batch differs from the batch the learning rate was tuned for",
+    ),
     "alignment": (
-        "info", "a size is not a multiple of what NVIDIA recommends for tensor-core GEMMs"),
+        "info",
+        "a size is not a multiple of what NVIDIA recommends for tensor-core GEMMs",
+    ),
 }
 
 

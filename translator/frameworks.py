@@ -22,12 +22,14 @@ from translator.errors import InputError
 #: Entry-point group third-party frameworks register under.
 GROUP = "batchspec.frameworks"
 #: The built-in frameworks, in detection order.
-BUILTIN = {"deepspeed": "translator.backends.deepspeed",
-           "axolotl": "translator.backends.axolotl",
-           "megatron": "translator.backends.megatron",
-           "llamafactory": "translator.backends.llamafactory",
-           "hf": "translator.backends.hf",
-           "accelerate": "translator.backends.accelerate"}
+BUILTIN = {
+    "deepspeed": "translator.backends.deepspeed",
+    "axolotl": "translator.backends.axolotl",
+    "megatron": "translator.backends.megatron",
+    "llamafactory": "translator.backends.llamafactory",
+    "hf": "translator.backends.hf",
+    "accelerate": "translator.backends.accelerate",
+}
 
 
 @runtime_checkable
@@ -69,8 +71,19 @@ class Framework(Protocol):
 
 
 #: The attributes of :class:`Framework`, for a plugin's error message.
-REQUIRED = ("NAME", "TEMPLATE", "FILENAME", "EXTENSIONS", "claims", "holds_batch", "context",
-            "read", "interpret", "check", "edits")
+REQUIRED = (
+    "NAME",
+    "TEMPLATE",
+    "FILENAME",
+    "EXTENSIONS",
+    "claims",
+    "holds_batch",
+    "context",
+    "read",
+    "interpret",
+    "check",
+    "edits",
+)
 
 
 def _entry_points() -> dict:
@@ -97,15 +110,20 @@ def get(name: str) -> Framework:
     try:
         framework = point.load()
     except Exception as exc:  # a broken plugin must not take batchspec down with it
-        raise InputError(f"the plugin framework {name!r} ({point.value}) does not load: "
-                         f"{type(exc).__name__}: {exc}") from None
+        raise InputError(
+            f"the plugin framework {name!r} ({point.value}) does not load: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
     if not isinstance(framework, Framework):
         missing = [a for a in REQUIRED if not hasattr(framework, a)]
-        raise InputError(f"the plugin framework {name!r} ({point.value}) lacks "
-                         f"{', '.join(sorted(missing))}")
+        raise InputError(
+            f"the plugin framework {name!r} ({point.value}) lacks {', '.join(sorted(missing))}"
+        )
     if getattr(framework, "NAME", None) != name:
-        raise InputError(f"the plugin framework {name!r} ({point.value}) calls itself "
-                         f"{getattr(framework, 'NAME', None)!r}")
+        raise InputError(
+            f"the plugin framework {name!r} ({point.value}) calls itself "
+            f"{getattr(framework, 'NAME', None)!r}"
+        )
     return framework
 
 

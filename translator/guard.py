@@ -75,19 +75,25 @@ class BatchGuard:
         world = _world()
         causes = []
         if total > expected and total % expected == 0:
-            causes.append(f"{total // expected}× too many: DataParallel (plain `python` on "
-                          f"{total // expected} GPUs), a per-device value taken for a global one, "
-                          "or tensor/context-parallel ranks counted as replicas "
-                          "(model_parallel_size)")
+            causes.append(
+                f"{total // expected}× too many: DataParallel (plain `python` on "
+                f"{total // expected} GPUs), a per-device value taken for a global one, "
+                "or tensor/context-parallel ranks counted as replicas "
+                "(model_parallel_size)"
+            )
         if total < expected and expected % total == 0:
-            causes.append(f"{expected // total}× too few: accumulation or world size lower than "
-                          "planned, split_batches, or auto_find_batch_size after an "
-                          "out-of-memory")
+            causes.append(
+                f"{expected // total}× too few: accumulation or world size lower than "
+                "planned, split_batches, or auto_find_batch_size after an "
+                "out-of-memory"
+            )
         if not causes:
             causes.append("the micro-batch, accumulation or world size differ from the plan")
-        return (f"BatchGuard: optimizer step {step} consumed {total} samples over {world} "
-                f"process(es), but the global batch should be {expected}; likely cause: "
-                f"{'; '.join(causes)}. Stopped before more steps train on the wrong batch.")
+        return (
+            f"BatchGuard: optimizer step {step} consumed {total} samples over {world} "
+            f"process(es), but the global batch should be {expected}; likely cause: "
+            f"{'; '.join(causes)}. Stopped before more steps train on the wrong batch."
+        )
 
     # -- transformers.TrainerCallback ---------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -132,8 +138,11 @@ def _all_ranks(rows: int) -> int:
     if not (dist.is_available() and dist.is_initialized()):
         return rows
     backend = dist.get_backend()
-    device = (torch.device("cuda", torch.cuda.current_device()) if backend == "nccl"
-              else torch.device("cpu"))
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if backend == "nccl"
+        else torch.device("cpu")
+    )
     total = torch.tensor([rows], dtype=torch.long, device=device)
     dist.all_reduce(total)
     return int(total.item())

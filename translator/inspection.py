@@ -22,6 +22,8 @@ from translator.spec import OUTPUT_KEYS, BatchSpec
 EXPLAINS = {"hf-auto", "accelerate-batch-elsewhere"}
 #: World sizes shown when a file does not say its own.
 COMMON_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
 @dataclass
 class Inspection:
     """What batchspec makes of one file."""
@@ -42,8 +44,10 @@ class Inspection:
             raise ConfigError(errors)
         if self.spec is None or not self.spec.is_decided:
             why = "; ".join(f.message for f in self.findings if f.severity == "warning")
-            raise InputError(f"{self.reading.path}: its batch is not fully known "
-                             f"({why or 'see batchspec inspect'}); give --world-size")
+            raise InputError(
+                f"{self.reading.path}: its batch is not fully known "
+                f"({why or 'see batchspec inspect'}); give --world-size"
+            )
         return self.spec
 
     def output(self) -> dict:
@@ -52,8 +56,11 @@ class Inspection:
             data = self.spec.output()
         else:
             data = {key: self.values.get(key) for key in OUTPUT_KEYS}
-        return {"file": self.reading.path, "framework": self.reading.framework} | data | {
-            "findings": [f.as_dict() for f in self.findings]}
+        return (
+            {"file": self.reading.path, "framework": self.reading.framework}
+            | data
+            | {"findings": [f.as_dict() for f in self.findings]}
+        )
 
 
 def detect(path: str, text: str) -> Framework:
@@ -69,23 +76,30 @@ def detect(path: str, text: str) -> Framework:
             return framework
     if by_suffix:
         return by_suffix[0]
-    raise InputError(f"{path}: cannot tell which framework this config is for; "
-                     f"give --framework {'|'.join(BACKENDS)}")
+    raise InputError(
+        f"{path}: cannot tell which framework this config is for; "
+        f"give --framework {'|'.join(BACKENDS)}"
+    )
 
 
 def is_batch_config(path: str, text: str, framework: str | None = None) -> bool:
     """Whether a file holds batch settings at all, as its framework (given, or claiming its
     extension; else any) marks them."""
     suffix = Path(path).suffix.lower()
-    named = [BACKENDS[framework]] if framework else [
-        BACKENDS[n] for n in BACKENDS if suffix in BACKENDS[n].EXTENSIONS][:1]
+    named = (
+        [BACKENDS[framework]]
+        if framework
+        else [BACKENDS[n] for n in BACKENDS if suffix in BACKENDS[n].EXTENSIONS][:1]
+    )
     return any(f.holds_batch(text) for f in named or [BACKENDS[n] for n in BACKENDS])
 
 
-def inspect_file(path: str, framework: str | None = None, launch: Launch = Launch()) -> Inspection:
+def inspect_file(
+    path: str, framework: str | None = None, launch: Launch | None = None
+) -> Inspection:
     """Read ``path`` and resolve its batch on ``launch`` (flags win over the file)."""
     backend, reading = read_file(path, framework)
-    return inspect_reading(backend, reading, launch)
+    return inspect_reading(backend, reading, launch or Launch())
 
 
 def read_file(path: str, framework: str | None = None) -> tuple[Framework, Reading]:
@@ -103,13 +117,18 @@ def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) ->
     shared = launch
     if provider is not None:
         given = provider[0].launch_of(provider[1])
-        shared = Launch(launch.world_size or given.world_size,
-                        launch.tensor_parallel_size or given.tensor_parallel_size,
-                        launch.pipeline_parallel_size or given.pipeline_parallel_size,
-                        launch.context_parallel_size or given.context_parallel_size,
-                        given.gradient_accumulation_steps, provider[1].path)
-    return [inspect_reading(b, r, launch if provider and r is provider[1] else shared)
-            for b, r in loaded]
+        shared = Launch(
+            launch.world_size or given.world_size,
+            launch.tensor_parallel_size or given.tensor_parallel_size,
+            launch.pipeline_parallel_size or given.pipeline_parallel_size,
+            launch.context_parallel_size or given.context_parallel_size,
+            given.gradient_accumulation_steps,
+            provider[1].path,
+        )
+    return [
+        inspect_reading(b, r, launch if provider and r is provider[1] else shared)
+        for b, r in loaded
+    ]
 
 
 def inspect_reading(backend: Framework, reading: Reading, launch: Launch) -> Inspection:
@@ -132,10 +151,15 @@ def inspect_reading(backend: Framework, reading: Reading, launch: Launch) -> Ins
     if not has_errors(findings) and (unknown or not any(f.code in EXPLAINS for f in findings)):
         findings += missing
     if spec is not None and spec.is_decided:
-        findings += [f if f.where else Finding(f.code, f.severity, f.message, reading.path, f.hint)
-                     for f in general_findings(spec) + backend.check(spec)]
-    shown = _known_values(values) if spec is None else values | {
-        k: v for k, v in spec.output().items() if v is not None}
+        findings += [
+            f if f.where else Finding(f.code, f.severity, f.message, reading.path, f.hint)
+            for f in general_findings(spec) + backend.check(spec)
+        ]
+    shown = (
+        _known_values(values)
+        if spec is None
+        else values | {k: v for k, v in spec.output().items() if v is not None}
+    )
     findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
     return Inspection(reading, shown, spec, findings)
 
@@ -143,19 +167,35 @@ def inspect_reading(backend: Framework, reading: Reading, launch: Launch) -> Ins
 def _known_values(values: dict, unknown: list[str] = ()) -> dict:
     """What follows from the values even though they make no valid spec; nothing is derived
     from a value in ``unknown`` (a size the file leaves to the running script)."""
-    out = {k: 1 for k in ("tensor_parallel_size", "pipeline_parallel_size",
-                          "context_parallel_size") if k not in unknown}
+    out = {
+        k: 1
+        for k in ("tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size")
+        if k not in unknown
+    }
     out |= values
-    if any(k in unknown for k in ("tensor_parallel_size", "pipeline_parallel_size",
-                                  "context_parallel_size", "world_size")):
+    if any(
+        k in unknown
+        for k in (
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "context_parallel_size",
+            "world_size",
+        )
+    ):
         return {k: v for k, v in out.items() if v is not None}
     world = out.get("world_size")
-    model = math.prod(out.get(k, 1) for k in ("tensor_parallel_size", "pipeline_parallel_size",
-                                             "context_parallel_size"))
+    model = math.prod(
+        out.get(k, 1)
+        for k in ("tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size")
+    )
     if world is not None and "data_parallel_size" not in out and world % model == 0:
         out["data_parallel_size"] = world // model
-    keys = ("global_batch_size", "micro_batch_size", "gradient_accumulation_steps",
-            "data_parallel_size")
+    keys = (
+        "global_batch_size",
+        "micro_batch_size",
+        "gradient_accumulation_steps",
+        "data_parallel_size",
+    )
     try:
         out |= dict(zip(keys, solve.complete(*(out.get(k) for k in keys))))
     except BatchspecError:
@@ -164,10 +204,12 @@ def _known_values(values: dict, unknown: list[str] = ()) -> dict:
 
 
 def _with_launch(values: dict, launch: Launch) -> dict:
-    layout = {"world_size": launch.world_size,
-              "tensor_parallel_size": launch.tensor_parallel_size,
-              "pipeline_parallel_size": launch.pipeline_parallel_size,
-              "context_parallel_size": launch.context_parallel_size}
+    layout = {
+        "world_size": launch.world_size,
+        "tensor_parallel_size": launch.tensor_parallel_size,
+        "pipeline_parallel_size": launch.pipeline_parallel_size,
+        "context_parallel_size": launch.context_parallel_size,
+    }
     merged = dict(values)
     for key, value in layout.items():
         if value is not None and (merged.get(key) is None or key == "world_size"):
@@ -185,18 +227,40 @@ def _solve(values: dict, world: int | None, reading: Reading):
         return BatchSpec(**values), [], []
     except ConfigError as exc:
         where = next((reading.where(k) for k in reading.values if "batch" in k), reading.path)
-        return None, [Finding(f.code, f.severity, f.message, f.where or where, f.hint)
-                      for f in exc.findings], []
+        return (
+            None,
+            [
+                Finding(f.code, f.severity, f.message, f.where or where, f.hint)
+                for f in exc.findings
+            ],
+            [],
+        )
     except InputError as exc:
         if world is None and "data_parallel_size" not in values:
             return None, [], [_world_unknown(values, reading)]
-        return None, [], [finding("missing-batch-value", f"{exc}", where=reading.path,
-                                  hint="add the missing batch value to the file")]
+        return (
+            None,
+            [],
+            [
+                finding(
+                    "missing-batch-value",
+                    f"{exc}",
+                    where=reading.path,
+                    hint="add the missing batch value to the file",
+                )
+            ],
+        )
 
 
 #: Spec fields that decide the data-parallel size.
-LAYOUT_KEYS = {"tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size",
-               "world_size", "nodes", "gpus_per_node"}
+LAYOUT_KEYS = {
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "context_parallel_size",
+    "world_size",
+    "nodes",
+    "gpus_per_node",
+}
 #: Values tried for a size the script leaves unknown.
 CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -210,23 +274,28 @@ def _fitting(values: dict, field: str, candidates, label: str) -> list[str]:
         except (ConfigError, InputError):
             continue
         if spec.is_decided:
-            options.append(f"{label}{candidate} → global {spec.global_batch_size} (micro "
-                           f"{spec.micro_batch_size} × accumulation "
-                           f"{spec.gradient_accumulation_steps} × DP {spec.data_parallel_size})")
+            options.append(
+                f"{label}{candidate} → global {spec.global_batch_size} (micro "
+                f"{spec.micro_batch_size} × accumulation "
+                f"{spec.gradient_accumulation_steps} × DP {spec.data_parallel_size})"
+            )
     return options
 
 
 def _depends_on(values: dict, unknown: list[str], reading: Reading) -> Finding:
     """Which values of the unknown field fit, and the batch each gives."""
-    options = (_fitting(values, unknown[0], CANDIDATES, f"{unknown[0]} ")
-               if len(unknown) == 1 else [])
+    options = (
+        _fitting(values, unknown[0], CANDIDATES, f"{unknown[0]} ") if len(unknown) == 1 else []
+    )
     names = ", ".join(unknown)
     return finding(
         "batch-depends-on-unknown",
         f"the batch depends on {names}, which the script does not fix"
         + (f"; for each value that fits: {'; '.join(options)}" if options else ""),
         hint="write the value as a literal, or give it with a flag (--tp, --pp, --cp, "
-             "--world-size)", where=reading.path)
+        "--world-size)",
+        where=reading.path,
+    )
 
 
 def _world_unknown(values: dict, reading: Reading) -> Finding:
@@ -236,4 +305,6 @@ def _world_unknown(values: dict, reading: Reading) -> Finding:
         (reading.world_unknown or "the file does not say how many processes run it")
         + ", so the global batch is not known"
         + (f"; on common world sizes: {'; '.join(options[:6])}" if options else ""),
-        hint="give --world-size (or --nnodes and --nproc-per-node)", where=reading.path)
+        hint="give --world-size (or --nnodes and --nproc-per-node)",
+        where=reading.path,
+    )

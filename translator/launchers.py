@@ -29,12 +29,18 @@ class Launcher:
     """Nodes when no flag says (``None``: decided by a host file or the allocation)."""
 
 
-TORCHRUN = Launcher("torchrun", ("--nproc_per_node", "--nproc-per-node"), ("--nnodes",),
-                    default_per_node=1, default_nodes=1)
+TORCHRUN = Launcher(
+    "torchrun",
+    ("--nproc_per_node", "--nproc-per-node"),
+    ("--nnodes",),
+    default_per_node=1,
+    default_nodes=1,
+)
 LAUNCHERS = {
     "torchrun": TORCHRUN,
-    "deepspeed": Launcher("deepspeed", ("--num_gpus", "--num-gpus"),
-                          ("--num_nodes", "--num-nodes")),
+    "deepspeed": Launcher(
+        "deepspeed", ("--num_gpus", "--num-gpus"), ("--num_nodes", "--num-nodes")
+    ),
     "srun": Launcher("srun", ("--ntasks-per-node",), ("--nodes", "-N"), ("--ntasks", "-n")),
     "mpirun": Launcher("mpirun", total=("-np", "-n", "--np")),
     "mpiexec": Launcher("mpiexec", total=("-np", "-n", "--np")),
@@ -42,8 +48,11 @@ LAUNCHERS = {
 }
 TORCH_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
 #: What ``#SBATCH`` gives a job step that ``srun`` starts without sizing flags.
-SLURM_SIZES = {"per_node": "SLURM_NTASKS_PER_NODE", "nodes": "SLURM_NNODES",
-               "total": "SLURM_NTASKS"}
+SLURM_SIZES = {
+    "per_node": "SLURM_NTASKS_PER_NODE",
+    "nodes": "SLURM_NNODES",
+    "total": "SLURM_NTASKS",
+}
 
 
 @dataclass
@@ -62,15 +71,18 @@ class Sizes:
     """Why the number of processes is unknown although no word is (deepspeed with no
     ``--num_nodes``...)."""
 
-
     def counts(self) -> dict[str, int]:
         """Role -> the count its word gives, else the launcher's default; roles whose word is
         not a usable count are left out."""
         out = dict(self.defaults)
         for role, (_, word) in self.words.items():
             out.pop(role, None)
-            if word.text is not None and word.text.isascii() and word.text.isdigit() \
-                    and int(word.text) >= 1:
+            if (
+                word.text is not None
+                and word.text.isascii()
+                and word.text.isdigit()
+                and int(word.text) >= 1
+            ):
                 out[role] = int(word.text)
         return out
 
@@ -79,16 +91,24 @@ class Sizes:
         if self.launcher is None:
             return None, "no launcher (torchrun, deepspeed, srun, mpirun) starts the program"
         counts = self.counts()
-        bad = next((f"{key} is {word.why_unknown or repr(word.text)}"
-                    for role, (key, word) in self.words.items() if role not in counts), None)
+        bad = next(
+            (
+                f"{key} is {word.why_unknown or repr(word.text)}"
+                for role, (key, word) in self.words.items()
+                if role not in counts
+            ),
+            None,
+        )
         if "total" in self.words:
             if "total" in counts:
                 return counts["total"], None
         elif self.missing is None and {"per_node", "nodes"} <= counts.keys():
             return counts["per_node"] * counts["nodes"], None
         lacking = "processes per node" if "per_node" not in counts else "nodes"
-        return None, (f"line {self.line}: {self.launcher} starts an unknown number of "
-                      f"processes: {bad or self.missing or 'nothing gives its ' + lacking}")
+        return None, (
+            f"line {self.line}: {self.launcher} starts an unknown number of "
+            f"processes: {bad or self.missing or 'nothing gives its ' + lacking}"
+        )
 
 
 PYTHONS = re.compile(r"python[0-9.]*")
@@ -99,16 +119,22 @@ def split(words: list[bash.Word]) -> tuple[list[bash.Word], list[bash.Word] | No
     a launcher module), or at the first word after ``python`` and its options (``python3
     ${EXEC}``); ``(words, None)`` when there is none."""
     for i, word in enumerate(words):
-        text = word.text if word.text is not None else (
-            word.parts[-1].text or "" if word.parts else "")  # `pwd`/pretrain_gpt.py
+        text = (
+            word.text
+            if word.text is not None
+            else (word.parts[-1].text or "" if word.parts else "")
+        )  # `pwd`/pretrain_gpt.py
         if text.endswith(".py") and not (i and words[i - 1].text == "-m"):
             return words[:i], words[i:]
     for i, word in enumerate(words):
         if PYTHONS.fullmatch((word.text or "").rsplit("/", 1)[-1]):
             j = i + 1
             while j < len(words) and (words[j].text or "").startswith("-"):
-                if words[j].text == "-m" and j + 1 < len(words) \
-                        and words[j + 1].text in TORCH_MODULES:
+                if (
+                    words[j].text == "-m"
+                    and j + 1 < len(words)
+                    and words[j + 1].text in TORCH_MODULES
+                ):
                     break  # python -m torch.distributed.run: a launcher, the program follows
                 j += 2 if words[j].text == "-m" else 1
             else:
@@ -134,13 +160,14 @@ def sizes(launch: list[bash.Word], variables: dict[str, list[bash.Word]]) -> Siz
     start, name = found[-1]
     launcher = LAUNCHERS[name]
     out = Sizes(name, launch[start].line)
-    flags = launch[start + 1:]
+    flags = launch[start + 1 :]
     if name == "torchrun" and flags and flags[0].text in TORCH_MODULES:
         flags = flags[1:]
     roles = {"per_node": launcher.per_node, "nodes": launcher.nodes, "total": launcher.total}
     for j, word in enumerate(flags):
-        text = word.text if word.text is not None else (
-            word.parts[0].text or "" if word.parts else "")  # --rdzv_id=$SLURM_JOB_ID
+        text = (
+            word.text if word.text is not None else (word.parts[0].text or "" if word.parts else "")
+        )  # --rdzv_id=$SLURM_JOB_ID
         for role, spellings in roles.items():
             for flag in spellings:
                 value = _flag_value(flags, j, flag)
@@ -149,14 +176,21 @@ def sizes(launch: list[bash.Word], variables: dict[str, list[bash.Word]]) -> Siz
         if name == "deepspeed" and text.partition("=")[0] in ("--include", "-i"):
             include = _flag_value(flags, j, text.partition("=")[0])
             slots = _slots(include.text if include is not None else None)
-            out.words["total"] = (text.partition("=")[0], bash.Word(
-                None if slots is None else str(slots), word.line,
-                why_unknown=None if slots is not None else "a host list without slot numbers"))
-        after_option = j and (flags[j - 1].text or "").startswith("-") \
-            and "=" not in flags[j - 1].text
+            out.words["total"] = (
+                text.partition("=")[0],
+                bash.Word(
+                    None if slots is None else str(slots),
+                    word.line,
+                    why_unknown=None if slots is not None else "a host list without slot numbers",
+                ),
+            )
+        after_option = (
+            j and (flags[j - 1].text or "").startswith("-") and "=" not in flags[j - 1].text
+        )
         if word.text is None and not after_option and not text.startswith("-"):
-            out.missing = (f"{word.why_unknown} may hold {name}'s own flags "
-                           "(how many processes it starts)")
+            out.missing = (
+                f"{word.why_unknown} may hold {name}'s own flags (how many processes it starts)"
+            )
         if not text.startswith("-") and not after_option:
             break  # the command the launcher runs (a container, a wrapper script) starts here
     if name == "jsrun" and "per_node" not in out.words:
@@ -183,8 +217,10 @@ def sizes(launch: list[bash.Word], variables: dict[str, list[bash.Word]]) -> Siz
         if "per_node" not in out.words:
             out.missing = "deepspeed without --num_gpus uses every GPU it finds"
         elif "nodes" not in out.words:
-            out.missing = ("deepspeed without --num_nodes runs on every host of its host file "
-                           "(/job/hostfile by default), or on this node alone when there is none")
+            out.missing = (
+                "deepspeed without --num_nodes runs on every host of its host file "
+                "(/job/hostfile by default), or on this node alone when there is none"
+            )
     elif name == "srun" and not out.words:
         out.missing = "srun without --ntasks or #SBATCH sizes runs as many tasks as the job has"
     return out
@@ -197,8 +233,12 @@ def _flag_value(flags: list[bash.Word], j: int, flag: str) -> bash.Word | None:
     if text == flag:
         return flags[j + 1] if j + 1 < len(flags) else None
     if text.startswith(flag + "="):
-        return bash.Word(text[len(flag) + 1:], word.line, _inline_span(word, len(flag) + 1),
-                         sources=word.sources)
+        return bash.Word(
+            text[len(flag) + 1 :],
+            word.line,
+            _inline_span(word, len(flag) + 1),
+            sources=word.sources,
+        )
     if len(flag) == 2 and flag[0] == "-" and text.startswith(flag) and text[2:].isdigit():
         return bash.Word(text[2:], word.line, _inline_span(word, 2), sources=word.sources)
     if word.text is None and word.parts and (word.parts[0].text or "").startswith(flag + "="):

@@ -21,8 +21,9 @@ def spec_values(text: str, path: str) -> dict | None:
     return values if keys and keys <= spec_fields() | DERIVED_KEYS else None
 
 
-def load_layout(path: str | None, framework: str | None,
-                flags: dict) -> tuple[BatchSpec, str | None]:
+def load_layout(
+    path: str | None, framework: str | None, flags: dict
+) -> tuple[BatchSpec, str | None]:
     """The spec of ``path`` (a spec, or a framework config read as ``framework`` or detected)
     with the spec ``flags`` that are set on top, flags alone without a file; and the framework
     whose config it was (None for a spec or flags)."""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from translator.errors import InputError
 
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,12 @@ class Model:
     def parameters(self) -> int:
         embedding = self.vocab * self.hidden * (1 if self.tied else 2)
         final_norm = self.hidden * (2 if self.biases else 1)
-        return (self.layers * self.layer_parameters + embedding + final_norm
-                + self.positions * self.hidden)
+        return (
+            self.layers * self.layer_parameters
+            + embedding
+            + final_norm
+            + self.positions * self.hidden
+        )
 
 
 PRESETS = {
@@ -80,10 +84,12 @@ PRESETS = {
     "125m": Model("125m", 12, 768, 12, 12, 3072, 50304, positions=1024),
     # Llama 3 shapes (their published config.json files): GQA with 8 KV heads, SwiGLU.
     "llama3-1b": Model("llama3-1b", 16, 2048, 32, 8, 8192, 128256, gated=True, biases=False),
-    "llama3-8b": Model("llama3-8b", 32, 4096, 32, 8, 14336, 128256, gated=True, tied=False,
-                       biases=False),
-    "llama3-70b": Model("llama3-70b", 80, 8192, 64, 8, 28672, 128256, gated=True, tied=False,
-                        biases=False),
+    "llama3-8b": Model(
+        "llama3-8b", 32, 4096, 32, 8, 14336, 128256, gated=True, tied=False, biases=False
+    ),
+    "llama3-70b": Model(
+        "llama3-70b", 80, 8192, 64, 8, 28672, 128256, gated=True, tied=False, biases=False
+    ),
 }
 
 
@@ -120,20 +126,27 @@ def read_hf_config(path: str) -> Model:
                     raise InputError(f"{path}: {key} is {value!r}, not a positive integer")
                 return value
         if default is None:
-            raise InputError(f"{path}: no {' or '.join(keys)} (is this a decoder model's "
-                             "config.json?)")
+            raise InputError(
+                f"{path}: no {' or '.join(keys)} (is this a decoder model's config.json?)"
+            )
         return default
 
     hidden = first("hidden_size", "n_embd", "d_model")
     heads = first("num_attention_heads", "n_head")
     gpt2 = "n_embd" in data
     return Model(
-        name=Path(path).name, layers=first("num_hidden_layers", "n_layer"), hidden=hidden,
-        heads=heads, kv_heads=first("num_key_value_heads", default=heads),
+        name=Path(path).name,
+        layers=first("num_hidden_layers", "n_layer"),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=first("num_key_value_heads", default=heads),
         ffn=first("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden),
-        vocab=first("vocab_size"), gated=not gpt2 and "intermediate_size" in data,
+        vocab=first("vocab_size"),
+        gated=not gpt2 and "intermediate_size" in data,
         tied=bool(data.get("tie_word_embeddings", True)),
-        positions=first("n_positions", default=1024) if gpt2 else 0, biases=gpt2)
+        positions=first("n_positions", default=1024) if gpt2 else 0,
+        biases=gpt2,
+    )
 
 
 @dataclass(frozen=True)
@@ -163,18 +176,34 @@ class Run:
     """Bytes no formula covers: CUDA context, NCCL, allocator slack."""
 
 
-def run_of(spec, sequence_length: int, *, precision: str = "bf16", recompute: str = "none",
-           attention: str = "flash", sequence_parallel: bool = False,
-           distributed_optimizer: bool = False, overhead: int = GIB) -> Run:
+def run_of(
+    spec,
+    sequence_length: int,
+    *,
+    precision: str = "bf16",
+    recompute: str = "none",
+    attention: str = "flash",
+    sequence_parallel: bool = False,
+    distributed_optimizer: bool = False,
+    overhead: int = GIB,
+) -> Run:
     """The :class:`Run` of a solved :class:`~translator.spec.BatchSpec`."""
-    return Run(micro_batch_size=spec.micro_batch_size, sequence_length=sequence_length,
-               data_parallel=spec.data_parallel_size, tensor=spec.tensor_parallel_size,
-               pipeline=spec.pipeline_parallel_size, context=spec.context_parallel_size,
-               virtual_stages=spec.virtual_pipeline_stages,
-               micro_batches=spec.gradient_accumulation_steps,
-               zero_stage=max(spec.zero_stage or 0, 1 if distributed_optimizer else 0),
-               precision=precision, recompute=recompute, attention=attention,
-               sequence_parallel=sequence_parallel, overhead=overhead)
+    return Run(
+        micro_batch_size=spec.micro_batch_size,
+        sequence_length=sequence_length,
+        data_parallel=spec.data_parallel_size,
+        tensor=spec.tensor_parallel_size,
+        pipeline=spec.pipeline_parallel_size,
+        context=spec.context_parallel_size,
+        virtual_stages=spec.virtual_pipeline_stages,
+        micro_batches=spec.gradient_accumulation_steps,
+        zero_stage=max(spec.zero_stage or 0, 1 if distributed_optimizer else 0),
+        precision=precision,
+        recompute=recompute,
+        attention=attention,
+        sequence_parallel=sequence_parallel,
+        overhead=overhead,
+    )
 
 
 @dataclass(frozen=True)
@@ -193,15 +222,18 @@ class Estimate:
         return sum(p.bytes for p in self.parts)
 
     def as_dict(self) -> dict:
-        return {"total_bytes": self.total,
-                "parts": [{"name": p.name, "bytes": p.bytes, "formula": p.formula}
-                          for p in self.parts]}
+        return {
+            "total_bytes": self.total,
+            "parts": [{"name": p.name, "bytes": p.bytes, "formula": p.formula} for p in self.parts],
+        }
 
 
 def estimate(model: Model, run: Run) -> Estimate:
     """The peak memory of the most loaded GPU, part by part."""
-    return Estimate(model_states(model, run) + [activations(model, run), logits(model, run),
-                                                Part("overhead", run.overhead, "fixed")])
+    return Estimate(
+        model_states(model, run)
+        + [activations(model, run), logits(model, run), Part("overhead", run.overhead, "fixed")]
+    )
 
 
 def shard_parameters(model: Model, run: Run) -> int:
@@ -221,8 +253,13 @@ def model_states(model: Model, run: Run) -> list[Part]:
     parts = []
     for name, width in per.items():
         divided = stage >= sharded_from[name] and n > 1
-        parts.append(Part(name, shard * width // (n if divided else 1),
-                          f"{shard:,} params × {width} B" + (f" / DP {n}" if divided else "")))
+        parts.append(
+            Part(
+                name,
+                shard * width // (n if divided else 1),
+                f"{shard:,} params × {width} B" + (f" / DP {n}" if divided else ""),
+            )
+        )
     return parts
 
 
@@ -233,7 +270,7 @@ def layer_activation_bytes(model: Model, run: Run) -> float:
     kv = model.kv_heads / model.heads
     mlp = (6 if model.gated else 4) * model.ffn / h
     split = 4 + 4 * kv + mlp  # Q, K, V, the projection input, the MLP's F-sized tensors
-    unsplit = 10              # two norms' inputs, attention and MLP inputs, two dropout masks
+    unsplit = 10  # two norms' inputs, attention and MLP inputs, two dropout masks
     scores = 5 * model.heads * (run.sequence_length / run.context) / h
     c = (unsplit / t if run.sequence_parallel else unsplit) + split / t
     if run.attention == "eager" and run.recompute == "none":
@@ -265,12 +302,12 @@ def activations(model: Model, run: Run) -> Part:
 def logits(model: Model, run: Run) -> Part:
     s, b, t = run.sequence_length // run.context, run.micro_batch_size, run.tensor
     width = 2 if run.precision == "bf16" else 4
-    return Part("logits", s * b * model.vocab * (width + 4) // t,
-                f"s·b·V·({width} + 4 fp32) / t")
+    return Part("logits", s * b * model.vocab * (width + 4) // t, f"s·b·V·({width} + 4 fp32) / t")
 
 
 def largest_fitting(model: Model, run: Run, candidates: list[int], capacity: int) -> int | None:
     """The largest micro-batch among ``candidates`` whose estimate fits ``capacity`` bytes."""
-    fitting = [b for b in candidates
-               if estimate(model, replace(run, micro_batch_size=b)).total <= capacity]
+    fitting = [
+        b for b in candidates if estimate(model, replace(run, micro_batch_size=b)).total <= capacity
+    ]
     return max(fitting, default=None)

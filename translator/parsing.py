@@ -27,7 +27,9 @@ MAX_INT_CHARS = 1000
 #: Longest rendering of a value in a message.
 BRIEF_CHARS = 60
 
-_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null')
+_LITERAL = re.compile(
+    r'"(?:[^"\\]|\\.)*"|-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null'
+)
 _JSON_TOKEN = re.compile(r'("(?:[^"\\]|\\.)*")(\s*:\s*)?|[{}\[\]]')
 
 
@@ -62,10 +64,10 @@ def brief(value: object, quote: str = '"') -> str:
     """``value`` for a message: its ``repr`` (a string between ``quote`` marks), cut to a short
     length without ever rendering it whole (an expanded alias never reaches a message)."""
     if isinstance(value, str):
-        text = f"{quote}{value[:BRIEF_CHARS + 1]}{quote}"
+        text = f"{quote}{value[: BRIEF_CHARS + 1]}{quote}"
     else:
         text = _REPR.repr(value)
-    return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS - 1] + "…"
+    return text if len(text) <= BRIEF_CHARS else text[: BRIEF_CHARS - 1] + "…"
 
 
 _REPR = reprlib.Repr()
@@ -73,6 +75,7 @@ _REPR.maxstring = _REPR.maxother = _REPR.maxlong = BRIEF_CHARS
 
 
 # YAML ------------------------------------------------------------------------------------------
+
 
 class _Refused(Exception):
     """A YAML document refused while composing; ``line`` is 1-based."""
@@ -98,12 +101,18 @@ class _Loader(yaml.SafeLoader):
             if node is not None:
                 line = event.start_mark.line + 1
                 if node.end_mark is None:  # still being composed: the alias is inside its anchor
-                    raise _Refused(line, f"alias *{brief(event.anchor, '')} refers to itself "
-                                         "(a recursive structure); not a config")
+                    raise _Refused(
+                        line,
+                        f"alias *{brief(event.anchor, '')} refers to itself "
+                        "(a recursive structure); not a config",
+                    )
                 self.expanded += self._size(node)
                 if self.expanded > ALIAS_BUDGET:
-                    raise _Refused(line, f"aliases expand to more than {ALIAS_BUDGET} nodes "
-                                         "(an alias bomb?); refused")
+                    raise _Refused(
+                        line,
+                        f"aliases expand to more than {ALIAS_BUDGET} nodes "
+                        "(an alias bomb?); refused",
+                    )
         return super().compose_node(parent, index)
 
     def _size(self, node) -> int:
@@ -126,14 +135,18 @@ class _Loader(yaml.SafeLoader):
             return super().construct_object(node, deep)
         except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
             raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read {node.tag.rsplit(':', 1)[-1]} {brief(node.value)}: "
-                            f"{type(exc).__name__}", node.start_mark) from None
+                None,
+                None,
+                f"cannot read {node.tag.rsplit(':', 1)[-1]} {brief(node.value)}: "
+                f"{type(exc).__name__}",
+                node.start_mark,
+            ) from None
 
     def construct_yaml_int(self, node):
         if len(node.value) > MAX_INT_CHARS:
             raise yaml.constructor.ConstructorError(
-                None, None, f"an integer of {len(node.value)} characters; refused",
-                node.start_mark)
+                None, None, f"an integer of {len(node.value)} characters; refused", node.start_mark
+            )
         return super().construct_yaml_int(node)
 
 
@@ -195,8 +208,11 @@ def _walk_yaml(root, doc: Document) -> None:
             scalar = isinstance(value, yaml.ScalarNode)
             if (key.tag, key.value) in first:
                 before_line, before = first[(key.tag, key.value)]
-                same = before is value or (scalar and isinstance(before, yaml.ScalarNode)
-                                           and (before.tag, before.value) == (value.tag, value.value))
+                same = before is value or (
+                    scalar
+                    and isinstance(before, yaml.ScalarNode)
+                    and (before.tag, before.value) == (value.tag, value.value)
+                )
                 doc.duplicates.append(Duplicate(name, before_line, line, same))
             first[(key.tag, key.value)] = (line, value)
             if path is not None:
@@ -207,6 +223,7 @@ def _walk_yaml(root, doc: Document) -> None:
 
 
 # JSON ------------------------------------------------------------------------------------------
+
 
 class _LongInt(Exception):
     pass
@@ -263,8 +280,9 @@ def _scan_json(text: str, doc: Document) -> None:
         shown = name if name is not None else key
         if key in keys:
             before_line, before = keys[key]
-            doc.duplicates.append(Duplicate(shown, before_line, line,
-                                            value is not None and value == before))
+            doc.duplicates.append(
+                Duplicate(shown, before_line, line, value is not None and value == before)
+            )
         keys[key] = (line, value)
         if name is not None:
             doc.positions[name] = (line, literal.span() if literal else None)

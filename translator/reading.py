@@ -30,8 +30,11 @@ class Value:
     @property
     def is_count(self) -> bool:
         """A usable positive integer (bools are not counts)."""
-        return (isinstance(self.value, int) and not isinstance(self.value, bool)
-                and 1 <= self.value <= MAX_COUNT)
+        return (
+            isinstance(self.value, int)
+            and not isinstance(self.value, bool)
+            and 1 <= self.value <= MAX_COUNT
+        )
 
 
 @dataclass
@@ -63,7 +66,7 @@ class Reading:
     opaque: list[str] = field(default_factory=list)
     """Unknown words that may hold more settings (``line 9: $EXTRA_ARGS (not set in the
     script)``): a setting not seen may still be there, so its default is not assumed."""
-    partners: list["Reading"] = field(default_factory=list)
+    partners: list[Reading] = field(default_factory=list)
     """Files this one points to and that were read with it (Axolotl's ``deepspeed:`` JSON)."""
     uses: dict[tuple[int, int], list[str]] = field(default_factory=dict)
     """For a literal that feeds several words (a launch script's variable): each use, such as
@@ -96,15 +99,24 @@ class Launch:
     """The launcher config these values come from, when one does (for messages)."""
 
     @classmethod
-    def of(cls, spec) -> "Launch":
+    def of(cls, spec) -> Launch:
         """The launch a solved spec describes."""
-        return cls(spec.world_size, spec.tensor_parallel_size, spec.pipeline_parallel_size,
-                   spec.context_parallel_size)
+        return cls(
+            spec.world_size,
+            spec.tensor_parallel_size,
+            spec.pipeline_parallel_size,
+            spec.context_parallel_size,
+        )
 
 
-def typo_findings(keys: dict[str, int | None], batch_keys: list[str], allowed: set[str],
-                  path: str, fate: str = "so it is silently ignored",
-                  cutoff: float = 0.8) -> list[Finding]:
+def typo_findings(
+    keys: dict[str, int | None],
+    batch_keys: list[str],
+    allowed: set[str],
+    path: str,
+    fate: str = "so it is silently ignored",
+    cutoff: float = 0.8,
+) -> list[Finding]:
     """Errors for keys that look like misspelt batch keys (``keys``: key -> line); ``fate``
     says what the framework does with an unknown key; ``cutoff`` how alike they must be."""
     import difflib
@@ -117,12 +129,15 @@ def typo_findings(keys: dict[str, int | None], batch_keys: list[str], allowed: s
             continue
         close = difflib.get_close_matches(key, batch_keys, n=1, cutoff=cutoff)
         if close:
-            out.append(finding(
-                "batch-key-typo",
-                f"'{key}' is not a key the framework reads, {fate}; it "
-                f"looks like a misspelt '{close[0]}'",
-                hint=f"rename '{key}' to '{close[0]}'",
-                where=f"{path}:{line}" if line else path))
+            out.append(
+                finding(
+                    "batch-key-typo",
+                    f"'{key}' is not a key the framework reads, {fate}; it "
+                    f"looks like a misspelt '{close[0]}'",
+                    hint=f"rename '{key}' to '{close[0]}'",
+                    where=f"{path}:{line}" if line else path,
+                )
+            )
     return out
 
 
@@ -133,9 +148,12 @@ def invalid_value(key: str, value: Value, path: str, wants: str = "a positive in
 
     shown = brief(value.value)
     kind = type(value.value).__name__
-    return finding("invalid-value", f"{key} is {shown} ({kind}); it must be {wants}",
-                   hint=f"write {key} as {wants}",
-                   where=f"{path}:{value.line}" if value.line else path)
+    return finding(
+        "invalid-value",
+        f"{key} is {shown} ({kind}); it must be {wants}",
+        hint=f"write {key} as {wants}",
+        where=f"{path}:{value.line}" if value.line else path,
+    )
 
 
 def values_at(doc, keys) -> dict[str, Value]:

@@ -47,8 +47,13 @@ def environment(folder: Path | None = None):
     from jinja2.sandbox import SandboxedEnvironment
 
     return SandboxedEnvironment(
-        loader=FileSystemLoader(folder or template_dir()), undefined=StrictUndefined,
-        autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+        loader=FileSystemLoader(folder or template_dir()),
+        undefined=StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def render_template(name: str, context: dict) -> str:
@@ -70,14 +75,18 @@ def render(spec: BatchSpec, backend: Framework) -> Rendered:
         options = solve.decompositions(spec.global_batch_size, spec.data_parallel_size)
         raise InputError(
             "the spec leaves the micro-batch open; set micro_batch_size to one of "
-            + ", ".join(f"{m} (accumulation {a})" for m, a in options))
+            + ", ".join(f"{m} (accumulation {a})" for m, a in options)
+        )
     findings = backend.check(spec)
     if has_errors(findings):
         raise ConfigError([f for f in findings if f.severity == "error"])
     text = render_template(backend.TEMPLATE, backend.context(spec))
     read_back, _ = backend.interpret(backend.read(text, backend.FILENAME), Launch.of(spec))
-    wrong = {key: (value, getattr(spec, key)) for key, value in read_back.items()
-             if value != getattr(spec, key)}
+    wrong = {
+        key: (value, getattr(spec, key))
+        for key, value in read_back.items()
+        if value != getattr(spec, key)
+    }
     if wrong:
         detail = ", ".join(f"{k} reads {got}, spec has {want}" for k, (got, want) in wrong.items())
         raise RenderError(f"{backend.FILENAME} does not read back as its spec: {detail}")

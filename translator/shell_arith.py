@@ -11,15 +11,27 @@ the script does not set is unknown, never 0.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
-TOKEN = re.compile(r"""\s+|(?P<num>[0-9][0-9A-Za-z_@#]*)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)
+TOKEN = re.compile(
+    r"""\s+|(?P<num>[0-9][0-9A-Za-z_@#]*)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)
     |(?P<op>\*\*=?|<<=?|>>=?|&&|\|\||\+\+|--|[<>=!]=|[-+*/%&^|]=|[-+*/%<>&^|!~?:,=()])""",
-                   re.X)
+    re.X,
+)
 NUMBER = re.compile(r"0[xX][0-9A-Fa-f]+|[0-9]+#[0-9A-Za-z@_]+|[0-9]+")
 #: Binary operators by precedence, loosest first (bash's table, less ``=`` and ``,``).
-LEVELS = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<=", ">="),
-          ("<<", ">>"), ("+", "-"), ("*", "/", "%")]
+LEVELS = [
+    ("||",),
+    ("&&",),
+    ("|",),
+    ("^",),
+    ("&",),
+    ("==", "!="),
+    ("<", ">", "<=", ">="),
+    ("<<", ">>"),
+    ("+", "-"),
+    ("*", "/", "%"),
+]
 ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "^=", "|=", "**="}
 MAX_DEPTH = 40
 MAX_EXPRESSION = 10_000
@@ -85,9 +97,20 @@ def _binary(op: str, a: int, b: int) -> int:
         if not 0 <= b < 64:
             raise Unknown(f"shift by {b}")
         return wrap(a << b) if op == "<<" else a >> b
-    table = {"+": a + b, "-": a - b, "*": a * b, "&": a & b, "|": a | b, "^": a ^ b,
-             "<": int(a < b), ">": int(a > b), "<=": int(a <= b), ">=": int(a >= b),
-             "==": int(a == b), "!=": int(a != b)}
+    table = {
+        "+": a + b,
+        "-": a - b,
+        "*": a * b,
+        "&": a & b,
+        "|": a | b,
+        "^": a ^ b,
+        "<": int(a < b),
+        ">": int(a > b),
+        "<=": int(a <= b),
+        ">=": int(a >= b),
+        "==": int(a == b),
+        "!=": int(a != b),
+    }
     return wrap(table[op])
 
 
@@ -122,7 +145,7 @@ class Evaluator:
         while pos < len(text):
             m = TOKEN.match(text, pos)
             if not m:
-                raise ArithError(f"syntax error near {text[pos:pos + 10]!r}")
+                raise ArithError(f"syntax error near {text[pos : pos + 10]!r}")
             pos = m.end()
             if m.lastgroup:
                 out.append((m.lastgroup, m.group(m.lastgroup)))

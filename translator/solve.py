@@ -33,13 +33,17 @@ def split_error(code: str, subject: str, value: int, factors: dict[str, int], fr
     unit = math.prod(factors.values())
     lower, upper = _neighbours(value, unit)
     options = [f"{v} ({free} {v // unit})" for v in (lower, upper) if v is not None]
-    return ConfigError([finding(
-        code,
-        f"{subject} {value} does not split into {_product_text(factors)}: "
-        f"nearest are {' and '.join(options)}",
-        hint=f"use {subject} {' or '.join(str(v) for v in (lower, upper) if v is not None)}"
-             f", or change the {free}",
-    )])
+    return ConfigError(
+        [
+            finding(
+                code,
+                f"{subject} {value} does not split into {_product_text(factors)}: "
+                f"nearest are {' and '.join(options)}",
+                hint=f"use {subject} {' or '.join(str(v) for v in (lower, upper) if v is not None)}"
+                f", or change the {free}",
+            )
+        ]
+    )
 
 
 def data_parallel_size(world: int, tensor: int = 1, pipeline: int = 1, context: int = 1) -> int:
@@ -48,17 +52,22 @@ def data_parallel_size(world: int, tensor: int = 1, pipeline: int = 1, context: 
     if world % model:
         lower, upper = _neighbours(world, model)
         near = " or ".join(str(v) for v in (lower, upper) if v is not None)
-        raise ConfigError([finding(
-            "world-not-divisible",
-            f"world size {world} does not divide by tensor {tensor} × pipeline {pipeline} × "
-            f"context {context} = {model}",
-            hint=f"use a world size of {near}, or change the parallel sizes",
-        )])
+        raise ConfigError(
+            [
+                finding(
+                    "world-not-divisible",
+                    f"world size {world} does not divide by tensor {tensor} × pipeline {pipeline} × "
+                    f"context {context} = {model}",
+                    hint=f"use a world size of {near}, or change the parallel sizes",
+                )
+            ]
+        )
     return world // model
 
 
-def complete(global_batch: int | None, micro: int | None, accumulation: int | None,
-             data_parallel: int | None) -> tuple[int, int | None, int | None, int]:
+def complete(
+    global_batch: int | None, micro: int | None, accumulation: int | None, data_parallel: int | None
+) -> tuple[int, int | None, int | None, int]:
     """Fill the missing one of the four numbers, or check all four.
 
     Returns ``(global, micro, accumulation, data_parallel)``. With only the global batch and
@@ -71,42 +80,59 @@ def complete(global_batch: int | None, micro: int | None, accumulation: int | No
         if known < 3:
             raise InputError(
                 "not enough to solve: give the world size (or data-parallel size) and two of "
-                "global batch, micro-batch, accumulation")
+                "global batch, micro-batch, accumulation"
+            )
         if g % (m * a):
-            raise split_error("global-not-divisible", "global", g,
-                              {"micro": m, "accumulation": a}, "DP")
+            raise split_error(
+                "global-not-divisible", "global", g, {"micro": m, "accumulation": a}, "DP"
+            )
         return g, m, a, g // (m * a)
     if g is None:
         if m is None or a is None:
             raise InputError(
                 "not enough to solve: give the global batch, or both the micro-batch and the "
-                "accumulation")
+                "accumulation"
+            )
         return m * a * dp, m, a, dp
     if m is None and a is None:
         if g % dp:
-            raise split_error("global-not-divisible", "global", g, {"DP": dp}, "micro × accumulation")
+            raise split_error(
+                "global-not-divisible", "global", g, {"DP": dp}, "micro × accumulation"
+            )
         return g, None, None, dp
     if m is None:
         if g % (a * dp):
-            raise split_error("global-not-divisible", "global", g,
-                              {"accumulation": a, "DP": dp}, "micro")
+            raise split_error(
+                "global-not-divisible", "global", g, {"accumulation": a, "DP": dp}, "micro"
+            )
         return g, g // (a * dp), a, dp
     if g % (m * dp):
-        raise split_error("global-not-divisible", "global", g, {"micro": m, "DP": dp}, "accumulation")
+        raise split_error(
+            "global-not-divisible", "global", g, {"micro": m, "DP": dp}, "accumulation"
+        )
     implied = g // (m * dp)
     if a is not None and a != implied:
-        raise ConfigError([finding(
-            "global-not-divisible",
-            f"global {g} ≠ micro {m} × accumulation {a} × DP {dp} = {m * a * dp}",
-            hint=f"use accumulation {implied} for global {g}, or global {m * a * dp}",
-        )])
+        raise ConfigError(
+            [
+                finding(
+                    "global-not-divisible",
+                    f"global {g} ≠ micro {m} × accumulation {a} × DP {dp} = {m * a * dp}",
+                    hint=f"use accumulation {implied} for global {g}, or global {m * a * dp}",
+                )
+            ]
+        )
     return g, m, implied, dp
 
 
 def decompositions(global_batch: int, data_parallel: int) -> list[tuple[int, int]]:
     """Every ``(micro, accumulation)`` with ``micro x accumulation x DP = global``, largest micro first."""
     if global_batch % data_parallel:
-        raise split_error("global-not-divisible", "global", global_batch,
-                          {"DP": data_parallel}, "micro × accumulation")
+        raise split_error(
+            "global-not-divisible",
+            "global",
+            global_batch,
+            {"DP": data_parallel},
+            "micro × accumulation",
+        )
     per_rank = global_batch // data_parallel
     return [(m, per_rank // m) for m in range(per_rank, 0, -1) if per_rank % m == 0]

@@ -9,8 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import (AliasChoices, BaseModel, ConfigDict, Field, StrictBool, StrictFloat,
-                      StrictInt, model_validator)
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    model_validator,
+)
 
 from translator import solve
 from translator.errors import ConfigError, InputError
@@ -24,9 +32,16 @@ Rate = Annotated[StrictFloat | StrictInt, Field(gt=0, allow_inf_nan=False)]
 
 #: The keys every resolved-spec output carries, in this order (DESIGN.md).
 OUTPUT_KEYS = (
-    "global_batch_size", "micro_batch_size", "gradient_accumulation_steps", "data_parallel_size",
-    "world_size", "tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size",
-    "sequence_length", "tokens_per_step",
+    "global_batch_size",
+    "micro_batch_size",
+    "gradient_accumulation_steps",
+    "data_parallel_size",
+    "world_size",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "context_parallel_size",
+    "sequence_length",
+    "tokens_per_step",
 )
 
 
@@ -34,11 +49,13 @@ class BatchSpec(BaseModel):
     """A batch layout. After validation it is consistent; micro and accumulation may stay
     undecided (``None``) when only the global batch and the data-parallel size are known."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True,
-                              title="batchspec BatchSpec")
+    model_config = ConfigDict(
+        extra="forbid", use_attribute_docstrings=True, title="batchspec BatchSpec"
+    )
 
     global_batch_size: Count | None = Field(
-        None, validation_alias=AliasChoices("global_batch_size", "effective_batch_size"))
+        None, validation_alias=AliasChoices("global_batch_size", "effective_batch_size")
+    )
     """Samples per optimizer step, all ranks together (alias: ``effective_batch_size``)."""
     micro_batch_size: Count | None = None
     """Samples in one forward/backward pass on one rank."""
@@ -82,23 +99,32 @@ class BatchSpec(BaseModel):
     """Adam's beta2 at the reference batch; advice keeps its half-life in tokens fixed."""
 
     @model_validator(mode="after")
-    def _solve(self) -> "BatchSpec":
+    def _solve(self) -> BatchSpec:
         world = self._world_from_nodes()
         dp = self.data_parallel_size
         if world is not None:
-            from_world = solve.data_parallel_size(world, self.tensor_parallel_size,
-                                                  self.pipeline_parallel_size,
-                                                  self.context_parallel_size)
+            from_world = solve.data_parallel_size(
+                world,
+                self.tensor_parallel_size,
+                self.pipeline_parallel_size,
+                self.context_parallel_size,
+            )
             if dp is not None and dp != from_world:
-                raise ConfigError([finding(
-                    "world-not-divisible",
-                    f"data_parallel_size {dp} ≠ world {world} / (tensor {self.tensor_parallel_size}"
-                    f" × pipeline {self.pipeline_parallel_size} × context "
-                    f"{self.context_parallel_size}) = {from_world}",
-                    hint=f"drop data_parallel_size or set it to {from_world}")])
+                raise ConfigError(
+                    [
+                        finding(
+                            "world-not-divisible",
+                            f"data_parallel_size {dp} ≠ world {world} / (tensor {self.tensor_parallel_size}"
+                            f" × pipeline {self.pipeline_parallel_size} × context "
+                            f"{self.context_parallel_size}) = {from_world}",
+                            hint=f"drop data_parallel_size or set it to {from_world}",
+                        )
+                    ]
+                )
             dp = from_world
-        g, m, a, dp = solve.complete(self.global_batch_size, self.micro_batch_size,
-                                     self.gradient_accumulation_steps, dp)
+        g, m, a, dp = solve.complete(
+            self.global_batch_size, self.micro_batch_size, self.gradient_accumulation_steps, dp
+        )
         self.global_batch_size, self.micro_batch_size = g, m
         self.gradient_accumulation_steps, self.data_parallel_size = a, dp
         self.world_size = dp * self.model_parallel_size
@@ -111,11 +137,16 @@ class BatchSpec(BaseModel):
             return self.world_size
         world = self.nodes * self.gpus_per_node
         if self.world_size is not None and self.world_size != world:
-            raise ConfigError([finding(
-                "world-nodes-mismatch",
-                f"world_size {self.world_size} ≠ nodes {self.nodes} × gpus_per_node "
-                f"{self.gpus_per_node} = {world}",
-                hint=f"drop world_size or set it to {world}")])
+            raise ConfigError(
+                [
+                    finding(
+                        "world-nodes-mismatch",
+                        f"world_size {self.world_size} ≠ nodes {self.nodes} × gpus_per_node "
+                        f"{self.gpus_per_node} = {world}",
+                        hint=f"drop world_size or set it to {world}",
+                    )
+                ]
+            )
         return world
 
     @property
@@ -152,4 +183,3 @@ class BatchSpec(BaseModel):
 def spec_fields() -> set[str]:
     """Every key a spec file may hold (aliases included)."""
     return set(BatchSpec.model_fields) | {"effective_batch_size"}
-

@@ -27,22 +27,27 @@ def parse_mapping(text: str, where: str) -> tuple[dict, dict[str, int]]:
     A key given twice is refused: which one was meant is anyone's guess."""
     doc = (parsing.load_json if where.endswith(".json") else parsing.load_yaml)(text, where)
     if not isinstance(doc.data, dict):
-        raise InputError(f"{where}: expected a mapping of keys to values, "
-                         f"got {type(doc.data).__name__}")
+        raise InputError(
+            f"{where}: expected a mapping of keys to values, got {type(doc.data).__name__}"
+        )
     for dup in doc.duplicates:
-        raise InputError(f"{where}:{dup.again}: {parsing.brief(dup.path)} is given twice "
-                         f"(lines {dup.first} and {dup.again}); keep one")
+        raise InputError(
+            f"{where}:{dup.again}: {parsing.brief(dup.path)} is given twice "
+            f"(lines {dup.first} and {dup.again}); keep one"
+        )
     return doc.data, {key: line for key, (line, _) in doc.positions.items()}
 
 
 def build_spec(values: dict, where: str, lines: dict[str, int] | None = None) -> BatchSpec:
     """Validate ``values`` as a BatchSpec; a field error becomes one line naming file and line."""
     if "global_batch_size" in values and "effective_batch_size" in values:
-        raise InputError(f"{where}: give global_batch_size or its alias effective_batch_size, "
-                         "not both")
+        raise InputError(
+            f"{where}: give global_batch_size or its alias effective_batch_size, not both"
+        )
     try:
-        return BatchSpec(**{k: v for k, v in values.items()
-                            if k not in DERIVED_KEYS and v is not None})
+        return BatchSpec(
+            **{k: v for k, v in values.items() if k not in DERIVED_KEYS and v is not None}
+        )
     except ValidationError as exc:
         raise InputError(describe(exc, where, lines or {})) from None
 

@@ -17,8 +17,8 @@ probed when the one before it cannot run micro-batch 1. Pure logic: ``probe`` is
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -45,15 +45,19 @@ class Probe:
 
     def as_dict(self) -> dict:
         c = self.candidate
-        return {"micro_batch_size": c.micro_batch_size,
-                "gradient_accumulation_steps": c.gradient_accumulation_steps,
-                "recompute": c.recompute, "zero_stage": c.zero_stage,
-                "samples_per_optimizer_step": self.samples_per_optimizer_step,
-                "tokens_per_second": self.tokens_per_second,
-                "step_time_seconds": self.step_time_seconds,
-                "peak_memory_bytes": self.peak_memory_bytes,
-                "estimated_memory_bytes": self.estimated_memory_bytes,
-                "out_of_memory": self.out_of_memory, "seconds": round(self.seconds, 2)}
+        return {
+            "micro_batch_size": c.micro_batch_size,
+            "gradient_accumulation_steps": c.gradient_accumulation_steps,
+            "recompute": c.recompute,
+            "zero_stage": c.zero_stage,
+            "samples_per_optimizer_step": self.samples_per_optimizer_step,
+            "tokens_per_second": self.tokens_per_second,
+            "step_time_seconds": self.step_time_seconds,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "estimated_memory_bytes": self.estimated_memory_bytes,
+            "out_of_memory": self.out_of_memory,
+            "seconds": round(self.seconds, 2),
+        }
 
 
 def divisors(n: int) -> list[int]:
@@ -74,10 +78,14 @@ class Search:
     reason: str = ""
 
 
-def search(per_rank: int, variants: list[tuple[bool, int | None]],
-           fits_estimate: Callable[[Candidate], bool | None],
-           probe: Callable[[Candidate], Probe], threshold: float = 0.03,
-           limit: int | None = None) -> Search:
+def search(
+    per_rank: int,
+    variants: list[tuple[bool, int | None]],
+    fits_estimate: Callable[[Candidate], bool | None],
+    probe: Callable[[Candidate], Probe],
+    threshold: float = 0.03,
+    limit: int | None = None,
+) -> Search:
     """Search the micro-batches of ``per_rank`` samples per rank and step for each variant
     ``(recompute, zero_stage)`` in order of preference; ``fits_estimate`` says whether the
     estimate fits a candidate (None: no capacity known)."""
@@ -88,7 +96,7 @@ def search(per_rank: int, variants: list[tuple[bool, int | None]],
         ladder = [Candidate(b, per_rank // b, recompute, zero) for b in sizes]
         tried: dict[int, Probe] = {}
 
-        def run(i: int) -> Probe | None:
+        def run(i: int, ladder=ladder, tried=tried) -> Probe | None:
             if i in tried:
                 return tried[i]
             if len(found.probes) >= allowed:
@@ -113,8 +121,9 @@ def search(per_rank: int, variants: list[tuple[bool, int | None]],
     return found
 
 
-def _edge(ladder: list[Candidate], fits_estimate, run, threshold: float,
-          settle_first: bool = False) -> int | None:
+def _edge(
+    ladder: list[Candidate], fits_estimate, run, threshold: float, settle_first: bool = False
+) -> int | None:
     """Index of the largest candidate that fits (-1: none does), or of one that fits and is
     already slower than a smaller one while galloping up; None when out of budget. With
     ``settle_first`` a guess that does not fit is followed by micro-batch 1 (is this variant
@@ -174,15 +183,20 @@ def _climb(edge: int, tried: dict[int, Probe], run, threshold: float) -> None:
     first), moving to any faster probe; then the near gaps elsewhere (:func:`_near_gaps`);
     until no gap worth a probe is left or the budget is spent."""
     while True:
-        fitting = {i: p.tokens_per_second or 0.0 for i, p in tried.items()
-                   if not p.out_of_memory and i <= edge}
+        fitting = {
+            i: p.tokens_per_second or 0.0
+            for i, p in tried.items()
+            if not p.out_of_memory and i <= edge
+        }
         best_i = max(fitting, key=fitting.get)
         below = max((i for i in fitting if i < best_i), default=-1)
         above = min((i for i in fitting if i > best_i), default=edge + 1)
         # The side whose far end is faster (or not probed yet) first: the peak leans there.
-        gaps = [(fitting.get(end, math.inf), abs(end - best_i), mid) for end, mid in (
-            (above, (best_i + above) // 2), (below, (best_i + below + 1) // 2))
-            if abs(end - best_i) > 1 and not _flat(fitting, best_i, end, threshold)]
+        gaps = [
+            (fitting.get(end, math.inf), abs(end - best_i), mid)
+            for end, mid in ((above, (best_i + above) // 2), (below, (best_i + below + 1) // 2))
+            if abs(end - best_i) > 1 and not _flat(fitting, best_i, end, threshold)
+        ]
         if not gaps:
             gaps = _near_gaps(fitting, fitting[best_i], edge, 2 * threshold)
         if not gaps:
@@ -210,11 +224,17 @@ def _reason(pick: Probe, tried: dict[int, Probe], edge: int, ladder, threshold) 
     fit = max(p.candidate.micro_batch_size for p in tried.values() if not p.out_of_memory)
     oom = [p.candidate.micro_batch_size for p in tried.values() if p.out_of_memory]
     edge_text = f"the largest micro-batch probed that fits is {fit}" + (
-        f" ({min(oom)} ran out of memory)" if oom else "")
+        f" ({min(oom)} ran out of memory)" if oom else ""
+    )
     at = next(i for i, p in tried.items() if p is pick)
     neighbours = [i for i in (at - 1, at + 1) if 0 <= i <= edge]
-    climb = ("both its neighbours were probed" if all(i in tried for i in neighbours) else
-             f"the probes beside it are within {threshold:.0%} of it or the budget was spent")
-    return (f"{edge_text}; micro-batch {c.micro_batch_size} × accumulation "
-            f"{c.gradient_accumulation_steps} is the fastest of {len(tried)} probe(s) and "
-            f"{climb}")
+    climb = (
+        "both its neighbours were probed"
+        if all(i in tried for i in neighbours)
+        else f"the probes beside it are within {threshold:.0%} of it or the budget was spent"
+    )
+    return (
+        f"{edge_text}; micro-batch {c.micro_batch_size} × accumulation "
+        f"{c.gradient_accumulation_steps} is the fastest of {len(tried)} probe(s) and "
+        f"{climb}"
+    )

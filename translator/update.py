@@ -19,12 +19,25 @@ from translator.reading import Launch, Reading
 from translator.spec import BatchSpec
 
 #: Errors in the old file that an update rewrites away; any other error is refused first.
-REWRITES = {"deepspeed-batch-mismatch", "deepspeed-floor", "axolotl-batch-size-ignored",
-            "global-not-divisible", "world-not-divisible", "axolotl-world-rounding",
-            "virtual-pipeline-microbatches"}
+REWRITES = {
+    "deepspeed-batch-mismatch",
+    "deepspeed-floor",
+    "axolotl-batch-size-ignored",
+    "global-not-divisible",
+    "world-not-divisible",
+    "axolotl-world-rounding",
+    "virtual-pipeline-microbatches",
+}
 #: Spec fields an update carries over from the old config unchanged.
-CARRIED = ("sequence_length", "deepspeed_autotp", "zero_stage", "virtual_pipeline_stages",
-           "microbatch_group_size_per_vp_stage", "expert_parallel_size", "num_experts")
+CARRIED = (
+    "sequence_length",
+    "deepspeed_autotp",
+    "zero_stage",
+    "virtual_pipeline_stages",
+    "microbatch_group_size_per_vp_stage",
+    "expert_parallel_size",
+    "num_experts",
+)
 
 
 @dataclass(frozen=True)
@@ -44,9 +57,18 @@ class Change:
         return {"key": self.key, "old": self.old, "new": self.new, "line": self.line}
 
 
-def target_spec(old: Inspection, *, global_batch: int | None, micro: int | None,
-                world: int | None, nodes: int | None, gpus_per_node: int | None,
-                tensor: int | None, pipeline: int | None, context: int | None) -> BatchSpec:
+def target_spec(
+    old: Inspection,
+    *,
+    global_batch: int | None,
+    micro: int | None,
+    world: int | None,
+    nodes: int | None,
+    gpus_per_node: int | None,
+    tensor: int | None,
+    pipeline: int | None,
+    context: int | None,
+) -> BatchSpec:
     """The new spec: the old global batch and micro-batch unless told otherwise, accumulation
     re-solved. Refuses (exit 1) with the options when that does not divide."""
     kept = [f for f in old.findings if f.severity == "error" and f.code not in REWRITES]
@@ -55,40 +77,63 @@ def target_spec(old: Inspection, *, global_batch: int | None, micro: int | None,
     v = old.values
     g = global_batch or v.get("global_batch_size")
     if g is None:
-        raise InputError(f"{old.reading.path}: the current global batch is not known (the file "
-                         "does not say its world size); give --global-batch or --from-world-size")
+        raise InputError(
+            f"{old.reading.path}: the current global batch is not known (the file "
+            "does not say its world size); give --global-batch or --from-world-size"
+        )
     m = micro or v.get("micro_batch_size")
     if nodes is None and world is None:
         world = v.get("world_size")
-    layout = {"tensor_parallel_size": tensor or v.get("tensor_parallel_size", 1),
-              "pipeline_parallel_size": pipeline or v.get("pipeline_parallel_size", 1),
-              "context_parallel_size": context or v.get("context_parallel_size", 1)}
-    fields = {k: v[k] for k in CARRIED if v.get(k) is not None} | layout | {
-        "global_batch_size": g, "micro_batch_size": m, "world_size": world,
-        "nodes": nodes, "gpus_per_node": gpus_per_node}
+    layout = {
+        "tensor_parallel_size": tensor or v.get("tensor_parallel_size", 1),
+        "pipeline_parallel_size": pipeline or v.get("pipeline_parallel_size", 1),
+        "context_parallel_size": context or v.get("context_parallel_size", 1),
+    }
+    fields = (
+        {k: v[k] for k in CARRIED if v.get(k) is not None}
+        | layout
+        | {
+            "global_batch_size": g,
+            "micro_batch_size": m,
+            "world_size": world,
+            "nodes": nodes,
+            "gpus_per_node": gpus_per_node,
+        }
+    )
     try:
         return BatchSpec(**{k: x for k, x in fields.items() if x is not None})
     except ConfigError as exc:
         if exc.findings[0].code != "global-not-divisible":
             raise
-        raise ConfigError([_options(g, m, fields, exc.findings[0].message,
-                                    old.reading.path)]) from None
+        raise ConfigError(
+            [_options(g, m, fields, exc.findings[0].message, old.reading.path)]
+        ) from None
 
 
 def _options(g: int, m: int, fields: dict, message: str, where: str):
     world = fields["world_size"] or fields["nodes"] * fields["gpus_per_node"]
-    dp = solve.data_parallel_size(world, fields["tensor_parallel_size"],
-                                  fields["pipeline_parallel_size"], fields["context_parallel_size"])
+    dp = solve.data_parallel_size(
+        world,
+        fields["tensor_parallel_size"],
+        fields["pipeline_parallel_size"],
+        fields["context_parallel_size"],
+    )
     unit = m * dp
     near = [x for x in (g // unit * unit, (g // unit + 1) * unit) if x]
-    lr = "; ".join(f"global {x} (accumulation {x // unit}) needs the learning rate × "
-                   f"{math.sqrt(x / g):.3g} for Adam (square root) or × {x / g:.3g} for SGD"
-                   for x in near)
+    lr = "; ".join(
+        f"global {x} (accumulation {x // unit}) needs the learning rate × "
+        f"{math.sqrt(x / g):.3g} for Adam (square root) or × {x / g:.3g} for SGD"
+        for x in near
+    )
     micros = [str(mm) for mm, _ in solve.decompositions(g, dp)] if g % dp == 0 else []
-    keep = (f"; or keep global {g} with micro-batch {', '.join(micros)}" if micros else
-            f"; no micro-batch keeps global {g} on data-parallel {dp}")
-    return finding("update-impossible", f"cannot keep the batch exact: {message}",
-                   hint=lr + keep, where=where)
+    keep = (
+        f"; or keep global {g} with micro-batch {', '.join(micros)}"
+        if micros
+        else f"; no micro-batch keeps global {g} on data-parallel {dp}"
+    )
+    return finding(
+        "update-impossible", f"cannot keep the batch exact: {message}", hint=lr + keep, where=where
+    )
 
 
 def apply(backend: Framework, reading: Reading, spec: BatchSpec) -> tuple[str, list[Change]]:
@@ -112,14 +157,18 @@ def apply(backend: Framework, reading: Reading, spec: BatchSpec) -> tuple[str, l
             raise InputError(
                 f"{reading.where(key)}: cannot change {key}: its value "
                 f"{'is ' + old.why_unknown if old.why_unknown else 'is computed, not written'}"
-                f"; set it to {new} by hand")
+                f"; set it to {new} by hand"
+            )
         elif replacements.get(_without_line_end(reading.text, old.span), str(new)) != str(new):
-            raise InputError(f"{reading.where(key)}: {key} shares its value with another key "
-                             "that needs a different one; edit it by hand")
+            raise InputError(
+                f"{reading.where(key)}: {key} shares its value with another key "
+                "that needs a different one; edit it by hand"
+            )
         else:
             replacements[_without_line_end(reading.text, old.span)] = str(new)
-        changes.append(Change(key, None if old is None else old.value, new,
-                              None if old is None else old.line))
+        changes.append(
+            Change(key, None if old is None else old.value, new, None if old is None else old.line)
+        )
     text = reading.text
     for (start, end), new_text in sorted(replacements.items(), reverse=True):
         text = text[:start] + new_text + text[end:]
@@ -138,7 +187,7 @@ def _insertion(reading: Reading, key: str) -> tuple[int, int]:
 
 def _line_ending(text: str, pos: int) -> str:
     """The line ending of the line before ``pos`` (so an inserted line matches its neighbour)."""
-    return "\r\n" if text[max(pos - 2, 0):pos] == "\r\n" else "\n"
+    return "\r\n" if text[max(pos - 2, 0) : pos] == "\r\n" else "\n"
 
 
 def _refuse_shared(reading: Reading, key: str, old, edits: dict) -> None:
@@ -146,12 +195,17 @@ def _refuse_shared(reading: Reading, key: str, old, edits: dict) -> None:
     ``--micro-batch-size $N --seq-length $N``): the edit would change them silently."""
     if old is None or old.span is None:
         return
-    others = [u for u in reading.uses.get(old.span, [])
-              if u.split(" (line")[0] not in (key,) and u.split(" (line")[0] not in edits]
+    others = [
+        u
+        for u in reading.uses.get(old.span, [])
+        if u.split(" (line")[0] not in (key,) and u.split(" (line")[0] not in edits
+    ]
     if others:
-        raise InputError(f"{reading.where(key)}: the value of {key} ({old.value}) is written "
-                         f"once and also used by {', '.join(sorted(set(others)))}; changing it "
-                         f"would change those too. Give {key} a value of its own, then update")
+        raise InputError(
+            f"{reading.where(key)}: the value of {key} ({old.value}) is written "
+            f"once and also used by {', '.join(sorted(set(others)))}; changing it "
+            f"would change those too. Give {key} a value of its own, then update"
+        )
 
 
 def _without_line_end(text: str, span: tuple[int, int]) -> tuple[int, int]:
@@ -180,13 +234,21 @@ def update(backend: Framework, old: Inspection, spec: BatchSpec):
         raise ConfigError(errors)
     got = again.spec
     if again.reading.world_size not in (None, spec.world_size):
-        raise InputError(f"{old.reading.path}: the launch line would still start "
-                         f"{again.reading.world_size} processes, not {spec.world_size}; "
-                         "give --nnodes and --nproc-per-node")
-    for key in ("global_batch_size", "micro_batch_size", "gradient_accumulation_steps",
-                "world_size"):
+        raise InputError(
+            f"{old.reading.path}: the launch line would still start "
+            f"{again.reading.world_size} processes, not {spec.world_size}; "
+            "give --nnodes and --nproc-per-node"
+        )
+    for key in (
+        "global_batch_size",
+        "micro_batch_size",
+        "gradient_accumulation_steps",
+        "world_size",
+    ):
         if got is None or getattr(got, key) != getattr(spec, key):
-            raise InputError(f"{old.reading.path}: after the update the file would give {key} "
-                             f"{None if got is None else getattr(got, key)}, not "
-                             f"{getattr(spec, key)}; edit it by hand")
+            raise InputError(
+                f"{old.reading.path}: after the update the file would give {key} "
+                f"{None if got is None else getattr(got, key)}, not "
+                f"{getattr(spec, key)}; edit it by hand"
+            )
     return text, changes, again

@@ -15,6 +15,8 @@ def get_backends(wanted_names: str) -> list[Framework]:
     wanted = [n.strip() for n in wanted_names.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in names()]
     if unknown or not wanted:
-        raise InputError(f"unknown backend {', '.join(unknown) or '(none given)'}; "
-                         f"choose from {', '.join(names())}")
+        raise InputError(
+            f"unknown backend {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(names())}"
+        )
     return [BACKENDS[n] for n in dict.fromkeys(wanted)]

@@ -8,8 +8,7 @@ from __future__ import annotations
 from translator import parsing
 from translator.errors import InputError
 from translator.findings import Finding, finding
-from translator.reading import (Launch, Reading, Value, invalid_value, typo_findings,
-                                values_at)
+from translator.reading import Launch, Reading, Value, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
 
 NAME = "deepspeed"
@@ -23,12 +22,17 @@ ENGINE = "translator.launch.engines.deepspeed"
 TBS, MBS, GAS = "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"
 BATCH_KEYS = [TBS, MBS, GAS]
 #: Real DeepSpeed keys that look like batch keys.
-LOOKALIKES = {"gradient_accumulation_dtype", "gradient_clipping", "gradient_predivide_factor",
-              "sequence_parallel_size", "prescale_gradients"}
+LOOKALIKES = {
+    "gradient_accumulation_dtype",
+    "gradient_clipping",
+    "gradient_predivide_factor",
+    "sequence_parallel_size",
+    "prescale_gradients",
+}
 #: The HF Trainer argument each "auto" batch key is filled from.
 HF_FILLS = {
     TBS: "world_size × per_device_train_batch_size × gradient_accumulation_steps (world = every "
-         "process, not the data-parallel size)",
+    "process, not the data-parallel size)",
     MBS: "per_device_train_batch_size",
     GAS: "gradient_accumulation_steps",
 }
@@ -45,11 +49,14 @@ def batch_world(spec: BatchSpec) -> int:
 
 def context(spec: BatchSpec) -> dict:
     return {
-        "train_batch_size":
-            spec.micro_batch_size * spec.gradient_accumulation_steps * batch_world(spec),
+        "train_batch_size": spec.micro_batch_size
+        * spec.gradient_accumulation_steps
+        * batch_world(spec),
         "micro_batch_size": spec.micro_batch_size,
         "gradient_accumulation_steps": spec.gradient_accumulation_steps,
-        "sequence_parallel_size": spec.context_parallel_size if spec.context_parallel_size > 1 else None,
+        "sequence_parallel_size": spec.context_parallel_size
+        if spec.context_parallel_size > 1
+        else None,
         "autotp_size": spec.tensor_parallel_size if spec.deepspeed_autotp else None,
         "zero_stage": spec.zero_stage,
     }
@@ -57,60 +64,87 @@ def context(spec: BatchSpec) -> dict:
 
 # Reading ---------------------------------------------------------------------------------------
 
+
 def read(text: str, where: str) -> Reading:
     """A DeepSpeed JSON: the batch keys (ints or "auto"), ZeRO, AutoTP, sequence parallel."""
     doc = parsing.load_json(text, where)
     config = doc.data
     if not isinstance(config, dict):
-        raise InputError(f"{where}: a DeepSpeed config must be a JSON object, "
-                         f"not {type(config).__name__}")
+        raise InputError(
+            f"{where}: a DeepSpeed config must be a JSON object, not {type(config).__name__}"
+        )
     reading = Reading(where, NAME, text)
     lines = {key: doc.positions.get(key, (0,))[0] for key in config}
-    reading.values |= values_at(doc, BATCH_KEYS + ["sequence_parallel_size",
-                                                   "zero_optimization.stage",
-                                                   "tensor_parallel.autotp_size"])
+    reading.values |= values_at(
+        doc,
+        BATCH_KEYS
+        + ["sequence_parallel_size", "zero_optimization.stage", "tensor_parallel.autotp_size"],
+    )
     if "pipeline" in config:
         reading.values["pipeline"] = Value(True, lines["pipeline"])
     for dup in doc.duplicates:
         key = parsing.brief(dup.path)
-        reading.findings.append(finding(
-            "duplicate-key", f"{key} is set twice (lines {dup.first} and {dup.again}); "
-                             "DeepSpeed refuses duplicate keys",
-            hint=f"keep one {key}", where=f"{where}:{dup.again}"))
+        reading.findings.append(
+            finding(
+                "duplicate-key",
+                f"{key} is set twice (lines {dup.first} and {dup.again}); "
+                "DeepSpeed refuses duplicate keys",
+                hint=f"keep one {key}",
+                where=f"{where}:{dup.again}",
+            )
+        )
     if "elasticity" in config:
-        reading.findings.append(finding(
-            "deepspeed-elasticity-removed",
-            "the elasticity block was removed from DeepSpeed (0.19.8 raises on it)",
-            hint="delete it; batchspec plan lists the batch layouts valid on each world size",
-            where=f"{where}:{lines['elasticity']}"))
+        reading.findings.append(
+            finding(
+                "deepspeed-elasticity-removed",
+                "the elasticity block was removed from DeepSpeed (0.19.8 raises on it)",
+                hint="delete it; batchspec plan lists the batch layouts valid on each world size",
+                where=f"{where}:{lines['elasticity']}",
+            )
+        )
     reading.findings += typo_findings(lines, BATCH_KEYS, LOOKALIKES, where)
     return reading
 
 
 # Interpreting ----------------------------------------------------------------------------------
 
+
 def _counts(reading: Reading, findings: list[Finding]) -> dict[str, object]:
     """Each batch key as an int, "auto", or absent; wrong values become findings."""
     out = {}
-    for key in BATCH_KEYS + ["sequence_parallel_size", "zero_optimization.stage",
-                             "tensor_parallel.autotp_size"]:
+    for key in BATCH_KEYS + [
+        "sequence_parallel_size",
+        "zero_optimization.stage",
+        "tensor_parallel.autotp_size",
+    ]:
         v = reading.values.get(key)
         if v is None:
             continue
         if v.value == "auto" and key in BATCH_KEYS:
             out[key] = "auto"
-            findings.append(finding(
-                "hf-auto", f'{key} is "auto": the Hugging Face Trainer fills it from '
-                           f'{HF_FILLS[key]}; DeepSpeed itself does not understand "auto"',
-                where=reading.where(key)))
+            findings.append(
+                finding(
+                    "hf-auto",
+                    f'{key} is "auto": the Hugging Face Trainer fills it from '
+                    f'{HF_FILLS[key]}; DeepSpeed itself does not understand "auto"',
+                    where=reading.where(key),
+                )
+            )
         elif key == "zero_optimization.stage" and type(v.value) is int and v.value in (0, 1, 2, 3):
             out[key] = v.value
         elif v.is_count and key != "zero_optimization.stage":
             out[key] = v.value
         else:
-            findings.append(invalid_value(
-                key, v, reading.path, "0, 1, 2 or 3" if key.startswith("zero") else
-                "a positive integer" + (' or "auto"' if key in BATCH_KEYS else "")))
+            findings.append(
+                invalid_value(
+                    key,
+                    v,
+                    reading.path,
+                    "0, 1, 2 or 3"
+                    if key.startswith("zero")
+                    else "a positive integer" + (' or "auto"' if key in BATCH_KEYS else ""),
+                )
+            )
     return out
 
 
@@ -142,10 +176,15 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     if "auto" in c.values() or any(f.code == "invalid-value" for f in findings):
         return values | written, findings
     if tbs is None and mbs is None:
-        findings.append(finding(
-            "deepspeed-no-batch",
-            "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided "
-            "(DeepSpeed's words)", hint=f"add {MBS}", where=reading.path))
+        findings.append(
+            finding(
+                "deepspeed-no-batch",
+                "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided "
+                "(DeepSpeed's words)",
+                hint=f"add {MBS}",
+                where=reading.path,
+            )
+        )
         return values | written, findings
     explicit_gas = gas is not None
     if gas is None and (tbs is None or mbs is None):
@@ -156,16 +195,23 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         findings += _against_world(reading, tbs, mbs, gas, explicit_gas, w)
     elif w is None and None not in (tbs, mbs, gas) and tbs % (mbs * gas) == 0:
         ranks = tbs // (mbs * gas)
-        findings.append(finding(
-            "world-implied",
-            f"{TBS} {tbs} = {MBS} {mbs} × {GAS} {gas} × {ranks}: DeepSpeed accepts this file "
-            f"only where it counts {ranks} ranks", where=reading.where(TBS)))
+        findings.append(
+            finding(
+                "world-implied",
+                f"{TBS} {tbs} = {MBS} {mbs} × {GAS} {gas} × {ranks}: DeepSpeed accepts this file "
+                f"only where it counts {ranks} ranks",
+                where=reading.where(TBS),
+            )
+        )
     return values, findings
 
 
 def _known(global_batch, micro, accumulation) -> dict:
-    pairs = (("global_batch_size", global_batch), ("micro_batch_size", micro),
-             ("gradient_accumulation_steps", accumulation))
+    pairs = (
+        ("global_batch_size", global_batch),
+        ("micro_batch_size", micro),
+        ("gradient_accumulation_steps", accumulation),
+    )
     return {k: v for k, v in pairs if v is not None}
 
 
@@ -174,11 +220,16 @@ def _against_world(reading: Reading, tbs, mbs, gas, explicit_gas, w) -> list[Fin
     if mbs is not None and explicit_gas:
         if tbs == mbs * gas * w:
             return []
-        return [finding(
-            "deepspeed-batch-mismatch",
-            f"Check batch related parameters. train_batch_size is not equal to "
-            f"micro_batch_per_gpu * gradient_acc_step * world_size {tbs} != {mbs} * {gas} * {w} "
-            "(DeepSpeed's words)", hint=_mismatch_fix(tbs, mbs, gas, w), where=reading.where(TBS))]
+        return [
+            finding(
+                "deepspeed-batch-mismatch",
+                f"Check batch related parameters. train_batch_size is not equal to "
+                f"micro_batch_per_gpu * gradient_acc_step * world_size {tbs} != {mbs} * {gas} * {w} "
+                "(DeepSpeed's words)",
+                hint=_mismatch_fix(tbs, mbs, gas, w),
+                where=reading.where(TBS),
+            )
+        ]
     if mbs is not None:
         key, derived, formula = GAS, tbs // mbs // w, f"{tbs} // {mbs} // {w}"
         mbs_, gas_ = mbs, derived
@@ -187,11 +238,15 @@ def _against_world(reading: Reading, tbs, mbs, gas, explicit_gas, w) -> list[Fin
         mbs_, gas_ = derived, gas
     if derived >= 1 and tbs == mbs_ * gas_ * w:
         return []
-    return [finding(
-        "deepspeed-floor",
-        f"DeepSpeed derives {key} = {formula} = {derived} and then fails its own check: "
-        f"{tbs} != {mbs_} * {gas_} * {w}", hint=_fix(tbs, max(mbs_, 1), w),
-        where=reading.where(TBS))]
+    return [
+        finding(
+            "deepspeed-floor",
+            f"DeepSpeed derives {key} = {formula} = {derived} and then fails its own check: "
+            f"{tbs} != {mbs_} * {gas_} * {w}",
+            hint=_fix(tbs, max(mbs_, 1), w),
+            where=reading.where(TBS),
+        )
+    ]
 
 
 def _mismatch_fix(tbs: int, mbs: int, gas: int, w: int) -> str:
@@ -212,50 +267,67 @@ def check(spec: BatchSpec) -> list[Finding]:
     out = []
     pp = spec.pipeline_parallel_size
     if pp > 1:
-        out.append(finding(
-            "deepspeed-pipeline-accumulation",
-            f"with pipeline parallelism (PP {pp}) DeepSpeed's pipeline engine runs "
-            f"gradient_accumulation_steps = {spec.gradient_accumulation_steps} micro-batches per "
-            "optimizer step through the pipeline; only engine.train_batch() may be called",
-            hint=f"more micro-batches shrink the pipeline bubble: accumulation ≥ PP {pp} is "
-                 "usually wanted"))
+        out.append(
+            finding(
+                "deepspeed-pipeline-accumulation",
+                f"with pipeline parallelism (PP {pp}) DeepSpeed's pipeline engine runs "
+                f"gradient_accumulation_steps = {spec.gradient_accumulation_steps} micro-batches per "
+                "optimizer step through the pipeline; only engine.train_batch() may be called",
+                hint=f"more micro-batches shrink the pipeline bubble: accumulation ≥ PP {pp} is "
+                "usually wanted",
+            )
+        )
         if spec.zero_stage is not None and spec.zero_stage >= 2:
-            out.append(finding(
-                "deepspeed-pipeline-zero",
-                f"ZeRO stage {spec.zero_stage} with pipeline parallelism (PP {pp}): DeepSpeed's "
-                "pipeline engine refuses ZeRO stage 2 or 3",
-                hint="use zero_stage 0 or 1 with pipeline parallelism"))
+            out.append(
+                finding(
+                    "deepspeed-pipeline-zero",
+                    f"ZeRO stage {spec.zero_stage} with pipeline parallelism (PP {pp}): DeepSpeed's "
+                    "pipeline engine refuses ZeRO stage 2 or 3",
+                    hint="use zero_stage 0 or 1 with pipeline parallelism",
+                )
+            )
     if not spec.deepspeed_autotp and spec.tensor_parallel_size * pp > 1:
-        out.append(finding(
-            "deepspeed-mpu-world",
-            f"train_batch_size {spec.global_batch_size} counts data-parallel {spec.data_parallel_size}"
-            f", the size a model-parallel unit reports (Megatron-DeepSpeed's mpu, the pipeline "
-            f"engine's grid); DeepSpeed without one would count all {spec.world_size} ranks",
-            hint="pass mpu= to deepspeed.initialize (or use a PipelineModule)"))
+        out.append(
+            finding(
+                "deepspeed-mpu-world",
+                f"train_batch_size {spec.global_batch_size} counts data-parallel {spec.data_parallel_size}"
+                f", the size a model-parallel unit reports (Megatron-DeepSpeed's mpu, the pipeline "
+                f"engine's grid); DeepSpeed without one would count all {spec.world_size} ranks",
+                hint="pass mpu= to deepspeed.initialize (or use a PipelineModule)",
+            )
+        )
     if spec.deepspeed_autotp and spec.tensor_parallel_size > 1:
         written = context(spec)["train_batch_size"]
-        out.append(finding(
-            "deepspeed-autotp-world",
-            f"DeepSpeed AutoTP checks train_batch_size against every rank, so it is written as "
-            f"{written} = micro {spec.micro_batch_size} × accumulation "
-            f"{spec.gradient_accumulation_steps} × {batch_world(spec)} ranks; the "
-            f"samples per optimizer step are still {spec.global_batch_size} (tensor-parallel ranks "
-            "share their data)",
-            hint="do not 'correct' train_batch_size to the global batch: DeepSpeed would refuse it"))
+        out.append(
+            finding(
+                "deepspeed-autotp-world",
+                f"DeepSpeed AutoTP checks train_batch_size against every rank, so it is written as "
+                f"{written} = micro {spec.micro_batch_size} × accumulation "
+                f"{spec.gradient_accumulation_steps} × {batch_world(spec)} ranks; the "
+                f"samples per optimizer step are still {spec.global_batch_size} (tensor-parallel ranks "
+                "share their data)",
+                hint="do not 'correct' train_batch_size to the global batch: DeepSpeed would refuse it",
+            )
+        )
     return out
 
 
 def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
     """New values for the batch keys the file holds ("auto" stays: the Trainer fills it)."""
-    wanted = {TBS: context(spec)["train_batch_size"], MBS: spec.micro_batch_size,
-              GAS: spec.gradient_accumulation_steps,
-              "sequence_parallel_size": spec.context_parallel_size,
-              "tensor_parallel.autotp_size": spec.tensor_parallel_size}
-    return {k: v for k, v in wanted.items()
-            if k in reading.values and reading.values[k].value != "auto"}
+    wanted = {
+        TBS: context(spec)["train_batch_size"],
+        MBS: spec.micro_batch_size,
+        GAS: spec.gradient_accumulation_steps,
+        "sequence_parallel_size": spec.context_parallel_size,
+        "tensor_parallel.autotp_size": spec.tensor_parallel_size,
+    }
+    return {
+        k: v for k, v in wanted.items() if k in reading.values and reading.values[k].value != "auto"
+    }
 
 
 # The plugin contract's other parts -------------------------------------------------------------
+
 
 def claims(text: str) -> bool:
     """A JSON object, by its first character."""
@@ -274,13 +346,18 @@ def verdict(inspection, world: int) -> str:
     from translator.crosscheck.verdict import NotEnoughKnown
 
     if '"auto"' in inspection.reading.text:
-        raise NotEnoughKnown('its "auto" values are filled by the HF Trainer; DeepSpeed alone '
-                             "refuses them")
+        raise NotEnoughKnown(
+            'its "auto" values are filled by the HF Trainer; DeepSpeed alone refuses them'
+        )
     config = json.loads(inspection.reading.text)
     values = inspection.values
     model = values.get("tensor_parallel_size", 1) * values.get("pipeline_parallel_size", 1)
-    mpu_dp = None if values.get("deepspeed_autotp") or model == 1 else values.get("data_parallel_size")
+    mpu_dp = (
+        None if values.get("deepspeed_autotp") or model == 1 else values.get("data_parallel_size")
+    )
     got = resolve(config, world, mpu_dp)
-    return (f"DeepSpeedConfig at world {world}: train_batch_size {got['train_batch_size']}, "
-            f"micro {got['train_micro_batch_size_per_gpu']}, accumulation "
-            f"{got['gradient_accumulation_steps']} (counting {got['world_size']:g} ranks)")
+    return (
+        f"DeepSpeedConfig at world {world}: train_batch_size {got['train_batch_size']}, "
+        f"micro {got['train_micro_batch_size_per_gpu']}, accumulation "
+        f"{got['gradient_accumulation_steps']} (counting {got['world_size']:g} ranks)"
+    )

@@ -26,8 +26,11 @@ def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> N
         reading.partners.append(deepspeed.read(text, f"{where} (inline deepspeed)"))
         return
     if not isinstance(target, str):
-        reading.findings.append(invalid_value("deepspeed", reading.values["deepspeed"],
-                                              reading.path, "a path to a DeepSpeed JSON"))
+        reading.findings.append(
+            invalid_value(
+                "deepspeed", reading.values["deepspeed"], reading.path, "a path to a DeepSpeed JSON"
+            )
+        )
         return
     here = Path(reading.path).parent if reading.path != "-" else Path.cwd()
     found = False
@@ -41,38 +44,65 @@ def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> N
             break
     looked = ", ".join(dict.fromkeys(str(b) for b in (bases or [here])))
     if not found:
-        reading.findings.append(finding(
-            "missing-file", f"deepspeed: {parsing.brief(target, quote='')} does not exist "
-                            f"(looked in {looked})",
-            hint="fix the path (it is relative to the YAML) or add the file", where=where))
+        reading.findings.append(
+            finding(
+                "missing-file",
+                f"deepspeed: {parsing.brief(target, quote='')} does not exist (looked in {looked})",
+                hint="fix the path (it is relative to the YAML) or add the file",
+                where=where,
+            )
+        )
         return
     reading.partners.append(deepspeed.read(read_text(path), str(path)))
 
 
-def pair(reading: Reading, ds: Reading, values: dict, world: int | None,
-         code: str = "axolotl-deepspeed-mismatch") -> list[Finding]:
+def pair(
+    reading: Reading,
+    ds: Reading,
+    values: dict,
+    world: int | None,
+    code: str = "axolotl-deepspeed-mismatch",
+) -> list[Finding]:
     """The HF Trainer's check of the DeepSpeed JSON against the values it fills it from
     (``HfTrainerDeepSpeedConfig.trainer_config_process``: ``train_batch_size`` is world ×
     micro × accumulation, every process counted); ``code`` names the finding for the caller."""
     micro, gas = values.get("micro_batch_size"), values.get("gradient_accumulation_steps")
-    hf = {deepspeed.MBS: ("per_device_train_batch_size", micro),
-          deepspeed.GAS: ("gradient_accumulation_steps", gas),
-          deepspeed.TBS: ("train_batch_size (calculated)",
-                          None if None in (world, micro, gas) else world * micro * gas)}
-    autos = {key: expected for key, (_, expected) in hf.items()
-             if key in ds.values and ds.values[key].value == "auto"}
+    hf = {
+        deepspeed.MBS: ("per_device_train_batch_size", micro),
+        deepspeed.GAS: ("gradient_accumulation_steps", gas),
+        deepspeed.TBS: (
+            "train_batch_size (calculated)",
+            None if None in (world, micro, gas) else world * micro * gas,
+        ),
+    }
+    autos = {
+        key: expected
+        for key, (_, expected) in hf.items()
+        if key in ds.values and ds.values[key].value == "auto"
+    }
     out = []
     if autos:
-        filled = ", ".join(f"{k} = {'world × ' + str(micro) + ' × ' + str(gas) if v is None else v}"
-                           for k, v in autos.items())
-        out.append(finding(
-            "hf-auto", f'the "auto" batch values in {ds.path} are filled by the HF Trainer from '
-                       f"this YAML: {filled}", where=ds.path))
+        filled = ", ".join(
+            f"{k} = {'world × ' + str(micro) + ' × ' + str(gas) if v is None else v}"
+            for k, v in autos.items()
+        )
+        out.append(
+            finding(
+                "hf-auto",
+                f'the "auto" batch values in {ds.path} are filled by the HF Trainer from '
+                f"this YAML: {filled}",
+                where=ds.path,
+            )
+        )
     wrong = []
     for key, (hf_name, expected) in hf.items():
         v = ds.values.get(key)
-        if v is not None and isinstance(v.value, str) and v.value.isdigit() \
-                and expected is not None:  # "8": the Trainer compares with != and refuses it
+        if (
+            v is not None
+            and isinstance(v.value, str)
+            and v.value.isdigit()
+            and expected is not None
+        ):  # "8": the Trainer compares with != and refuses it
             wrong.append(f'ds {key}="{v.value}" (a JSON string) vs hf {hf_name}={expected}')
             continue
         if v is not None and v.value != "auto" and not v.is_count:
@@ -83,9 +113,12 @@ def pair(reading: Reading, ds: Reading, values: dict, world: int | None,
             wrong.append(f"ds {key}={v.value} vs hf {hf_name}={expected}")
     if not wrong:
         return out
-    return out + [finding(
-        code,
-        "Please correct the following DeepSpeed config values that mismatch TrainingArguments "
-        f"values: {'; '.join(wrong)} (the HF Trainer's words, from {reading.path} and {ds.path})",
-        hint=f'set the batch keys in {ds.path} to "auto" so the Trainer fills them',
-        where=ds.path)]
+    return out + [
+        finding(
+            code,
+            "Please correct the following DeepSpeed config values that mismatch TrainingArguments "
+            f"values: {'; '.join(wrong)} (the HF Trainer's words, from {reading.path} and {ds.path})",
+            hint=f'set the batch keys in {ds.path} to "auto" so the Trainer fills them',
+            where=ds.path,
+        )
+    ]

@@ -23,7 +23,7 @@ from translator.cli.validate import validate
 def _wants_json(args) -> bool:
     """Whether ``--json`` is among the options (not after ``--``)."""
     args = list(args)
-    return "--json" in (args[:args.index("--")] if "--" in args else args)
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
 @contextmanager

@@ -11,7 +11,6 @@ import sys
 import click
 
 from translator import frameworks
-
 from translator.errors import BatchspecError, ConfigError
 from translator.findings import Finding
 
@@ -21,8 +20,12 @@ def command(name: str, **kwargs):
 
     def decorate(fn):
         @click.command(name, **kwargs)
-        @click.option("--json", "as_json", is_flag=True,
-                      help="Print one JSON object on stdout and nothing else there.")
+        @click.option(
+            "--json",
+            "as_json",
+            is_flag=True,
+            help="Print one JSON object on stdout and nothing else there.",
+        )
         @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
         @functools.wraps(fn)
         def run(as_json: bool, debug: bool, **params):
@@ -39,7 +42,9 @@ def command(name: str, **kwargs):
             except Exception as exc:  # a bug in batchspec: still one line, traceback on --debug
                 if debug:
                     raise
-                fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)", 1, as_json)
+                fail(
+                    f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)", 1, as_json
+                )
 
         return run
 
@@ -50,8 +55,9 @@ def fail(message: str, code: int, as_json: bool, findings: list[Finding] = ()) -
     """Report an error: one line on stderr (and the JSON object on stdout), then exit."""
     click.echo(f"batchspec: error: {printable(message)}", err=True)
     if as_json:
-        emit_json({"error": message, "exit_code": code,
-                   "findings": [f.as_dict() for f in findings]})
+        emit_json(
+            {"error": message, "exit_code": code, "findings": [f.as_dict() for f in findings]}
+        )
     sys.exit(code)
 
 
@@ -83,7 +89,12 @@ COUNT = click.IntRange(min=1)
 
 #: (flag, spec field, type, help) for every flag that sets a spec field.
 SPEC_FLAGS = [
-    ("--global-batch", "global_batch_size", COUNT, "Samples per optimizer step, all ranks together."),
+    (
+        "--global-batch",
+        "global_batch_size",
+        COUNT,
+        "Samples per optimizer step, all ranks together.",
+    ),
     ("--micro-batch", "micro_batch_size", COUNT, "Samples per forward/backward on one rank."),
     ("--accumulation", "gradient_accumulation_steps", COUNT, "Micro-batches per optimizer step."),
     ("--world-size", "world_size", COUNT, "All processes (GPUs)."),
@@ -96,8 +107,12 @@ SPEC_FLAGS = [
     ("--num-experts", "num_experts", COUNT, "Experts per MoE layer."),
     ("--vp", "virtual_pipeline_stages", COUNT, "Virtual pipeline stages per pipeline rank."),
     ("--seq-len", "sequence_length", COUNT, "Tokens per sample."),
-    ("--lr", "learning_rate", click.FloatRange(min=0, min_open=True),
-     "Learning rate tuned at --lr-batch."),
+    (
+        "--lr",
+        "learning_rate",
+        click.FloatRange(min=0, min_open=True),
+        "Learning rate tuned at --lr-batch.",
+    ),
     ("--lr-batch", "reference_global_batch_size", COUNT, "Global batch the --lr was tuned for."),
 ]
 
@@ -142,13 +157,21 @@ def exit_for(findings: list[Finding]) -> None:
 def launch_options(fn):
     """``--framework`` and the launch flags that say what a config file may not."""
     options = [
-        click.option("--framework", type=click.Choice(frameworks.names()),
-                     default=None, help="Read the files as this framework's (default: detect)."),
+        click.option(
+            "--framework",
+            type=click.Choice(frameworks.names()),
+            default=None,
+            help="Read the files as this framework's (default: detect).",
+        ),
         click.option("--world-size", type=COUNT, default=None, help="All processes launched."),
         click.option("--nnodes", type=COUNT, default=None, help="Nodes (with --nproc-per-node)."),
         click.option("--nproc-per-node", type=COUNT, default=None, help="Processes per node."),
-        click.option("--tp", type=COUNT, default=None, help="Tensor-parallel size, when the file "
-                                                             "does not say (DeepSpeed under Megatron)."),
+        click.option(
+            "--tp",
+            type=COUNT,
+            default=None,
+            help="Tensor-parallel size, when the file does not say (DeepSpeed under Megatron).",
+        ),
         click.option("--pp", type=COUNT, default=None, help="Pipeline-parallel size, likewise."),
         click.option("--cp", type=COUNT, default=None, help="Context-parallel size, likewise."),
     ]
@@ -175,14 +198,30 @@ def pop_launch(params: dict):
 def output_options(fn):
     """``--to``, ``--out`` and ``--force``: where rendered configs go."""
     fn = click.option("--force", is_flag=True, help="Overwrite files that already exist.")(fn)
-    fn = click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-                      help="Folder to write into (created when missing).")(fn)
-    return click.option("--to", "targets", required=True, metavar="BACKENDS",
-                        help="Comma-separated frameworks: deepspeed,axolotl,megatron.")(fn)
+    fn = click.option(
+        "--out",
+        "out_dir",
+        required=True,
+        type=click.Path(file_okay=False),
+        help="Folder to write into (created when missing).",
+    )(fn)
+    return click.option(
+        "--to",
+        "targets",
+        required=True,
+        metavar="BACKENDS",
+        help="Comma-separated frameworks: deepspeed,axolotl,megatron.",
+    )(fn)
 
 
-def write_rendered(as_json: bool, output: dict, rendered: list, out_dir: str, force: bool,
-                   findings: list[Finding] = ()) -> None:
+def write_rendered(
+    as_json: bool,
+    output: dict,
+    rendered: list,
+    out_dir: str,
+    force: bool,
+    findings: list[Finding] = (),
+) -> None:
     """Write every rendered file (none if any is refused) and report them with the findings."""
     from pathlib import Path
 
@@ -192,8 +231,13 @@ def write_rendered(as_json: bool, output: dict, rendered: list, out_dir: str, fo
     written = write_files([(path, r.text) for r, path in zip(rendered, paths)], force)
     findings = list(findings) + [f for r in rendered for f in r.findings]
     if as_json:
-        emit_json(output | {"files": {r.backend: str(w.path) for r, w in zip(rendered, written)},
-                            "findings": [f.as_dict() for f in findings]})
+        emit_json(
+            output
+            | {
+                "files": {r.backend: str(w.path) for r, w in zip(rendered, written)},
+                "findings": [f.as_dict() for f in findings],
+            }
+        )
     else:
         for w in written:
             click.echo(printable(f"wrote {w.describe()}"))

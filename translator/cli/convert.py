@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import click
 
-from translator.cli.common import command, output_options, launch_options, pop_launch, write_rendered
+from translator.cli.common import (
+    command,
+    launch_options,
+    output_options,
+    pop_launch,
+    write_rendered,
+)
 
 
 @command("convert")
 @click.argument("file", metavar="FILE")
 @output_options
 @launch_options
-def convert(as_json: bool, file: str, targets: str, out_dir: str, force: bool,
-            framework: str | None, **params) -> None:
+def convert(
+    as_json: bool,
+    file: str,
+    targets: str,
+    out_dir: str,
+    force: bool,
+    framework: str | None,
+    **params,
+) -> None:
     """Read FILE (any framework's config), then render its batch for the --to frameworks.
 
     All files are written or none, and no existing file is replaced without --force.

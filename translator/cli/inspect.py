@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import click
 
-from translator.cli.common import (command, emit_json, launch_options, pop_launch, print_findings,
-                                   print_table, printable)
+from translator.cli.common import (
+    command,
+    emit_json,
+    launch_options,
+    pop_launch,
+    print_findings,
+    print_table,
+    printable,
+)
 
 
 def inspect_all(files, framework, launch, skip_others: bool = False):

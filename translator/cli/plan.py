@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import click
 
-from translator.cli.common import (command, emit_json, exit_for, pop_spec_values, print_findings,
-                                   print_table, spec_options)
+from translator.cli.common import (
+    command,
+    emit_json,
+    exit_for,
+    pop_spec_values,
+    print_findings,
+    print_table,
+    spec_options,
+)
 
 
 @command("plan")
 @click.argument("spec_file", required=False, metavar="[SPEC]")
 @spec_options
-@click.option("--for", "targets", metavar="BACKENDS",
-              help="Also check these frameworks' quirks (comma-separated: deepspeed,axolotl,megatron).")
+@click.option(
+    "--for",
+    "targets",
+    metavar="BACKENDS",
+    help="Also check these frameworks' quirks (comma-separated: deepspeed,axolotl,megatron).",
+)
 def plan(as_json: bool, spec_file: str | None, targets: str | None, **params) -> None:
     """Solve global = micro × accumulation × data-parallel from SPEC and/or flags.
 
@@ -38,14 +49,17 @@ def plan(as_json: bool, spec_file: str | None, targets: str | None, **params) ->
     if as_json:
         out = spec.output() | {"findings": [f.as_dict() for f in findings]}
         if options is not None:
-            out["options"] = [{"micro_batch_size": m, "gradient_accumulation_steps": a}
-                              for m, a in options]
+            out["options"] = [
+                {"micro_batch_size": m, "gradient_accumulation_steps": a} for m, a in options
+            ]
         emit_json(out)
     else:
         print_table([(k.replace("_", " "), v) for k, v in spec.output().items()])
         if options is not None:
-            click.echo(f"micro-batch × accumulation options for global {spec.global_batch_size} "
-                       f"at data-parallel {spec.data_parallel_size} (largest micro first):")
+            click.echo(
+                f"micro-batch × accumulation options for global {spec.global_batch_size} "
+                f"at data-parallel {spec.data_parallel_size} (largest micro first):"
+            )
             click.echo("  " + ", ".join(f"{m}×{a}" for m, a in options))
         print_findings(findings)
     exit_for(findings)

@@ -20,33 +20,93 @@ from translator.memory import GIB
 @command("tune")
 @click.argument("file", metavar="FILE")
 @engine_options
-@click.option("--steps", type=click.IntRange(min=2), default=4, show_default=True,
-              help="Optimizer steps per probe (the first is warm-up, not timed).")
-@click.option("--recompute", is_flag=True,
-              help="Also try activation recomputation when micro-batch 1 does not fit "
-                   "(torch engine).")
-@click.option("--zero-stages", metavar="STAGES",
-              help="DeepSpeed: ZeRO stages to try, lowest first, e.g. 0,1,2 (a higher one only "
-                   "when micro-batch 1 does not fit the one before).")
-@click.option("--threshold", type=click.FloatRange(min=0, max=1), default=0.03,
-              show_default=True, help="Tokens/s gain below which a larger micro-batch counts as "
-                                      "no better.")
+@click.option(
+    "--steps",
+    type=click.IntRange(min=2),
+    default=4,
+    show_default=True,
+    help="Optimizer steps per probe (the first is warm-up, not timed).",
+)
+@click.option(
+    "--recompute",
+    is_flag=True,
+    help="Also try activation recomputation when micro-batch 1 does not fit (torch engine).",
+)
+@click.option(
+    "--zero-stages",
+    metavar="STAGES",
+    help="DeepSpeed: ZeRO stages to try, lowest first, e.g. 0,1,2 (a higher one only "
+    "when micro-batch 1 does not fit the one before).",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(min=0, max=1),
+    default=0.03,
+    show_default=True,
+    help="Tokens/s gain below which a larger micro-batch counts as no better.",
+)
 @run_options
-@click.option("--out", "out_dir", type=click.Path(file_okay=False),
-              help="Write the picked layout here, rendered for --to.")
-@click.option("--to", "targets", metavar="FRAMEWORKS",
-              help="Frameworks to render the pick for (comma-separated; default: the tuned one).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    help="Write the picked layout here, rendered for --to.",
+)
+@click.option(
+    "--to",
+    "targets",
+    metavar="FRAMEWORKS",
+    help="Frameworks to render the pick for (comma-separated; default: the tuned one).",
+)
 @click.option("--force", is_flag=True, help="Replace files in --out.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
-              help="Write tokens/s and peak memory against micro-batch as a PNG (needs the "
-                   "plot extra: matplotlib).")
-@click.option("--in-allocation", is_flag=True, hidden=True,
-              help="Run inside a Slurm allocation, probes as job steps (what --slurm submits).")
-def tune(as_json: bool, file: str, framework, nproc, nnodes, seq_len, model, timeout,
-         memory_limit, workdir, use_slurm, partition, account, time_limit, sbatch_extra, setup,
-         device, gpus_per_node, cpus_per_task, steps, recompute, zero_stages, threshold,
-         precision, attention, sequence_parallel, distributed_optimizer, overhead, out_dir,
-         targets, force, plot_path, in_allocation) -> None:
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    help="Write tokens/s and peak memory against micro-batch as a PNG (needs the "
+    "plot extra: matplotlib).",
+)
+@click.option(
+    "--in-allocation",
+    is_flag=True,
+    hidden=True,
+    help="Run inside a Slurm allocation, probes as job steps (what --slurm submits).",
+)
+def tune(
+    as_json: bool,
+    file: str,
+    framework,
+    nproc,
+    nnodes,
+    seq_len,
+    model,
+    timeout,
+    memory_limit,
+    workdir,
+    use_slurm,
+    partition,
+    account,
+    time_limit,
+    sbatch_extra,
+    setup,
+    device,
+    gpus_per_node,
+    cpus_per_task,
+    steps,
+    recompute,
+    zero_stages,
+    threshold,
+    precision,
+    attention,
+    sequence_parallel,
+    distributed_optimizer,
+    overhead,
+    out_dir,
+    targets,
+    force,
+    plot_path,
+    in_allocation,
+) -> None:
     """Find the fastest micro-batch for FILE's global batch (a spec or a framework config).
 
     The candidates are the divisors of global / data-parallel, so each keeps the global batch
@@ -62,40 +122,64 @@ def tune(as_json: bool, file: str, framework, nproc, nnodes, seq_len, model, tim
     from translator.layouts import load_layout
 
     limit = parse_memory(memory_limit)
-    options = slurm_options(use_slurm, partition, account, time_limit, sbatch_extra, setup,
-                            gpus_per_node, cpus_per_task)
+    options = slurm_options(
+        use_slurm, partition, account, time_limit, sbatch_extra, setup, gpus_per_node, cpus_per_task
+    )
     device = runs.resolve_device(device, use_slurm)
     spec, source = load_layout(file, None, {"world_size": nproc * nnodes})
     if spec.world_size != nproc * nnodes:
-        raise InputError(f"{file} is for world size {spec.world_size}, but tune launches "
-                         f"{nproc * nnodes} (--nproc × --nnodes)")
+        raise InputError(
+            f"{file} is for world size {spec.world_size}, but tune launches "
+            f"{nproc * nnodes} (--nproc × --nnodes)"
+        )
     framework = framework or source or TORCH
     stages = _zero_stages(zero_stages, framework)
     if recompute and framework != "torch":
-        raise InputError(f"--recompute: the {framework} engine does not switch recomputation; "
-                         "tune with --framework torch")
+        raise InputError(
+            f"--recompute: the {framework} engine does not switch recomputation; "
+            "tune with --framework torch"
+        )
     seq = seq_len or spec.sequence_length or runs.DEFAULT_SEQUENCE[model]
     workdir = (workdir or Path(".batchspec-tune") / framework).resolve()
-    plan = SmokePlan(framework=framework, nproc=nproc, nnodes=nnodes, steps=steps, model=model,
-                     sequence_length=seq, workdir=workdir, config_name="", device=device)
-    setup_ = probes.Setup(spec, plan, limit,
-                          None if timeout is None else time.monotonic() + timeout,
-                          in_allocation and probes.require_allocation())
+    plan = SmokePlan(
+        framework=framework,
+        nproc=nproc,
+        nnodes=nnodes,
+        steps=steps,
+        model=model,
+        sequence_length=seq,
+        workdir=workdir,
+        config_name="",
+        device=device,
+    )
+    setup_ = probes.Setup(
+        spec,
+        plan,
+        limit,
+        None if timeout is None else time.monotonic() + timeout,
+        in_allocation and probes.require_allocation(),
+    )
     runs.check_engine(framework, spec, device)
     _check_outputs(spec, framework, out_dir, targets, force, plot_path)
     if use_slurm:
         return _submit(setup_, options, as_json, timeout)
     precision = precision or ("bf16" if device == "gpu" else "fp32")
     fixed = parse_memory(overhead, "--overhead") if overhead else (GIB if device == "gpu" else 0)
-    estimator = probes.estimator(setup_, precision=precision, attention=attention,
-                                 sequence_parallel=sequence_parallel,
-                                 distributed_optimizer=distributed_optimizer, overhead=fixed)
+    estimator = probes.estimator(
+        setup_,
+        precision=precision,
+        attention=attention,
+        sequence_parallel=sequence_parallel,
+        distributed_optimizer=distributed_optimizer,
+        overhead=fixed,
+    )
     capacity = limit or _gpu_memory(device)
     # Inside an allocation the progress goes to the job's log whatever the output format.
     quiet = as_json and not in_allocation
     say = (lambda text: None) if quiet else (lambda text: click.echo(text, err=True))
-    result, seconds, stopped = _search(setup_, stages, recompute, estimator, capacity, threshold,
-                                       say)
+    result, seconds, stopped = _search(
+        setup_, stages, recompute, estimator, capacity, threshold, say
+    )
     _report(file, setup_, result, seconds, stopped, as_json, out_dir, targets, force, plot_path)
 
 
@@ -159,19 +243,27 @@ def _search(setup, stages, recompute, estimator, capacity, threshold, say):
     variants = [(r, z) for z in stages for r in ((False, True) if recompute else (False,))]
     d = len(tuning.divisors(per_rank))
     plan = setup.plan
-    say(f"tune: {plan.framework} on {plan.device}, {plan.nnodes} node(s) × {plan.nproc}, "
+    say(
+        f"tune: {plan.framework} on {plan.device}, {plan.nnodes} node(s) × {plan.nproc}, "
         f"global batch {setup.spec.global_batch_size}: {d} micro-batches keep it exact, at most "
-        f"{tuning.budget(d)} probes")
+        f"{tuning.budget(d)} probes"
+    )
     done: list = []
 
     def probe(c):
-        say(f"probe {len(done) + 1}: micro-batch {c.micro_batch_size} × accumulation "
-            f"{c.gradient_accumulation_steps}" + (" with recompute" if c.recompute else "")
+        say(
+            f"probe {len(done) + 1}: micro-batch {c.micro_batch_size} × accumulation "
+            f"{c.gradient_accumulation_steps}"
+            + (" with recompute" if c.recompute else "")
             + (f", ZeRO {c.zero_stage}" if c.zero_stage is not None else "")
-            + (f" (job step of {os.environ['SLURM_JOB_ID']})" if setup.in_allocation else ""))
+            + (f" (job step of {os.environ['SLURM_JOB_ID']})" if setup.in_allocation else "")
+        )
         result = probes.run_probe(setup, c, estimator(c), step_progress(say, plan.steps))
-        say("  out of memory" if result.out_of_memory else
-            f"  {result.tokens_per_second:,.0f} tokens/s, peak {_mib(result.peak_memory_bytes)}")
+        say(
+            "  out of memory"
+            if result.out_of_memory
+            else f"  {result.tokens_per_second:,.0f} tokens/s, peak {_mib(result.peak_memory_bytes)}"
+        )
         done.append(result)
         probes.save_progress(plan.workdir, done)
         return result
@@ -182,8 +274,11 @@ def _search(setup, stages, recompute, estimator, capacity, threshold, say):
         result = tuning.search(per_rank, variants, fits, probe, threshold)
     except (probes.Stopped, KeyboardInterrupt) as exc:
         stopped = exc.why if isinstance(exc, probes.Stopped) else "interrupted"
-        why = (f"--timeout reached during probe {len(done) + 1}" if stopped == "timeout" else
-               f"interrupted during probe {len(done) + 1}")
+        why = (
+            f"--timeout reached during probe {len(done) + 1}"
+            if stopped == "timeout"
+            else f"interrupted during probe {len(done) + 1}"
+        )
         partial = tuning.Search(probes=done, reason=why + "; every process of it was stopped")
         return partial, time.monotonic() - start, stopped
     return result, time.monotonic() - start, None
@@ -196,8 +291,11 @@ def _mib(n) -> str:
 def fit_memory(result) -> dict | None:
     """Peak memory against micro-batch, least squares over the probes that ran: fixed + per
     sample (None with fewer than two distinct micro-batches)."""
-    points = [(p.candidate.micro_batch_size, p.peak_memory_bytes) for p in result.probes
-              if not p.out_of_memory and p.peak_memory_bytes and not p.candidate.recompute]
+    points = [
+        (p.candidate.micro_batch_size, p.peak_memory_bytes)
+        for p in result.probes
+        if not p.out_of_memory and p.peak_memory_bytes and not p.candidate.recompute
+    ]
     xs = {x for x, _ in points}
     if len(xs) < 2:
         return None
@@ -207,8 +305,9 @@ def fit_memory(result) -> dict | None:
     return {"fixed_bytes": int(my - slope * mx), "bytes_per_sample": int(slope)}
 
 
-def _report(file, setup, result, seconds, stopped, as_json, out_dir, targets, force,
-            plot_path) -> None:
+def _report(
+    file, setup, result, seconds, stopped, as_json, out_dir, targets, force, plot_path
+) -> None:
     from translator import tuning
     from translator.findings import finding
     from translator.launch.tune import candidate_spec
@@ -220,16 +319,32 @@ def _report(file, setup, result, seconds, stopped, as_json, out_dir, targets, fo
     picked = candidate_spec(spec, result.pick.candidate) if result.pick else None
     findings = []
     if picked is None and not stopped:
-        findings.append(finding("tune-nothing-fits", result.reason, where=file,
-                                hint="use more ranks, shard more (ZeRO, TP, PP), --recompute, "
-                                     "a shorter sequence, or more memory"))
-    out = {"pick": picked.output() if picked else None, "reason": result.reason,
-           "probes": [p.as_dict() for p in result.probes], "probes_used": len(result.probes),
-           "budget": tuning.budget(d), "divisors": d, "seconds": round(seconds, 2),
-           "framework": plan.framework, "device": plan.device, "model": plan.model,
-           "sequence_length": plan.sequence_length, "memory_fit": fit,
-           "stopped": stopped, "files": {},
-           "findings": [f.as_dict() for f in findings]}
+        findings.append(
+            finding(
+                "tune-nothing-fits",
+                result.reason,
+                where=file,
+                hint="use more ranks, shard more (ZeRO, TP, PP), --recompute, "
+                "a shorter sequence, or more memory",
+            )
+        )
+    out = {
+        "pick": picked.output() if picked else None,
+        "reason": result.reason,
+        "probes": [p.as_dict() for p in result.probes],
+        "probes_used": len(result.probes),
+        "budget": tuning.budget(d),
+        "divisors": d,
+        "seconds": round(seconds, 2),
+        "framework": plan.framework,
+        "device": plan.device,
+        "model": plan.model,
+        "sequence_length": plan.sequence_length,
+        "memory_fit": fit,
+        "stopped": stopped,
+        "files": {},
+        "findings": [f.as_dict() for f in findings],
+    }
     if picked is not None and out_dir:
         out["files"] = _write_pick(picked, plan.framework, out_dir, targets, force)
     if plot_path:
@@ -247,19 +362,30 @@ def _report(file, setup, result, seconds, stopped, as_json, out_dir, targets, fo
 
 def _table(probes: list[dict], fit: dict | None) -> None:
     """The probes (``Probe.as_dict()``) as aligned columns, with the fitted memory."""
-    rows = [("micro", "accum", "recompute", "tokens/s", "step s", "peak", "estimate", "fitted",
-             "OOM")]
+    rows = [
+        ("micro", "accum", "recompute", "tokens/s", "step s", "peak", "estimate", "fitted", "OOM")
+    ]
     for p in probes:
         micro = p["micro_batch_size"]
-        fitted = (fit["fixed_bytes"] + fit["bytes_per_sample"] * micro
-                  if fit and not p["recompute"] else None)
+        fitted = (
+            fit["fixed_bytes"] + fit["bytes_per_sample"] * micro
+            if fit and not p["recompute"]
+            else None
+        )
         tokens, step = p["tokens_per_second"], p["step_time_seconds"]
-        rows.append((str(micro), str(p["gradient_accumulation_steps"]),
-                     "yes" if p["recompute"] else "no",
-                     "-" if tokens is None else f"{tokens:,.0f}",
-                     "-" if step is None else f"{step:.3f}", _mib(p["peak_memory_bytes"]),
-                     _mib(p["estimated_memory_bytes"]), _mib(fitted),
-                     "yes" if p["out_of_memory"] else "no"))
+        rows.append(
+            (
+                str(micro),
+                str(p["gradient_accumulation_steps"]),
+                "yes" if p["recompute"] else "no",
+                "-" if tokens is None else f"{tokens:,.0f}",
+                "-" if step is None else f"{step:.3f}",
+                _mib(p["peak_memory_bytes"]),
+                _mib(p["estimated_memory_bytes"]),
+                _mib(fitted),
+                "yes" if p["out_of_memory"] else "no",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  " + "  ".join(v.rjust(w) for v, w in zip(r, widths)))
@@ -267,13 +393,17 @@ def _table(probes: list[dict], fit: dict | None) -> None:
 
 def _terminal_plot(probes: list[dict]) -> str:
     """tokens/s per probed micro-batch as bars (the PNG needs matplotlib)."""
-    ran = sorted((p["micro_batch_size"], p["tokens_per_second"] or 0.0) for p in probes
-                 if not p["recompute"])
+    ran = sorted(
+        (p["micro_batch_size"], p["tokens_per_second"] or 0.0) for p in probes if not p["recompute"]
+    )
     top = max((t for _, t in ran), default=0.0) or 1.0
     lines = ["tokens/s by micro-batch (# = ran, x = out of memory):"]
     for micro, tokens in ran:
-        lines.append(f"  {micro:>6}  {'#' * round(40 * tokens / top)} {tokens:,.0f}" if tokens
-                     else f"  {micro:>6}  x")
+        lines.append(
+            f"  {micro:>6}  {'#' * round(40 * tokens / top)} {tokens:,.0f}"
+            if tokens
+            else f"  {micro:>6}  x"
+        )
     return "\n".join(lines)
 
 
@@ -281,14 +411,18 @@ def _print(out: dict) -> None:
     """The human form of a tune's result (``out``: what --json prints)."""
     _table(out["probes"], out["memory_fit"])
     click.echo(_terminal_plot(out["probes"]))
-    click.echo(f"{out['probes_used']} probe(s) of at most {out['budget']} ({out['divisors']} "
-               f"micro-batches keep the global batch), {out['seconds']:.1f} s"
-               + (f", Slurm job {out['slurm_job']}" if out.get("slurm_job") else ""))
+    click.echo(
+        f"{out['probes_used']} probe(s) of at most {out['budget']} ({out['divisors']} "
+        f"micro-batches keep the global batch), {out['seconds']:.1f} s"
+        + (f", Slurm job {out['slurm_job']}" if out.get("slurm_job") else "")
+    )
     pick = out["pick"]
     if pick:
-        click.echo(f"pick: micro-batch {pick['micro_batch_size']} × accumulation "
-                   f"{pick['gradient_accumulation_steps']} × data-parallel "
-                   f"{pick['data_parallel_size']} = {pick['global_batch_size']}")
+        click.echo(
+            f"pick: micro-batch {pick['micro_batch_size']} × accumulation "
+            f"{pick['gradient_accumulation_steps']} × data-parallel "
+            f"{pick['data_parallel_size']} = {pick['global_batch_size']}"
+        )
     click.echo(f"why: {out['reason']}")
     for name, path in out["files"].items():
         click.echo(f"wrote {path} ({name})")
@@ -305,16 +439,24 @@ def _plot_png(result, path: str, global_batch: int) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ran = sorted((p.candidate.micro_batch_size, p.tokens_per_second, p.peak_memory_bytes)
-                 for p in result.probes if not p.out_of_memory and not p.candidate.recompute)
+    ran = sorted(
+        (p.candidate.micro_batch_size, p.tokens_per_second, p.peak_memory_bytes)
+        for p in result.probes
+        if not p.out_of_memory and not p.candidate.recompute
+    )
     fig, speed = plt.subplots(figsize=(6, 4))
     speed.plot([m for m, _, _ in ran], [t for _, t, _ in ran], "o-", label="tokens/s")
     speed.set_xscale("log", base=2)
     speed.set_xlabel("micro-batch")
     speed.set_ylabel("tokens/s")
     memory = speed.twinx()
-    memory.plot([m for m, _, _ in ran], [(b or 0) / GIB for _, _, b in ran], "s--", color="C1",
-                label="peak memory")
+    memory.plot(
+        [m for m, _, _ in ran],
+        [(b or 0) / GIB for _, _, b in ran],
+        "s--",
+        color="C1",
+        label="peak memory",
+    )
     memory.set_ylabel("peak memory (GiB)")
     speed.set_title(f"batchspec tune: every micro-batch keeps global batch {global_batch}")
     fig.legend(loc="lower right")
@@ -372,8 +514,10 @@ def _submit(setup, options, as_json: bool, timeout) -> None:
         if as_json:
             emit_json({"pick": None, "probes": done, "stopped": final, "slurm_job": job})
         else:
-            click.echo(f"job {job} ended {final}; {len(done)} probe(s) ran "
-                       f"(see {plan.workdir}/slurm-{job}.out)")
+            click.echo(
+                f"job {job} ended {final}; {len(done)} probe(s) ran "
+                f"(see {plan.workdir}/slurm-{job}.out)"
+            )
         click.echo(f"batchspec: error: tune job {job}: {final}", err=True)
         sys.exit(130 if final == "interrupted" else 1)
     out = json.loads(result.read_text()) | {"slurm_job": job}
@@ -386,8 +530,20 @@ def _submit(setup, options, as_json: bool, timeout) -> None:
 
 
 #: Options only the login side uses; the job gets every other one as given.
-LOGIN_ONLY = {"use_slurm", "partition", "account", "time_limit", "sbatch_extra", "setup",
-              "gpus_per_node", "cpus_per_task", "timeout", "in_allocation", "as_json", "debug"}
+LOGIN_ONLY = {
+    "use_slurm",
+    "partition",
+    "account",
+    "time_limit",
+    "sbatch_extra",
+    "setup",
+    "gpus_per_node",
+    "cpus_per_task",
+    "timeout",
+    "in_allocation",
+    "as_json",
+    "debug",
+}
 
 
 def _inner_args() -> list[str]:

@@ -20,18 +20,46 @@ from translator.cli.common import COUNT, command, emit_json
 @click.option("--tp", type=COUNT, help="A new tensor-parallel size.")
 @click.option("--pp", type=COUNT, help="A new pipeline-parallel size.")
 @click.option("--cp", type=COUNT, help="A new context-parallel size.")
-@click.option("--from-world-size", type=COUNT,
-              help="The world size the file runs on now, when the file does not say.")
-@click.option("--framework", type=click.Choice(frameworks.names()),
-              help="Read FILE as this framework's (default: detect).")
-@click.option("-o", "--out", "out_path", type=click.Path(dir_okay=False),
-              help="Write the updated config here.")
-@click.option("--in-place", is_flag=True,
-              help="Replace FILE atomically, keeping its mode and owner (a symlink: its target).")
+@click.option(
+    "--from-world-size",
+    type=COUNT,
+    help="The world size the file runs on now, when the file does not say.",
+)
+@click.option(
+    "--framework",
+    type=click.Choice(frameworks.names()),
+    help="Read FILE as this framework's (default: detect).",
+)
+@click.option(
+    "-o",
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False),
+    help="Write the updated config here.",
+)
+@click.option(
+    "--in-place",
+    is_flag=True,
+    help="Replace FILE atomically, keeping its mode and owner (a symlink: its target).",
+)
 @click.option("--force", is_flag=True, help="Let --out replace an existing file.")
-def update(as_json: bool, file: str, world_size, nnodes, nproc_per_node, global_batch,
-           micro_batch, tp, pp, cp, from_world_size, framework, out_path, in_place,
-           force) -> None:
+def update(
+    as_json: bool,
+    file: str,
+    world_size,
+    nnodes,
+    nproc_per_node,
+    global_batch,
+    micro_batch,
+    tp,
+    pp,
+    cp,
+    from_world_size,
+    framework,
+    out_path,
+    in_place,
+    force,
+) -> None:
     """Re-solve FILE's accumulation for a new world size or batch; only batch values change.
 
     Without -o/--in-place the new file is printed. An update that cannot keep the batch exact
@@ -54,17 +82,31 @@ def update(as_json: bool, file: str, world_size, nnodes, nproc_per_node, global_
     text = read_text(file)
     backend = BACKENDS[framework] if framework else detect(file, text)
     old = inspect_reading(backend, backend.read(text, file), Launch(from_world_size))
-    spec = target_spec(old, global_batch=global_batch, micro=micro_batch, world=world_size,
-                       nodes=nnodes, gpus_per_node=nproc_per_node, tensor=tp, pipeline=pp,
-                       context=cp)
+    spec = target_spec(
+        old,
+        global_batch=global_batch,
+        micro=micro_batch,
+        world=world_size,
+        nodes=nnodes,
+        gpus_per_node=nproc_per_node,
+        tensor=tp,
+        pipeline=pp,
+        context=cp,
+    )
     new_text, changes, again = do_update(backend, old, spec)
     target = Path(file) if in_place else Path(out_path) if out_path else None
-    written = None if target is None else \
-        write_files([(target, new_text)], force=force or in_place)[0]
+    written = (
+        None if target is None else write_files([(target, new_text)], force=force or in_place)[0]
+    )
     if as_json:
-        emit_json(again.output() | {"changes": [c.as_dict() for c in changes],
-                                    "written": None if target is None else str(target),
-                                    **({"text": new_text} if target is None else {})})
+        emit_json(
+            again.output()
+            | {
+                "changes": [c.as_dict() for c in changes],
+                "written": None if target is None else str(target),
+                **({"text": new_text} if target is None else {}),
+            }
+        )
     elif target is None:
         click.echo(new_text, nl=False)
     else:

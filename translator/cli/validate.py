@@ -11,13 +11,25 @@ from translator.cli.inspect import exit_code, inspect_all
 @command("validate")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @launch_options
-@click.option("--with-framework", is_flag=True,
-              help="Also run the framework's own validator where it is installed.")
-@click.option("--skip-other-files", is_flag=True,
-              help="Pass over files that hold no batch settings (for pre-commit, which hands "
-                   "over every JSON, YAML and shell file).")
-def validate(as_json: bool, files: tuple[str, ...], framework: str | None, with_framework: bool,
-             skip_other_files: bool, **params) -> None:
+@click.option(
+    "--with-framework",
+    is_flag=True,
+    help="Also run the framework's own validator where it is installed.",
+)
+@click.option(
+    "--skip-other-files",
+    is_flag=True,
+    help="Pass over files that hold no batch settings (for pre-commit, which hands "
+    "over every JSON, YAML and shell file).",
+)
+def validate(
+    as_json: bool,
+    files: tuple[str, ...],
+    framework: str | None,
+    with_framework: bool,
+    skip_other_files: bool,
+    **params,
+) -> None:
     """Check configs for batch mistakes, with the fix for each."""
     launch = pop_launch(params)
     inspections, unusable = inspect_all(files, framework, launch, skip_other_files)
@@ -27,13 +39,25 @@ def validate(as_json: bool, files: tuple[str, ...], framework: str | None, with_
         for i in inspections:
             i.findings.append(framework_verdict(i))
     if as_json:
-        emit_json({"files": [{"file": i.reading.path, "framework": i.reading.framework,
-                              "findings": [f.as_dict() for f in i.findings]}
-                             for i in inspections] + unusable})
+        emit_json(
+            {
+                "files": [
+                    {
+                        "file": i.reading.path,
+                        "framework": i.reading.framework,
+                        "findings": [f.as_dict() for f in i.findings],
+                    }
+                    for i in inspections
+                ]
+                + unusable
+            }
+        )
     else:
         for i in inspections:
             errors = sum(f.severity == "error" for f in i.findings)
-            click.echo(f"{i.reading.path} ({i.reading.framework}): "
-                       f"{'ok' if not errors else f'{errors} error(s)'}")
+            click.echo(
+                f"{i.reading.path} ({i.reading.framework}): "
+                f"{'ok' if not errors else f'{errors} error(s)'}"
+            )
             print_findings(i.findings)
     raise SystemExit(exit_code(inspections, unusable))

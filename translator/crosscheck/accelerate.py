@@ -29,6 +29,7 @@ def parallelism_total(config) -> int | None:
     block = getattr(config, "parallelism_config", None) or {}
     if not block:
         return None
-    sizes = {k.removeprefix("parallelism_config_"): v for k, v in block.items()
-             if k.endswith("_size")}
+    sizes = {
+        k.removeprefix("parallelism_config_"): v for k, v in block.items() if k.endswith("_size")
+    }
     return ParallelismConfig(**sizes).total_size

@@ -44,9 +44,18 @@ CPU_SAFE = {
 }
 
 #: The keys taken from the checked file.
-BATCH_KEYS = {"micro_batch_size", "gradient_accumulation_steps", "batch_size", "sequence_len",
-              "eval_batch_size", "tensor_parallel_size", "context_parallel_size",
-              "sample_packing", "dp_shard_size", "dp_replicate_size"}
+BATCH_KEYS = {
+    "micro_batch_size",
+    "gradient_accumulation_steps",
+    "batch_size",
+    "sequence_len",
+    "eval_batch_size",
+    "tensor_parallel_size",
+    "context_parallel_size",
+    "sample_packing",
+    "dp_shard_size",
+    "dp_replicate_size",
+}
 
 #: The keys :func:`resolve` reports, as Axolotl leaves them after ``normalize_config``.
 REPORTED = ("batch_size", "micro_batch_size", "gradient_accumulation_steps", "world_size")
@@ -54,10 +63,30 @@ REPORTED = ("batch_size", "micro_batch_size", "gradient_accumulation_steps", "wo
 
 def synthetic_lines(count: int) -> list[str]:
     """Deterministic synthetic English-ish lines for the tokenizer and the dataset."""
-    words = ["the", "model", "reads", "a", "batch", "of", "tokens", "and", "learns",
-             "slowly", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "data"]
-    return [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(6 + i % 5))
-            for i in range(count)]
+    words = [
+        "the",
+        "model",
+        "reads",
+        "a",
+        "batch",
+        "of",
+        "tokens",
+        "and",
+        "learns",
+        "slowly",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+        "over",
+        "lazy",
+        "dog",
+        "data",
+    ]
+    return [
+        " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(6 + i % 5))
+        for i in range(count)
+    ]
 
 
 def _write_tokenizer(directory: Path) -> None:
@@ -67,18 +96,26 @@ def _write_tokenizer(directory: Path) -> None:
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.train_from_iterator(synthetic_lines(400), trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=SPECIAL_TOKENS, show_progress=False))
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
-                            eos_token="</s>", pad_token="<pad>").save_pretrained(directory)
+    tok.train_from_iterator(
+        synthetic_lines(400),
+        trainers.BpeTrainer(
+            vocab_size=VOCAB_SIZE, special_tokens=SPECIAL_TOKENS, show_progress=False
+        ),
+    )
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+    ).save_pretrained(directory)
 
 
 def write_dataset(path: Path, rows: int = 32) -> Path:
     """``rows`` short, distinct alpaca-style rows (``instruction``, ``input``, ``output``)."""
     with Path(path).open("w", encoding="utf-8") as out:
         for i, line in enumerate(synthetic_lines(rows)):
-            out.write(json.dumps({"instruction": f"Line {i}.", "input": "",
-                                  "output": line}) + "\n")
+            out.write(json.dumps({"instruction": f"Line {i}.", "input": "", "output": line}) + "\n")
     return Path(path)
 
 
@@ -93,10 +130,18 @@ def make_tiny_model(directory: str | os.PathLike) -> Path:
     directory = Path(directory)
     model_dir = directory / MODEL_DIR
     model_dir.mkdir(parents=True, exist_ok=True)
-    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB_SIZE,
-                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2,
-                         pad_token_id=3)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=VOCAB_SIZE,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
+    )
     LlamaForCausalLM(config).save_pretrained(model_dir)
     _write_tokenizer(model_dir)
     write_dataset(directory / DATA_FILE)
@@ -154,10 +199,18 @@ def resolve(yaml_text: str, world_size: int, base_dir: Path) -> dict:
         from axolotl.utils.config import normalize_config, validate_config
         from axolotl.utils.dict import DictDefault
 
-        capabilities = {"bf16": False, "fp8": False, "tf32": False, "n_gpu": world_size,
-                        "compute_capability": None}
+        capabilities = {
+            "bf16": False,
+            "fp8": False,
+            "tf32": False,
+            "n_gpu": world_size,
+            "compute_capability": None,
+        }
         env_capabilities = {"torch_version": torch.__version__.split("+", 1)[0]}
-        cfg = validate_config(DictDefault(build_config(yaml_text, base_dir)),
-                              capabilities=capabilities, env_capabilities=env_capabilities)
+        cfg = validate_config(
+            DictDefault(build_config(yaml_text, base_dir)),
+            capabilities=capabilities,
+            env_capabilities=env_capabilities,
+        )
         normalize_config(cfg)
     return {key: cfg[key] for key in REPORTED}

@@ -29,8 +29,10 @@ def resolve(config: dict, world_size: int, data_parallel_size: int | None = None
         import deepspeed.comm
         from deepspeed.runtime.config import DeepSpeedConfig
 
-        with mock.patch.object(deepspeed.comm, "get_rank", return_value=0), \
-             mock.patch.object(deepspeed.comm, "get_world_size", return_value=world_size):
+        with (
+            mock.patch.object(deepspeed.comm, "get_rank", return_value=0),
+            mock.patch.object(deepspeed.comm, "get_world_size", return_value=world_size),
+        ):
             mpu = None if data_parallel_size is None else _DataParallelUnit(data_parallel_size)
             ds = DeepSpeedConfig(dict(config), mpu=mpu)
     return {

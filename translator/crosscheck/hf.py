@@ -16,10 +16,15 @@ def training_arguments(reading: Reading, world: int):
     import yaml
     from transformers import HfArgumentParser, TrainingArguments
 
-    data = (json.loads(reading.text) if reading.text.lstrip().startswith("{")
-            else yaml.safe_load(reading.text)) or {}
-    data = {k: v for k, v in data.items() if k != "deepspeed"} | {"use_cpu": True,
-                                                                     "report_to": "none"}
+    data = (
+        json.loads(reading.text)
+        if reading.text.lstrip().startswith("{")
+        else yaml.safe_load(reading.text)
+    ) or {}
+    data = {k: v for k, v in data.items() if k != "deepspeed"} | {
+        "use_cpu": True,
+        "report_to": "none",
+    }
     (args,) = HfArgumentParser(TrainingArguments).parse_dict(data, allow_extra_keys=True)
     for partner in reading.partners:
         deepspeed_mismatch(json.loads(partner.text), args, world)
@@ -42,7 +47,9 @@ def deepspeed_mismatch(config: dict, args, world: int) -> dict:
     ds.trainer_config_process(AtWorld())
     if ds.mismatches:
         mismatches = "\n".join(ds.mismatches)
-        raise ValueError("Please correct the following DeepSpeed config values that mismatch "
-                         f"TrainingArguments values:\n{mismatches}\nThe easiest method is to "
-                         "set these DeepSpeed config values to 'auto'.")
+        raise ValueError(
+            "Please correct the following DeepSpeed config values that mismatch "
+            f"TrainingArguments values:\n{mismatches}\nThe easiest method is to "
+            "set these DeepSpeed config values to 'auto'."
+        )
     return ds.config

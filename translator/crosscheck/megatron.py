@@ -5,8 +5,12 @@ from __future__ import annotations
 import inspect
 
 
-def num_microbatches(global_batch_size: int, micro_batch_size: int, data_parallel_size: int,
-                     rampup_batch_size: list[int] | None = None) -> int:
+def num_microbatches(
+    global_batch_size: int,
+    micro_batch_size: int,
+    data_parallel_size: int,
+    rampup_batch_size: list[int] | None = None,
+) -> int:
     """How many micro-batches per step megatron-core runs for these sizes.
 
     Works with both calculator signatures (0.16: five positional parameters; 0.19: keywords
@@ -15,9 +19,14 @@ def num_microbatches(global_batch_size: int, micro_batch_size: int, data_paralle
     """
     from megatron.core import num_microbatches_calculator as calc
 
-    wanted = {"rank": 0, "rampup_batch_size": rampup_batch_size,
-              "global_batch_size": global_batch_size, "micro_batch_size": micro_batch_size,
-              "data_parallel_size": data_parallel_size, "decrease_batch_size_if_needed": False}
+    wanted = {
+        "rank": 0,
+        "rampup_batch_size": rampup_batch_size,
+        "global_batch_size": global_batch_size,
+        "micro_batch_size": micro_batch_size,
+        "data_parallel_size": data_parallel_size,
+        "decrease_batch_size_if_needed": False,
+    }
     params = inspect.signature(calc.init_num_microbatches_calculator).parameters
     calc.destroy_num_microbatches_calculator()
     try:

@@ -21,21 +21,28 @@ def framework_verdict(inspection: Inspection) -> Finding:
     framework = get(name)
     package = getattr(framework, "PACKAGE", None)
     if package is None or not hasattr(framework, "verdict"):
-        return finding("framework-not-run", f"{name} has no validator of its own to run",
-                       where=where)
+        return finding(
+            "framework-not-run", f"{name} has no validator of its own to run", where=where
+        )
     try:
         installed = importlib.util.find_spec(package) is not None
     except ModuleNotFoundError:
         installed = False
     if not installed:
-        return finding("framework-not-run",
-                       f"{name} is not installed here, so its own validator was not run",
-                       hint=f"pip install 'batchspec[{name}]'", where=where)
+        return finding(
+            "framework-not-run",
+            f"{name} is not installed here, so its own validator was not run",
+            hint=f"pip install 'batchspec[{name}]'",
+            where=where,
+        )
     world = inspection.values.get("world_size")
     if world is None:
-        return finding("framework-not-run",
-                       f"{name}'s validator needs the world size, which is unknown",
-                       hint="give --world-size", where=where)
+        return finding(
+            "framework-not-run",
+            f"{name}'s validator needs the world size, which is unknown",
+            hint="give --world-size",
+            where=where,
+        )
     try:
         # Frameworks print banners on stdout, which belongs to --json alone.
         with contextlib.redirect_stdout(sys.stderr):
@@ -44,8 +51,9 @@ def framework_verdict(inspection: Inspection) -> Finding:
         return finding("framework-not-run", f"{name}'s validator was not run: {exc}", where=where)
     except Exception as exc:  # the framework's refusal, in its own words
         text = " ".join(str(exc).split()) or type(exc).__name__
-        return finding("framework-refuses", f"{name} refuses it: {type(exc).__name__}: {text}",
-                       where=where)
+        return finding(
+            "framework-refuses", f"{name} refuses it: {type(exc).__name__}: {text}", where=where
+        )
     return finding("framework-accepts", f"{name} accepts it: {verdict}", where=where)
 
 

@@ -47,21 +47,45 @@ class SmokePlan:
 
 def worker_args(plan: SmokePlan) -> list[str]:
     """``-m translator.launch.worker ...``: what each rank runs."""
-    return ["-m", "translator.launch.worker", "--engine", plan.framework,
-            "--spec", str(plan.workdir / "spec.json"), "--config",
-            str(plan.workdir / plan.config_name), "--out", str(plan.results),
-            "--steps", str(plan.steps), "--model", plan.model,
-            "--seq-len", str(plan.sequence_length), "--device", plan.device,
-            *(["--recompute"] if plan.recompute else [])]
+    return [
+        "-m",
+        "translator.launch.worker",
+        "--engine",
+        plan.framework,
+        "--spec",
+        str(plan.workdir / "spec.json"),
+        "--config",
+        str(plan.workdir / plan.config_name),
+        "--out",
+        str(plan.results),
+        "--steps",
+        str(plan.steps),
+        "--model",
+        plan.model,
+        "--seq-len",
+        str(plan.sequence_length),
+        "--device",
+        plan.device,
+        *(["--recompute"] if plan.recompute else []),
+    ]
 
 
 def torchrun_args(plan: SmokePlan, endpoint: str | None = None) -> list[str]:
     """torchrun's own arguments: standalone (a free port) on one node, else a c10d rendezvous."""
     if plan.nnodes == 1:
         return ["--standalone", "--nnodes", "1", "--nproc_per_node", str(plan.nproc)]
-    return ["--nnodes", str(plan.nnodes), "--nproc_per_node", str(plan.nproc),
-            "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint or plan.rdzv_endpoint or "",
-            "--rdzv-id", "batchspec-smoke"]
+    return [
+        "--nnodes",
+        str(plan.nnodes),
+        "--nproc_per_node",
+        str(plan.nproc),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint or plan.rdzv_endpoint or "",
+        "--rdzv-id",
+        "batchspec-smoke",
+    ]
 
 
 def local_command(plan: SmokePlan) -> list[str]:

@@ -79,9 +79,14 @@ class Harness:
     def result(self, *, replica: int, counts: bool, parameters: int) -> RankResult:
         """This rank's report: ``replica`` is its data-parallel rank, ``counts`` whether its
         rows are the replica's (first pipeline stage, first rank of its TP/CP group)."""
-        return self.ctx.result(data_parallel_rank=replica, counts_samples=counts,
-                               samples_per_step=self.samples, step_times=self.timer.times,
-                               parameters=parameters, stepped_by=self.stepper)
+        return self.ctx.result(
+            data_parallel_rank=replica,
+            counts_samples=counts,
+            samples_per_step=self.samples,
+            step_times=self.timer.times,
+            parameters=parameters,
+            stepped_by=self.stepper,
+        )
 
 
 def choose_device(requested: str, local_rank: int) -> str:
@@ -93,6 +98,8 @@ def choose_device(requested: str, local_rank: int) -> str:
     if torch.cuda.is_available():
         return f"cuda:{local_rank % torch.cuda.device_count()}"
     if requested == "gpu":
-        raise RuntimeError(f"no GPU on this node ({os.uname().nodename}) although --device gpu "
-                           "was asked; use --device cpu")
+        raise RuntimeError(
+            f"no GPU on this node ({os.uname().nodename}) although --device gpu "
+            "was asked; use --device cpu"
+        )
     return "cpu"

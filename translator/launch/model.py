@@ -45,15 +45,19 @@ def layers(name: str, sequence_length: int) -> list:
 
         def forward(self, tokens):
             return self.tokens(tokens) + self.positions(
-                torch.arange(tokens.shape[1], device=tokens.device))
+                torch.arange(tokens.shape[1], device=tokens.device)
+            )
 
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
             self.ln1, self.ln2 = nn.LayerNorm(shape.hidden), nn.LayerNorm(shape.hidden)
             self.attn = nn.MultiheadAttention(shape.hidden, shape.heads, batch_first=True)
-            self.mlp = nn.Sequential(nn.Linear(shape.hidden, 4 * shape.hidden), nn.GELU(),
-                                     nn.Linear(4 * shape.hidden, shape.hidden))
+            self.mlp = nn.Sequential(
+                nn.Linear(shape.hidden, 4 * shape.hidden),
+                nn.GELU(),
+                nn.Linear(4 * shape.hidden, shape.hidden),
+            )
 
         def forward(self, x):
             seq = x.shape[1]
@@ -109,8 +113,9 @@ def batch(micro_batch_size: int, sequence_length: int, vocab: int, generator, de
     """Random tokens, ``sequence_length + 1`` per sample (inputs and shifted targets)."""
     import torch
 
-    return torch.randint(0, vocab, (micro_batch_size, sequence_length + 1), generator=generator,
-                         device="cpu").to(device)
+    return torch.randint(
+        0, vocab, (micro_batch_size, sequence_length + 1), generator=generator, device="cpu"
+    ).to(device)
 
 
 def ulysses(name: str, sequence_length: int, group, rank: int, size: int):
@@ -125,13 +130,16 @@ def ulysses(name: str, sequence_length: int, group, rank: int, size: int):
 
     shape = SHAPES[name]
     if shape.heads % size or sequence_length % size:
-        raise RuntimeError(f"sequence parallel {size} needs the heads ({shape.heads}) and the "
-                           f"sequence length ({sequence_length}) to divide by it")
+        raise RuntimeError(
+            f"sequence parallel {size} needs the heads ({shape.heads}) and the "
+            f"sequence length ({sequence_length}) to divide by it"
+        )
     local = sequence_length // size
 
     def causal(q, k, v, *args, **kwargs):  # [b, s, h, d] -> [b, s, h, d], whole sequences
         out = nn.functional.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
         return out.transpose(1, 2)
 
     class Block(nn.Module):
@@ -141,8 +149,11 @@ def ulysses(name: str, sequence_length: int, group, rank: int, size: int):
             self.qkv = nn.Linear(shape.hidden, 3 * shape.hidden)
             self.out = nn.Linear(shape.hidden, shape.hidden)
             self.attn = DistributedAttention(causal, group, scatter_idx=2, gather_idx=1)
-            self.mlp = nn.Sequential(nn.Linear(shape.hidden, 4 * shape.hidden), nn.GELU(),
-                                     nn.Linear(4 * shape.hidden, shape.hidden))
+            self.mlp = nn.Sequential(
+                nn.Linear(shape.hidden, 4 * shape.hidden),
+                nn.GELU(),
+                nn.Linear(4 * shape.hidden, shape.hidden),
+            )
 
         def forward(self, x):
             b, s, _ = x.shape

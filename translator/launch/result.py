@@ -47,13 +47,14 @@ class RankResult:
         tmp.replace(path)
 
     @classmethod
-    def read(cls, path: Path) -> "RankResult":
+    def read(cls, path: Path) -> RankResult:
         return cls(**json.loads(Path(path).read_text()))
 
 
 def read_all(folder: Path) -> list[RankResult]:
-    return sorted((RankResult.read(p) for p in Path(folder).glob("rank-*.json")),
-                  key=lambda r: r.rank)
+    return sorted(
+        (RankResult.read(p) for p in Path(folder).glob("rank-*.json")), key=lambda r: r.rank
+    )
 
 
 @dataclass
@@ -83,10 +84,15 @@ def merge(results: list[RankResult]) -> Measurement:
     timed = times[1:] or times
     median = statistics.median(timed) if timed else None
     seq = max((r.sequence_length for r in results), default=0)
-    tokens = (sum(per_step[1:] or per_step) * seq / sum(timed)) if timed and sum(timed) > 0 else None
+    tokens = (
+        (sum(per_step[1:] or per_step) * seq / sum(timed)) if timed and sum(timed) > 0 else None
+    )
     return Measurement(
-        optimizer_steps=n, samples_per_optimizer_step=per_step, tokens_per_second=tokens,
+        optimizer_steps=n,
+        samples_per_optimizer_step=per_step,
+        tokens_per_second=tokens,
         step_time_seconds=median,
         peak_memory_bytes=max((r.peak_memory_bytes for r in results), default=0),
         device=results[0].device if results else "unknown",
-        stepped_by=results[0].stepped_by if results else "")
+        stepped_by=results[0].stepped_by if results else "",
+    )

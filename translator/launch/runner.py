@@ -11,8 +11,8 @@ import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 #: Seconds between SIGTERM and SIGKILL.
 GRACE_SECONDS = 5.0
@@ -30,13 +30,24 @@ class Outcome:
     """Wall time."""
 
 
-def run(argv: list[str], env: dict, timeout: float | None,
-        on_line: Callable[[str], None] = lambda line: None) -> Outcome:
+def run(
+    argv: list[str],
+    env: dict,
+    timeout: float | None,
+    on_line: Callable[[str], None] = lambda line: None,
+) -> Outcome:
     """Run ``argv`` (a list, no shell) in a new session; stop its group on timeout or Ctrl-C."""
     start = time.monotonic()
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, errors="replace",
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
     tail: deque[str] = deque(maxlen=40)
 
     def pump():
@@ -58,8 +69,9 @@ def run(argv: list[str], env: dict, timeout: float | None,
     if group_alive(proc.pid):  # a rank that outlived torchrun: leave nothing behind
         _kill_stragglers(proc.pid)
     reader.join(timeout=2)
-    return Outcome(None if stopped else proc.returncode, stopped, list(tail),
-                   time.monotonic() - start)
+    return Outcome(
+        None if stopped else proc.returncode, stopped, list(tail), time.monotonic() - start
+    )
 
 
 def stop_group(proc: subprocess.Popen) -> None:

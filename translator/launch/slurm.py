@@ -27,8 +27,17 @@ NAME_VALUE = re.compile(r"^[A-Za-z0-9_.,+-]+$")
 TIME_VALUE = re.compile(r"^[0-9]+(-[0-9]{1,2})?(:[0-9]{1,2}){0,2}$")
 SBATCH_OPTION = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*(=[^\s'\"`$;|&<>\\]+)?$")
 #: Job states after which nothing more will happen.
-FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-                "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+FINAL_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+}
 RDZV_PORT = 29500
 
 
@@ -55,11 +64,15 @@ class SlurmOptions:
             if value is not None and not NAME_VALUE.fullmatch(value):
                 raise InputError(f"{name} {value!r}: only letters, digits and _ . , + - allowed")
         if self.time is not None and not TIME_VALUE.fullmatch(self.time):
-            raise InputError(f"--time {self.time!r}: use a Slurm time such as 30, 1:00:00 or 1-00:00")
+            raise InputError(
+                f"--time {self.time!r}: use a Slurm time such as 30, 1:00:00 or 1-00:00"
+            )
         for line in self.extra:
             if not SBATCH_OPTION.fullmatch(line):
-                raise InputError(f"--sbatch {line!r}: give one option such as --gpus-per-node=8 "
-                                 "(no spaces, quotes or shell characters)")
+                raise InputError(
+                    f"--sbatch {line!r}: give one option such as --gpus-per-node=8 "
+                    "(no spaces, quotes or shell characters)"
+                )
         for line in self.setup:
             check_line("--setup", line)
 
@@ -67,11 +80,12 @@ class SlurmOptions:
 def check_line(name: str, value: str) -> None:
     """Refuse a value with a control character (newline, carriage return, escape...): in a
     generated script it would end the line it stands on and start another."""
-    bad = next((c for c in value if unicodedata.category(c) == "Cc"
-                or c in "\u2028\u2029"), None)
+    bad = next((c for c in value if unicodedata.category(c) == "Cc" or c in "\u2028\u2029"), None)
     if bad is not None:
-        raise InputError(f"{name} {value!r}: holds the control character {bad!r}; a generated "
-                         "script takes no control characters")
+        raise InputError(
+            f"{name} {value!r}: holds the control character {bad!r}; a generated "
+            "script takes no control characters"
+        )
 
 
 def check_path(name: str, path: Path) -> None:
@@ -97,13 +111,24 @@ def script(plan: SmokePlan, options: SlurmOptions, size: NodeSize | None = None)
     check_path("the Python interpreter", Path(plan.python))
     launcher = [plan.python, "-m", "torch.distributed.run", *torchrun_args(plan, "")]
     if plan.nnodes > 1:  # the endpoint and id are written by the template from Slurm's variables
-        launcher = launcher[:launcher.index("--rdzv-endpoint")]
-    return render_template("sbatch.sh.j2", {
-        "plan": plan, "job_name": f"batchspec-smoke-{plan.framework}",
-        "partition": options.partition, "account": options.account, "time": options.time,
-        "extra": options.extra, "setup": options.setup, "port": RDZV_PORT, **asked,
-        "body": None, "launcher": [shlex.quote(a) for a in launcher],
-        "worker": [shlex.quote(a) for a in worker_args(plan)]})
+        launcher = launcher[: launcher.index("--rdzv-endpoint")]
+    return render_template(
+        "sbatch.sh.j2",
+        {
+            "plan": plan,
+            "job_name": f"batchspec-smoke-{plan.framework}",
+            "partition": options.partition,
+            "account": options.account,
+            "time": options.time,
+            "extra": options.extra,
+            "setup": options.setup,
+            "port": RDZV_PORT,
+            **asked,
+            "body": None,
+            "launcher": [shlex.quote(a) for a in launcher],
+            "worker": [shlex.quote(a) for a in worker_args(plan)],
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -134,22 +159,32 @@ def node_size(partition: str | None, env: dict | None = None) -> NodeSize:
 def resources(plan: SmokePlan, options: SlurmOptions, size: NodeSize) -> dict:
     """The ``#SBATCH`` GPU and CPU requests: GPUs only with ``--device gpu`` (``--nproc`` per
     node unless told), CPUs for the node's one task. Refuses more GPUs than the nodes have."""
-    gpus = options.gpus_per_node if options.gpus_per_node is not None else (
-        plan.nproc if plan.device == "gpu" else None)
+    gpus = (
+        options.gpus_per_node
+        if options.gpus_per_node is not None
+        else (plan.nproc if plan.device == "gpu" else None)
+    )
     if plan.device == "cpu" and options.gpus_per_node:
         raise InputError("--gpus-per-node with --device cpu: the ranks would not use them")
     if gpus is not None and size.gpus is not None and gpus > size.gpus:
-        raise InputError(f"--gpus-per-node {gpus}: the nodes of "
-                         f"{options.partition or 'the default partition'} have "
-                         f"{size.gpus} GPU(s) (sinfo)")
+        raise InputError(
+            f"--gpus-per-node {gpus}: the nodes of "
+            f"{options.partition or 'the default partition'} have "
+            f"{size.gpus} GPU(s) (sinfo)"
+        )
     if gpus is not None and gpus < plan.nproc and plan.device == "gpu":
-        raise InputError(f"--gpus-per-node {gpus} is fewer than --nproc {plan.nproc}: each "
-                         "rank needs a GPU of its own")
+        raise InputError(
+            f"--gpus-per-node {gpus} is fewer than --nproc {plan.nproc}: each "
+            "rank needs a GPU of its own"
+        )
     cpus = options.cpus_per_task
     if cpus is None and size.cpus:
         cpus = max(size.cpus // plan.nproc, 1) * plan.nproc
-    return {"gpus_per_node": gpus, "cpus_per_task": cpus,
-            "threads": None if cpus is None else max(cpus // plan.nproc, 1)}
+    return {
+        "gpus_per_node": gpus,
+        "cpus_per_task": cpus,
+        "threads": None if cpus is None else max(cpus // plan.nproc, 1),
+    }
 
 
 def submit_command(plan: SmokePlan, path: str) -> list[str]:
@@ -206,5 +241,7 @@ def _slurm(argv: list[str], env: dict, check: bool = True) -> str:
     except subprocess.TimeoutExpired:
         raise InputError(f"{argv[0]} did not answer within 60 s") from None
     if check and done.returncode:
-        raise InputError(f"{' '.join(argv[:2])} failed: {done.stderr.strip() or done.stdout.strip()}")
+        raise InputError(
+            f"{' '.join(argv[:2])} failed: {done.stderr.strip() or done.stdout.strip()}"
+        )
     return done.stdout

@@ -18,8 +18,8 @@ from translator.launch.engines import TORCH, config_backend
 from translator.launch.model import SHAPES
 from translator.launch.result import Measurement, RankResult, merge, read_all
 from translator.launch.worker import mentions_out_of_memory
-from translator.reading import Launch
 from translator.layouts import spec_values
+from translator.reading import Launch
 from translator.spec import BatchSpec
 from translator.spec_file import WORLD_KEYS, build_spec
 
@@ -45,10 +45,20 @@ class Prepared:
     such as the DeepSpeed JSON of an HF TrainingArguments file."""
 
 
-def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: int, model: str,
-            seq_len: int | None, workdir: Path, rdzv_endpoint: str | None = None,
-            device: str = "cpu", expect_global: int | None = None,
-            recompute: bool = False) -> Prepared:
+def prepare(
+    path: str,
+    framework: str | None,
+    nproc: int,
+    nnodes: int,
+    steps: int,
+    model: str,
+    seq_len: int | None,
+    workdir: Path,
+    rdzv_endpoint: str | None = None,
+    device: str = "cpu",
+    expect_global: int | None = None,
+    recompute: bool = False,
+) -> Prepared:
     """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed;
     ``device`` is ``gpu`` or ``cpu`` (see :func:`resolve_device`)."""
     world = nproc * nnodes
@@ -76,12 +86,25 @@ def prepare(path: str, framework: str | None, nproc: int, nnodes: int, steps: in
         from translator.render import render
 
         rendered = render(spec, BACKENDS[backend_name])
-        config_name, config_text, findings = rendered.filename, rendered.text, findings + rendered.findings
+        config_name, config_text, findings = (
+            rendered.filename,
+            rendered.text,
+            findings + rendered.findings,
+        )
     length = seq_len or spec.sequence_length or DEFAULT_SEQUENCE[model]
-    plan = command.SmokePlan(framework=framework, nproc=nproc, nnodes=nnodes, steps=steps,
-                             model=model, sequence_length=length, workdir=workdir,
-                             config_name=config_name, rdzv_endpoint=rdzv_endpoint,
-                             device=device, recompute=recompute)
+    plan = command.SmokePlan(
+        framework=framework,
+        nproc=nproc,
+        nnodes=nnodes,
+        steps=steps,
+        model=model,
+        sequence_length=length,
+        workdir=workdir,
+        config_name=config_name,
+        rdzv_endpoint=rdzv_endpoint,
+        device=device,
+        recompute=recompute,
+    )
     return Prepared(spec, plan, config_text, findings, expect_global, partners)
 
 
@@ -97,11 +120,17 @@ def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
     given = {k: v for k, v in values.items() if k in WORLD_KEYS and v is not None}
     spec = build_spec(values if given else values | {"world_size": world}, path)
     if spec.world_size != world:
-        raise ConfigError([finding(
-            "smoke-world-mismatch",
-            f"{path} is for world size {spec.world_size}, but the smoke run launches {world}",
-            hint=f"launch {spec.world_size} processes, or plan the batch for {world}: "
-                 f"batchspec plan {path} --world-size {world}", where=path)])
+        raise ConfigError(
+            [
+                finding(
+                    "smoke-world-mismatch",
+                    f"{path} is for world size {spec.world_size}, but the smoke run launches {world}",
+                    hint=f"launch {spec.world_size} processes, or plan the batch for {world}: "
+                    f"batchspec plan {path} --world-size {world}",
+                    where=path,
+                )
+            ]
+        )
     return spec
 
 
@@ -133,9 +162,10 @@ def write_workdir(prepared: Prepared) -> None:
     for stale in plan.results.glob("rank-*.json"):
         stale.unlink()
     # A dict: for the torch engine the config is spec.json itself.
-    files = {plan.workdir / "spec.json": prepared.spec.model_dump_json(indent=2),
-             plan.workdir / plan.config_name: prepared.config_text} | {
-        plan.workdir / name: text for name, text in prepared.partner_files.items()}
+    files = {
+        plan.workdir / "spec.json": prepared.spec.model_dump_json(indent=2),
+        plan.workdir / plan.config_name: prepared.config_text,
+    } | {plan.workdir / name: text for name, text in prepared.partner_files.items()}
     write_files(list(files.items()), force=True)
 
 
@@ -163,8 +193,9 @@ class Report:
     """A rank ran out of memory (by its report, or, dead before reporting, by the log)."""
 
 
-def judge(prepared: Prepared, stopped: str | None, timeout: float | None,
-          log_tail: list[str]) -> Report:
+def judge(
+    prepared: Prepared, stopped: str | None, timeout: float | None, log_tail: list[str]
+) -> Report:
     """Merge the ranks' reports and say what is wrong, if anything."""
     plan, spec = prepared.plan, prepared.spec
     results = read_all(plan.results)
@@ -185,8 +216,10 @@ def judge(prepared: Prepared, stopped: str | None, timeout: float | None,
         ranks = ", ".join(map(str, missing))
         if any(mentions_out_of_memory(line) for line in log_tail):
             oom = True  # an allocator abort (C++ std::bad_alloc) leaves no report behind
-            errors.append(f"out of memory on rank(s) {ranks} before they could report (at "
-                          f"micro-batch {spec.micro_batch_size})")
+            errors.append(
+                f"out of memory on rank(s) {ranks} before they could report (at "
+                f"micro-batch {spec.micro_batch_size})"
+            )
         else:
             tail = next((line for line in reversed(log_tail) if line.strip()), "no output")
             errors.append(f"rank(s) {ranks} reported nothing; last output: {tail}")
@@ -195,13 +228,17 @@ def judge(prepared: Prepared, stopped: str | None, timeout: float | None,
             errors.append(f"{m.optimizer_steps} optimizer steps ran, not {plan.steps}")
         wrong = [n for n in m.samples_per_optimizer_step if n != spec.global_batch_size]
         if wrong:
-            errors.append(f"samples per optimizer step measured {m.samples_per_optimizer_step}, "
-                          f"not the global batch {spec.global_batch_size}")
+            errors.append(
+                f"samples per optimizer step measured {m.samples_per_optimizer_step}, "
+                f"not the global batch {spec.global_batch_size}"
+            )
         expected = prepared.expect_global
         if expected is not None and any(n != expected for n in m.samples_per_optimizer_step):
-            errors.append(f"{plan.framework} consumed {_steps(m.samples_per_optimizer_step)} "
-                          f"samples per optimizer step, not the {expected} expected "
-                          "(--expect-global)")
+            errors.append(
+                f"{plan.framework} consumed {_steps(m.samples_per_optimizer_step)} "
+                f"samples per optimizer step, not the {expected} expected "
+                "(--expect-global)"
+            )
     return Report(m, errors, results, oom)
 
 
@@ -213,11 +250,17 @@ def _oom_message(spec: BatchSpec, r: RankResult) -> str:
     from translator import solve
 
     micro = r.micro_batch_size or spec.micro_batch_size
-    smaller = [(m, a) for m, a in solve.decompositions(spec.global_batch_size,
-                                                       spec.data_parallel_size) if m < micro]
-    fix = (f"micro-batch {smaller[0][0]} with accumulation {smaller[0][1]} keeps the global "
-           f"batch {spec.global_batch_size}" if smaller else "no smaller micro-batch keeps the "
-           "global batch; use more ranks or a smaller model")
+    smaller = [
+        (m, a)
+        for m, a in solve.decompositions(spec.global_batch_size, spec.data_parallel_size)
+        if m < micro
+    ]
+    fix = (
+        f"micro-batch {smaller[0][0]} with accumulation {smaller[0][1]} keeps the global "
+        f"batch {spec.global_batch_size}"
+        if smaller
+        else "no smaller micro-batch keeps the global batch; use more ranks or a smaller model"
+    )
     return f"out of memory at micro-batch {micro} on rank {r.rank}; fix: {fix}"
 
 
@@ -237,13 +280,19 @@ def mfu(report: Report, prepared: Prepared) -> tuple[float | None, str]:
 
 def run_local(prepared: Prepared, timeout: float | None, memory_limit: int | None, on_line):
     write_workdir(prepared)
-    outcome = runner.run(command.local_command(prepared.plan), environment(memory_limit),
-                         timeout, on_line)
+    outcome = runner.run(
+        command.local_command(prepared.plan), environment(memory_limit), timeout, on_line
+    )
     return outcome.stopped, outcome.log_tail
 
 
-def run_slurm(prepared: Prepared, options: slurm.SlurmOptions, timeout: float | None,
-              memory_limit: int | None, on_state):
+def run_slurm(
+    prepared: Prepared,
+    options: slurm.SlurmOptions,
+    timeout: float | None,
+    memory_limit: int | None,
+    on_state,
+):
     if shutil.which("sbatch") is None:
         raise InputError("sbatch not found: --slurm needs a Slurm login node")
     text = slurm.script(prepared.plan, options)  # refuses unsafe values before writing anything

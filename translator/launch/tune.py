@@ -50,16 +50,21 @@ class Setup:
 
 def candidate_spec(spec: BatchSpec, c: Candidate) -> BatchSpec:
     """The spec with the candidate's micro-batch, accumulation and ZeRO stage (G unchanged)."""
-    update = {"micro_batch_size": c.micro_batch_size,
-              "gradient_accumulation_steps": c.gradient_accumulation_steps}
+    update = {
+        "micro_batch_size": c.micro_batch_size,
+        "gradient_accumulation_steps": c.gradient_accumulation_steps,
+    }
     if c.zero_stage is not None:
         update["zero_stage"] = c.zero_stage
     return BatchSpec.model_validate(spec.model_dump() | update)
 
 
 def probe_folder(setup: Setup, c: Candidate) -> Path:
-    name = f"probe-m{c.micro_batch_size}" + ("-recompute" if c.recompute else "") + (
-        f"-zero{c.zero_stage}" if c.zero_stage is not None else "")
+    name = (
+        f"probe-m{c.micro_batch_size}"
+        + ("-recompute" if c.recompute else "")
+        + (f"-zero{c.zero_stage}" if c.zero_stage is not None else "")
+    )
     return setup.plan.workdir / name
 
 
@@ -71,8 +76,12 @@ def estimator(setup: Setup, **how):
     shape = memory.model_named(setup.plan.model, setup.plan.sequence_length)
 
     def estimate(c: Candidate) -> int:
-        run = memory.run_of(candidate_spec(setup.spec, c), setup.plan.sequence_length,
-                            recompute="full" if c.recompute else "none", **how)
+        run = memory.run_of(
+            candidate_spec(setup.spec, c),
+            setup.plan.sequence_length,
+            recompute="full" if c.recompute else "none",
+            **how,
+        )
         return memory.estimate(shape, run).total
 
     return estimate
@@ -85,28 +94,56 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     path = folder / "candidate.json"
     write_files([(path, candidate_spec(setup.spec, c).model_dump_json(indent=2))], force=True)
     plan = setup.plan
-    prepared = runs.prepare(str(path), plan.framework, plan.nproc, plan.nnodes, plan.steps,
-                            plan.model, plan.sequence_length, folder, device=plan.device,
-                            recompute=c.recompute)
+    prepared = runs.prepare(
+        str(path),
+        plan.framework,
+        plan.nproc,
+        plan.nnodes,
+        plan.steps,
+        plan.model,
+        plan.sequence_length,
+        folder,
+        device=plan.device,
+        recompute=c.recompute,
+    )
     left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)
     start = time.monotonic()
     runs.write_workdir(prepared)
-    outcome = runner.run(_command(setup, prepared.plan), runs.environment(setup.memory_limit),
-                         left, on_line)
+    outcome = runner.run(
+        _command(setup, prepared.plan), runs.environment(setup.memory_limit), left, on_line
+    )
     report = runs.judge(prepared, outcome.stopped, left, outcome.log_tail)
     if outcome.stopped:
         raise Stopped(outcome.stopped)
     oom = report.out_of_memory
     if report.errors and not oom:
-        raise ConfigError([finding(
-            "tune-probe-failed", f"the probe of micro-batch {c.micro_batch_size} × accumulation "
-            f"{c.gradient_accumulation_steps}: " + "; ".join(report.errors), where=str(path))])
+        raise ConfigError(
+            [
+                finding(
+                    "tune-probe-failed",
+                    f"the probe of micro-batch {c.micro_batch_size} × accumulation "
+                    f"{c.gradient_accumulation_steps}: " + "; ".join(report.errors),
+                    where=str(path),
+                )
+            ]
+        )
     m = report.measurement
     # The median step (after the warm-up one): a slow outlier step does not decide the pick.
-    tokens = (None if oom or not m.step_time_seconds else
-              setup.spec.global_batch_size * plan.sequence_length / m.step_time_seconds)
-    return Probe(c, m.samples_per_optimizer_step, tokens, None if oom else m.step_time_seconds,
-                 m.peak_memory_bytes or None, estimated, oom, time.monotonic() - start)
+    tokens = (
+        None
+        if oom or not m.step_time_seconds
+        else setup.spec.global_batch_size * plan.sequence_length / m.step_time_seconds
+    )
+    return Probe(
+        c,
+        m.samples_per_optimizer_step,
+        tokens,
+        None if oom else m.step_time_seconds,
+        m.peak_memory_bytes or None,
+        estimated,
+        oom,
+        time.monotonic() - start,
+    )
 
 
 def _command(setup: Setup, plan: command.SmokePlan) -> list[str]:
@@ -119,9 +156,17 @@ def _command(setup: Setup, plan: command.SmokePlan) -> list[str]:
 
         head = _output(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]])
         endpoint = f"{head.split()[0]}:{RDZV_PORT}"
-    return ["srun", "--kill-on-bad-exit=1", f"--nodes={plan.nnodes}", "--ntasks-per-node=1",
-            plan.python, "-m", "torch.distributed.run", *command.torchrun_args(plan, endpoint),
-            *command.worker_args(plan)]
+    return [
+        "srun",
+        "--kill-on-bad-exit=1",
+        f"--nodes={plan.nnodes}",
+        "--ntasks-per-node=1",
+        plan.python,
+        "-m",
+        "torch.distributed.run",
+        *command.torchrun_args(plan, endpoint),
+        *command.worker_args(plan),
+    ]
 
 
 def _output(argv: list[str]) -> str:
@@ -153,11 +198,20 @@ def allocation_script(setup: Setup, argv: list[str], options, size=None) -> str:
     for word in argv:
         slurm.check_line("the tune command", word)
     out = plan.workdir / "tune.json"
-    return render_template("sbatch.sh.j2", {
-        "plan": plan, "job_name": f"batchspec-tune-{plan.framework}",
-        "partition": options.partition, "account": options.account, "time": options.time,
-        "extra": options.extra, "setup": options.setup, **asked,
-        "body": f"{shlex.join(argv)} > {shlex.quote(str(out))}"})
+    return render_template(
+        "sbatch.sh.j2",
+        {
+            "plan": plan,
+            "job_name": f"batchspec-tune-{plan.framework}",
+            "partition": options.partition,
+            "account": options.account,
+            "time": options.time,
+            "extra": options.extra,
+            "setup": options.setup,
+            **asked,
+            "body": f"{shlex.join(argv)} > {shlex.quote(str(out))}",
+        },
+    )
 
 
 def require_allocation() -> bool:

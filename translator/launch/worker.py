@@ -60,9 +60,14 @@ class RunContext:
 
     def result(self, **fields) -> RankResult:
         """A result for this rank with device and peak memory filled in."""
-        return RankResult(rank=self.rank, world_size=self.world_size,
-                          sequence_length=self.sequence_length, device=device_name(self.device),
-                          peak_memory_bytes=peak_memory(self.device), **fields)
+        return RankResult(
+            rank=self.rank,
+            world_size=self.world_size,
+            sequence_length=self.sequence_length,
+            device=device_name(self.device),
+            peak_memory_bytes=peak_memory(self.device),
+            **fields,
+        )
 
 
 def device_name(device: str) -> str:
@@ -80,8 +85,14 @@ def peak_memory(device: str) -> int:
 
 
 #: What allocators (torch's CPU and CUDA ones, Python, the OS) say when memory runs out.
-OUT_OF_MEMORY_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory",
-                       "memoryerror", "outofmemoryerror", "std::bad_alloc")
+OUT_OF_MEMORY_WORDS = (
+    "out of memory",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "memoryerror",
+    "outofmemoryerror",
+    "std::bad_alloc",
+)
 
 
 def mentions_out_of_memory(text: str) -> bool:
@@ -105,8 +116,11 @@ class StepTimer:
         now = time.perf_counter()
         self.times.append(now - self._start)
         self._start = now
-        print(f"{PROGRESS} rank {os.environ.get('RANK', 0)} step {len(self.times)}",
-              file=sys.stderr, flush=True)
+        print(
+            f"{PROGRESS} rank {os.environ.get('RANK', 0)} step {len(self.times)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,11 +147,18 @@ def main(argv: list[str] | None = None) -> int:
         resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
     rank = int(os.environ.get("RANK", 0))
     ctx = RunContext(
-        spec=BatchSpec.model_validate_json(args.spec.read_text()), config=args.config,
-        workdir=args.out, steps=args.steps, model=args.model, sequence_length=args.seq_len,
-        rank=rank, local_rank=int(os.environ.get("LOCAL_RANK", 0)),
-        world_size=int(os.environ.get("WORLD_SIZE", 1)), requested_device=args.device,
-        recompute=args.recompute)
+        spec=BatchSpec.model_validate_json(args.spec.read_text()),
+        config=args.config,
+        workdir=args.out,
+        steps=args.steps,
+        model=args.model,
+        sequence_length=args.seq_len,
+        rank=rank,
+        local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+        world_size=int(os.environ.get("WORLD_SIZE", 1)),
+        requested_device=args.device,
+        recompute=args.recompute,
+    )
     from translator.launch.engines import module
 
     try:
@@ -145,9 +166,15 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the launcher needs every rank's outcome, whatever it is
         oom = is_out_of_memory(exc)
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        RankResult(rank=rank, world_size=ctx.world_size, data_parallel_rank=0,
-                   counts_samples=False, error="oom" if oom else f"{type(exc).__name__}: {first_line}",
-                   micro_batch_size=ctx.spec.micro_batch_size, device="unknown").write(args.out)
+        RankResult(
+            rank=rank,
+            world_size=ctx.world_size,
+            data_parallel_rank=0,
+            counts_samples=False,
+            error="oom" if oom else f"{type(exc).__name__}: {first_line}",
+            micro_batch_size=ctx.spec.micro_batch_size,
+            device="unknown",
+        ).write(args.out)
         print(f"rank {rank}: {type(exc).__name__}: {first_line}", file=sys.stderr)
         return OOM_EXIT if oom else 1
     result.write(args.out)

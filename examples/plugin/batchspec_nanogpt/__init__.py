@@ -22,10 +22,16 @@ EXTENSIONS = (".py",)
 #: The keys of a nanoGPT config that shape the batch.
 KEYS = ("batch_size", "gradient_accumulation_steps", "block_size")
 
-register("nanogpt-accumulation-not-divisible", "error",
-         "nanoGPT asserts gradient_accumulation_steps % ddp_world_size == 0")
-register("nanogpt-accumulation-total", "info",
-         "nanoGPT's gradient_accumulation_steps counts the micro-batches of all processes")
+register(
+    "nanogpt-accumulation-not-divisible",
+    "error",
+    "nanoGPT asserts gradient_accumulation_steps % ddp_world_size == 0",
+)
+register(
+    "nanogpt-accumulation-total",
+    "info",
+    "nanoGPT's gradient_accumulation_steps counts the micro-batches of all processes",
+)
 
 
 def claims(text: str) -> bool:
@@ -37,8 +43,7 @@ def holds_batch(text: str) -> bool:
 
 
 def context(spec) -> dict:
-    return {"spec": spec,
-            "total": spec.gradient_accumulation_steps * spec.data_parallel_size}
+    return {"spec": spec, "total": spec.gradient_accumulation_steps * spec.data_parallel_size}
 
 
 def read(text: str, where: str) -> Reading:
@@ -55,13 +60,19 @@ def read(text: str, where: str) -> Reading:
         starts.append(starts[-1] + len(line))
     reading = Reading(where, NAME, text)
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name) and node.targets[0].id in KEYS:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in KEYS
+        ):
             value = node.value
             span = None
             if isinstance(value, ast.Constant):
-                span = (starts[value.lineno - 1] + value.col_offset,
-                        starts[value.end_lineno - 1] + value.end_col_offset)
+                span = (
+                    starts[value.lineno - 1] + value.col_offset,
+                    starts[value.end_lineno - 1] + value.end_col_offset,
+                )
             reading.values[node.targets[0].id] = Value(_evaluate(value), node.lineno, span)
     return reading
 
@@ -72,10 +83,14 @@ def _evaluate(node):
         return node.value
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Add, ast.FloorDiv)):
         left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(left, int) and isinstance(right, int) and (
-                not isinstance(node.op, ast.FloorDiv) or right):
+        if (
+            isinstance(left, int)
+            and isinstance(right, int)
+            and (not isinstance(node.op, ast.FloorDiv) or right)
+        ):
             return {ast.Mult: left * right, ast.Add: left + right}.get(
-                type(node.op), left // right if right else None)
+                type(node.op), left // right if right else None
+            )
     return ast.unparse(node)
 
 
@@ -86,26 +101,41 @@ def interpret(reading: Reading, launch) -> tuple[dict, list[Finding]]:
     if reading.count("block_size"):
         values["sequence_length"] = reading.count("block_size")
     if micro is None or total is None:
-        return values, [Finding("missing-batch-value", "error",
-                                "a nanoGPT config needs integer batch_size and "
-                                "gradient_accumulation_steps", reading.path)]
+        return values, [
+            Finding(
+                "missing-batch-value",
+                "error",
+                "a nanoGPT config needs integer batch_size and gradient_accumulation_steps",
+                reading.path,
+            )
+        ]
     values |= {"micro_batch_size": micro, "global_batch_size": micro * total}
     world = launch.world_size
     where = reading.where("gradient_accumulation_steps")
     if world is not None:
         if total % world:
-            findings.append(Finding(
-                "nanogpt-accumulation-not-divisible", "error",
-                f"gradient_accumulation_steps {total} does not divide by {world} DDP processes: "
-                "nanoGPT's train.py asserts it does", where,
-                f"use a multiple of {world}, e.g. {(total // world + 1) * world}"))
+            findings.append(
+                Finding(
+                    "nanogpt-accumulation-not-divisible",
+                    "error",
+                    f"gradient_accumulation_steps {total} does not divide by {world} DDP processes: "
+                    "nanoGPT's train.py asserts it does",
+                    where,
+                    f"use a multiple of {world}, e.g. {(total // world + 1) * world}",
+                )
+            )
         else:
             values["gradient_accumulation_steps"] = total // world
-    findings.append(Finding(
-        "nanogpt-accumulation-total", "info",
-        f"gradient_accumulation_steps {total} is the whole step's: nanoGPT divides it by the "
-        "DDP processes, so the global batch is "
-        f"{total} × batch_size {micro} = {total * micro} on any world size", where))
+    findings.append(
+        Finding(
+            "nanogpt-accumulation-total",
+            "info",
+            f"gradient_accumulation_steps {total} is the whole step's: nanoGPT divides it by the "
+            "DDP processes, so the global batch is "
+            f"{total} × batch_size {micro} = {total * micro} on any world size",
+            where,
+        )
+    )
     return values, findings
 
 
@@ -114,6 +144,7 @@ def check(spec) -> list[Finding]:
 
 
 def edits(reading: Reading, spec) -> dict:
-    return {"batch_size": spec.micro_batch_size,
-            "gradient_accumulation_steps": spec.gradient_accumulation_steps
-            * spec.data_parallel_size}
+    return {
+        "batch_size": spec.micro_batch_size,
+        "gradient_accumulation_steps": spec.gradient_accumulation_steps * spec.data_parallel_size,
+    }

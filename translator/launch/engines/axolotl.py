@@ -54,9 +54,18 @@ REPORT_ENV = "BATCHSPEC_AXOLOTL_REPORT"
 TIMEOUT_ENV = "BATCHSPEC_AXOLOTL_TIMEOUT"
 DEFAULT_TIMEOUT = 1800.0
 #: Launcher variables the Axolotl process must not inherit.
-DISTRIBUTED_ENV = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                   "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                   "TORCHELASTIC_RUN_ID"}
+DISTRIBUTED_ENV = {
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+}
 #: Name of the plugin class in this module, as Axolotl's ``plugins:`` list spells it.
 PLUGIN = f"{__name__}.CountingPlugin"
 DATA_FILE = "smoke.jsonl"
@@ -68,18 +77,24 @@ REPORT_FILE = "axolotl-steps.json"
 def refuse(spec, device: str) -> str | None:
     """Why this engine cannot run ``spec``'s layout, else None."""
     if spec.world_size != 1:
-        return (f"the Axolotl smoke engine runs one process (Axolotl's multi-process path needs "
-                f"CUDA), not {spec.world_size}; use --nproc 1 --nnodes 1")
+        return (
+            f"the Axolotl smoke engine runs one process (Axolotl's multi-process path needs "
+            f"CUDA), not {spec.world_size}; use --nproc 1 --nnodes 1"
+        )
     if spec.pipeline_parallel_size > 1:
-        return (f"Axolotl has no pipeline parallelism, but the spec asks for pipeline "
-                f"{spec.pipeline_parallel_size}")
+        return (
+            f"Axolotl has no pipeline parallelism, but the spec asks for pipeline "
+            f"{spec.pipeline_parallel_size}"
+        )
     return None
 
 
 def run(ctx: RunContext):
     if ctx.world_size != 1:
-        raise RuntimeError(f"the Axolotl smoke engine runs one process (Axolotl's multi-process "
-                           f"path needs CUDA), not {ctx.world_size}")
+        raise RuntimeError(
+            f"the Axolotl smoke engine runs one process (Axolotl's multi-process "
+            f"path needs CUDA), not {ctx.world_size}"
+        )
     if ctx.model != "tiny":
         raise RuntimeError(f"the Axolotl smoke engine runs only the tiny Llama, not {ctx.model!r}")
     import yaml
@@ -104,16 +119,22 @@ def run(ctx: RunContext):
     report_path.unlink(missing_ok=True)
     output = train(config, scratch, report_path)
     if not report_path.exists():
-        raise RuntimeError(f"axolotl train wrote no step report; see {scratch / LOG_FILE}: "
-                           f"{last_line(output)}")
+        raise RuntimeError(
+            f"axolotl train wrote no step report; see {scratch / LOG_FILE}: {last_line(output)}"
+        )
     report = json.loads(report_path.read_text())
     check(report)
-    result = ctx.result(data_parallel_rank=0, counts_samples=True,
-                        samples_per_step=[step["samples"] for step in report["steps"]],
-                        step_times=[step["seconds"] for step in report["steps"]],
-                        parameters=report["parameters"])
-    peak = report.get("cuda_peak_memory_bytes") or \
-        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    result = ctx.result(
+        data_parallel_rank=0,
+        counts_samples=True,
+        samples_per_step=[step["samples"] for step in report["steps"]],
+        step_times=[step["seconds"] for step in report["steps"]],
+        parameters=report["parameters"],
+    )
+    peak = (
+        report.get("cuda_peak_memory_bytes")
+        or resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    )
     return replace(result, peak_memory_bytes=peak, sequence_length=sequence_len)
 
 
@@ -121,16 +142,20 @@ def check(report: dict) -> None:
     """Raise when the hook's count disagrees with what Axolotl's trainer itself reports."""
     steps = report["steps"]
     if len(steps) != report["global_step"]:
-        raise RuntimeError(f"counted {len(steps)} optimizer steps but Axolotl's trainer says "
-                           f"{report['global_step']}")
+        raise RuntimeError(
+            f"counted {len(steps)} optimizer steps but Axolotl's trainer says "
+            f"{report['global_step']}"
+        )
     before = 0  # Axolotl's running total after the previous step, None when not logged
     for number, step in enumerate(steps, 1):
         total = step.get("axolotl_tokens_total")
         axolotl = None if total is None or before is None else total - before
         before = total
         if axolotl is not None and axolotl != step["tokens"]:
-            raise RuntimeError(f"step {number}: the model was fed {step['tokens']} tokens "
-                               f"({step['samples']} samples) but Axolotl counted {axolotl}")
+            raise RuntimeError(
+                f"step {number}: the model was fed {step['tokens']} tokens "
+                f"({step['samples']} samples) but Axolotl counted {axolotl}"
+            )
 
 
 def smoke_config(keys: dict, model_dir: Path, scratch: Path) -> dict:
@@ -141,10 +166,19 @@ def smoke_config(keys: dict, model_dir: Path, scratch: Path) -> dict:
         "base_model": str(model_dir),
         # The alpaca prompt alone is ~130 tokens of this tokenizer: a minimal format keeps every
         # row (~25 tokens) inside any reasonable sequence_len.
-        "datasets": [{"path": str(scratch / DATA_FILE), "ds_type": "json", "type": {
-            "field_instruction": "instruction", "field_input": "input",
-            "field_output": "output", "format": "{instruction}\n{input}\n",
-            "no_input_format": "{instruction}\n"}}],
+        "datasets": [
+            {
+                "path": str(scratch / DATA_FILE),
+                "ds_type": "json",
+                "type": {
+                    "field_instruction": "instruction",
+                    "field_input": "input",
+                    "field_output": "output",
+                    "format": "{instruction}\n{input}\n",
+                    "no_input_format": "{instruction}\n",
+                },
+            }
+        ],
         "dataset_prepared_path": str(scratch / "prepared"),
         "output_dir": str(scratch / "out"),
         **CPU_SAFE,
@@ -167,18 +201,37 @@ def train(config: Path, scratch: Path, report_path: Path) -> str:
     # A plain single process: with the launcher's RANK/LOCAL_RANK/WORLD_SIZE set, Accelerate
     # would start a one-rank process group (and want MASTER_ADDR) even on CPU.
     env = {key: value for key, value in os.environ.items() if key not in DISTRIBUTED_ENV}
-    env.update(OFFLINE_ENV, PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false",
-               **{REPORT_ENV: str(report_path)})
+    env.update(
+        OFFLINE_ENV,
+        PYTHONUNBUFFERED="1",
+        TOKENIZERS_PARALLELISM="false",
+        **{REPORT_ENV: str(report_path)},
+    )
     # The Axolotl process imports this module (the plugin): make sure it finds the package.
     root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "axolotl.cli.main", "train", str(config),
-               "--launcher", "python"]
+    command = [
+        sys.executable,
+        "-m",
+        "axolotl.cli.main",
+        "train",
+        str(config),
+        "--launcher",
+        "python",
+    ]
     timeout = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT))
     try:
-        proc = subprocess.run(command, cwd=scratch, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, errors="replace",
-                              timeout=timeout, check=False)
+        proc = subprocess.run(
+            command,
+            cwd=scratch,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
         output = exc.output or ""
         (scratch / LOG_FILE).write_text(output if isinstance(output, str) else output.decode())
@@ -187,8 +240,7 @@ def train(config: Path, scratch: Path, report_path: Path) -> str:
     if proc.returncode != 0:
         if mentions_out_of_memory(proc.stdout):
             raise MemoryError(f"axolotl train ran out of memory: {last_line(proc.stdout)}")
-        raise RuntimeError(f"axolotl train exited with {proc.returncode}: "
-                           f"{last_line(proc.stdout)}")
+        raise RuntimeError(f"axolotl train exited with {proc.returncode}: {last_line(proc.stdout)}")
     return proc.stdout
 
 
@@ -200,6 +252,7 @@ def last_line(output: str) -> str:
 
 
 # --- Inside the Axolotl process -------------------------------------------------------------
+
 
 def _plugin_class():
     """:class:`CountingPlugin`, built on first use (it subclasses Axolotl's ``BasePlugin``)."""
@@ -228,8 +281,9 @@ def _plugin_class():
 
         def on_step_end(self, args, state, control, **kwargs):
             now = time.perf_counter()
-            self.steps.append({"samples": self.seen, "tokens": self.tokens,
-                               "seconds": now - self.start})
+            self.steps.append(
+                {"samples": self.seen, "tokens": self.tokens, "seconds": now - self.start}
+            )
             self.seen, self.tokens, self.start = 0, 0, now
             self.global_step = state.global_step
             self.write()
@@ -249,8 +303,12 @@ def _plugin_class():
             self.write()
 
         def write(self):
-            report = {"steps": self.steps, "global_step": self.global_step,
-                      "parameters": self.parameters, "train_runtime": self.runtime}
+            report = {
+                "steps": self.steps,
+                "global_step": self.global_step,
+                "parameters": self.parameters,
+                "train_runtime": self.runtime,
+            }
             if torch.cuda.is_available():
                 report["cuda_peak_memory_bytes"] = int(torch.cuda.max_memory_allocated())
             tmp = self.path.with_suffix(".tmp")

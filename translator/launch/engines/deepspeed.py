@@ -30,13 +30,17 @@ from translator.launch.worker import RunContext
 def refuse(spec, device: str) -> str | None:
     """Why this engine cannot run ``spec``'s layout, else None."""
     if spec.tensor_parallel_size > 1:
-        return (f"the DeepSpeed engine runs data and pipeline parallelism, not tensor "
-                f"{spec.tensor_parallel_size} (AutoTP and Megatron-style TP are not run); use "
-                "--framework megatron on GPUs for tensor parallelism")
+        return (
+            f"the DeepSpeed engine runs data and pipeline parallelism, not tensor "
+            f"{spec.tensor_parallel_size} (AutoTP and Megatron-style TP are not run); use "
+            "--framework megatron on GPUs for tensor parallelism"
+        )
     if spec.context_parallel_size > 1 and spec.pipeline_parallel_size > 1:
-        return (f"the DeepSpeed engine runs Ulysses sequence parallel "
-                f"{spec.context_parallel_size} without pipeline parallelism, not with pipeline "
-                f"{spec.pipeline_parallel_size}")
+        return (
+            f"the DeepSpeed engine runs Ulysses sequence parallel "
+            f"{spec.context_parallel_size} without pipeline parallelism, not with pipeline "
+            f"{spec.pipeline_parallel_size}"
+        )
     return None
 
 
@@ -76,16 +80,18 @@ def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
     net = models.build(ctx.model, ctx.sequence_length)
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
     engine, *_ = deepspeed.initialize(model=net, optimizer=optimizer, config=config)
-    batches = harness.count(_batches(ctx, engine.train_micro_batch_size_per_gpu(),
-                                     engine.device, shifted=False))
+    batches = harness.count(
+        _batches(ctx, engine.train_micro_batch_size_per_gpu(), engine.device, shifted=False)
+    )
     while engine.global_steps < ctx.steps:
         engine.backward(engine(next(batches)))
         before = engine.global_steps
         engine.step()
         if engine.global_steps > before:  # DeepSpeed's own accumulation boundary
             harness.stepped(type(engine).__name__)
-    return harness.result(replica=ctx.rank, counts=True,
-                          parameters=sum(p.numel() for p in net.parameters()))
+    return harness.result(
+        replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
+    )
 
 
 def _sequence_parallel(ctx: RunContext, harness: Harness, config: dict):
@@ -98,19 +104,23 @@ def _sequence_parallel(ctx: RunContext, harness: Harness, config: dict):
 
     sp = config["sequence_parallel_size"]
     if ctx.world_size % sp:
-        raise RuntimeError(f"sequence_parallel_size {sp} does not divide the {ctx.world_size} "
-                           "ranks")
-    mesh = deepspeed.comm.initialize_mesh_device((ctx.world_size // sp, sp),
-                                                 ("data_parallel", "sequence_parallel"))
+        raise RuntimeError(
+            f"sequence_parallel_size {sp} does not divide the {ctx.world_size} ranks"
+        )
+    mesh = deepspeed.comm.initialize_mesh_device(
+        (ctx.world_size // sp, sp), ("data_parallel", "sequence_parallel")
+    )
     group = mesh.get_group(mesh_dim="sequence_parallel")
     sp_rank = torch.distributed.get_rank(group)
     net = models.ulysses(ctx.model, ctx.sequence_length, group, sp_rank, sp)
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
-    engine, *_ = deepspeed.initialize(model=net, optimizer=optimizer, config=config,
-                                      mesh_param=(ctx.world_size // sp, sp))
+    engine, *_ = deepspeed.initialize(
+        model=net, optimizer=optimizer, config=config, mesh_param=(ctx.world_size // sp, sp)
+    )
     replica = ctx.rank // sp
-    source = _batches(ctx, engine.train_micro_batch_size_per_gpu(), engine.device,
-                      shifted=False, seed=replica)
+    source = _batches(
+        ctx, engine.train_micro_batch_size_per_gpu(), engine.device, shifted=False, seed=replica
+    )
     batches = harness.count(source) if sp_rank == 0 else source
     while engine.global_steps < ctx.steps:
         engine.backward(engine(next(batches)))
@@ -118,8 +128,9 @@ def _sequence_parallel(ctx: RunContext, harness: Harness, config: dict):
         engine.step()
         if engine.global_steps > before:
             harness.stepped(type(engine).__name__)
-    return harness.result(replica=replica, counts=sp_rank == 0,
-                          parameters=sum(p.numel() for p in net.parameters()))
+    return harness.result(
+        replica=replica, counts=sp_rank == 0, parameters=sum(p.numel() for p in net.parameters())
+    )
 
 
 def _pipeline(ctx: RunContext, harness: Harness, config: dict):
@@ -127,19 +138,25 @@ def _pipeline(ctx: RunContext, harness: Harness, config: dict):
     import torch
     from deepspeed.pipe import PipelineModule
 
-    net = PipelineModule(layers=models.layers(ctx.model, ctx.sequence_length),
-                         num_stages=ctx.spec.pipeline_parallel_size,
-                         loss_fn=models.next_token_loss, partition_method="uniform")
+    net = PipelineModule(
+        layers=models.layers(ctx.model, ctx.sequence_length),
+        num_stages=ctx.spec.pipeline_parallel_size,
+        loss_fn=models.next_token_loss,
+        partition_method="uniform",
+    )
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
     engine, *_ = deepspeed.initialize(model=net, optimizer=optimizer, config=config)
-    batches = harness.count(_batches(ctx, engine.train_micro_batch_size_per_gpu(),
-                                     engine.device, shifted=True))
+    batches = harness.count(
+        _batches(ctx, engine.train_micro_batch_size_per_gpu(), engine.device, shifted=True)
+    )
     for _ in range(ctx.steps):
         engine.train_batch(data_iter=batches)  # one optimizer step, as many micro-batches as
-        harness.stepped(type(engine).__name__)                       # DeepSpeed's accumulation says
-    return harness.result(replica=engine.grid.get_data_parallel_id(),
-                          counts=engine.is_first_stage(),
-                          parameters=sum(p.numel() for p in net.parameters()))
+        harness.stepped(type(engine).__name__)  # DeepSpeed's accumulation says
+    return harness.result(
+        replica=engine.grid.get_data_parallel_id(),
+        counts=engine.is_first_stage(),
+        parameters=sum(p.numel() for p in net.parameters()),
+    )
 
 
 def _batches(ctx: RunContext, micro: int, device, shifted: bool, seed: int | None = None):

@@ -19,18 +19,37 @@ from translator.launch.harness import Harness
 from translator.launch.worker import RunContext
 
 #: Keys of the user's file that the smoke run replaces (where it writes, how long it runs).
-RUN_KEYS = {"max_steps", "output_dir", "save_strategy", "logging_strategy", "report_to",
-            "disable_tqdm", "use_cpu", "deepspeed", "eval_strategy", "do_eval",
-            "push_to_hub", "resume_from_checkpoint", "num_train_epochs"}
+RUN_KEYS = {
+    "max_steps",
+    "output_dir",
+    "save_strategy",
+    "logging_strategy",
+    "report_to",
+    "disable_tqdm",
+    "use_cpu",
+    "deepspeed",
+    "eval_strategy",
+    "do_eval",
+    "push_to_hub",
+    "resume_from_checkpoint",
+    "num_train_epochs",
+}
 
 
 def refuse(spec, device: str) -> str | None:
-    bigger = {k: v for k, v in (("tensor", spec.tensor_parallel_size),
-                                ("pipeline", spec.pipeline_parallel_size),
-                                ("context", spec.context_parallel_size)) if v > 1}
+    bigger = {
+        k: v
+        for k, v in (
+            ("tensor", spec.tensor_parallel_size),
+            ("pipeline", spec.pipeline_parallel_size),
+            ("context", spec.context_parallel_size),
+        )
+        if v > 1
+    }
     if bigger:
-        return ("the HF Trainer engine runs data parallelism only, not "
-                + ", ".join(f"{k} {v}" for k, v in bigger.items()))
+        return "the HF Trainer engine runs data parallelism only, not " + ", ".join(
+            f"{k} {v}" for k, v in bigger.items()
+        )
     return None
 
 
@@ -42,23 +61,39 @@ def run(ctx: RunContext):
     harness = Harness(ctx)
     data = yaml.safe_load(ctx.config.read_text()) or {}
     settings = {k: v for k, v in data.items() if k not in RUN_KEYS} | {
-        "output_dir": str(ctx.workdir / "hf-output"), "max_steps": ctx.steps,
-        "save_strategy": "no", "logging_strategy": "no", "report_to": "none",
-        "disable_tqdm": True, "use_cpu": not harness.on_gpu}
+        "output_dir": str(ctx.workdir / "hf-output"),
+        "max_steps": ctx.steps,
+        "save_strategy": "no",
+        "logging_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": True,
+        "use_cpu": not harness.on_gpu,
+    }
     if data.get("deepspeed"):
         deepspeed.use_device(harness)
         settings["deepspeed"] = str(ctx.config.parent / DEEPSPEED_JSON)
     with harness.process_group():
         shape = models.SHAPES[ctx.model]
         (args,) = transformers.HfArgumentParser(transformers.TrainingArguments).parse_dict(
-            settings, allow_extra_keys=True)
+            settings, allow_extra_keys=True
+        )
         torch.manual_seed(0)
-        net = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-            n_layer=shape.layers, n_embd=shape.hidden, n_head=shape.heads,
-            vocab_size=shape.vocab, n_positions=ctx.sequence_length))
+        net = transformers.GPT2LMHeadModel(
+            transformers.GPT2Config(
+                n_layer=shape.layers,
+                n_embd=shape.hidden,
+                n_head=shape.heads,
+                vocab_size=shape.vocab,
+                n_positions=ctx.sequence_length,
+            )
+        )
         rows = 2 * ctx.steps * ctx.spec.global_batch_size
-        tokens = torch.randint(0, shape.vocab, (rows, ctx.sequence_length),
-                               generator=torch.Generator().manual_seed(1000))
+        tokens = torch.randint(
+            0,
+            shape.vocab,
+            (rows, ctx.sequence_length),
+            generator=torch.Generator().manual_seed(1000),
+        )
         dataset = [{"input_ids": t, "labels": t} for t in tokens.unbind(0)]
 
         def forward(module, args, kwargs):
@@ -67,12 +102,14 @@ def run(ctx: RunContext):
 
         net.register_forward_pre_hook(forward, with_kwargs=True)
         step_end = _StepEnd(harness)
-        trainer = transformers.Trainer(model=net, args=args, train_dataset=dataset,
-                                       callbacks=[step_end])
+        trainer = transformers.Trainer(
+            model=net, args=args, train_dataset=dataset, callbacks=[step_end]
+        )
         step_end.trainer = trainer
         trainer.train()
-        return harness.result(replica=ctx.rank, counts=True,
-                              parameters=sum(p.numel() for p in net.parameters()))
+        return harness.result(
+            replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
+        )
 
 
 class _StepEnd:

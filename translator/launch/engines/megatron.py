@@ -65,16 +65,19 @@ def read_layout(path: Path) -> Layout:
             return default
         value = reading.count(flag)
         if value is None:
-            raise RuntimeError(f"{path}: {flag} is not a literal count "
-                               f"({reading.values[flag].value!r})")
+            raise RuntimeError(
+                f"{path}: {flag} is not a literal count ({reading.values[flag].value!r})"
+            )
         return value
 
     micro = count("--micro-batch-size", None)
     if micro is None:
         raise RuntimeError(f"{path}: no --micro-batch-size; Megatron needs one")
     if "--rampup-batch-size" in reading.values:
-        raise RuntimeError(f"{path}: --rampup-batch-size is not supported by smoke runs "
-                           "(the number of micro-batches would change from step to step)")
+        raise RuntimeError(
+            f"{path}: --rampup-batch-size is not supported by smoke runs "
+            "(the number of micro-batches would change from step to step)"
+        )
     return Layout(
         micro_batch_size=micro,
         global_batch_size=count("--global-batch-size", None),
@@ -83,38 +86,56 @@ def read_layout(path: Path) -> Layout:
         context_parallel_size=count("--context-parallel-size", 1),
         virtual_pipeline_stages=count("--num-virtual-stages-per-pipeline-rank", None),
         decrease_batch_size_if_needed="--decrease-batch-size-if-needed" in reading.values,
-        use_distributed_optimizer="--use-distributed-optimizer" in reading.values)
+        use_distributed_optimizer="--use-distributed-optimizer" in reading.values,
+    )
 
 
 def refuse(spec, device: str) -> str | None:
     """Why this engine cannot run ``spec``'s layout on ``device`` (``cpu``/``gpu``), else None."""
-    return _refusal(spec.tensor_parallel_size, spec.pipeline_parallel_size,
-                    spec.context_parallel_size, device == "gpu")
+    return _refusal(
+        spec.tensor_parallel_size,
+        spec.pipeline_parallel_size,
+        spec.context_parallel_size,
+        device == "gpu",
+    )
 
 
 def _refusal(tensor: int, pipeline: int, context: int, on_gpu: bool) -> str | None:
     if not on_gpu:
         for name, size in (("tensor", tensor), ("pipeline", pipeline), ("context", context)):
             if size > 1:
-                return (f"{name}-parallel smoke runs ({name} {size}) need GPUs: megatron-core's "
-                        f"{name}-parallel communication runs on CUDA only; on CPU the Megatron "
-                        "engine runs data parallelism"
-                        + ("; --framework deepspeed runs pipeline parallelism on CPU"
-                           if name == "pipeline" else ""))
+                return (
+                    f"{name}-parallel smoke runs ({name} {size}) need GPUs: megatron-core's "
+                    f"{name}-parallel communication runs on CUDA only; on CPU the Megatron "
+                    "engine runs data parallelism"
+                    + (
+                        "; --framework deepspeed runs pipeline parallelism on CPU"
+                        if name == "pipeline"
+                        else ""
+                    )
+                )
     if context > 1 and importlib.util.find_spec("transformer_engine") is None:
-        return (f"context-parallel smoke runs (context {context}) need Transformer Engine: "
-                "megatron-core's local attention has no context parallelism")
+        return (
+            f"context-parallel smoke runs (context {context}) need Transformer Engine: "
+            "megatron-core's local attention has no context parallelism"
+        )
     return None
 
 
 def check_layout(layout: Layout, on_gpu: bool) -> None:
     """Refuse, with the reason, a layout this engine cannot run here (before any process group:
     the rendered args are read on the rank too, since a user's own script is run as written)."""
-    why = _refusal(layout.tensor_parallel_size, layout.pipeline_parallel_size,
-                   layout.context_parallel_size, on_gpu)
+    why = _refusal(
+        layout.tensor_parallel_size,
+        layout.pipeline_parallel_size,
+        layout.context_parallel_size,
+        on_gpu,
+    )
     if not why and layout.use_distributed_optimizer and not on_gpu:
-        why = ("--use-distributed-optimizer needs GPUs: megatron-core's distributed optimizer "
-               "takes CUDA parameters only")
+        why = (
+            "--use-distributed-optimizer needs GPUs: megatron-core's distributed optimizer "
+            "takes CUDA parameters only"
+        )
     if why:
         raise RuntimeError(why)
 
@@ -149,8 +170,8 @@ class _CpuTorch(types.ModuleType):
         def on_cpu(*args, device=None, **kwargs):
             if device is not None and str(device).startswith("cuda"):
                 device = "cpu"
-            return attr(*args, **kwargs) if device is None else attr(*args, device=device,
-                                                                       **kwargs)
+            return attr(*args, **kwargs) if device is None else attr(*args, device=device, **kwargs)
+
         return on_cpu
 
 
@@ -177,8 +198,11 @@ def _cpu_megatron():
     import torch
 
     stand_in = _CpuTorch(torch)
-    patched = [m for name, m in list(sys.modules.items())
-               if name.startswith("megatron.core") and getattr(m, "torch", None) is torch]
+    patched = [
+        m
+        for name, m in list(sys.modules.items())
+        if name.startswith("megatron.core") and getattr(m, "torch", None) is torch
+    ]
     for m in patched:
         m.torch = stand_in
     try:
@@ -216,20 +240,29 @@ def run(ctx: RunContext):
 
     redirect = contextlib.nullcontext if harness.on_gpu else _cpu_megatron
     with harness.process_group(), redirect():
-        parallel_state.initialize_model_parallel(**_keywords(
-            parallel_state.initialize_model_parallel,
-            tensor_model_parallel_size=layout.tensor_parallel_size,
-            pipeline_model_parallel_size=layout.pipeline_parallel_size,
-            virtual_pipeline_model_parallel_size=layout.virtual_pipeline_stages,
-            context_parallel_size=layout.context_parallel_size))
+        parallel_state.initialize_model_parallel(
+            **_keywords(
+                parallel_state.initialize_model_parallel,
+                tensor_model_parallel_size=layout.tensor_parallel_size,
+                pipeline_model_parallel_size=layout.pipeline_parallel_size,
+                virtual_pipeline_model_parallel_size=layout.virtual_pipeline_stages,
+                context_parallel_size=layout.context_parallel_size,
+            )
+        )
         data_parallel = parallel_state.get_data_parallel_world_size()
         microbatches.destroy_num_microbatches_calculator()
-        microbatches.init_num_microbatches_calculator(**_keywords(
-            microbatches.init_num_microbatches_calculator,
-            rank=ctx.rank, rampup_batch_size=None,
-            global_batch_size=layout.global_batch_size or layout.micro_batch_size * data_parallel,
-            micro_batch_size=layout.micro_batch_size, data_parallel_size=data_parallel,
-            decrease_batch_size_if_needed=layout.decrease_batch_size_if_needed))
+        microbatches.init_num_microbatches_calculator(
+            **_keywords(
+                microbatches.init_num_microbatches_calculator,
+                rank=ctx.rank,
+                rampup_batch_size=None,
+                global_batch_size=layout.global_batch_size
+                or layout.micro_batch_size * data_parallel,
+                micro_batch_size=layout.micro_batch_size,
+                data_parallel_size=data_parallel,
+                decrease_batch_size_if_needed=layout.decrease_batch_size_if_needed,
+            )
+        )
         try:
             return _train(ctx, harness, layout)
         finally:
@@ -241,8 +274,7 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
     """megatron-core's GPTModel, one chunk per virtual pipeline stage of this rank."""
     import torch
     from megatron.core import parallel_state
-    from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt import gpt_layer_specs
+    from megatron.core.models.gpt import GPTModel, gpt_layer_specs
     from megatron.core.tensor_parallel import random as megatron_random
     from megatron.core.transformer.transformer_config import TransformerConfig
 
@@ -251,17 +283,30 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
     stages = layout.pipeline_parallel_size * chunks
     layers = -(-shape.layers // stages) * stages  # a multiple of the stages
     dtype = torch.bfloat16 if harness.on_gpu else torch.float32
-    config = TransformerConfig(**_keywords(
-        TransformerConfig, num_layers=layers, hidden_size=shape.hidden,
-        num_attention_heads=shape.heads, tensor_model_parallel_size=layout.tensor_parallel_size,
-        pipeline_model_parallel_size=layout.pipeline_parallel_size,
-        virtual_pipeline_model_parallel_size=layout.virtual_pipeline_stages,
-        context_parallel_size=layout.context_parallel_size, bf16=harness.on_gpu,
-        params_dtype=dtype, pipeline_dtype=dtype, hidden_dropout=0.0, attention_dropout=0.0,
-        use_cpu_initialization=not harness.on_gpu))
+    config = TransformerConfig(
+        **_keywords(
+            TransformerConfig,
+            num_layers=layers,
+            hidden_size=shape.hidden,
+            num_attention_heads=shape.heads,
+            tensor_model_parallel_size=layout.tensor_parallel_size,
+            pipeline_model_parallel_size=layout.pipeline_parallel_size,
+            virtual_pipeline_model_parallel_size=layout.virtual_pipeline_stages,
+            context_parallel_size=layout.context_parallel_size,
+            bf16=harness.on_gpu,
+            params_dtype=dtype,
+            pipeline_dtype=dtype,
+            hidden_dropout=0.0,
+            attention_dropout=0.0,
+            use_cpu_initialization=not harness.on_gpu,
+        )
+    )
     use_te = harness.on_gpu and importlib.util.find_spec("transformer_engine") is not None
-    spec = (gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec() if use_te
-            else gpt_layer_specs.get_gpt_layer_local_spec())
+    spec = (
+        gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec()
+        if use_te
+        else gpt_layer_specs.get_gpt_layer_local_spec()
+    )
     if harness.on_gpu:
         megatron_random.model_parallel_cuda_manual_seed(1234)
     else:  # no CUDA RNG states to keep: megatron's tracker that forks nothing
@@ -270,11 +315,16 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
     for chunk in range(chunks):
         if layout.virtual_pipeline_stages:
             parallel_state.set_virtual_pipeline_model_parallel_rank(chunk)
-        out.append(GPTModel(
-            config=config, transformer_layer_spec=spec, vocab_size=shape.vocab,
-            max_sequence_length=ctx.sequence_length,
-            pre_process=parallel_state.is_pipeline_first_stage(),
-            post_process=parallel_state.is_pipeline_last_stage()).to(harness.device))
+        out.append(
+            GPTModel(
+                config=config,
+                transformer_layer_spec=spec,
+                vocab_size=shape.vocab,
+                max_sequence_length=ctx.sequence_length,
+                pre_process=parallel_state.is_pipeline_first_stage(),
+                post_process=parallel_state.is_pipeline_last_stage(),
+            ).to(harness.device)
+        )
     if layout.virtual_pipeline_stages:
         parallel_state.set_virtual_pipeline_model_parallel_rank(0)
     return config, out
@@ -283,20 +333,34 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
 def _train(ctx: RunContext, harness: Harness, layout: Layout):
     import torch
     from megatron.core import parallel_state
-    from megatron.core.distributed import (DistributedDataParallel,
-                                           DistributedDataParallelConfig, finalize_model_grads)
+    from megatron.core.distributed import (
+        DistributedDataParallel,
+        DistributedDataParallelConfig,
+        finalize_model_grads,
+    )
     from megatron.core.num_microbatches_calculator import get_num_microbatches
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
     config, chunks = _model_chunks(ctx, harness, layout)
     ddp_config = DistributedDataParallelConfig(
-        use_distributed_optimizer=layout.use_distributed_optimizer)
+        use_distributed_optimizer=layout.use_distributed_optimizer
+    )
     ddp = [DistributedDataParallel(config, ddp_config, chunk) for chunk in chunks]
-    optimizer = get_megatron_optimizer(OptimizerConfig(**_keywords(
-        OptimizerConfig, optimizer="adam", lr=1e-4, bf16=harness.on_gpu,
-        params_dtype=config.params_dtype, use_distributed_optimizer=layout.use_distributed_optimizer,
-        clip_grad=1.0 if harness.on_gpu else 0.0)), ddp)
+    optimizer = get_megatron_optimizer(
+        OptimizerConfig(
+            **_keywords(
+                OptimizerConfig,
+                optimizer="adam",
+                lr=1e-4,
+                bf16=harness.on_gpu,
+                params_dtype=config.params_dtype,
+                use_distributed_optimizer=layout.use_distributed_optimizer,
+                clip_grad=1.0 if harness.on_gpu else 0.0,
+            )
+        ),
+        ddp,
+    )
     config.no_sync_func = [m.no_sync for m in ddp] if len(ddp) > 1 else ddp[0].no_sync
     config.finalize_model_grads_func = finalize_model_grads
     config.grad_scale_func = optimizer.scale_loss
@@ -308,15 +372,17 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
     iterators = []
     for chunk in range(len(ddp)):
         gen = torch.Generator().manual_seed(1000 + replica)
-        stream = _batches(layout.micro_batch_size, ctx.sequence_length, vocab, gen,
-                          harness.device)
+        stream = _batches(layout.micro_batch_size, ctx.sequence_length, vocab, gen, harness.device)
         iterators.append(harness.count(stream) if chunk == 0 else stream)
     positions = torch.arange(ctx.sequence_length, device=harness.device).unsqueeze(0)
 
     def forward_step(data_iterator, model):
         tokens = next(data_iterator)  # sequence + 1 tokens: inputs and next-token labels
-        batch = {"tokens": tokens[:, :-1], "labels": tokens[:, 1:],
-                 "position_ids": positions.expand(tokens.shape[0], -1)}
+        batch = {
+            "tokens": tokens[:, :-1],
+            "labels": tokens[:, 1:],
+            "position_ids": positions.expand(tokens.shape[0], -1),
+        }
         if layout.context_parallel_size > 1:  # each CP rank takes its share of the sequence
             from megatron.core.utils import get_batch_on_this_cp_rank
 
@@ -334,16 +400,25 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
         for m in ddp:
             m.zero_grad_buffer()
         optimizer.zero_grad()
-        forward_backward(forward_step_func=forward_step,
-                         data_iterator=iterators if len(ddp) > 1 else iterators[0],
-                         model=ddp, num_microbatches=get_num_microbatches(),
-                         seq_length=ctx.sequence_length, micro_batch_size=layout.micro_batch_size,
-                         forward_only=False)
+        forward_backward(
+            forward_step_func=forward_step,
+            data_iterator=iterators if len(ddp) > 1 else iterators[0],
+            model=ddp,
+            num_microbatches=get_num_microbatches(),
+            seq_length=ctx.sequence_length,
+            micro_batch_size=layout.micro_batch_size,
+            forward_only=False,
+        )
         updated, *_ = optimizer.step()
         if updated:  # a skipped update (loss-scale overflow) is not an optimizer step
             harness.stepped(type(optimizer).__name__)
-    counts = (parallel_state.get_tensor_model_parallel_rank() == 0
-              and parallel_state.get_context_parallel_rank() == 0
-              and parallel_state.is_pipeline_first_stage(ignore_virtual=True))
-    return harness.result(replica=replica, counts=counts,
-                          parameters=sum(p.numel() for m in chunks for p in m.parameters()))
+    counts = (
+        parallel_state.get_tensor_model_parallel_rank() == 0
+        and parallel_state.get_context_parallel_rank() == 0
+        and parallel_state.is_pipeline_first_stage(ignore_virtual=True)
+    )
+    return harness.result(
+        replica=replica,
+        counts=counts,
+        parameters=sum(p.numel() for m in chunks for p in m.parameters()),
+    )

@@ -21,13 +21,18 @@ EPOCH_STEPS = 1000
 
 def refuse(spec, device: str) -> str | None:
     """Why this engine cannot run ``spec``'s layout (it is data-parallel only), else None."""
-    model = {"tensor": spec.tensor_parallel_size, "pipeline": spec.pipeline_parallel_size,
-             "context": spec.context_parallel_size}
+    model = {
+        "tensor": spec.tensor_parallel_size,
+        "pipeline": spec.pipeline_parallel_size,
+        "context": spec.context_parallel_size,
+    }
     bigger = {k: v for k, v in model.items() if v > 1}
     if bigger:
         sizes = ", ".join(f"{k} {v}" for k, v in bigger.items())
-        return (f"the torch engine runs data parallelism only, not {sizes}; run the layout "
-                "with --framework megatron (TP/CP on GPUs) or deepspeed (pipeline)")
+        return (
+            f"the torch engine runs data parallelism only, not {sizes}; run the layout "
+            "with --framework megatron (TP/CP on GPUs) or deepspeed (pipeline)"
+        )
     return None
 
 
@@ -60,10 +65,14 @@ def run(ctx: RunContext):
         optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
         harness.watch(optimizer)
         micro, accumulation = ctx.spec.micro_batch_size, ctx.spec.gradient_accumulation_steps
-        dataset = TokenRows(EPOCH_STEPS * ctx.spec.global_batch_size, ctx.sequence_length,
-                            models.SHAPES[ctx.model].vocab)
-        sampler = DistributedSampler(dataset, num_replicas=ctx.world_size, rank=ctx.rank,
-                                     shuffle=True, seed=1000)
+        dataset = TokenRows(
+            EPOCH_STEPS * ctx.spec.global_batch_size,
+            ctx.sequence_length,
+            models.SHAPES[ctx.model].vocab,
+        )
+        sampler = DistributedSampler(
+            dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True, seed=1000
+        )
         loader = DataLoader(dataset, batch_size=micro, sampler=sampler)
 
         def epochs():  # as a training loop does: a new shuffle each epoch, for as long as asked
@@ -88,5 +97,6 @@ def run(ctx: RunContext):
                     (ddp(tokens) / accumulation).backward()
             optimizer.step()  # the harness closes the step here
             optimizer.zero_grad(set_to_none=True)
-        return harness.result(replica=ctx.rank, counts=True,
-                              parameters=sum(p.numel() for p in net.parameters()))
+        return harness.result(
+            replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
+        )
