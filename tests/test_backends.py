@@ -1,13 +1,18 @@
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 
-from translator.backends import BACKENDS, axolotl, deepspeed, get_backends, megatron
 from translator.errors import InputError
+from translator.frameworks import FRAMEWORKS, get, get_many
 from translator.reading import Launch
 from translator.render import render
 from translator.spec import BatchSpec
+
+axolotl = get("axolotl")
+deepspeed = get("deepspeed")
+megatron = get("megatron")
 
 
 def spec(**kw):
@@ -20,18 +25,18 @@ def codes(findings):
 
 
 def test_registry_lists_every_backend_with_the_contract():
-    for name, module in BACKENDS.items():
-        assert module.NAME == name
-        for attr in ("TEMPLATE", "FILENAME", "context", "read", "check"):
-            assert hasattr(module, attr), (name, attr)
+    for name, module in FRAMEWORKS.items():
+        assert module.name == name
+        assert Path(module.template).is_file() and module.filename
+        assert all(callable(f) for f in (module.context, module.read, module.check))
 
 
 def test_unknown_backend_names_the_choices():
     with pytest.raises(
-        InputError, match="unknown backend fsdp; choose from deepspeed, axolotl, megatron"
+        InputError, match="unknown framework fsdp; choose from accelerate, axolotl, deepspeed"
     ):
-        get_backends("deepspeed,fsdp")
-    assert [b.NAME for b in get_backends("megatron, megatron,axolotl")] == ["megatron", "axolotl"]
+        get_many("deepspeed,fsdp")
+    assert [b.name for b in get_many("megatron, megatron,axolotl")] == ["megatron", "axolotl"]
 
 
 # DeepSpeed -------------------------------------------------------------------------------------

@@ -188,7 +188,7 @@ def test_render_reads_stdin(tmp_path):
 
 def test_render_unknown_backend(tmp_path, spec_file):
     result = run("render", spec_file, "--to", "fsdp", "--out", tmp_path)
-    assert result.exit_code == 2 and "unknown backend fsdp" in result.stderr
+    assert result.exit_code == 2 and "unknown framework fsdp" in result.stderr
 
 
 def test_render_into_a_file_path_is_an_input_error(tmp_path, spec_file):

@@ -194,9 +194,16 @@ def test_validate_with_framework_megatron_and_axolotl(files):
 
 
 def test_validate_with_framework_says_plainly_when_it_is_not_installed(files, monkeypatch):
-    from translator.backends import megatron
+    import dataclasses
 
-    monkeypatch.setattr(megatron, "PACKAGE", "no_such_framework_here")
+    from translator import frameworks
+
+    real = frameworks.get
+    monkeypatch.setattr(
+        frameworks,
+        "get",
+        lambda name: dataclasses.replace(real(name), package="no_such_framework_here"),
+    )
     _, out = run_json("validate", files["train.sh"], "--with-framework")
     v = out["files"][0]["findings"][-1]
     assert v["code"] == "framework-not-run" and "megatron is not installed here" in v["message"]

@@ -10,13 +10,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import specs
 
-from translator.backends import BACKENDS
 from translator.cli.inspect import inspect_all
+from translator.frameworks import FRAMEWORKS
 from translator.reading import Launch, Reading
 from translator.render import render
 
 pytest.importorskip("accelerate")
-from translator.crosscheck.accelerate import load, parallelism_total  # noqa: E402
+from translator.frameworks.accelerate.verdict import load, parallelism_total  # noqa: E402
 
 pytestmark = pytest.mark.framework
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "accelerate"
@@ -25,7 +25,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "accelerate"
 @settings(max_examples=60, deadline=None)
 @given(specs(pipeline=False))
 def test_accelerate_loads_the_rendered_config_with_its_world(spec):
-    text = render(spec, BACKENDS["accelerate"]).text
+    text = render(spec, FRAMEWORKS["accelerate"]).text
     config = load(Reading("accelerate.yaml", "accelerate", text))
     assert config.num_processes == spec.world_size
     assert config.num_machines * (spec.world_size // config.num_machines) == spec.world_size
@@ -73,7 +73,7 @@ def test_the_files_together_give_the_batch_accelerate_launch_runs(tmp_path_facto
     ``deepspeed_config`` replaces the file's, so the global batch is micro × that × DP."""
     assume(override is None or spec.tensor_parallel_size * spec.context_parallel_size == 1)
     folder = tmp_path_factory.mktemp("together")
-    accelerate_yaml = render(spec, BACKENDS["accelerate"]).text
+    accelerate_yaml = render(spec, FRAMEWORKS["accelerate"]).text
     if override is not None:
         accelerate_yaml = accelerate_yaml.replace(
             "distributed_type: MULTI_GPU",

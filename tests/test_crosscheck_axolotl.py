@@ -7,8 +7,9 @@ import pytest
 
 pytest.importorskip("axolotl")
 
-from translator.backends import BACKENDS  # noqa: E402
-from translator.crosscheck.axolotl import make_tiny_model, resolve  # noqa: E402
+from translator.frameworks import FRAMEWORKS  # noqa: E402
+from translator.frameworks.axolotl import rules as axolotl_rules  # noqa: E402
+from translator.frameworks.axolotl.verdict import make_tiny_model, resolve  # noqa: E402
 from translator.render import render  # noqa: E402
 from translator.spec import BatchSpec  # noqa: E402
 
@@ -27,7 +28,7 @@ def base_dir(tmp_path_factory):
 
 
 def rendered_yaml(spec: BatchSpec) -> str:
-    return render(spec, BACKENDS["axolotl"]).text
+    return render(spec, FRAMEWORKS["axolotl"]).text
 
 
 @pytest.mark.parametrize(
@@ -142,7 +143,7 @@ def test_no_real_key_is_called_a_typo(tmp_path):
     keys = _real_keys()
     assert "expert_parallel_size" in keys  # the expert-parallel integration's key
     text = "micro_batch_size: 2\ngradient_accumulation_steps: 2\n" + "".join(
-        f"{k}: 1\n" for k in sorted(keys - set(BACKENDS["axolotl"].BATCH_KEYS))
+        f"{k}: 1\n" for k in sorted(keys - set(axolotl_rules.BATCH_KEYS))
     )
-    reading = BACKENDS["axolotl"].read(text, "all_keys.yml")
+    reading = FRAMEWORKS["axolotl"].read(text, "all_keys.yml")
     assert [f.message for f in reading.findings if f.code == "batch-key-typo"] == []

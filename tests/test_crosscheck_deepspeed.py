@@ -6,15 +6,16 @@ import pytest
 from hypothesis import given, settings
 from strategies import specs
 
-from translator.backends import deepspeed as backend
 from translator.errors import ConfigError
+from translator.frameworks import get
 from translator.render import render
 from translator.spec import BatchSpec
 
 pytest.importorskip("deepspeed")
-from translator.crosscheck.deepspeed import resolve  # noqa: E402
+from translator.frameworks.deepspeed.verdict import resolve  # noqa: E402
 
 pytestmark = pytest.mark.framework
+backend = get("deepspeed")
 
 
 def launched(spec):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from strategies import specs
 
-from translator.backends import BACKENDS
+from translator.frameworks import FRAMEWORKS
 from translator.inspection import inspect_file
 from translator.reading import Launch
 from translator.render import render
@@ -16,7 +16,7 @@ from translator.render import render
 transformers = pytest.importorskip("transformers")
 from transformers import HfArgumentParser, TrainingArguments  # noqa: E402
 
-from translator.crosscheck.hf import deepspeed_mismatch  # noqa: E402
+from translator.frameworks.shared.hf_verdict import deepspeed_mismatch  # noqa: E402
 
 pytestmark = pytest.mark.framework
 
@@ -29,7 +29,7 @@ def test_the_trainer_loads_the_rendered_yaml_and_counts_the_spec(tmp_path_factor
     if spec.tensor_parallel_size > 1 or spec.context_parallel_size > 1:
         return  # refused by the backend (tests/test_render.py)
     path = tmp_path_factory.mktemp(name) / f"{name}.yaml"
-    path.write_text(render(spec, BACKENDS[name]).text)
+    path.write_text(render(spec, FRAMEWORKS[name]).text)
     (args,) = HfArgumentParser(TrainingArguments).parse_yaml_file(str(path))
     assert args.per_device_train_batch_size == spec.micro_batch_size
     assert args.gradient_accumulation_steps == spec.gradient_accumulation_steps
@@ -45,9 +45,9 @@ def test_no_real_training_argument_is_called_a_typo():
 
     fields = {f.name for f in dataclasses.fields(TrainingArguments)}
     text = "\n".join(f"{name}: 1" for name in sorted(fields)) + "\n"
-    reading = BACKENDS["hf"].read(text, "all.yaml")
+    reading = FRAMEWORKS["hf"].read(text, "all.yaml")
     assert [f.message for f in reading.findings if f.code == "batch-key-typo"] == []
-    typo = BACKENDS["hf"].read("per_device_train_batchsize: 4\n", "t.yaml")
+    typo = FRAMEWORKS["hf"].read("per_device_train_batchsize: 4\n", "t.yaml")
     assert [f.code for f in typo.findings] == ["batch-key-typo"]
 
 

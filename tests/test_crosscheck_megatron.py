@@ -5,21 +5,22 @@ import pytest
 from hypothesis import given, settings
 from strategies import specs
 
-from translator.backends import megatron as backend
 from translator.errors import ConfigError
+from translator.frameworks import get
 from translator.render import render
 from translator.spec import BatchSpec
 
 pytest.importorskip("megatron.core")
-from translator.crosscheck.megatron import num_microbatches  # noqa: E402
+from translator.frameworks.megatron.verdict import num_microbatches  # noqa: E402
 
 pytestmark = pytest.mark.framework
+backend = get("megatron")
 
 
 @settings(max_examples=500, deadline=None)
 @given(specs())
 def test_megatron_runs_the_intended_number_of_microbatches(spec):
-    args = backend.read(render(spec, backend).text, backend.FILENAME)
+    args = backend.read(render(spec, backend).text, backend.filename)
     model = (
         args.count("--tensor-model-parallel-size")
         * args.count("--pipeline-model-parallel-size")

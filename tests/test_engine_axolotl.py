@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("axolotl")
 
-from translator.backends import BACKENDS  # noqa: E402
+from translator.frameworks import FRAMEWORKS  # noqa: E402
 from translator.launch.result import merge, read_all  # noqa: E402
 from translator.render import render  # noqa: E402
 from translator.spec import BatchSpec  # noqa: E402
@@ -22,7 +22,7 @@ def test_axolotl_runs_two_optimizer_steps_of_the_rendered_global_batch(tmp_path)
     spec = BatchSpec(global_batch_size=4, micro_batch_size=2, world_size=1, sequence_length=64)
     assert spec.gradient_accumulation_steps == 2
     (tmp_path / "spec.json").write_text(spec.model_dump_json())
-    (tmp_path / "axolotl.yaml").write_text(render(spec, BACKENDS["axolotl"]).text)
+    (tmp_path / "axolotl.yaml").write_text(render(spec, FRAMEWORKS["axolotl"]).text)
     out = tmp_path / "results"
     out.mkdir()
     env = dict(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from translator.backends import BACKENDS
+from translator.frameworks import FRAMEWORKS
 from translator.launch import worker
 from translator.launch.result import merge, read_all
 from translator.launch.worker import RunContext
@@ -18,7 +18,7 @@ from translator.render import render
 from translator.spec import BatchSpec
 
 pytest.importorskip("megatron.core")
-from translator.launch.engines import megatron as engine  # noqa: E402
+from translator.frameworks.megatron import engine  # noqa: E402
 
 pytestmark = pytest.mark.framework
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def rendered(spec: BatchSpec, folder: Path) -> tuple[Path, Path]:
     """The spec as JSON and as rendered Megatron args, written into ``folder``."""
-    out = render(spec, BACKENDS["megatron"])
+    out = render(spec, FRAMEWORKS["megatron"])
     config = folder / out.filename
     config.write_text(out.text)
     spec_file = folder / "spec.json"

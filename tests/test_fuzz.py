@@ -4,8 +4,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from translator.backends import BACKENDS
 from translator.errors import BatchspecError
+from translator.frameworks import FRAMEWORKS
 from translator.inspection import inspect_reading
 from translator.reading import Launch
 
@@ -26,7 +26,7 @@ FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCh
 
 
 def survive(name, text, tmp_path=None):
-    backend = BACKENDS[name]
+    backend = FRAMEWORKS[name]
     try:
         inspect_reading(backend, backend.read(text, "fuzz"), Launch(8))
     except BatchspecError as exc:
@@ -73,7 +73,7 @@ def test_random_text_never_crashes(name, text):
 
 @pytest.mark.parametrize("name", list(SEEDS))
 def test_the_seeds_read_cleanly(name):
-    backend = BACKENDS[name]
+    backend = FRAMEWORKS[name]
     reading = backend.read(SEEDS[name], "seed")
     assert reading.values
 

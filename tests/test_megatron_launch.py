@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from translator.backends import megatron
 from translator.cli import main
+from translator.frameworks import get
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "megatron"
+
+megatron = get("megatron")
 
 
 def inspect(tmp_path, text: str, name: str = "run.sh", *args) -> tuple[int, dict]:

@@ -5,6 +5,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+from translator.frameworks import get
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -16,8 +18,9 @@ def test_wheel_ships_templates_and_renders_from_them(tmp_path):
     )
     (wheel,) = tmp_path.glob("batchspec-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for template in ("deepspeed.json.j2", "axolotl.yaml.j2", "megatron.sh.j2"):
-        assert f"translator/templates/{template}" in names
+    for name in ("deepspeed", "axolotl", "megatron", "hf", "llamafactory", "accelerate"):
+        assert f"translator/frameworks/{name}/{get(name).filename}.j2" in names
+    assert "translator/templates/sbatch.sh.j2" in names
     site = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", site, wheel],
@@ -26,9 +29,9 @@ def test_wheel_ships_templates_and_renders_from_them(tmp_path):
     )
     probe = (
         "import translator.render as r; from translator.spec import BatchSpec; "
-        "from translator.backends import BACKENDS; "
+        "from translator.frameworks import FRAMEWORKS; "
         "s = BatchSpec(global_batch_size=32, micro_batch_size=2, world_size=8); "
-        "print(r.template_dir()); [r.render(s, b) for b in BACKENDS.values()]"
+        "print(r.template_dir()); [r.render(s, b) for b in FRAMEWORKS.values()]"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe],

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 import types
 from pathlib import Path
 
@@ -20,14 +21,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_built_in_frameworks_meet_the_contract():
-    for name in frameworks.BUILTIN:
+    """They are registered as a plugin is, by the entry points of batchspec's own pyproject."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    builtin = declared[frameworks.GROUP]
+    assert set(builtin) == {"deepspeed", "axolotl", "megatron", "llamafactory", "hf", "accelerate"}
+    for name, target in builtin.items():
         framework = frameworks.get(name)
-        assert isinstance(framework, frameworks.Framework) and framework.NAME == name
+        assert isinstance(framework, frameworks.Framework) and framework.name == name
+        assert target == f"translator.frameworks.{name}:FRAMEWORK"
 
 
 class FakePoint:
     def __init__(self, name, obj):
-        self.name, self.value, self.obj = name, f"fake:{name}", obj
+        self.name, self.value, self.obj, self.dist = name, f"fake:{name}", obj, None
 
     def load(self):
         if isinstance(self.obj, Exception):
@@ -39,10 +45,11 @@ class FakePoint:
 def plugins(monkeypatch):
     """Entry points as a test wants them (and a registry that forgets them afterwards)."""
 
+    real = frameworks._points()
+
     def install(**points):
-        monkeypatch.setattr(
-            frameworks, "_entry_points", lambda: {n: FakePoint(n, o) for n, o in points.items()}
-        )
+        fakes = [FakePoint(n, o) for n, o in points.items()]
+        monkeypatch.setattr(frameworks, "_points", lambda: real + fakes)
         frameworks.names.cache_clear()
         frameworks.get.cache_clear()
 
@@ -137,4 +144,4 @@ def test_without_the_plugin_the_name_is_unknown(tmp_path):
     result = CliRunner().invoke(
         main, ["render", str(spec), "--to", "nanogpt", "--out", str(tmp_path / "out")]
     )
-    assert result.exit_code == 2 and "unknown backend nanogpt" in result.stderr
+    assert result.exit_code == 2 and "unknown framework nanogpt" in result.stderr

@@ -1,16 +1,18 @@
-import types
+import dataclasses
 
 import pytest
 from hypothesis import given, settings
 from strategies import specs
 
 from translator import render as render_mod
-from translator.backends import BACKENDS, deepspeed
 from translator.errors import ConfigError, InputError, RenderError
+from translator.frameworks import FRAMEWORKS, get
 from translator.inspection import inspect_reading
 from translator.reading import Launch
 from translator.render import render, template_dir
 from translator.spec import BatchSpec
+
+deepspeed = get("deepspeed")
 
 
 @settings(max_examples=3000, deadline=None)
@@ -19,16 +21,16 @@ def test_every_backend_reads_back_what_it_rendered(spec):
     """Every backend that takes the spec (the HF Trainer's file cannot carry TP/CP sizes, and
     says so) renders a file that reads back as it."""
     launch = Launch.of(spec)
-    for backend in BACKENDS.values():
+    for backend in FRAMEWORKS.values():
         if any(f.severity == "error" for f in backend.check(spec)):
-            assert backend.NAME in ("hf", "llamafactory") and (
+            assert backend.name in ("hf", "llamafactory") and (
                 spec.tensor_parallel_size > 1 or spec.context_parallel_size > 1
             )
             continue
         r = render(spec, backend)
         got = inspect_reading(backend, backend.read(r.text, r.filename), launch)
         assert not [f for f in got.findings if f.severity == "error"]
-        if backend.NAME == "accelerate":  # the launch only: the batch is the code's
+        if backend.name == "accelerate":  # the launch only: the batch is the code's
             assert got.spec is None and got.values["world_size"] == spec.world_size
             continue
         for key in (
@@ -41,7 +43,7 @@ def test_every_backend_reads_back_what_it_rendered(spec):
             "pipeline_parallel_size",
             "context_parallel_size",
         ):
-            assert getattr(got.spec, key) == getattr(spec, key), (backend.NAME, key)
+            assert getattr(got.spec, key) == getattr(spec, key), (backend.name, key)
         assert all(
             got.values[k] == getattr(spec, k) for k in got.values if k in BatchSpec.model_fields
         )
@@ -51,29 +53,21 @@ def test_every_backend_reads_back_what_it_rendered(spec):
 @given(specs(pipeline=True))
 def test_pipeline_specs_render_for_megatron_and_deepspeed(spec):
     for name in ("megatron", "deepspeed"):
-        render(spec, BACKENDS[name])
+        render(spec, FRAMEWORKS[name])
 
 
 def test_a_backend_whose_output_does_not_read_back_fails_loudly(monkeypatch):
-    broken = types.SimpleNamespace(
-        **{
-            k: getattr(deepspeed, k)
-            for k in ("NAME", "TEMPLATE", "FILENAME", "read", "interpret", "check")
-        }
+    broken = dataclasses.replace(
+        deepspeed, context=lambda s: deepspeed.context(s) | {"gradient_accumulation_steps": 1}
     )
-    broken.context = lambda s: deepspeed.context(s) | {"gradient_accumulation_steps": 1}
     s = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8)
     with pytest.raises(RenderError, match="deepspeed.json does not read back as its spec"):
         render(s, broken)
 
 
 def test_a_template_naming_an_unknown_value_fails_naming_the_template():
-    broken = types.SimpleNamespace(
-        NAME="deepspeed",
-        TEMPLATE="deepspeed.json.j2",
-        FILENAME="deepspeed.json",
-        read=deepspeed.read,
-        interpret=deepspeed.interpret,
+    broken = dataclasses.replace(
+        deepspeed,
         check=lambda s: [],
         context=lambda s: {"micro_batch_size": 1},
     )
@@ -101,9 +95,9 @@ def test_an_open_micro_batch_is_refused_with_the_options():
 def test_backend_errors_stop_rendering():
     s = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8, pipeline_parallel_size=2)
     with pytest.raises(ConfigError, match="Axolotl has no pipeline parallelism"):
-        render(s, BACKENDS["axolotl"])
+        render(s, FRAMEWORKS["axolotl"])
 
 
 def test_templates_exist_for_every_backend():
-    for backend in BACKENDS.values():
-        assert (template_dir() / backend.TEMPLATE).is_file()
+    for backend in FRAMEWORKS.values():
+        assert (template_dir() / backend.template).is_file()

@@ -1,6 +1,6 @@
 """Findings that hold for every framework: experts, learning-rate scaling, alignment.
 
-Framework quirks live in ``translator.backends.<name>.check``.
+Framework quirks live in each framework's ``check`` (``translator.frameworks.<name>``).
 """
 
 from __future__ import annotations

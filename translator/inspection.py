@@ -10,16 +10,13 @@ from pathlib import Path
 
 from translator import solve
 from translator.advice import general_findings
-from translator.backends import BACKENDS
 from translator.errors import BatchspecError, ConfigError, InputError
 from translator.files import read_text
 from translator.findings import Finding, finding, has_errors
-from translator.frameworks import Framework
+from translator.frameworks import FRAMEWORKS, Framework, by_claim_order
 from translator.reading import Launch, Reading
 from translator.spec import OUTPUT_KEYS, BatchSpec
 
-#: Findings that already say why the batch cannot be solved.
-EXPLAINS = {"hf-auto", "accelerate-batch-elsewhere"}
 #: World sizes shown when a file does not say its own.
 COMMON_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -67,8 +64,8 @@ def detect(path: str, text: str) -> Framework:
     """The framework for a file: the one that claims its extension; when several do (a YAML),
     the first of them to claim its content; with none, the first to claim its content."""
     suffix = Path(path).suffix.lower()
-    frameworks = [BACKENDS[name] for name in BACKENDS]
-    by_suffix = [f for f in frameworks if suffix in f.EXTENSIONS]
+    frameworks = by_claim_order()
+    by_suffix = [f for f in frameworks if suffix in f.extensions]
     if len(by_suffix) == 1:
         return by_suffix[0]
     for framework in by_suffix or frameworks:  # several claim .yaml: the content decides
@@ -78,7 +75,7 @@ def detect(path: str, text: str) -> Framework:
         return by_suffix[0]
     raise InputError(
         f"{path}: cannot tell which framework this config is for; "
-        f"give --framework {'|'.join(BACKENDS)}"
+        f"give --framework {'|'.join(FRAMEWORKS)}"
     )
 
 
@@ -86,36 +83,33 @@ def is_batch_config(path: str, text: str, framework: str | None = None) -> bool:
     """Whether a file holds batch settings at all, as its framework (given, or claiming its
     extension; else any) marks them."""
     suffix = Path(path).suffix.lower()
-    named = (
-        [BACKENDS[framework]]
-        if framework
-        else [BACKENDS[n] for n in BACKENDS if suffix in BACKENDS[n].EXTENSIONS][:1]
-    )
-    return any(f.holds_batch(text) for f in named or [BACKENDS[n] for n in BACKENDS])
+    every = by_claim_order()
+    named = [FRAMEWORKS[framework]] if framework else [f for f in every if suffix in f.extensions]
+    return any(f.holds_batch(text) for f in named[:1] or every)
 
 
 def inspect_file(
     path: str, framework: str | None = None, launch: Launch | None = None
 ) -> Inspection:
     """Read ``path`` and resolve its batch on ``launch`` (flags win over the file)."""
-    backend, reading = read_file(path, framework)
-    return inspect_reading(backend, reading, launch or Launch())
+    found, reading = read_file(path, framework)
+    return inspect_reading(found, reading, launch or Launch())
 
 
 def read_file(path: str, framework: str | None = None) -> tuple[Framework, Reading]:
     """``path`` read by its framework (given, or detected)."""
     text = read_text(path)
-    backend = BACKENDS[framework] if framework else detect(path, text)
-    return backend, backend.read(text, path)
+    found = FRAMEWORKS[framework] if framework else detect(path, text)
+    return found, found.read(text, path)
 
 
 def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) -> list[Inspection]:
     """Files of one job: a launcher's config among them (``accelerate launch --config_file``)
     gives the others its world size, parallel sizes and accumulation override, unless the
     command line gave them."""
-    provider = next(((b, r) for b, r in loaded if hasattr(b, "launch_of")), None)
+    provider = next(((b, r) for b, r in loaded if b.launch_of is not None), None)
     shared = launch
-    if provider is not None:
+    if provider is not None and provider[0].launch_of is not None:
         given = provider[0].launch_of(provider[1])
         shared = Launch(
             launch.world_size or given.world_size,
@@ -131,11 +125,11 @@ def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) ->
     ]
 
 
-def inspect_reading(backend: Framework, reading: Reading, launch: Launch) -> Inspection:
+def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> Inspection:
     """Interpret a reading the framework's way on ``launch``, solve it, and collect findings."""
     world = launch.world_size or reading.world_size
     launch = dataclasses.replace(launch, world_size=world)
-    values, findings = backend.interpret(reading, launch)
+    values, findings = framework.interpret(reading, launch)
     values = _with_launch(values, launch)
     unknown = sorted(k for k, v in values.items() if v is None)
     values = {k: v for k, v in values.items() if v is not None}
@@ -148,12 +142,14 @@ def inspect_reading(backend: Framework, reading: Reading, launch: Launch) -> Ins
         missing = [_depends_on(values, unknown, reading)]
     if not has_errors(findings):
         findings += wrong
-    if not has_errors(findings) and (unknown or not any(f.code in EXPLAINS for f in findings)):
+    if not has_errors(findings) and (
+        unknown or not any(f.code in framework.explains for f in findings)
+    ):
         findings += missing
     if spec is not None and spec.is_decided:
         findings += [
             f if f.where else Finding(f.code, f.severity, f.message, reading.path, f.hint)
-            for f in general_findings(spec) + backend.check(spec)
+            for f in general_findings(spec) + framework.check(spec)
         ]
     shown = (
         _known_values(values)

@@ -1,8 +1,8 @@
-"""The one Jinja environment, and rendering a spec for a backend with a read-back check.
+"""The one Jinja environment, and rendering a spec for a framework with a read-back check.
 
 Templates live in ``templates/`` at the top of the source tree and are shipped inside the
 wheel as ``translator/templates`` (see pyproject.toml). The environment is sandboxed and uses
-``StrictUndefined``: a template naming a value the backend did not provide fails loudly.
+``StrictUndefined``: a template naming a value the framework did not provide fails loudly.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from translator.spec import BatchSpec
 
 @dataclass(frozen=True)
 class Rendered:
-    """One backend's file for a spec."""
+    """One framework's file for a spec."""
 
-    backend: str
-    """Registry name of the backend that made it."""
+    framework: str
+    """Registry name of the framework that made it."""
     filename: str
     """File name to write it under (``deepspeed.json``...)."""
     text: str
     """The file's content."""
     findings: list[Finding]
-    """What the backend had to say about the spec (no errors: those stop rendering)."""
+    """What the framework had to say about the spec (no errors: those stop rendering)."""
 
 
 def template_dir() -> Path:
@@ -42,7 +42,7 @@ def template_dir() -> Path:
 
 @functools.cache
 def environment(folder: Path | None = None):
-    """The sandboxed environment for batchspec's templates, or for a plugin's ``folder``."""
+    """The sandboxed environment for batchspec's own templates, or for a framework's ``folder``."""
     from jinja2 import FileSystemLoader, StrictUndefined
     from jinja2.sandbox import SandboxedEnvironment
 
@@ -57,7 +57,7 @@ def environment(folder: Path | None = None):
 
 
 def render_template(name: str, context: dict) -> str:
-    """Render one template (a name in ``templates/``, or a plugin's absolute path); any
+    """Render one template (a name in ``templates/``, or a framework's absolute path); any
     template error names the template file."""
     from jinja2 import TemplateError
 
@@ -69,19 +69,19 @@ def render_template(name: str, context: dict) -> str:
         raise RenderError(f"template {(folder or template_dir()) / name}: {exc}") from exc
 
 
-def render(spec: BatchSpec, backend: Framework) -> Rendered:
-    """Render ``spec`` for ``backend``, then read the output back; it must give the same spec."""
+def render(spec: BatchSpec, framework: Framework) -> Rendered:
+    """Render ``spec`` for ``framework``, then read the output back; it must give the same spec."""
     if not spec.is_decided:
         options = solve.decompositions(spec.global_batch_size, spec.data_parallel_size)
         raise InputError(
             "the spec leaves the micro-batch open; set micro_batch_size to one of "
             + ", ".join(f"{m} (accumulation {a})" for m, a in options)
         )
-    findings = backend.check(spec)
+    findings = framework.check(spec)
     if has_errors(findings):
         raise ConfigError([f for f in findings if f.severity == "error"])
-    text = render_template(backend.TEMPLATE, backend.context(spec))
-    read_back, _ = backend.interpret(backend.read(text, backend.FILENAME), Launch.of(spec))
+    text = render_template(framework.template, framework.context(spec))
+    read_back, _ = framework.interpret(framework.read(text, framework.filename), Launch.of(spec))
     wrong = {
         key: (value, getattr(spec, key))
         for key, value in read_back.items()
@@ -89,5 +89,5 @@ def render(spec: BatchSpec, backend: Framework) -> Rendered:
     }
     if wrong:
         detail = ", ".join(f"{k} reads {got}, spec has {want}" for k, (got, want) in wrong.items())
-        raise RenderError(f"{backend.FILENAME} does not read back as its spec: {detail}")
-    return Rendered(backend.NAME, backend.FILENAME, text, findings)
+        raise RenderError(f"{framework.filename} does not read back as its spec: {detail}")
+    return Rendered(framework.name, framework.filename, text, findings)

@@ -18,16 +18,9 @@ from translator.inspection import Inspection, inspect_reading
 from translator.reading import Launch, Reading
 from translator.spec import BatchSpec
 
-#: Errors in the old file that an update rewrites away; any other error is refused first.
-REWRITES = {
-    "deepspeed-batch-mismatch",
-    "deepspeed-floor",
-    "axolotl-batch-size-ignored",
-    "global-not-divisible",
-    "world-not-divisible",
-    "axolotl-world-rounding",
-    "virtual-pipeline-microbatches",
-}
+#: Errors of the old file that any update rewrites away (beside its framework's own
+#: ``rewrites``); any other error is refused first.
+REWRITES = {"global-not-divisible", "world-not-divisible", "virtual-pipeline-microbatches"}
 #: Spec fields an update carries over from the old config unchanged.
 CARRIED = (
     "sequence_length",
@@ -71,7 +64,10 @@ def target_spec(
 ) -> BatchSpec:
     """The new spec: the old global batch and micro-batch unless told otherwise, accumulation
     re-solved. Refuses (exit 1) with the options when that does not divide."""
-    kept = [f for f in old.findings if f.severity == "error" and f.code not in REWRITES]
+    from translator.frameworks import get
+
+    rewritten = REWRITES | get(old.reading.framework).rewrites
+    kept = [f for f in old.findings if f.severity == "error" and f.code not in rewritten]
     if kept:
         raise ConfigError(kept)
     v = old.values
@@ -136,11 +132,11 @@ def _options(g: int, m: int, fields: dict, message: str, where: str):
     )
 
 
-def apply(backend: Framework, reading: Reading, spec: BatchSpec) -> tuple[str, list[Change]]:
+def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str, list[Change]]:
     """The file's new text and the changes made; every other byte unchanged."""
     replacements: dict[tuple[int, int], str] = {}
     changes = []
-    edits = backend.edits(reading, spec)
+    edits = framework.edits(reading, spec)
     for key, new in edits.items():
         old = reading.values.get(key)
         if old is not None and old.value == new:
@@ -180,7 +176,7 @@ def _insertion(reading: Reading, key: str) -> tuple[int, int]:
     from translator.frameworks import get
 
     framework = get(reading.framework)
-    if not hasattr(framework, "insertion"):
+    if framework.insertion is None:
         raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
     return framework.insertion(reading, key)
 
@@ -225,10 +221,10 @@ def _line_span(text: str, span, path: str, key: str) -> tuple[int, int]:
     return start, len(text) if end < 0 else end + 1
 
 
-def update(backend: Framework, old: Inspection, spec: BatchSpec):
+def update(framework: Framework, old: Inspection, spec: BatchSpec):
     """New text, changes and the re-read inspection; refuses when the result is not exact."""
-    text, changes = apply(backend, old.reading, spec)
-    again = inspect_reading(backend, backend.read(text, old.reading.path), Launch.of(spec))
+    text, changes = apply(framework, old.reading, spec)
+    again = inspect_reading(framework, framework.read(text, old.reading.path), Launch.of(spec))
     errors = [f for f in again.findings if f.severity == "error"]
     if errors:
         raise ConfigError(errors)

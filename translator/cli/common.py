@@ -209,8 +209,8 @@ def output_options(fn):
         "--to",
         "targets",
         required=True,
-        metavar="BACKENDS",
-        help="Comma-separated frameworks: deepspeed,axolotl,megatron.",
+        metavar="FRAMEWORKS",
+        help=f"Comma-separated frameworks: {', '.join(frameworks.names())}.",
     )(fn)
 
 
@@ -234,7 +234,7 @@ def write_rendered(
         emit_json(
             output
             | {
-                "files": {r.backend: str(w.path) for r, w in zip(rendered, written)},
+                "files": {r.framework: str(w.path) for r, w in zip(rendered, written)},
                 "findings": [f.as_dict() for f in findings],
             }
         )

@@ -30,12 +30,12 @@ def convert(
 
     All files are written or none, and no existing file is replaced without --force.
     """
-    from translator.backends import get_backends
+    from translator.frameworks import get_many
     from translator.inspection import inspect_file
     from translator.render import render
 
-    backends = get_backends(targets)
+    frameworks = get_many(targets)
     inspection = inspect_file(file, framework, pop_launch(params))
     spec = inspection.require_spec()
-    rendered = [render(spec, b) for b in backends]
+    rendered = [render(spec, b) for b in frameworks]
     write_rendered(as_json, inspection.output(), rendered, out_dir, force, inspection.findings)

@@ -21,8 +21,8 @@ from translator.cli.common import (
 @click.option(
     "--for",
     "targets",
-    metavar="BACKENDS",
-    help="Also check these frameworks' quirks (comma-separated: deepspeed,axolotl,megatron).",
+    metavar="FRAMEWORKS",
+    help="Also check these frameworks' quirks (comma-separated names, as for render --to).",
 )
 def plan(as_json: bool, spec_file: str | None, targets: str | None, **params) -> None:
     """Solve global = micro × accumulation × data-parallel from SPEC and/or flags.
@@ -32,16 +32,16 @@ def plan(as_json: bool, spec_file: str | None, targets: str | None, **params) ->
     """
     from translator import solve
     from translator.advice import general_findings
-    from translator.backends import get_backends
+    from translator.frameworks import get_many
     from translator.spec_file import build_spec, load_spec
 
     values = pop_spec_values(params)
     spec = load_spec(spec_file, values) if spec_file else build_spec(values, "flags")
     findings = general_findings(spec)
     if targets:
-        backends = get_backends(targets)
+        frameworks = get_many(targets)
         if spec.is_decided:
-            findings += [f for b in backends for f in b.check(spec)]
+            findings += [f for b in frameworks for f in b.check(spec)]
     options = None
     if not spec.is_decided:
         options = solve.decompositions(spec.global_batch_size, spec.data_parallel_size)

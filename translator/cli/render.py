@@ -11,16 +11,16 @@ from translator.cli.common import command, output_options, write_rendered
 @click.argument("spec_file", metavar="SPEC")
 @output_options
 def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: bool) -> None:
-    """Render SPEC (YAML/JSON, or - for stdin) for each backend in --to, into --out.
+    """Render SPEC (YAML/JSON, or - for stdin) for each framework in --to, into --out.
 
     Every file is read back and must give the same spec. All files are written or none, and
     no existing file is replaced without --force (a symlink is written through to its target).
     """
-    from translator.backends import get_backends
+    from translator.frameworks import get_many
     from translator.render import render as render_one
     from translator.spec_file import load_spec
 
-    backends = get_backends(targets)
+    frameworks = get_many(targets)
     spec = load_spec(spec_file)
-    rendered = [render_one(spec, b) for b in backends]
+    rendered = [render_one(spec, b) for b in frameworks]
     write_rendered(as_json, spec.output(), rendered, out_dir, force)

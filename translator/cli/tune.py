@@ -118,7 +118,7 @@ def tune(
     from translator.launch import smoke as runs
     from translator.launch import tune as probes
     from translator.launch.command import SmokePlan
-    from translator.launch.engines import TORCH
+    from translator.launch.engines import TORCH, engine
     from translator.layouts import load_layout
 
     limit = parse_memory(memory_limit)
@@ -134,7 +134,7 @@ def tune(
         )
     framework = framework or source or TORCH
     stages = _zero_stages(zero_stages, framework)
-    if recompute and framework != "torch":
+    if recompute and "recompute" not in engine(framework).options:
         raise InputError(
             f"--recompute: the {framework} engine does not switch recomputation; "
             "tune with --framework torch"
@@ -185,7 +185,7 @@ def tune(
 
 def _check_outputs(spec, framework, out_dir, targets, force, plot_path) -> None:
     """Refuse, before any probe, what would fail after them: a missing matplotlib, files in
-    --out that are there already (and an unknown --to framework, through get_backends)."""
+    --out that are there already (and an unknown --to framework, through get_many)."""
     from translator.errors import InputError
 
     if plot_path:
@@ -200,23 +200,24 @@ def _check_outputs(spec, framework, out_dir, targets, force, plot_path) -> None:
 
 
 def _pick_files(framework: str, out_dir: str, targets: str | None) -> list[tuple[object, Path]]:
-    """(backend or None for the spec itself, path) for each file --out will hold."""
-    from translator.backends import get_backends
+    """(framework or None for the spec itself, path) for each file --out will hold."""
+    from translator.frameworks import get_many
     from translator.launch.engines import TORCH
 
     names = targets or (framework if framework != TORCH else None)
     if not names:
         return [(None, Path(out_dir) / "spec.json")]
-    return [(b, Path(out_dir) / b.FILENAME) for b in get_backends(names)]
+    return [(b, Path(out_dir) / b.filename) for b in get_many(names)]
 
 
 def _zero_stages(text: str | None, framework: str) -> list[int | None]:
     from translator.errors import InputError
+    from translator.launch.engines import engine
 
     if text is None:
         return [None]
-    if framework != "deepspeed":
-        raise InputError(f"--zero-stages is for the deepspeed engine, not {framework}")
+    if "zero_stages" not in engine(framework).options:
+        raise InputError(f"--zero-stages is for an engine with ZeRO stages, not {framework}")
     try:
         stages = sorted({int(s) for s in text.split(",")})
     except ValueError:
@@ -472,11 +473,11 @@ def _write_pick(spec, framework: str, out_dir: str, targets: str | None, force: 
     from translator.render import render
 
     files = []
-    for backend, path in _pick_files(framework, out_dir, targets):
-        if backend is None:
+    for target, path in _pick_files(framework, out_dir, targets):
+        if target is None:
             files.append(("spec", path, spec.model_dump_json(indent=2)))
         else:
-            files.append((backend.NAME, path, render(spec, backend).text))
+            files.append((target.name, path, render(spec, target).text))
     written = write_files([(path, text) for _, path, text in files], force)
     return {name: str(w.path) for (name, _, _), w in zip(files, written)}
 

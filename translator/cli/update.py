@@ -65,9 +65,9 @@ def update(
     Without -o/--in-place the new file is printed. An update that cannot keep the batch exact
     is refused (exit 1) with the options, and nothing is written.
     """
-    from translator.backends import BACKENDS
     from translator.errors import InputError
     from translator.files import read_text, write_files
+    from translator.frameworks import FRAMEWORKS
     from translator.inspection import detect, inspect_reading
     from translator.reading import Launch
     from translator.update import target_spec
@@ -80,8 +80,8 @@ def update(
     if file == "-" and in_place:
         raise InputError("--in-place needs a file, not standard input")
     text = read_text(file)
-    backend = BACKENDS[framework] if framework else detect(file, text)
-    old = inspect_reading(backend, backend.read(text, file), Launch(from_world_size))
+    chosen = FRAMEWORKS[framework] if framework else detect(file, text)
+    old = inspect_reading(chosen, chosen.read(text, file), Launch(from_world_size))
     spec = target_spec(
         old,
         global_batch=global_batch,
@@ -93,7 +93,7 @@ def update(
         pipeline=pp,
         context=cp,
     )
-    new_text, changes, again = do_update(backend, old, spec)
+    new_text, changes, again = do_update(chosen, old, spec)
     target = Path(file) if in_place else Path(out_path) if out_path else None
     written = (
         None if target is None else write_files([(target, new_text)], force=force or in_place)[0]

@@ -34,7 +34,7 @@ def validate(
     launch = pop_launch(params)
     inspections, unusable = inspect_all(files, framework, launch, skip_other_files)
     if with_framework:
-        from translator.crosscheck.verdict import framework_verdict
+        from translator.verdict import framework_verdict
 
         for i in inspections:
             i.findings.append(framework_verdict(i))

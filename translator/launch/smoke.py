@@ -9,12 +9,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from translator.backends import BACKENDS
 from translator.errors import ConfigError, InputError
 from translator.files import read_text, write_atomic, write_files
 from translator.findings import Finding, finding
+from translator.frameworks import get
 from translator.launch import command, runner, slurm
-from translator.launch.engines import TORCH, config_backend
+from translator.launch.engines import TORCH, config_framework, engine
 from translator.launch.model import SHAPES
 from translator.launch.result import Measurement, RankResult, merge, read_all
 from translator.launch.worker import mentions_out_of_memory
@@ -75,17 +75,19 @@ def prepare(
         findings = inspection.findings
         framework = framework or source
     check_engine(framework, spec, device)
-    backend_name = config_backend(framework)
+    config_of = config_framework(framework)
     partners: dict[str, str] = {}
-    if backend_name is None:
+    if config_of is None:
         config_name, config_text = "spec.json", spec.model_dump_json(indent=2)
-    elif backend_name == source:
-        config_name, config_text = BACKENDS[source].FILENAME, own_text
-        partners = _partner_files(inspection.reading)
+    elif config_of == source:
+        own = get(source)
+        config_name, config_text = own.filename, own_text
+        if own.partner_files is not None:
+            partners = own.partner_files(inspection.reading)
     else:
         from translator.render import render
 
-        rendered = render(spec, BACKENDS[backend_name])
+        rendered = render(spec, get(config_of))
         config_name, config_text, findings = (
             rendered.filename,
             rendered.text,
@@ -108,14 +110,6 @@ def prepare(
     return Prepared(spec, plan, config_text, findings, expect_global, partners)
 
 
-def _partner_files(reading) -> dict[str, str]:
-    """The files read with the config that its engine also runs: a DeepSpeed JSON, written as
-    ``deepspeed.json`` in the work folder (the engine points the config at it there)."""
-    from translator.backends.deepspeed import NAME as DEEPSPEED
-
-    return {f"{p.framework}.json": p.text for p in reading.partners if p.framework == DEEPSPEED}
-
-
 def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
     given = {k: v for k, v in values.items() if k in WORLD_KEYS and v is not None}
     spec = build_spec(values if given else values | {"world_size": world}, path)
@@ -135,9 +129,11 @@ def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
 
 
 def check_engine(framework: str, spec: BatchSpec, device: str) -> None:
-    """Refuse, before any process starts, a layout the engine does not run."""
-    from translator.launch.engines import refusal
+    """Refuse, before any process starts, an engine that is not installed or a layout it does
+    not run."""
+    from translator.launch.engines import refusal, require_installed
 
+    require_installed(framework)
     why = refusal(framework, spec, device)
     if why:
         raise InputError(f"{why} (nothing was started)")
@@ -150,6 +146,10 @@ def resolve_device(requested: str | None, use_slurm: bool = False) -> str:
         return requested
     if use_slurm:
         return "gpu"
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:  # check_engine then names what to install
+        return "cpu"
     import torch
 
     return "gpu" if torch.cuda.is_available() else "cpu"
@@ -169,11 +169,12 @@ def write_workdir(prepared: Prepared) -> None:
     write_files(list(files.items()), force=True)
 
 
-def environment(memory_limit: int | None) -> dict:
-    """The ranks' environment: offline, one thread per rank unless told, optional memory cap."""
+def environment(engine_name: str, memory_limit: int | None) -> dict:
+    """The ranks' environment: one thread per rank unless told, what the engine needs (offline
+    switches), optional memory cap."""
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
-    env.update(HF_HUB_OFFLINE="1", AXOLOTL_DO_NOT_TRACK="1", PYTHONUNBUFFERED="1")
+    env.update(engine(engine_name).environment, PYTHONUNBUFFERED="1")
     if memory_limit:
         from translator.launch.worker import MEMORY_LIMIT_ENV
 
@@ -281,7 +282,10 @@ def mfu(report: Report, prepared: Prepared) -> tuple[float | None, str]:
 def run_local(prepared: Prepared, timeout: float | None, memory_limit: int | None, on_line):
     write_workdir(prepared)
     outcome = runner.run(
-        command.local_command(prepared.plan), environment(memory_limit), timeout, on_line
+        command.local_command(prepared.plan),
+        environment(prepared.plan.framework, memory_limit),
+        timeout,
+        on_line,
     )
     return outcome.stopped, outcome.log_tail
 
@@ -299,7 +303,7 @@ def run_slurm(
     write_workdir(prepared)
     path = prepared.plan.workdir / "smoke.sbatch"
     write_atomic(path, text)
-    env = environment(memory_limit)
+    env = environment(prepared.plan.framework, memory_limit)
     job = slurm.submit(prepared.plan, str(path), env)
     on_state(f"submitted job {job}")
     final = slurm.follow(job, env, timeout, lambda s: on_state(f"job {job}: {s}"))

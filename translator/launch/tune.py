@@ -110,7 +110,10 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     start = time.monotonic()
     runs.write_workdir(prepared)
     outcome = runner.run(
-        _command(setup, prepared.plan), runs.environment(setup.memory_limit), left, on_line
+        _command(setup, prepared.plan),
+        runs.environment(prepared.plan.framework, setup.memory_limit),
+        left,
+        on_line,
     )
     report = runs.judge(prepared, outcome.stopped, left, outcome.log_tail)
     if outcome.stopped:

@@ -142,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         # C++ with no report, while a failed allocation in the run is reported as such.
         import torch  # noqa: F401
 
-        import translator.launch.engines  # noqa: F401
+        from translator.launch.engines import module
+
+        module(args.engine)
 
         resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
     rank = int(os.environ.get("RANK", 0))

@@ -1,0 +1,209 @@
+"""Accelerate's config YAML (``accelerate launch --config_file``): the launch, not the batch.
+
+``num_processes`` is the total over all machines; each machine starts ``num_processes //
+num_machines`` (floored: uneven machines are impossible). ``deepspeed_config.gradient_accumulation_steps``
+reaches the job through ``ACCELERATE_GRADIENT_ACCUMULATION_STEPS`` and overrides the code's own
+value on DeepSpeed launches. ``parallelism_config`` sizes must multiply to ``num_processes``;
+DP = replicate × shard, and the TP/CP/SP ranks share one batch. The per-device batch lives in
+the training code or its TrainingArguments: inspect the two files together and the world size
+comes from here.
+"""
+
+from __future__ import annotations
+
+import math
+
+from translator import parsing
+from translator.findings import Finding, finding
+from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
+from translator.spec import BatchSpec
+
+NAME = "accelerate"
+PARALLEL = "parallelism_config.parallelism_config_"
+#: parallelism_config sizes (accelerate's key suffix -> what it is).
+SIZES = ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "sp_size")
+KEYS = ["num_processes", "num_machines", "deepspeed_config.gradient_accumulation_steps"]
+LOOKALIKES = {
+    "machine_rank",
+    "num_cpu_threads_per_process",
+    "gpu_ids",
+    "main_process_port",
+    "main_process_ip",
+    "same_network",
+    "rdzv_backend",
+    "distributed_type",
+    "compute_environment",
+    "mixed_precision",
+    "use_cpu",
+    "debug",
+    "downcast_bf16",
+    "main_training_function",
+    "tpu_env",
+    "tpu_use_cluster",
+    "tpu_use_sudo",
+    "enable_cpu_affinity",
+    "fsdp_config",
+    "megatron_lm_config",
+    "deepspeed_config",
+    "dynamo_config",
+    "parallelism_config",
+    "ipex_config",
+    "mpirun_config",
+}
+
+
+def claims(text: str) -> bool:
+    return "distributed_type:" in text or "compute_environment:" in text
+
+
+def holds_batch(text: str) -> bool:
+    return "num_processes" in text
+
+
+def context(spec: BatchSpec) -> dict:
+    nodes = spec.nodes or 1
+    model = spec.tensor_parallel_size * spec.context_parallel_size
+    return {"spec": spec, "nodes": nodes, "parallel": model > 1, "zero_stage": spec.zero_stage}
+
+
+def read(text: str, where: str) -> Reading:
+    doc = parsing.load_mapping(text, where, "an accelerate config")
+    config = doc.data
+    reading = Reading(where, NAME, text)
+    reading.values |= values_at(
+        doc,
+        (
+            *KEYS,
+            "distributed_type",
+            "deepspeed_config.deepspeed_config_file",
+            *(PARALLEL + size for size in SIZES),
+        ),
+    )
+    lines = {key: doc.positions.get(key, (0,))[0] for key in config}
+    reading.findings += typo_findings(
+        lines,
+        ["num_processes", "num_machines"],
+        LOOKALIKES,
+        where,
+        "so accelerate launch refuses it",
+    )
+    return reading
+
+
+def launch_of(reading: Reading) -> Launch:
+    """The launch this config starts, for the TrainingArguments inspected with it."""
+    values, _ = interpret(reading, Launch())
+    return Launch(
+        values.get("world_size"),
+        values.get("tensor_parallel_size"),
+        None,
+        values.get("context_parallel_size"),
+        values.get("gradient_accumulation_steps"),
+        reading.path,
+    )
+
+
+def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
+    findings = list(reading.findings)
+    values: dict = {}
+    counts = {}
+    for key, v in reading.values.items():
+        if key in ("distributed_type", "deepspeed_config.deepspeed_config_file"):
+            continue
+        if key == "num_processes" and v.value == -1:
+            findings.append(
+                finding(
+                    "accelerate-processes-from-command-line",
+                    "num_processes is -1: accelerate launch needs --num_processes on the command "
+                    "line",
+                    hint="give --world-size",
+                    where=reading.where(key),
+                )
+            )
+            continue
+        if not v.is_count:
+            findings.append(invalid_value(key, v, reading.path))
+            continue
+        counts[key] = v.value
+    total, machines = counts.get("num_processes"), counts.get("num_machines", 1)
+    if total is not None:
+        per_machine = total // machines
+        if per_machine * machines != total or per_machine == 0:
+            findings.append(
+                finding(
+                    "accelerate-uneven-machines",
+                    f"num_processes {total} over num_machines {machines}: accelerate starts "
+                    f"{total} // {machines} = {per_machine} per machine, "
+                    f"{per_machine * machines} in all (num_processes is the total over machines)",
+                    hint=f"use a multiple of {machines}",
+                    where=reading.where("num_processes"),
+                )
+            )
+        else:
+            values["world_size"] = total
+    findings += _parallelism(reading, counts, total, values)
+    gas = counts.get("deepspeed_config.gradient_accumulation_steps")
+    if gas is not None:
+        values["gradient_accumulation_steps"] = gas
+        findings.append(
+            finding(
+                "accelerate-accumulation-override",
+                f"deepspeed_config.gradient_accumulation_steps {gas}: accelerate launch exports it "
+                "as ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which overrides the accumulation the "
+                "training code (or its TrainingArguments) asks for",
+                where=reading.where("deepspeed_config.gradient_accumulation_steps"),
+            )
+        )
+    findings.append(
+        finding(
+            "accelerate-batch-elsewhere",
+            "an accelerate config gives the launch, not the batch: the per-device batch is in the "
+            "training code or its TrainingArguments",
+            hint="inspect the two files together",
+            where=reading.path,
+        )
+    )
+    return values, findings
+
+
+def _parallelism(reading: Reading, counts: dict, total: int | None, values: dict) -> list:
+    sizes = {s: counts.get(PARALLEL + s, 1) for s in SIZES}
+    if not any(PARALLEL + s in counts for s in SIZES):
+        return []
+    values["tensor_parallel_size"] = sizes["tp_size"]
+    values["context_parallel_size"] = sizes["cp_size"] * sizes["sp_size"]
+    product = math.prod(sizes.values())
+    if total is not None and product != total:
+        return [
+            finding(
+                "accelerate-parallel-sizes",
+                f"parallelism_config sizes multiply to {product} "
+                f"({' × '.join(f'{k} {v}' for k, v in sizes.items())}), but num_processes is "
+                f"{total}: ParallelismConfig refuses it",
+                hint="make dp_replicate × dp_shard × tp × cp × sp equal num_processes",
+                where=reading.where(PARALLEL + "tp_size"),
+            )
+        ]
+    return []
+
+
+def check(spec: BatchSpec) -> list[Finding]:
+    if spec.pipeline_parallel_size > 1:
+        return [
+            finding(
+                "hf-no-pipeline",
+                f"accelerate's launch has no pipeline parallelism (pipeline "
+                f"{spec.pipeline_parallel_size})",
+                hint="render this spec for Megatron or DeepSpeed",
+            )
+        ]
+    return []
+
+
+def edits(reading: Reading, spec: BatchSpec) -> dict:
+    out = {"num_processes": spec.world_size}
+    if "num_machines" in reading.values or (spec.nodes or 1) != 1:
+        out["num_machines"] = spec.nodes or 1
+    if "deepspeed_config.gradient_accumulation_steps" in reading.values:
+        out["deepspeed_config.gradient_accumulation_steps"] = spec.gradient_accumulation_steps
+    return out

@@ -1,0 +1,334 @@
+"""Axolotl: the real ``axolotl train <yaml> --launcher python`` on the rendered batch keys.
+
+The rendered file's ``micro_batch_size``, ``gradient_accumulation_steps`` and ``sequence_len``
+(read from ``ctx.config``, not from the spec) are run on the tiny local Llama of
+:func:`translator.frameworks.axolotl.verdict.make_tiny_model`, with the CPU-safe keys, in one Axolotl
+process started as a subprocess (Axolotl's multi-process path forces a CUDA device map).
+
+The synthetic alpaca-style dataset has exactly ``K × micro × accumulation`` rows (one process,
+so data-parallel 1), with no ``max_steps``: Axolotl sizes the run from the dataset itself. The
+rows are short (a minimal prompt format, well under ``sequence_len``), ``val_set_size`` is 0,
+deduplication is off and ``excess_length_strategy: raise`` makes Axolotl fail rather than drop a
+row silently. Each row is padded to exactly ``sequence_len`` tokens, and the result reports the
+rendered ``sequence_len`` (``--seq-len`` only when the file has none).
+
+Measuring: Axolotl loads :class:`CountingPlugin` (``plugins:`` in the YAML). Inside the Axolotl
+process it puts a forward pre-hook on the trainer's model that counts the rows of every
+training forward, and a Trainer callback whose ``on_step_end`` (called by the HF Trainer once
+per optimizer step, right after ``optimizer.step()`` and ``global_step += 1``) closes the step:
+samples fed since the previous step, and the wall time since the previous ``on_step_end`` (the
+first from ``on_train_begin``; data loading of a step's batches falls inside it, as with
+:class:`~translator.launch.worker.StepTimer`). So step count, samples per step and step times
+are all per step, as Axolotl's trainer stepped. The engine cross-checks them with Axolotl's own
+account and fails on any disagreement: the step count against the trainer's
+``state.global_step``, and the tokens fed in each step against the increase of Axolotl's
+``tokens/total`` log entry (``logging_steps: 1``; its ``compute_loss`` adds the ``labels.numel()``
+of every training micro-batch). Peak memory is the Axolotl process's: its peak RSS
+(``RUSAGE_CHILDREN``) on CPU, its ``torch.cuda.max_memory_allocated`` on GPU.
+
+Only ``--model tiny`` is supported (Axolotl needs a Hugging Face model on disk; the tiny Llama
+is written locally, nothing is downloaded). Scratch files, the YAML that ran
+(``axolotl-smoke.yaml``), Axolotl's output (``axolotl-train.log``) and the per-step report
+(``axolotl-steps.json``) stay in ``<results>/axolotl/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from translator.launch.worker import RunContext, mentions_out_of_memory
+
+#: Keys of the rendered YAML that are run (everything else is the tiny model's setup).
+#: ``batch_size`` is not rendered, but if a file has it, Axolotl must see it too.
+RUN_KEYS = ("micro_batch_size", "gradient_accumulation_steps", "batch_size", "sequence_len")
+#: Where :class:`CountingPlugin` writes its report (set for the Axolotl process only).
+REPORT_ENV = "BATCHSPEC_AXOLOTL_REPORT"
+#: Seconds ``axolotl train`` may take before it is killed.
+TIMEOUT_ENV = "BATCHSPEC_AXOLOTL_TIMEOUT"
+DEFAULT_TIMEOUT = 1800.0
+#: Launcher variables the Axolotl process must not inherit.
+DISTRIBUTED_ENV = {
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+}
+#: Name of the plugin class in this module, as Axolotl's ``plugins:`` list spells it.
+PLUGIN = f"{__name__}.CountingPlugin"
+DATA_FILE = "smoke.jsonl"
+CONFIG_FILE = "axolotl-smoke.yaml"
+LOG_FILE = "axolotl-train.log"
+REPORT_FILE = "axolotl-steps.json"
+
+
+def refuse(spec, device: str) -> str | None:
+    """Why this engine cannot run ``spec``'s layout, else None."""
+    if spec.world_size != 1:
+        return (
+            f"the Axolotl smoke engine runs one process (Axolotl's multi-process path needs "
+            f"CUDA), not {spec.world_size}; use --nproc 1 --nnodes 1"
+        )
+    if spec.pipeline_parallel_size > 1:
+        return (
+            f"Axolotl has no pipeline parallelism, but the spec asks for pipeline "
+            f"{spec.pipeline_parallel_size}"
+        )
+    return None
+
+
+def run(ctx: RunContext):
+    if ctx.world_size != 1:
+        raise RuntimeError(
+            f"the Axolotl smoke engine runs one process (Axolotl's multi-process "
+            f"path needs CUDA), not {ctx.world_size}"
+        )
+    if ctx.model != "tiny":
+        raise RuntimeError(f"the Axolotl smoke engine runs only the tiny Llama, not {ctx.model!r}")
+    import yaml
+
+    from translator.frameworks.axolotl.verdict import make_tiny_model, write_dataset
+
+    rendered = yaml.safe_load(ctx.config.read_text()) or {}
+    keys = {key: rendered[key] for key in RUN_KEYS if key in rendered}
+    micro = keys.get("micro_batch_size", 1)
+    accumulation = keys.get("gradient_accumulation_steps", 1)
+    sequence_len = keys.get("sequence_len", ctx.sequence_length)
+    keys["sequence_len"] = sequence_len
+
+    scratch = Path(ctx.workdir).resolve() / "axolotl"
+    scratch.mkdir(parents=True, exist_ok=True)
+    model_dir = make_tiny_model(scratch)
+    write_dataset(scratch / DATA_FILE, ctx.steps * micro * accumulation)
+    config = scratch / CONFIG_FILE
+    config.write_text(yaml.safe_dump(smoke_config(keys, model_dir, scratch), sort_keys=False))
+
+    report_path = scratch / REPORT_FILE
+    report_path.unlink(missing_ok=True)
+    output = train(config, scratch, report_path)
+    if not report_path.exists():
+        raise RuntimeError(
+            f"axolotl train wrote no step report; see {scratch / LOG_FILE}: {last_line(output)}"
+        )
+    report = json.loads(report_path.read_text())
+    check(report)
+    result = ctx.result(
+        data_parallel_rank=0,
+        counts_samples=True,
+        samples_per_step=[step["samples"] for step in report["steps"]],
+        step_times=[step["seconds"] for step in report["steps"]],
+        parameters=report["parameters"],
+    )
+    peak = (
+        report.get("cuda_peak_memory_bytes")
+        or resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    )
+    return replace(result, peak_memory_bytes=peak, sequence_length=sequence_len)
+
+
+def check(report: dict) -> None:
+    """Raise when the hook's count disagrees with what Axolotl's trainer itself reports."""
+    steps = report["steps"]
+    if len(steps) != report["global_step"]:
+        raise RuntimeError(
+            f"counted {len(steps)} optimizer steps but Axolotl's trainer says "
+            f"{report['global_step']}"
+        )
+    before = 0  # Axolotl's running total after the previous step, None when not logged
+    for number, step in enumerate(steps, 1):
+        total = step.get("axolotl_tokens_total")
+        axolotl = None if total is None or before is None else total - before
+        before = total
+        if axolotl is not None and axolotl != step["tokens"]:
+            raise RuntimeError(
+                f"step {number}: the model was fed {step['tokens']} tokens "
+                f"({step['samples']} samples) but Axolotl counted {axolotl}"
+            )
+
+
+def smoke_config(keys: dict, model_dir: Path, scratch: Path) -> dict:
+    """A full Axolotl config: the rendered ``keys`` on the tiny model and dataset, CPU-safe."""
+    from translator.frameworks.axolotl.verdict import CPU_SAFE
+
+    return {
+        "base_model": str(model_dir),
+        # The alpaca prompt alone is ~130 tokens of this tokenizer: a minimal format keeps every
+        # row (~25 tokens) inside any reasonable sequence_len.
+        "datasets": [
+            {
+                "path": str(scratch / DATA_FILE),
+                "ds_type": "json",
+                "type": {
+                    "field_instruction": "instruction",
+                    "field_input": "input",
+                    "field_output": "output",
+                    "format": "{instruction}\n{input}\n",
+                    "no_input_format": "{instruction}\n",
+                },
+            }
+        ],
+        "dataset_prepared_path": str(scratch / "prepared"),
+        "output_dir": str(scratch / "out"),
+        **CPU_SAFE,
+        "val_set_size": 0,
+        "dataset_exact_deduplication": False,
+        "excess_length_strategy": "raise",
+        "pad_to_sequence_len": True,
+        "pad_to_multiple_of": keys["sequence_len"],
+        "logging_steps": 1,
+        "include_tkps": True,
+        "plugins": [PLUGIN],
+        **keys,
+    }
+
+
+def train(config: Path, scratch: Path, report_path: Path) -> str:
+    """Run ``axolotl train CONFIG --launcher python``; returns its output, raises on failure."""
+    from translator.frameworks.axolotl.verdict import OFFLINE_ENV
+
+    # A plain single process: with the launcher's RANK/LOCAL_RANK/WORLD_SIZE set, Accelerate
+    # would start a one-rank process group (and want MASTER_ADDR) even on CPU.
+    env = {key: value for key, value in os.environ.items() if key not in DISTRIBUTED_ENV}
+    env.update(
+        OFFLINE_ENV,
+        PYTHONUNBUFFERED="1",
+        TOKENIZERS_PARALLELISM="false",
+        **{REPORT_ENV: str(report_path)},
+    )
+    # The Axolotl process imports this module (the plugin): make sure it finds the package.
+    root = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    command = [
+        sys.executable,
+        "-m",
+        "axolotl.cli.main",
+        "train",
+        str(config),
+        "--launcher",
+        "python",
+    ]
+    timeout = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT))
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=scratch,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        output = exc.output or ""
+        (scratch / LOG_FILE).write_text(output if isinstance(output, str) else output.decode())
+        raise RuntimeError(f"axolotl train timed out after {timeout:g} s") from None
+    (scratch / LOG_FILE).write_text(proc.stdout)
+    if proc.returncode != 0:
+        if mentions_out_of_memory(proc.stdout):
+            raise MemoryError(f"axolotl train ran out of memory: {last_line(proc.stdout)}")
+        raise RuntimeError(f"axolotl train exited with {proc.returncode}: {last_line(proc.stdout)}")
+    return proc.stdout
+
+
+def last_line(output: str) -> str:
+    """The last error-looking line of a log, else its last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "error:" in line]
+    return (errors or lines or ["(no output)"])[-1]
+
+
+# --- Inside the Axolotl process -------------------------------------------------------------
+
+
+def _plugin_class():
+    """:class:`CountingPlugin`, built on first use (it subclasses Axolotl's ``BasePlugin``)."""
+    import torch
+    from axolotl.integrations.base import BasePlugin
+    from transformers import TrainerCallback
+
+    class StepCounter(TrainerCallback):
+        """Samples and wall time of each optimizer step, written after every step."""
+
+        def __init__(self, model, path: Path):
+            self.path, self.steps, self.seen, self.tokens, self.active = path, [], 0, 0, False
+            self.runtime = None
+            self.parameters = sum(p.numel() for p in model.parameters())
+            self.global_step, self.start = 0, time.perf_counter()
+            model.register_forward_pre_hook(self.count, with_kwargs=True)
+
+        def count(self, module, args, kwargs):
+            if self.active and module.training:
+                ids = kwargs.get("input_ids", args[0] if args else None)
+                self.seen += int(ids.shape[0])
+                self.tokens += int(ids.numel())
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.active, self.start = True, time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            now = time.perf_counter()
+            self.steps.append(
+                {"samples": self.seen, "tokens": self.tokens, "seconds": now - self.start}
+            )
+            self.seen, self.tokens, self.start = 0, 0, now
+            self.global_step = state.global_step
+            self.write()
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            # Axolotl's own running count of token slots trained on (its compute_loss adds
+            # labels.numel() of every training micro-batch), logged after each step.
+            logs = logs or {}
+            if "tokens/total" in logs and self.steps and state.global_step == len(self.steps):
+                self.steps[-1]["axolotl_tokens_total"] = int(logs["tokens/total"])
+            if "train_runtime" in logs:
+                self.runtime = float(logs["train_runtime"])
+            self.write()
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self.active, self.global_step = False, state.global_step
+            self.write()
+
+        def write(self):
+            report = {
+                "steps": self.steps,
+                "global_step": self.global_step,
+                "parameters": self.parameters,
+                "train_runtime": self.runtime,
+            }
+            if torch.cuda.is_available():
+                report["cuda_peak_memory_bytes"] = int(torch.cuda.max_memory_allocated())
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(report))
+            tmp.replace(self.path)
+
+    class CountingPlugin(BasePlugin):
+        """Adds :class:`StepCounter` to Axolotl's trainer."""
+
+        def add_callbacks_post_trainer(self, cfg, trainer):
+            return [StepCounter(trainer.model, Path(os.environ[REPORT_ENV]))]
+
+    return CountingPlugin
+
+
+def __getattr__(name: str):
+    # Axolotl's load_plugin does getattr(module, "CountingPlugin"): build it lazily so that
+    # importing this module needs neither Axolotl nor torch.
+    if name == "CountingPlugin":
+        cls = _plugin_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

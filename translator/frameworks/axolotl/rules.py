@@ -1,0 +1,292 @@
+"""Axolotl: ``micro_batch_size`` and ``gradient_accumulation_steps`` per rank; the world size
+comes from the launcher's ``WORLD_SIZE``. Axolotl computes
+``batch_size = micro x gas x (world // context // tensor)``. It has no pipeline parallelism,
+and its ``batch_size`` key is a trap (beside ``micro_batch_size`` without accumulation,
+validation fills accumulation 1 first, so training ignores it), so it is never written."""
+
+from __future__ import annotations
+
+import re
+
+from translator import parsing
+from translator.errors import InputError
+from translator.findings import Finding, finding
+from translator.frameworks.shared import deepspeed_json as deepspeed
+from translator.frameworks.shared import hf_deepspeed, yaml_insert
+from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
+from translator.spec import BatchSpec
+
+NAME = "axolotl"
+
+#: Axolotl key -> spec field, for the keys that shape the batch.
+KEYS = {
+    "micro_batch_size": "micro_batch_size",
+    "gradient_accumulation_steps": "gradient_accumulation_steps",
+    "sequence_len": "sequence_length",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "context_parallel_size": "context_parallel_size",
+}
+BATCH_KEYS = list(KEYS) + ["batch_size"]
+#: Real Axolotl keys that look like batch keys.
+LOOKALIKES = {
+    "eval_batch_size",
+    "pad_to_sequence_len",
+    "eval_sequence_len",
+    "dp_shard_size",
+    "dp_replicate_size",
+    "gradient_checkpointing",
+    "sequence_parallel_degree",
+    "expert_parallel_size",
+}  # the last from the expert-parallel integration (plugins:)
+#: Read too, for what they say about the batch.
+OTHER_KEYS = [
+    "batch_size",
+    "eval_batch_size",
+    "sample_packing",
+    "deepspeed",
+    "fsdp",
+    "fsdp_config",
+    "dp_shard_size",
+    "dp_replicate_size",
+]
+
+
+def context(spec: BatchSpec) -> dict:
+    return {
+        "spec": spec,
+        "parallel": {
+            k: getattr(spec, k)
+            for k in ("tensor_parallel_size", "context_parallel_size")
+            if getattr(spec, k) > 1
+        },
+    }
+
+
+def read(text: str, where: str) -> Reading:
+    """An Axolotl YAML, and the DeepSpeed JSON its ``deepspeed:`` key points to."""
+    doc = parsing.load_yaml(text, where)
+    config = doc.data
+    if not isinstance(config, dict):
+        raise InputError(
+            f"{where}: an Axolotl config must be a YAML mapping, not {type(config).__name__}"
+        )
+    reading = Reading(where, NAME, text)
+    for key in list(KEYS) + OTHER_KEYS:
+        if key in config:
+            line, span = doc.positions.get(key, (None, None))
+            reading.values[key] = Value(config[key], line, span)
+    keys = {str(k): doc.positions.get(str(k), (None,))[0] for k in config}
+    reading.findings += typo_findings(keys, BATCH_KEYS, LOOKALIKES, where)
+    reading.findings += [_duplicate(dup, where) for dup in doc.duplicates]
+    if "deepspeed" in config:
+        hf_deepspeed.read_partner(reading, config["deepspeed"])
+    return reading
+
+
+def _duplicate(dup: parsing.Duplicate, where: str) -> Finding:
+    """A key set twice: an error when it is a batch key and the two values differ."""
+    batch = dup.path in BATCH_KEYS or dup.path in {f"deepspeed.{k}" for k in deepspeed.BATCH_KEYS}
+    code = "yaml-duplicate-batch-key" if batch and not dup.same else "yaml-duplicate-key"
+    return finding(
+        code,
+        f"{parsing.brief(dup.path, quote='')} is set twice (lines {dup.first} and "
+        f"{dup.again}); Axolotl loads its YAML with yaml.safe_load, which keeps the last "
+        "one and says nothing",
+        hint=f"delete line {dup.first} or line {dup.again}",
+        where=f"{where}:{dup.again}",
+    )
+
+
+def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
+    """Spec values as Axolotl's ``validate_config`` + ``normalize_config`` compute them."""
+    findings = list(reading.findings)
+    counts = {}
+    for key in BATCH_KEYS:
+        v = reading.values.get(key)
+        if v is None or v.value is None:
+            continue
+        if v.is_count:
+            counts[key] = v.value
+        else:
+            findings.append(invalid_value(key, v, reading.path))
+    micro, gas, bs = (
+        counts.get(k) for k in ("micro_batch_size", "gradient_accumulation_steps", "batch_size")
+    )
+    nulls = _nulls(reading, micro, bs)
+    findings += nulls
+    if any(f.code == "axolotl-accumulation-from-batch-size" for f in nulls):
+        counts["gradient_accumulation_steps"] = bs // micro
+    elif gas is not None and bs is not None:
+        findings.append(
+            finding(
+                "axolotl-batch-keys",
+                "please set only one of gradient_accumulation_steps or batch_size (Axolotl's words)",
+                hint="delete batch_size",
+                where=reading.where("batch_size"),
+            )
+        )
+    elif bs is not None and micro is None:
+        findings.append(
+            finding(
+                "axolotl-batch-keys",
+                "At least two of micro_batch_size, gradient_accumulation_steps, batch_size must be "
+                "set (Axolotl's words): batch_size alone is refused",
+                hint="set micro_batch_size and gradient_accumulation_steps instead of batch_size",
+                where=reading.where("batch_size"),
+            )
+        )
+    elif bs is not None and bs == micro:
+        findings.append(
+            finding(
+                "axolotl-batch-size-redundant",
+                f"batch_size {bs} equals micro_batch_size: Axolotl ignores it and fills accumulation "
+                "1, which is what it says anyway (its reported batch_size becomes "
+                f"{bs} × world)",
+                hint="delete batch_size",
+                where=reading.where("batch_size"),
+            )
+        )
+    elif bs is not None:
+        findings.append(
+            finding(
+                "axolotl-batch-size-ignored",
+                f"batch_size {bs} is ignored: Axolotl fills gradient_accumulation_steps 1 before it "
+                f"could derive it, so each rank trains micro {micro} × accumulation 1 (and its "
+                f"reported batch_size becomes {bs} × world)",
+                hint=(
+                    f"replace batch_size: {bs} with gradient_accumulation_steps: {bs // micro}"
+                    if bs % micro == 0
+                    else f"replace batch_size with gradient_accumulation_steps (batch_size {bs} is not a "
+                    f"multiple of micro_batch_size {micro})"
+                ),
+                where=reading.where("batch_size"),
+            )
+        )
+    # Axolotl's schema defaults both to 1.
+    values = {field: counts[key] for key, field in KEYS.items() if key in counts}
+    if not any(f.code in ("invalid-value", "axolotl-null-batch") for f in findings):
+        values.setdefault("micro_batch_size", 1)
+        values.setdefault("gradient_accumulation_steps", 1)
+    findings += _world_rounding(reading, values, launch.world_size)
+    findings += _sample_packing(reading)
+    for partner in reading.partners:
+        findings += partner.findings + hf_deepspeed.pair(
+            reading, partner, values, launch.world_size, "axolotl-deepspeed-mismatch"
+        )
+    return values, findings
+
+
+def _nulls(reading: Reading, micro: int | None, bs: int | None) -> list[Finding]:
+    """What Axolotl makes of ``micro_batch_size: null`` or ``gradient_accumulation_steps: null``:
+    its schema keeps an explicit null (the default 1 is for a missing key), and
+    ``normalize_config`` then derives accumulation as ``batch_size // micro_batch_size`` or
+    fails on the None."""
+    out = []
+    for key in ("micro_batch_size", "gradient_accumulation_steps"):
+        v = reading.values.get(key)
+        if v is None or v.value is not None:
+            continue
+        if key == "gradient_accumulation_steps" and None not in (micro, bs):
+            floors = (
+                ""
+                if bs % micro == 0
+                else (f", flooring: each rank trains {micro * (bs // micro)}, not batch_size {bs}")
+            )
+            out.append(
+                finding(
+                    "axolotl-accumulation-from-batch-size",
+                    f"{key} is null, so Axolotl derives it as batch_size // micro_batch_size = "
+                    f"{bs} // {micro} = {bs // micro}{floors}",
+                    hint=f"write {key}: {max(bs // micro, 1)} and delete batch_size",
+                    where=reading.where(key),
+                )
+            )
+            continue
+        out.append(
+            finding(
+                "axolotl-null-batch",
+                f"{key} is null: Axolotl keeps an explicit null (its default 1 is only for a missing "
+                "key) and its normalize_config then fails computing the batch (a TypeError on None)",
+                hint=f"write {key} as a positive integer, or delete the line for the default 1",
+                where=reading.where(key),
+            )
+        )
+    return out
+
+
+def _world_rounding(reading: Reading, values: dict, world: int | None) -> list[Finding]:
+    tp, cp = values.get("tensor_parallel_size", 1), values.get("context_parallel_size", 1)
+    if world is None or world % (tp * cp) == 0:
+        return []
+    return [
+        finding(
+            "axolotl-world-rounding",
+            f"WORLD_SIZE {world} does not divide by context {cp} × tensor {tp}: Axolotl floors "
+            f"{world} // {cp} // {tp} = {world // cp // tp} and reports a batch_size no rank trains",
+            hint=f"launch a multiple of {tp * cp} processes",
+            where=reading.path,
+        )
+    ]
+
+
+def _sample_packing(reading: Reading) -> list[Finding]:
+    v = reading.values.get("sample_packing")
+    if v is None or v.value is not True:
+        return []
+    return [
+        finding(
+            "axolotl-sample-packing",
+            "sample_packing is on: each micro-batch row packs several samples up to sequence_len "
+            "tokens, so samples per step vary while rows (and tokens) per step are fixed",
+            where=reading.where("sample_packing"),
+        )
+    ]
+
+
+def check(spec: BatchSpec) -> list[Finding]:
+    if spec.pipeline_parallel_size > 1:
+        return [
+            finding(
+                "axolotl-no-pipeline",
+                f"Axolotl has no pipeline parallelism, but the spec asks for pipeline "
+                f"{spec.pipeline_parallel_size}",
+                hint="render this spec for Megatron or DeepSpeed, or use pipeline_parallel_size 1 "
+                f"(data-parallel {spec.data_parallel_size * spec.pipeline_parallel_size})",
+            )
+        ]
+    return []
+
+
+def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
+    """New values for Axolotl's batch keys: ``batch_size`` is removed (``None``), and parallel
+    sizes are written when the file has them or they are no longer 1."""
+    out = {
+        "micro_batch_size": spec.micro_batch_size,
+        "gradient_accumulation_steps": spec.gradient_accumulation_steps,
+    }
+    for key in ("tensor_parallel_size", "context_parallel_size"):
+        if key in reading.values or getattr(spec, key) != 1:
+            out[key] = getattr(spec, key)
+    if "batch_size" in reading.values:
+        out["batch_size"] = None
+    return out
+
+
+# Recognising a file -------------------------------------------------------------
+
+_MARK = re.compile(
+    r"^(micro_batch_size|gradient_accumulation_steps|batch_size|base_model)\s*:", re.M
+)
+
+
+def claims(text: str) -> bool:
+    return "micro_batch_size:" in text or "base_model:" in text
+
+
+def holds_batch(text: str) -> bool:
+    return _MARK.search(text) is not None
+
+
+def insertion(reading: Reading, key: str) -> tuple[int, int]:
+    """Where ``update`` writes a key the YAML lacks: after ``micro_batch_size``."""
+    return yaml_insert.after_key(reading, key, "micro_batch_size")

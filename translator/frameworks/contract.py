@@ -1,0 +1,154 @@
+"""The contract a framework meets: one typed value, built in or plugged in.
+
+A framework is a :class:`Framework`. What every framework has is a required field; each ability
+only some have (its own validator, a smoke engine, a launcher config that sizes other files'
+world, a place to insert a key the file lacks...) is a field whose default is ``None`` or empty,
+so the core asks ``framework.verdict is None``, never ``hasattr``.
+
+A plugin may also be a plain module with the upper-case attributes of batchspec's first plugin
+contract (``NAME``, ``TEMPLATE``, ``read``...): :func:`from_module` adapts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from translator.findings import Finding, Severity
+    from translator.inspection import Inspection
+    from translator.reading import Launch, Reading
+    from translator.spec import BatchSpec
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How ``smoke`` and ``tune`` run a framework's real code path."""
+
+    module: str
+    """Module path with ``run(ctx: RunContext) -> RankResult`` (the rank's work, counting
+    through the harness) and ``refuse(spec, device) -> str | None`` (why it cannot run a
+    layout, asked before any process starts)."""
+    requires: tuple[str, ...] = ()
+    """Python packages the ranks import (``deepspeed``); a missing one is named before launch."""
+    extra: str | None = None
+    """The batchspec extra that installs them (``pip install 'batchspec[EXTRA]'``)."""
+    options: frozenset[str] = frozenset()
+    """Engine options it honours beyond the common ones: ``recompute`` (activation
+    recomputation), ``zero_stages`` (tune's ZeRO-stage variants)."""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables its ranks need (offline switches, telemetry off)."""
+
+
+@dataclass(frozen=True)
+class Framework:
+    """Everything batchspec knows of one framework."""
+
+    name: str
+    """Registry name (``--framework``, ``--to``)."""
+    template: str
+    """Absolute path of its Jinja template."""
+    filename: str
+    """The file ``render`` writes."""
+    extensions: tuple[str, ...]
+    """File extensions it claims (``.json``); when several frameworks claim one, the content
+    decides, in registry order."""
+    claims: Callable[[str], bool]
+    """Whether a file whose extension says nothing is this framework's, by its content."""
+    holds_batch: Callable[[str], bool]
+    """Whether a file of this framework sets any batch value at all."""
+    context: Callable[[BatchSpec], dict]
+    """The values its template needs."""
+    read: Callable[[str, str], Reading]
+    """``read(text, path)``: each batch value in a file, with its line and span."""
+    interpret: Callable[[Reading, Launch], tuple[dict, list[Finding]]]
+    """``(spec values, findings)``: the values as the framework completes them on a launch."""
+    check: Callable[[BatchSpec], list[Finding]]
+    """The framework's quirks for a spec (findings)."""
+    edits: Callable[[Reading, BatchSpec], dict]
+    """What ``update`` changes in a file: key -> new value (``None`` removes it)."""
+    claim_order: int = 100
+    """Where it stands when several frameworks could claim a file by content: lower first (a
+    LLaMA-Factory YAML holds the HF Trainer's keys too, so it is asked before the HF Trainer).
+    Plugins keep the default and come after the built-in frameworks."""
+    codes: Mapping[str, tuple[Severity, str]] = field(default_factory=dict)
+    """Its own finding codes: code -> (severity, what it is about); registered on load."""
+    rewrites: frozenset[str] = frozenset()
+    """Error codes of an old file that ``update`` rewrites away (any other error is refused)."""
+    explains: frozenset[str] = frozenset()
+    """Codes that already say why a file's batch cannot be solved (no "missing value" then)."""
+    insertion: Callable[[Reading, str], tuple[int, int]] | None = None
+    """Where ``update`` writes a key the file lacks: the span to replace; None: it cannot."""
+    launch_of: Callable[[Reading], Launch] | None = None
+    """For a launcher's config (accelerate's): the world, parallel sizes and accumulation it
+    gives the other files of the job."""
+    package: str | None = None
+    """The framework's Python package, imported by ``verdict``."""
+    extra: str | None = None
+    """The batchspec extra that installs the framework (``pip install 'batchspec[EXTRA]'``)."""
+    verdict: Callable[[Inspection, int], str] | None = None
+    """Its own validator on a file at a world size (``validate --with-framework``): a sentence
+    when it accepts; its exception when it refuses; ``NotEnoughKnown`` when it cannot be asked."""
+    engine: Engine | None = None
+    """How ``smoke`` and ``tune`` run it; None: no smoke engine."""
+    partner_files: Callable[[Reading], dict[str, str]] | None = None
+    """Files read with a config that its engine runs too (the DeepSpeed JSON an HF config
+    names): work-folder name -> text."""
+
+
+#: Upper-case attributes of the module contract -> field.
+_MODULE_FIELDS = {
+    "NAME": "name",
+    "TEMPLATE": "template",
+    "FILENAME": "filename",
+    "EXTENSIONS": "extensions",
+    "PACKAGE": "package",
+}
+_MODULE_FUNCTIONS = (
+    "claims",
+    "holds_batch",
+    "context",
+    "read",
+    "interpret",
+    "check",
+    "edits",
+    "insertion",
+    "launch_of",
+    "verdict",
+)
+#: What a module must have to be adapted.
+REQUIRED = (
+    "NAME",
+    "TEMPLATE",
+    "FILENAME",
+    "EXTENSIONS",
+    "claims",
+    "holds_batch",
+    "context",
+    "read",
+    "interpret",
+    "check",
+    "edits",
+)
+
+
+def from_module(module: ModuleType | object) -> Framework:
+    """A :class:`Framework` from a module with the upper-case contract; ``ValueError`` names
+    what it lacks."""
+    missing = [a for a in REQUIRED if not hasattr(module, a)]
+    if missing:
+        raise ValueError(f"lacks {', '.join(sorted(missing))}")
+    values = {f: getattr(module, a) for a, f in _MODULE_FIELDS.items() if hasattr(module, a)}
+    values |= {f: getattr(module, f) for f in _MODULE_FUNCTIONS if hasattr(module, f)}
+    values["extensions"] = tuple(values["extensions"])
+    engine = getattr(module, "ENGINE", None)
+    if isinstance(engine, str):
+        values["engine"] = Engine(engine)
+    return Framework(**values)
+
+
+class NotEnoughKnown(Exception):
+    """Raised by a ``verdict``: too little is known to ask the framework, or the file is not for
+    it alone."""

@@ -1,0 +1,36 @@
+"""DeepSpeed: a JSON with ``train_batch_size``, ``train_micro_batch_size_per_gpu`` and
+``gradient_accumulation_steps``, which DeepSpeed checks as ``TBS == micro × gas × world``."""
+
+from pathlib import Path
+
+from translator.frameworks.contract import Engine, Framework
+from translator.frameworks.deepspeed import rules, verdict
+from translator.frameworks.deepspeed.codes import CODES
+from translator.frameworks.shared import deepspeed_json
+
+FRAMEWORK = Framework(
+    name="deepspeed",
+    template=str(Path(__file__).with_name("deepspeed.json.j2")),
+    filename=deepspeed_json.FILENAME,
+    extensions=(".json",),
+    claims=rules.claims,
+    holds_batch=rules.holds_batch,
+    context=rules.context,
+    read=deepspeed_json.read,
+    interpret=rules.interpret,
+    check=rules.check,
+    edits=rules.edits,
+    claim_order=10,
+    codes=CODES | deepspeed_json.CODES,
+    rewrites=frozenset({"deepspeed-batch-mismatch", "deepspeed-floor"}),
+    explains=frozenset({"hf-auto"}),
+    package="deepspeed",
+    extra="deepspeed",
+    verdict=verdict.verdict,
+    engine=Engine(
+        "translator.frameworks.deepspeed.engine",
+        requires=("torch", "deepspeed"),
+        extra="deepspeed",
+        options=frozenset({"zero_stages"}),
+    ),
+)

@@ -1,0 +1,273 @@
+"""DeepSpeed: ``train_batch_size``, ``train_micro_batch_size_per_gpu``,
+``gradient_accumulation_steps``, checked by DeepSpeed as ``TBS == micro x gas x world`` where
+world is the data-parallel size a model-parallel unit reports (Megatron-DeepSpeed, the pipeline
+engine), ``world / sequence_parallel_size`` without one, or every rank under AutoTP."""
+
+from __future__ import annotations
+
+from translator.findings import Finding, finding
+from translator.frameworks.shared.deepspeed_json import (
+    BATCH_KEYS,
+    GAS,
+    HF_FILLS,
+    MBS,
+    TBS,
+)
+from translator.reading import Launch, Reading, invalid_value
+from translator.spec import BatchSpec
+
+
+def batch_world(spec: BatchSpec) -> int:
+    """The world size DeepSpeed multiplies by in its batch check: the data-parallel size, except
+    under AutoTP, where no mpu exists when the config is read and DeepSpeed takes every rank
+    (divided by ``sequence_parallel_size`` when that is set)."""
+    if spec.deepspeed_autotp:
+        return spec.world_size // spec.context_parallel_size
+    return spec.data_parallel_size
+
+
+def context(spec: BatchSpec) -> dict:
+    return {
+        "train_batch_size": spec.micro_batch_size
+        * spec.gradient_accumulation_steps
+        * batch_world(spec),
+        "micro_batch_size": spec.micro_batch_size,
+        "gradient_accumulation_steps": spec.gradient_accumulation_steps,
+        "sequence_parallel_size": spec.context_parallel_size
+        if spec.context_parallel_size > 1
+        else None,
+        "autotp_size": spec.tensor_parallel_size if spec.deepspeed_autotp else None,
+        "zero_stage": spec.zero_stage,
+    }
+
+
+# Interpreting ----------------------------------------------------------------------------------
+
+
+def _counts(reading: Reading, findings: list[Finding]) -> dict[str, object]:
+    """Each batch key as an int, "auto", or absent; wrong values become findings."""
+    out = {}
+    for key in BATCH_KEYS + [
+        "sequence_parallel_size",
+        "zero_optimization.stage",
+        "tensor_parallel.autotp_size",
+    ]:
+        v = reading.values.get(key)
+        if v is None:
+            continue
+        if v.value == "auto" and key in BATCH_KEYS:
+            out[key] = "auto"
+            findings.append(
+                finding(
+                    "hf-auto",
+                    f'{key} is "auto": the Hugging Face Trainer fills it from '
+                    f'{HF_FILLS[key]}; DeepSpeed itself does not understand "auto"',
+                    where=reading.where(key),
+                )
+            )
+        elif key == "zero_optimization.stage" and type(v.value) is int and v.value in (0, 1, 2, 3):
+            out[key] = v.value
+        elif v.is_count and key != "zero_optimization.stage":
+            out[key] = v.value
+        else:
+            findings.append(
+                invalid_value(
+                    key,
+                    v,
+                    reading.path,
+                    "0, 1, 2 or 3"
+                    if key.startswith("zero")
+                    else "a positive integer" + (' or "auto"' if key in BATCH_KEYS else ""),
+                )
+            )
+    return out
+
+
+def world_counted(launch: Launch, autotp: int, sequence_parallel: int) -> int | None:
+    """The world DeepSpeed's batch check multiplies by, for a launch of ``launch.world_size``."""
+    world = launch.world_size
+    if world is None:
+        return None
+    model = (launch.tensor_parallel_size or 1) * (launch.pipeline_parallel_size or 1)
+    if autotp == 1 and model > 1:  # Megatron-style model parallelism: the mpu reports DP
+        return world // (model * (launch.context_parallel_size or sequence_parallel))
+    return world // sequence_parallel
+
+
+def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
+    """Spec values the way DeepSpeed completes them (``_set_batch_related_parameters``), with
+    its own error where its floor division or its batch assertion would fail."""
+    findings = list(reading.findings)
+    c = _counts(reading, findings)
+    autotp = c.get("tensor_parallel.autotp_size", 1)
+    sp = c.get("sequence_parallel_size", 1)
+    values = {"context_parallel_size": sp}
+    if autotp > 1:
+        values |= {"tensor_parallel_size": autotp, "deepspeed_autotp": True}
+    if "zero_optimization.stage" in c:
+        values["zero_stage"] = c["zero_optimization.stage"]
+    tbs, mbs, gas = (c.get(k) if isinstance(c.get(k), int) else None for k in BATCH_KEYS)
+    written = _known(tbs // autotp if tbs is not None and tbs % autotp == 0 else None, mbs, gas)
+    if "auto" in c.values() or any(f.code == "invalid-value" for f in findings):
+        return values | written, findings
+    if tbs is None and mbs is None:
+        findings.append(
+            finding(
+                "deepspeed-no-batch",
+                "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided "
+                "(DeepSpeed's words)",
+                hint=f"add {MBS}",
+                where=reading.path,
+            )
+        )
+        return values | written, findings
+    explicit_gas = gas is not None
+    if gas is None and (tbs is None or mbs is None):
+        gas = 1  # DeepSpeed's default when it cannot derive accumulation
+    values |= written | _known(None, None, gas)
+    w = world_counted(launch, autotp, sp)
+    if w is not None and tbs is not None:
+        findings += _against_world(reading, tbs, mbs, gas, explicit_gas, w)
+    elif w is None and None not in (tbs, mbs, gas) and tbs % (mbs * gas) == 0:
+        ranks = tbs // (mbs * gas)
+        findings.append(
+            finding(
+                "world-implied",
+                f"{TBS} {tbs} = {MBS} {mbs} × {GAS} {gas} × {ranks}: DeepSpeed accepts this file "
+                f"only where it counts {ranks} ranks",
+                where=reading.where(TBS),
+            )
+        )
+    return values, findings
+
+
+def _known(global_batch, micro, accumulation) -> dict:
+    pairs = (
+        ("global_batch_size", global_batch),
+        ("micro_batch_size", micro),
+        ("gradient_accumulation_steps", accumulation),
+    )
+    return {k: v for k, v in pairs if v is not None}
+
+
+def _against_world(reading: Reading, tbs, mbs, gas, explicit_gas, w) -> list[Finding]:
+    """DeepSpeed's batch assertion, after its floor-division completion, at world ``w``."""
+    if mbs is not None and explicit_gas:
+        if tbs == mbs * gas * w:
+            return []
+        return [
+            finding(
+                "deepspeed-batch-mismatch",
+                f"Check batch related parameters. train_batch_size is not equal to "
+                f"micro_batch_per_gpu * gradient_acc_step * world_size {tbs} != {mbs} * {gas} * {w} "
+                "(DeepSpeed's words)",
+                hint=_mismatch_fix(tbs, mbs, gas, w),
+                where=reading.where(TBS),
+            )
+        ]
+    if mbs is not None:
+        key, derived, formula = GAS, tbs // mbs // w, f"{tbs} // {mbs} // {w}"
+        mbs_, gas_ = mbs, derived
+    else:
+        key, derived, formula = MBS, tbs // w // gas, f"{tbs} // {w} // {gas}"
+        mbs_, gas_ = derived, gas
+    if derived >= 1 and tbs == mbs_ * gas_ * w:
+        return []
+    return [
+        finding(
+            "deepspeed-floor",
+            f"DeepSpeed derives {key} = {formula} = {derived} and then fails its own check: "
+            f"{tbs} != {mbs_} * {gas_} * {w}",
+            hint=_fix(tbs, max(mbs_, 1), w),
+            where=reading.where(TBS),
+        )
+    ]
+
+
+def _mismatch_fix(tbs: int, mbs: int, gas: int, w: int) -> str:
+    keep_gas = f"train_batch_size {mbs * gas * w} keeps accumulation {gas}"
+    if tbs % (mbs * w) == 0:
+        return f"{GAS} {tbs // (mbs * w)} keeps train_batch_size {tbs}; or {keep_gas}"
+    return f"{keep_gas}; {_fix(tbs, mbs, w)}"
+
+
+def _fix(tbs: int, mbs: int, w: int) -> str:
+    unit = mbs * w
+    lower, upper = tbs // unit * unit, (tbs // unit + 1) * unit
+    options = [f"{v} (gradient_accumulation_steps {v // unit})" for v in (lower, upper) if v]
+    return f"with {MBS} {mbs} on {w} ranks use train_batch_size {' or '.join(options)}"
+
+
+def check(spec: BatchSpec) -> list[Finding]:
+    out = []
+    pp = spec.pipeline_parallel_size
+    if pp > 1:
+        out.append(
+            finding(
+                "deepspeed-pipeline-accumulation",
+                f"with pipeline parallelism (PP {pp}) DeepSpeed's pipeline engine runs "
+                f"gradient_accumulation_steps = {spec.gradient_accumulation_steps} micro-batches per "
+                "optimizer step through the pipeline; only engine.train_batch() may be called",
+                hint=f"more micro-batches shrink the pipeline bubble: accumulation ≥ PP {pp} is "
+                "usually wanted",
+            )
+        )
+        if spec.zero_stage is not None and spec.zero_stage >= 2:
+            out.append(
+                finding(
+                    "deepspeed-pipeline-zero",
+                    f"ZeRO stage {spec.zero_stage} with pipeline parallelism (PP {pp}): DeepSpeed's "
+                    "pipeline engine refuses ZeRO stage 2 or 3",
+                    hint="use zero_stage 0 or 1 with pipeline parallelism",
+                )
+            )
+    if not spec.deepspeed_autotp and spec.tensor_parallel_size * pp > 1:
+        out.append(
+            finding(
+                "deepspeed-mpu-world",
+                f"train_batch_size {spec.global_batch_size} counts data-parallel {spec.data_parallel_size}"
+                f", the size a model-parallel unit reports (Megatron-DeepSpeed's mpu, the pipeline "
+                f"engine's grid); DeepSpeed without one would count all {spec.world_size} ranks",
+                hint="pass mpu= to deepspeed.initialize (or use a PipelineModule)",
+            )
+        )
+    if spec.deepspeed_autotp and spec.tensor_parallel_size > 1:
+        written = context(spec)["train_batch_size"]
+        out.append(
+            finding(
+                "deepspeed-autotp-world",
+                f"DeepSpeed AutoTP checks train_batch_size against every rank, so it is written as "
+                f"{written} = micro {spec.micro_batch_size} × accumulation "
+                f"{spec.gradient_accumulation_steps} × {batch_world(spec)} ranks; the "
+                f"samples per optimizer step are still {spec.global_batch_size} (tensor-parallel ranks "
+                "share their data)",
+                hint="do not 'correct' train_batch_size to the global batch: DeepSpeed would refuse it",
+            )
+        )
+    return out
+
+
+def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
+    """New values for the batch keys the file holds ("auto" stays: the Trainer fills it)."""
+    wanted = {
+        TBS: context(spec)["train_batch_size"],
+        MBS: spec.micro_batch_size,
+        GAS: spec.gradient_accumulation_steps,
+        "sequence_parallel_size": spec.context_parallel_size,
+        "tensor_parallel.autotp_size": spec.tensor_parallel_size,
+    }
+    return {
+        k: v for k, v in wanted.items() if k in reading.values and reading.values[k].value != "auto"
+    }
+
+
+# The plugin contract's other parts -------------------------------------------------------------
+
+
+def claims(text: str) -> bool:
+    """A JSON object, by its first character."""
+    return text.lstrip().startswith("{")
+
+
+def holds_batch(text: str) -> bool:
+    return any(f'"{key}"' in text for key in BATCH_KEYS)

@@ -1,0 +1,35 @@
+"""The Hugging Face Trainer and TRL: TrainingArguments as a YAML or JSON file
+(``HfArgumentParser``, ``trl ... --config``)."""
+
+from pathlib import Path
+
+from translator.frameworks.contract import Engine, Framework
+from translator.frameworks.shared import deepspeed_json, hf_deepspeed, hf_trainer, hf_verdict
+
+FRAMEWORK = Framework(
+    name=hf_trainer.NAME,
+    template=str(Path(__file__).with_name("hf.yaml.j2")),
+    filename="hf.yaml",
+    extensions=(".yaml", ".yml", ".json"),
+    claims=hf_trainer.claims,
+    holds_batch=hf_trainer.holds_batch,
+    context=hf_trainer.context,
+    read=hf_trainer.read,
+    interpret=hf_trainer.interpret,
+    check=hf_trainer.check,
+    edits=hf_trainer.edits,
+    claim_order=50,
+    codes=hf_trainer.CODES | deepspeed_json.CODES,
+    explains=frozenset({"hf-auto"}),
+    insertion=hf_trainer.insertion,
+    package="transformers",
+    extra="hf",
+    verdict=hf_verdict.verdict,
+    engine=Engine(
+        "translator.frameworks.hf.engine",
+        requires=("torch", "transformers"),
+        extra="hf",
+        environment={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    ),
+    partner_files=hf_deepspeed.partner_files,
+)

@@ -1,0 +1,131 @@
+"""The HF Trainer: the real ``transformers.Trainer`` on the TrainingArguments file (rendered
+``hf.yaml``, or the user's own), parsed by ``HfArgumentParser`` as a training script parses it,
+with only the run's own settings on top (``max_steps``, an output folder, no saving, logging
+or reporting, the CPU when the rank has no GPU). The model is a tiny random GPT-2 built in
+code; the data random tokens.
+
+Counted through the harness: a forward pre-hook on the Trainer's model counts the rows of every
+training forward, and a Trainer callback closes the step in ``on_step_end`` (the Trainer calls
+it once per optimizer step, right after it). The DeepSpeed JSON a file names runs with it (the
+launcher copies it into the work folder as ``deepspeed.json``): the Trainer then steps through
+DeepSpeed's engine, on the rank's device."""
+
+from __future__ import annotations
+
+from translator.frameworks.shared.deepspeed_device import use_device
+from translator.frameworks.shared.deepspeed_json import FILENAME as DEEPSPEED_JSON
+from translator.launch import model as models
+from translator.launch.harness import Harness
+from translator.launch.worker import RunContext
+
+#: Keys of the user's file that the smoke run replaces (where it writes, how long it runs).
+RUN_KEYS = {
+    "max_steps",
+    "output_dir",
+    "save_strategy",
+    "logging_strategy",
+    "report_to",
+    "disable_tqdm",
+    "use_cpu",
+    "deepspeed",
+    "eval_strategy",
+    "do_eval",
+    "push_to_hub",
+    "resume_from_checkpoint",
+    "num_train_epochs",
+}
+
+
+def refuse(spec, device: str) -> str | None:
+    bigger = {
+        k: v
+        for k, v in (
+            ("tensor", spec.tensor_parallel_size),
+            ("pipeline", spec.pipeline_parallel_size),
+            ("context", spec.context_parallel_size),
+        )
+        if v > 1
+    }
+    if bigger:
+        return "the HF Trainer engine runs data parallelism only, not " + ", ".join(
+            f"{k} {v}" for k, v in bigger.items()
+        )
+    return None
+
+
+def run(ctx: RunContext):
+    import torch
+    import transformers
+    import yaml
+
+    harness = Harness(ctx)
+    data = yaml.safe_load(ctx.config.read_text()) or {}
+    settings = {k: v for k, v in data.items() if k not in RUN_KEYS} | {
+        "output_dir": str(ctx.workdir / "hf-output"),
+        "max_steps": ctx.steps,
+        "save_strategy": "no",
+        "logging_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": True,
+        "use_cpu": not harness.on_gpu,
+    }
+    if data.get("deepspeed"):
+        use_device(harness)
+        settings["deepspeed"] = str(ctx.config.parent / DEEPSPEED_JSON)
+    with harness.process_group():
+        shape = models.SHAPES[ctx.model]
+        (args,) = transformers.HfArgumentParser(transformers.TrainingArguments).parse_dict(
+            settings, allow_extra_keys=True
+        )
+        torch.manual_seed(0)
+        net = transformers.GPT2LMHeadModel(
+            transformers.GPT2Config(
+                n_layer=shape.layers,
+                n_embd=shape.hidden,
+                n_head=shape.heads,
+                vocab_size=shape.vocab,
+                n_positions=ctx.sequence_length,
+            )
+        )
+        rows = 2 * ctx.steps * ctx.spec.global_batch_size
+        tokens = torch.randint(
+            0,
+            shape.vocab,
+            (rows, ctx.sequence_length),
+            generator=torch.Generator().manual_seed(1000),
+        )
+        dataset = [{"input_ids": t, "labels": t} for t in tokens.unbind(0)]
+
+        def forward(module, args, kwargs):
+            if module.training:
+                harness.add_rows(kwargs.get("input_ids", args[0] if args else None).shape[0])
+
+        net.register_forward_pre_hook(forward, with_kwargs=True)
+        step_end = _StepEnd(harness)
+        trainer = transformers.Trainer(
+            model=net, args=args, train_dataset=dataset, callbacks=[step_end]
+        )
+        step_end.trainer = trainer
+        trainer.train()
+        return harness.result(
+            replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
+        )
+
+
+class _StepEnd:
+    """A Trainer callback that closes the harness's step; every other event is a no-op."""
+
+    def __init__(self, harness: Harness):
+        self.harness = harness
+        self.trainer = None
+        """The Trainer it is attached to (set once the Trainer exists)."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        # What the Trainer stepped through: DistributedDataParallel, or DeepSpeed's engine.
+        self.harness.stepped(f"Trainer ({type(self.trainer.model_wrapped).__name__})")
+        return control
+
+    def __getattr__(self, name: str):
+        if name.startswith("on_"):
+            return lambda args, state, control, **kwargs: control
+        raise AttributeError(name)

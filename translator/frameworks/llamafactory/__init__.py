@@ -1,0 +1,30 @@
+"""LLaMA-Factory: ``llamafactory-cli train config.yaml``, a YAML of the HF Trainer's keys beside
+its own (``finetuning_type``, ``stage``, ``template``)."""
+
+from pathlib import Path
+
+from translator.frameworks.contract import Framework
+from translator.frameworks.llamafactory import rules
+from translator.frameworks.llamafactory.codes import CODES
+from translator.frameworks.shared import deepspeed_json, hf_trainer, hf_verdict
+
+FRAMEWORK = Framework(
+    name=rules.NAME,
+    template=str(Path(__file__).with_name("llamafactory.yaml.j2")),
+    filename="llamafactory.yaml",
+    extensions=(".yaml", ".yml", ".json"),
+    claims=rules.claims,
+    holds_batch=hf_trainer.holds_batch,
+    context=hf_trainer.context,
+    read=rules.read,
+    interpret=rules.interpret,
+    check=rules.check,
+    edits=hf_trainer.edits,
+    claim_order=40,
+    codes=CODES | hf_trainer.CODES | deepspeed_json.CODES,
+    explains=frozenset({"hf-auto"}),
+    insertion=hf_trainer.insertion,
+    package="transformers",
+    extra="hf",
+    verdict=hf_verdict.verdict,
+)

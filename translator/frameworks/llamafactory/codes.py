@@ -1,0 +1,20 @@
+"""The finding codes of the llamafactory framework (registered when it loads)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from translator.findings import Severity
+
+#: code -> (severity, what it is about).
+CODES: dict[str, tuple[Severity, str]] = {
+    "llamafactory-megatron-batch": (
+        "info",
+        "LLaMA-Factory's Megatron paths: micro × accumulation × world / (TP × PP × CP)",
+    ),
+    "llamafactory-megatron-paths": (
+        "warning",
+        "with expert parallelism LLaMA-Factory's two Megatron paths give two batches",
+    ),
+}

@@ -1,0 +1,34 @@
+"""Megatron-LM: launch scripts (or argument files) with ``--micro-batch-size`` and
+``--global-batch-size``; accumulation is implied as ``global / (micro × DP)``."""
+
+from pathlib import Path
+
+from translator.frameworks.contract import Engine, Framework
+from translator.frameworks.megatron import rules, verdict
+from translator.frameworks.megatron.codes import CODES
+from translator.frameworks.shared import deepspeed_json
+
+FRAMEWORK = Framework(
+    name=rules.NAME,
+    template=str(Path(__file__).with_name("megatron.sh.j2")),
+    filename="megatron.sh",
+    extensions=(".sh", ".bash", ".slurm", ".sbatch", ".args", ".txt"),
+    claims=rules.claims,
+    holds_batch=rules.holds_batch,
+    context=rules.context,
+    read=rules.read,
+    interpret=rules.interpret,
+    check=rules.check,
+    edits=rules.edits,
+    claim_order=30,
+    codes=CODES | deepspeed_json.CODES,
+    rewrites=frozenset({"deepspeed-batch-mismatch", "deepspeed-floor"}),
+    package="megatron.core",
+    extra="megatron",
+    verdict=verdict.verdict,
+    engine=Engine(
+        "translator.frameworks.megatron.engine",
+        requires=("torch", "megatron.core"),
+        extra="megatron",
+    ),
+)

@@ -1,0 +1,635 @@
+"""Megatron-LM: ``--micro-batch-size`` and ``--global-batch-size``; there is no accumulation
+flag, the number of micro-batches per step is ``global / (micro x DP)``. Rendered as a bash
+array of literal ``--flag value`` pairs, ready to paste into a launch script; read from launch
+scripts as people write them (variables, arrays, arithmetic, the torchrun line) without
+running them."""
+
+from __future__ import annotations
+
+import re
+
+from translator import bash, launchers
+from translator.errors import InputError
+from translator.findings import Finding, finding
+from translator.frameworks.shared import deepspeed_json as deepspeed
+from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
+from translator.spec import BatchSpec
+
+NAME = "megatron"
+#: What marks a launch script as Megatron's (content sniffing, and a batch being set).
+BATCH_MARK = re.compile(r"--(micro|global)[-_]batch[-_]size\b")
+
+#: Megatron-LM flag -> spec field, in the order they are written.
+FLAGS = {
+    "--micro-batch-size": "micro_batch_size",
+    "--global-batch-size": "global_batch_size",
+    "--tensor-model-parallel-size": "tensor_parallel_size",
+    "--pipeline-model-parallel-size": "pipeline_parallel_size",
+    "--context-parallel-size": "context_parallel_size",
+    "--num-virtual-stages-per-pipeline-rank": "virtual_pipeline_stages",
+    "--microbatch-group-size-per-virtual-pipeline-stage": "microbatch_group_size_per_vp_stage",
+    "--expert-model-parallel-size": "expert_parallel_size",
+    "--num-experts": "num_experts",
+    "--seq-length": "sequence_length",
+}
+#: The role of a launcher's sizing word -> spec field.
+LAUNCH_ROLES = {"per_node": "gpus_per_node", "nodes": "nodes", "total": "world_size"}
+#: Flags read for their effect on the batch, beside FLAGS.
+OTHER_FLAGS = {"--num-layers", "--num-layers-per-virtual-pipeline-stage"}
+#: Flags always written, even at their default, so the layout is explicit.
+ALWAYS = {
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--tensor-model-parallel-size",
+    "--pipeline-model-parallel-size",
+    "--context-parallel-size",
+}
+#: Real Megatron flags that look like batch flags.
+LOOKALIKES = {
+    "--rampup-batch-size",
+    "--expert-tensor-parallel-size",
+    "--decoder-seq-length",
+    "--encoder-seq-length",
+    "--num-layers",
+    "--inference-max-batch-size",
+    "--decrease-batch-size-if-needed",
+}
+
+
+def context(spec: BatchSpec) -> dict:
+    args = [
+        (flag, getattr(spec, field))
+        for flag, field in FLAGS.items()
+        if flag in ALWAYS or getattr(spec, field) not in (None, 1)
+    ]
+    launch = None
+    if spec.nodes is not None:
+        launch = [("--nproc_per_node", spec.gpus_per_node), ("--nnodes", spec.nodes)]
+    return {"spec": spec, "args": args, "launch": launch}
+
+
+# Reading ---------------------------------------------------------------------------------------
+
+
+def _launch_words(script: bash.Script) -> tuple[list[bash.Word], str | None]:
+    """The words of the command that runs Megatron: the last with a batch flag, else the last
+    launch of a Python program whose flags cannot be read; with neither, every word (an
+    argument file, or a snippet of arrays). Second: when another launch runs instead of it on
+    another path of an undecided ``if``, that ``if``."""
+    known = set(FLAGS) | {"--rampup-batch-size"}
+    running = [
+        i
+        for i, c in enumerate(script.commands)
+        if not (c[0].text or "").startswith("-")
+        and c[0].text not in ("echo", "printf")
+        and any(_upstream((w.text or "").split("=")[0]) in known for w in c)
+    ]
+    launches = [
+        i
+        for i, c in enumerate(script.commands)
+        if launchers.split(c)[1] is not None
+        and launchers.sizes(launchers.split(c)[0], {}).launcher is not None
+    ]
+    chosen = (running or launches or [None])[-1]
+    if chosen is None:
+        words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
+        return words + [w for c in script.commands for w in c], None
+    mine = dict(script.paths[chosen])
+    starts = [
+        i
+        for i, c in enumerate(script.commands)  # srun ... sh -c "...", unreadable
+        if (c[0].text or "").rsplit("/", 1)[-1] in launchers.LAUNCHERS
+    ]
+    for other in set(running) | set(launches) | set(starts):
+        theirs = dict(script.paths[other])
+        split = next(
+            (
+                what
+                for (n, what), k in mine.items()
+                if (n, what) in theirs and theirs[(n, what)] != k
+            ),
+            None,
+        )
+        if split and _world_of(script, other) != _world_of(script, chosen):
+            return script.commands[chosen], split
+    return script.commands[chosen], None
+
+
+def _world_of(script: bash.Script, command: int) -> int | None:
+    return launchers.sizes(launchers.split(script.commands[command])[0], script.variables).world()[
+        0
+    ]
+
+
+def _upstream(flag: str) -> str:
+    """A fork's ``--micro_batch_size`` as upstream spells it."""
+    return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+
+
+def _opaque(words: list[bash.Word]) -> list[str]:
+    """Unknown words of the program's command line that may hold flags of their own
+    (``$EXTRA_ARGS``; not the value after a ``--flag``, not ``--flag=$X``, nor an undecided
+    value none of whose alternatives holds a flag that has a default)."""
+    return [
+        f"line {w.line}: {w.why_unknown}"
+        for i, w in enumerate(words[1:], 1)
+        if w.text is None
+        and not _after_flag(words[i - 1].text)
+        and not ("=" in _known_start(w) and _known_start(w).startswith("--"))
+        and (w.maybe is None or any(_may_hold_flags(items) for items in w.maybe))
+    ]
+
+
+def _known_start(word: bash.Word) -> str:
+    """The known text an unknown word starts with (``--save=`` of ``--save=$DIR``)."""
+    return (word.parts[0].text or "") if word.parts else ""
+
+
+def _flag_argument(words: list[bash.Word], spellings: tuple[str, ...]):
+    """``(the flag's word, its argument)`` for the first of ``spellings`` among ``words``
+    (``--flag VALUE`` or ``--flag=VALUE``; the argument ``None`` when unknown or missing), or
+    ``None`` when no word is the flag."""
+    at = next((i for i, w in enumerate(words) if (w.text or "").split("=")[0] in spellings), None)
+    if at is None:
+        return None
+    word = words[at]
+    if "=" in word.text:
+        return word, word.text.split("=", 1)[1]
+    return word, words[at + 1].text if at + 1 < len(words) else None
+
+
+def _yaml_config(reading: Reading, words: list[bash.Word]) -> None:
+    """``--yaml-cfg FILE``: Megatron takes every argument from that YAML instead of the command
+    line, so nothing the line says about the batch holds."""
+    found = _flag_argument(words, ("--yaml-cfg",))
+    if found is None:
+        return
+    word, name = found
+    why = f"set by the YAML file {name or 'that --yaml-cfg names'} (--yaml-cfg), not read"
+    for flag in DEFAULTED:
+        reading.values[flag] = Value(None, word.line, None, why)
+    reading.notes.append(
+        f"line {word.line}: --yaml-cfg makes Megatron take every argument "
+        f"from {name or 'a YAML file'}, which batchspec does not read"
+    )
+
+
+def _after_flag(before: str | None) -> bool:
+    return (before or "").startswith("--") and "=" not in before
+
+
+def _may_hold_flags(items: tuple) -> bool:
+    """Whether one alternative of an undecided value may set a flag that has a default."""
+    words = [w for item in items for w in item.split()]
+    return any(
+        bash.UNKNOWN_MARK in w
+        and not _after_flag(words[i - 1] if i else None)
+        or _upstream(w.split("=")[0]) in DEFAULTED
+        for i, w in enumerate(words)
+    )
+
+
+def _value(word: bash.Word) -> Value:
+    if word.text is None:
+        return Value(None, word.line, None, word.why_unknown)
+    try:
+        return Value(int(word.text), word.line, word.span)
+    except ValueError:
+        return Value(word.text, word.line, word.span)
+
+
+def read(text: str, where: str) -> Reading:
+    """A launch script or argument file: Megatron's batch flags and the launcher's world."""
+    script = bash.parse(text, where)
+    chosen, either = _launch_words(script)
+    launch, program = launchers.split(chosen)
+    words = launch if program is None else program
+    reading = Reading(where, NAME, text, uses=_uses(script), notes=list(script.notes))
+    wanted = set(FLAGS) | OTHER_FLAGS
+    flags_seen = {}
+    for i, word in enumerate(words):
+        text = word.text if word.text is not None else _known_start(word)
+        if not text.startswith("--"):
+            continue
+        flag, eq, inline = text.partition("=")
+        if word.text is None and not eq:
+            continue
+        flag = _fork_spelling(reading, flag, word.line, wanted)
+        flags_seen.setdefault(flag, word.line)
+        if flag == "--rampup-batch-size":
+            reading.values[flag] = Value(
+                " ".join(w.text or "?" for w in words[i + 1 : i + 4]), word.line
+            )
+        elif flag in ("--decrease-batch-size-if-needed", "--use-distributed-optimizer"):
+            reading.values[flag] = Value(True, word.line)
+        elif flag in wanted:
+            if eq and word.text is None:  # --flag="$unknown"
+                reading.values[flag] = Value(None, word.line, None, word.why_unknown)
+            elif eq:
+                reading.values[flag] = _value(bash.Word(inline, word.line))
+            elif i + 1 < len(words):
+                reading.values[flag] = _value(words[i + 1])
+    reading.findings += typo_findings(
+        flags_seen,
+        list(FLAGS),
+        LOOKALIKES | OTHER_FLAGS,
+        where,
+        "so Megatron-LM stops at start (argparse: unrecognized arguments)",
+        cutoff=0.9,
+    )  # programs add flags of their own (--total-seq-length): only near misses
+    _read_launch(reading, launchers.sizes(launch, script.variables))
+    if either and reading.world_size is not None:
+        reading.world_size = None
+        reading.world_unknown = (
+            f"line {chosen[0].line}: the script launches Megatron this way "
+            f"or another way depending on {either}"
+        )
+    reading.opaque = (
+        _opaque(program)
+        if program is not None
+        else [
+            f"line {c[0].line}: {c[0].why_unknown}"
+            for c in script.commands
+            if c[0].text is None and (c[0].maybe is None or any(map(_may_hold_flags, c[0].maybe)))
+        ]
+    )
+    _yaml_config(reading, words)
+    _read_deepspeed(reading, script, words)
+    for note in reading.notes:
+        line = re.match(r"line (\d+): ", note)
+        reading.findings.append(
+            finding(
+                "script-not-followed",
+                note[line.end() :] if line else note,
+                hint="values set there are unknown to batchspec",
+                where=f"{where}:{line.group(1)}" if line else where,
+            )
+        )
+    return reading
+
+
+def _read_deepspeed(reading: Reading, script: bash.Script, words: list[bash.Word]) -> None:
+    """The DeepSpeed JSON that ``--deepspeed_config`` names, when the script writes it itself
+    (``cat <<EOT > $config_json``, Megatron-DeepSpeed's examples): its batch keys join the
+    reading, at the spans of the literals they come from."""
+    found = _flag_argument(words, ("--deepspeed_config", "--deepspeed-config"))
+    if found is None:
+        return
+    word, name = found
+    docs = [d for d in script.heredocs if name is None or d.target.text in (None, name)]
+    if not docs:
+        reading.notes.append(
+            f"line {word.line}: the DeepSpeed JSON {name} is not written by "
+            "the script, so it is not read"
+        )
+        return
+    doc = docs[-1]
+    text, table = "", []
+    for piece in doc.pieces:
+        table.append((len(text), piece))
+        text += "null" if piece.text is None else piece.text
+    try:
+        ds = deepspeed.read(text, f"{reading.path}:{doc.line} (heredoc)")
+    except InputError as exc:
+        reading.notes.append(
+            f"line {doc.line}: the DeepSpeed JSON written here does not read ({exc})"
+        )
+        return
+    for key in deepspeed.BATCH_KEYS:
+        if key in ds.values:
+            v = ds.values[key]
+            reading.values[key] = Value(v.value, doc.line + v.line, _file_span(table, v.span))
+    reading.findings += [f for f in ds.findings if f.severity != "info"]
+
+
+def _file_span(table: list, span):
+    """The file span of ``span`` in an expanded heredoc, when it lies in one literal."""
+    if span is None:
+        return None
+    for at, piece in table:
+        if (
+            piece.span
+            and piece.text is not None
+            and at <= span[0]
+            and span[1] <= at + len(piece.text)
+        ):
+            return piece.span[0] + span[0] - at, piece.span[0] + span[1] - at
+    return None
+
+
+def _fork_spelling(reading: Reading, flag: str, line: int, wanted: set[str]) -> str:
+    """``--micro_batch_size``, as forks spell Megatron's flags, read as ``--micro-batch-size``
+    (with a note); upstream Megatron-LM would refuse it."""
+    if "_" not in flag:
+        return flag
+    upstream = _upstream(flag)
+    if upstream not in wanted | {
+        "--rampup-batch-size",
+        "--decrease-batch-size-if-needed",
+        "--use-distributed-optimizer",
+    }:
+        return flag
+    if not any(f.code == "megatron-fork-flag" for f in reading.findings):
+        reading.findings.append(
+            finding(
+                "megatron-fork-flag",
+                f"{flag} is spelt the way some Megatron forks spell their flags, and is read as "
+                f"{upstream}; upstream Megatron-LM refuses it (unrecognized arguments)",
+                hint=f"write {upstream} if this runs upstream Megatron-LM",
+                where=f"{reading.path}:{line}",
+            )
+        )
+    return upstream
+
+
+def _read_launch(reading: Reading, sizes: launchers.Sizes) -> None:
+    """The launcher's sizing words as values (``update`` may edit them), and the world."""
+    for role, (key, word) in sizes.words.items():
+        reading.values[key] = _value(word)
+        reading.launch_keys[role] = key
+    reading.launch_counts = sizes.counts()
+    reading.world_size, reading.world_unknown = sizes.world()
+
+
+def _uses(script: bash.Script) -> dict:
+    """Every literal that feeds a word of a command, with the words it feeds (``echo`` and
+    ``printf`` lines aside: editing a logged value harms nothing)."""
+    uses: dict = {}
+    for command in script.commands:
+        if command[0].text in ("echo", "printf"):
+            continue
+        for i, word in enumerate(command):
+            before = command[i - 1].text if i else None
+            if word.text and word.text.startswith("--") and "=" in word.text:
+                name = word.text.split("=", 1)[0]
+            elif before and before.startswith("--"):
+                name = before
+            else:
+                name = repr(word.text) if word.text is not None else "a word"
+            for span in word.sources:
+                uses.setdefault(span, []).append(f"{name} (line {word.line})")
+    return uses
+
+
+# Interpreting ----------------------------------------------------------------------------------
+
+
+def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
+    """Spec values as Megatron-LM takes them from its arguments."""
+    findings = list(reading.findings)
+    values = {}
+    roles = {key: LAUNCH_ROLES[role] for role, key in reading.launch_keys.items()}
+    for flag, v in reading.values.items():
+        field = FLAGS.get(flag) or roles.get(flag)
+        if flag in OTHER_FLAGS and v.value is not None and not v.is_count:
+            findings.append(invalid_value(flag, v, reading.path))
+        if field is None:
+            continue
+        if v.value is None:
+            findings.append(
+                finding(
+                    "unknown-value",
+                    f"{flag} is {v.why_unknown}, unknown until the script runs",
+                    hint=(
+                        "give --world-size"
+                        if flag in roles
+                        else f"write {flag} as a literal, or set the variable in the script"
+                    ),
+                    where=f"{reading.path}:{v.line}",
+                )
+            )
+            if flag not in roles:
+                values[field] = None  # unknown: never replaced by a default
+        elif not v.is_count and flag in roles:  # torchrun --nnodes 1:4, --nproc_per_node gpu
+            findings.append(
+                finding(
+                    "unknown-value",
+                    f"{flag} is {v.value!r}, not a fixed number of processes",
+                    hint="give --world-size",
+                    where=f"{reading.path}:{v.line}",
+                )
+            )
+        elif not v.is_count:
+            findings.append(invalid_value(flag, v, reading.path))
+        elif flag not in roles:
+            values[field] = v.value
+    _hidden(reading, values, findings)
+    _virtual_from_layers(reading, values)
+    findings += _against_deepspeed(reading, values, launch)
+    if (
+        "global_batch_size" not in values
+        and "--global-batch-size" not in reading.values
+        and "micro_batch_size" in values
+    ):
+        values["gradient_accumulation_steps"] = 1
+        findings.append(
+            finding(
+                "megatron-global-default",
+                "no --global-batch-size: Megatron uses micro × data-parallel, one micro-batch per "
+                "step (no accumulation)",
+                hint="write --global-batch-size explicitly",
+                where=reading.where("--micro-batch-size"),
+            )
+        )
+    if "--rampup-batch-size" in reading.values:
+        findings.append(
+            finding(
+                "megatron-rampup-ignored",
+                f"--rampup-batch-size {reading.values['--rampup-batch-size'].value}: the global batch "
+                "grows during the ramp-up, and megatron-core 0.18 and later ignore this flag",
+                hint="use --step-batch-size-schedule on recent megatron-core",
+                where=reading.where("--rampup-batch-size"),
+            )
+        )
+    if "--decrease-batch-size-if-needed" in reading.values:
+        findings.append(
+            finding(
+                "megatron-decrease-batch",
+                "--decrease-batch-size-if-needed: Megatron rounds the global batch down to a multiple "
+                "of micro × data-parallel instead of failing, so the batch may not be the one written",
+                hint="drop it and let batchspec name valid global batches",
+                where=reading.where("--decrease-batch-size-if-needed"),
+            )
+        )
+    return values, findings
+
+
+#: Flags whose absence means a default (or a missing value), unless an unknown word may
+#: hold them.
+DEFAULTED = (
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--tensor-model-parallel-size",
+    "--pipeline-model-parallel-size",
+    "--context-parallel-size",
+)
+
+
+def _hidden(reading: Reading, values: dict, findings: list[Finding]) -> None:
+    """With an unknown word that may hold flags, a flag not seen is unknown, not its default."""
+    absent = [flag for flag in DEFAULTED if flag not in reading.values]
+    if not reading.opaque or not absent:
+        return
+    for flag in absent:
+        values[FLAGS[flag]] = None
+    findings.append(
+        finding(
+            "unknown-value",
+            f"{'; '.join(reading.opaque[:3])}: it may hold more flags, so "
+            f"{', '.join(absent)} may be set there and are unknown (not taken as their defaults)",
+            hint="write the batch and parallel flags as literals, or set the variable in the script",
+            where=reading.path,
+        )
+    )
+
+
+def _against_deepspeed(reading: Reading, values: dict, launch: Launch) -> list[Finding]:
+    """The DeepSpeed JSON the script writes must count the batch as Megatron's flags do:
+    DeepSpeed steps the optimizer on its own count."""
+    micro, global_ = values.get("micro_batch_size"), values.get("global_batch_size")
+    model = [
+        values.get(k, 1)
+        for k in ("tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size")
+    ]
+    accumulation = None
+    if None not in (micro, global_, launch.world_size, *model):
+        dp, rest = divmod(launch.world_size, model[0] * model[1] * model[2])
+        if not rest and dp and global_ % (micro * dp) == 0:
+            accumulation = global_ // (micro * dp)
+    wrong = []
+    for key, flag, expected in (
+        (deepspeed.TBS, "--global-batch-size", global_),
+        (deepspeed.MBS, "--micro-batch-size", micro),
+        (deepspeed.GAS, "micro-batches per step", accumulation),
+    ):
+        v = reading.values.get(key)
+        if v is not None and v.is_count and expected is not None and v.value != expected:
+            wrong.append(f"{key} {v.value} where {flag} gives {expected}")
+    if not wrong:
+        return []
+    return [
+        finding(
+            "megatron-deepspeed-mismatch",
+            f"the DeepSpeed JSON the script writes disagrees with Megatron's flags: "
+            f"{'; '.join(wrong)}; DeepSpeed steps the optimizer on its own count",
+            hint="write the JSON from the same variables as the flags",
+            where=reading.where(next(k for k in deepspeed.BATCH_KEYS if k in reading.values)),
+        )
+    ]
+
+
+def _virtual_from_layers(reading: Reading, values: dict) -> None:
+    """``--num-layers-per-virtual-pipeline-stage`` gives the virtual stages per rank."""
+    layers, per_stage = (
+        reading.count("--num-layers"),
+        reading.count("--num-layers-per-virtual-pipeline-stage"),
+    )
+    pp = values.get("pipeline_parallel_size", 1)
+    if (
+        layers
+        and per_stage
+        and pp
+        and "virtual_pipeline_stages" not in values
+        and layers % (pp * per_stage) == 0
+    ):
+        values["virtual_pipeline_stages"] = layers // (pp * per_stage)
+
+
+def check(spec: BatchSpec) -> list[Finding]:
+    m, pp = spec.gradient_accumulation_steps, spec.pipeline_parallel_size
+    out = [
+        finding(
+            "megatron-accumulation-implied",
+            f"Megatron has no accumulation flag: it runs global {spec.global_batch_size} / (micro "
+            f"{spec.micro_batch_size} × DP {spec.data_parallel_size}) = {m} micro-batches per step",
+            hint="keep any wrapper's own accumulation at 1 (NeMo/Lightning accumulate_grad_batches)",
+        )
+    ]
+    if spec.virtual_pipeline_stages is None:
+        return out
+    if pp == 1:
+        out.append(
+            finding(
+                "virtual-pipeline-needs-pp",
+                f"virtual_pipeline_stages {spec.virtual_pipeline_stages} needs pipeline parallelism, "
+                "but pipeline_parallel_size is 1",
+                hint="set pipeline_parallel_size > 2 (or 2 with --overlap-p2p-comm), or drop the "
+                "virtual stages",
+            )
+        )
+        return out
+    group = spec.microbatch_group_size_per_vp_stage or pp
+    if not pp <= group <= m:
+        out.append(
+            finding(
+                "virtual-pipeline-microbatches",
+                f"the number of contiguous micro-batches in a virtual pipeline stage should range in "
+                f"[PP={pp}, M={m}], but it is {group}",
+                hint=f"raise accumulation to at least {group} (global "
+                f"{group * spec.micro_batch_size * spec.data_parallel_size}), or lower the group "
+                "size",
+            )
+        )
+    elif 0 < m % group < pp:
+        out.append(
+            finding(
+                "virtual-pipeline-microbatches",
+                f"the remainder of M={m} micro-batches divided by N={group} should be 0 or at least "
+                f"PP={pp}, but it is {m % group}",
+                hint=f"use accumulation {m - m % group} or {m - m % group + group}",
+            )
+        )
+    return out
+
+
+def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
+    """New values for the batch flags, and torchrun's sizes when the world changes."""
+    out = {
+        "--micro-batch-size": spec.micro_batch_size,
+        "--global-batch-size": spec.global_batch_size,
+    }
+    for key, value in (
+        (deepspeed.TBS, spec.global_batch_size),
+        (deepspeed.MBS, spec.micro_batch_size),
+        (deepspeed.GAS, spec.gradient_accumulation_steps),
+    ):
+        if key in reading.values:  # the DeepSpeed JSON the script writes
+            out[key] = value
+    for flag in (
+        "--tensor-model-parallel-size",
+        "--pipeline-model-parallel-size",
+        "--context-parallel-size",
+    ):
+        value = getattr(spec, FLAGS[flag])
+        if flag in reading.values or value != 1:
+            out[flag] = value
+    if reading.world_size is None or reading.world_size == spec.world_size:
+        return out
+    keys = reading.launch_keys
+    if "total" in keys:
+        out[keys["total"]] = spec.world_size
+        return out
+    per_node = spec.gpus_per_node or reading.launch_counts["per_node"]
+    if spec.world_size % per_node or "nodes" not in keys and spec.world_size != per_node:
+        raise InputError(
+            f"{reading.path}: the {reading.launcher} line starts {per_node} "
+            f"processes per node{'' if 'nodes' in keys else ' on one node'}, which "
+            f"cannot make world {spec.world_size}; give --nnodes and "
+            "--nproc-per-node, or edit the launch line by hand"
+        )
+    if "per_node" in keys:
+        out[keys["per_node"]] = per_node
+    if "nodes" in keys:
+        out[keys["nodes"]] = spec.world_size // per_node
+    return out
+
+
+# The plugin contract's other parts -------------------------------------------------------------
+
+
+def claims(text: str) -> bool:
+    return BATCH_MARK.search(text) is not None or "torchrun" in text
+
+
+def holds_batch(text: str) -> bool:
+    return BATCH_MARK.search(text) is not None

@@ -1,0 +1,83 @@
+"""A DeepSpeed JSON read: its batch keys (ints or ``"auto"``), ZeRO stage, AutoTP and sequence
+parallel size, duplicate and misspelt keys. Shared by DeepSpeed itself and by every framework
+that names such a JSON (the HF Trainer family, Axolotl, Megatron-DeepSpeed scripts)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from translator import parsing
+from translator.errors import InputError
+from translator.findings import finding
+from translator.reading import Reading, Value, typo_findings, values_at
+
+if TYPE_CHECKING:
+    from translator.findings import Severity
+
+#: The framework name a DeepSpeed JSON's reading carries.
+NAME = "deepspeed"
+#: The name the JSON has in a smoke run's work folder.
+FILENAME = "deepspeed.json"
+TBS, MBS, GAS = "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"
+BATCH_KEYS = [TBS, MBS, GAS]
+#: Real DeepSpeed keys that look like batch keys.
+LOOKALIKES = {
+    "gradient_accumulation_dtype",
+    "gradient_clipping",
+    "gradient_predivide_factor",
+    "sequence_parallel_size",
+    "prescale_gradients",
+}
+#: The HF Trainer argument each "auto" batch key is filled from.
+HF_FILLS = {
+    TBS: "world_size × per_device_train_batch_size × gradient_accumulation_steps (world = every "
+    "process, not the data-parallel size)",
+    MBS: "per_device_train_batch_size",
+    GAS: "gradient_accumulation_steps",
+}
+
+#: Codes of a DeepSpeed JSON's reading, registered by every framework that reads one.
+CODES: dict[str, tuple[Severity, str]] = {
+    "hf-auto": ("info", 'an "auto" value is filled by the Hugging Face Trainer, not by DeepSpeed'),
+}
+
+
+def read(text: str, where: str) -> Reading:
+    """A DeepSpeed JSON: the batch keys (ints or "auto"), ZeRO, AutoTP, sequence parallel."""
+    doc = parsing.load_json(text, where)
+    config = doc.data
+    if not isinstance(config, dict):
+        raise InputError(
+            f"{where}: a DeepSpeed config must be a JSON object, not {type(config).__name__}"
+        )
+    reading = Reading(where, NAME, text)
+    lines = {key: doc.positions.get(key, (0,))[0] for key in config}
+    reading.values |= values_at(
+        doc,
+        BATCH_KEYS
+        + ["sequence_parallel_size", "zero_optimization.stage", "tensor_parallel.autotp_size"],
+    )
+    if "pipeline" in config:
+        reading.values["pipeline"] = Value(True, lines["pipeline"])
+    for dup in doc.duplicates:
+        key = parsing.brief(dup.path)
+        reading.findings.append(
+            finding(
+                "duplicate-key",
+                f"{key} is set twice (lines {dup.first} and {dup.again}); "
+                "DeepSpeed refuses duplicate keys",
+                hint=f"keep one {key}",
+                where=f"{where}:{dup.again}",
+            )
+        )
+    if "elasticity" in config:
+        reading.findings.append(
+            finding(
+                "deepspeed-elasticity-removed",
+                "the elasticity block was removed from DeepSpeed (0.19.8 raises on it)",
+                hint="delete it; batchspec plan lists the batch layouts valid on each world size",
+                where=f"{where}:{lines['elasticity']}",
+            )
+        )
+    reading.findings += typo_findings(lines, BATCH_KEYS, LOOKALIKES, where)
+    return reading

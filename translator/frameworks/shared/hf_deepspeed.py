@@ -1,0 +1,131 @@
+"""The HF Trainer's handling of a DeepSpeed JSON, shared by every framework built on it
+(Axolotl, the HF Trainer/TRL, LLaMA-Factory): the JSON a config names is read beside it, and
+``HfTrainerDeepSpeedConfig``'s fill of the ``"auto"`` batch values and its mismatch check are
+applied (``train_batch_size`` counts every process, not the data-parallel ones)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from translator import parsing
+from translator.files import read_text
+from translator.findings import Finding, finding
+from translator.frameworks.shared import deepspeed_json as deepspeed
+from translator.reading import Reading, invalid_value
+
+
+def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> None:
+    """The DeepSpeed JSON ``target`` names (a path relative to the config, or to the first of
+    ``bases`` that has it; or an inline mapping), read into ``reading.partners``; a missing
+    file is a finding."""
+    where = reading.where("deepspeed")
+    if isinstance(target, dict):
+        # default=str: a date or a set in the block becomes a string the reader then refuses
+        text = json.dumps(target, indent=2, default=str)
+        reading.partners.append(deepspeed.read(text, f"{where} (inline deepspeed)"))
+        return
+    if not isinstance(target, str):
+        reading.findings.append(
+            invalid_value(
+                "deepspeed", reading.values["deepspeed"], reading.path, "a path to a DeepSpeed JSON"
+            )
+        )
+        return
+    here = Path(reading.path).parent if reading.path != "-" else Path.cwd()
+    found = False
+    for base in bases or [here]:
+        path = base / target
+        try:
+            found = path.is_file()
+        except (OSError, ValueError):  # a name too long, a NUL byte: no such file either way
+            found = False
+        if found:
+            break
+    looked = ", ".join(dict.fromkeys(str(b) for b in (bases or [here])))
+    if not found:
+        reading.findings.append(
+            finding(
+                "missing-file",
+                f"deepspeed: {parsing.brief(target, quote='')} does not exist (looked in {looked})",
+                hint="fix the path (it is relative to the YAML) or add the file",
+                where=where,
+            )
+        )
+        return
+    reading.partners.append(deepspeed.read(read_text(path), str(path)))
+
+
+def pair(
+    reading: Reading,
+    ds: Reading,
+    values: dict,
+    world: int | None,
+    code: str,
+) -> list[Finding]:
+    """The HF Trainer's check of the DeepSpeed JSON against the values it fills it from
+    (``HfTrainerDeepSpeedConfig.trainer_config_process``: ``train_batch_size`` is world ×
+    micro × accumulation, every process counted); ``code`` names the finding for the caller."""
+    micro, gas = values.get("micro_batch_size"), values.get("gradient_accumulation_steps")
+    hf = {
+        deepspeed.MBS: ("per_device_train_batch_size", micro),
+        deepspeed.GAS: ("gradient_accumulation_steps", gas),
+        deepspeed.TBS: (
+            "train_batch_size (calculated)",
+            None if None in (world, micro, gas) else world * micro * gas,
+        ),
+    }
+    autos = {
+        key: expected
+        for key, (_, expected) in hf.items()
+        if key in ds.values and ds.values[key].value == "auto"
+    }
+    out = []
+    if autos:
+        filled = ", ".join(
+            f"{k} = {'world × ' + str(micro) + ' × ' + str(gas) if v is None else v}"
+            for k, v in autos.items()
+        )
+        out.append(
+            finding(
+                "hf-auto",
+                f'the "auto" batch values in {ds.path} are filled by the HF Trainer from '
+                f"this YAML: {filled}",
+                where=ds.path,
+            )
+        )
+    wrong = []
+    for key, (hf_name, expected) in hf.items():
+        v = ds.values.get(key)
+        if (
+            v is not None
+            and isinstance(v.value, str)
+            and v.value.isdigit()
+            and expected is not None
+        ):  # "8": the Trainer compares with != and refuses it
+            wrong.append(f'ds {key}="{v.value}" (a JSON string) vs hf {hf_name}={expected}')
+            continue
+        if v is not None and v.value != "auto" and not v.is_count:
+            out.append(invalid_value(key, v, ds.path, 'a positive integer or "auto"'))
+        if v is None or v.value == "auto" or expected is None or not v.is_count:
+            continue
+        if v.value != expected:
+            wrong.append(f"ds {key}={v.value} vs hf {hf_name}={expected}")
+    if not wrong:
+        return out
+    return out + [
+        finding(
+            code,
+            "Please correct the following DeepSpeed config values that mismatch TrainingArguments "
+            f"values: {'; '.join(wrong)} (the HF Trainer's words, from {reading.path} and {ds.path})",
+            hint=f'set the batch keys in {ds.path} to "auto" so the Trainer fills them',
+            where=ds.path,
+        )
+    ]
+
+
+def partner_files(reading: Reading) -> dict[str, str]:
+    """The DeepSpeed JSON read with a config, for a smoke run's work folder: its engine points
+    the config at ``deepspeed.json`` there."""
+    found = [p.text for p in reading.partners if p.framework == deepspeed.NAME]
+    return {deepspeed.FILENAME: found[0]} if found else {}

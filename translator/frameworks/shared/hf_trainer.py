@@ -1,0 +1,301 @@
+"""The Hugging Face Trainer (and TRL, which keeps its batch keys): TrainingArguments as a YAML
+or JSON file, the ``HfArgumentParser`` / ``trl ... --config`` style.
+
+``per_device_train_batch_size`` rows per process and micro-step (default 8),
+``gradient_accumulation_steps`` micro-steps per optimizer step (default 1); the world comes from
+the launcher (torchrun, ``accelerate launch``, ``deepspeed``), and the data-parallel size is
+``world / (tp × cp × sp)`` from ``parallelism_config``. The traps each get a finding:
+``python train.py`` on N GPUs is DataParallel, ``accelerator_config.split_batches`` makes the
+per-device value the whole micro-step's, ``auto_find_batch_size`` shrinks the global batch on
+each out-of-memory, and the DeepSpeed JSON it names is checked the way the Trainer does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from translator import parsing
+from translator.errors import InputError
+from translator.findings import Finding, finding
+from translator.frameworks.shared import hf_deepspeed, yaml_insert
+from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
+from translator.spec import BatchSpec
+
+if TYPE_CHECKING:
+    from translator.findings import Severity
+
+NAME = "hf"
+#: Codes of the HF Trainer's counting, registered by every framework built on it.
+CODES: dict[str, tuple[Severity, str]] = {
+    "hf-split-batches": (
+        "warning",
+        "accelerate's split_batches: per_device_train_batch_size is the whole "
+        "micro-step's batch, split over the processes",
+    ),
+    "hf-split-not-divisible": (
+        "error",
+        "split_batches: the batch does not split over the data-parallel processes",
+    ),
+    "hf-auto-find-batch-size": (
+        "warning",
+        "auto_find_batch_size shrinks the global batch on each out-of-memory",
+    ),
+    "hf-dataparallel": (
+        "info",
+        "plain `python train.py` on several GPUs is DataParallel: N × the batch",
+    ),
+    "hf-no-pipeline": ("error", "the HF Trainer has no pipeline parallelism"),
+    "hf-parallel-elsewhere": (
+        "error",
+        "TP/CP sizes are not TrainingArguments keys: the model and accelerate set them",
+    ),
+    "accelerate-accumulation-override": (
+        "warning",
+        "the accelerate config's DeepSpeed accumulation overrides the code's",
+    ),
+    "hf-deepspeed-mismatch": (
+        "error",
+        "the DeepSpeed JSON disagrees with the TrainingArguments the Trainer fills it from",
+    ),
+}
+#: TrainingArguments key -> spec field.
+KEYS = {
+    "per_device_train_batch_size": "micro_batch_size",
+    "gradient_accumulation_steps": "gradient_accumulation_steps",
+}
+#: Sequence length keys: TRL's SFTConfig ``max_length`` (older ``max_seq_length``),
+#: LLaMA-Factory's ``cutoff_len``.
+SEQUENCE_KEYS = ("max_length", "max_seq_length", "cutoff_len")
+#: TrainingArguments' own defaults for the batch keys.
+DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1}
+#: Real TrainingArguments fields that look like batch keys (checked against transformers'
+#: own field list in tests/test_crosscheck_hf.py).
+LOOKALIKES = {
+    "per_device_eval_batch_size",
+    "eval_accumulation_steps",
+    "auto_find_batch_size",
+    "eval_do_concat_batches",
+    "batch_eval_metrics",
+}
+#: ``parallelism_config`` sizes that share one batch (the ranks of such a group count once).
+SHARING = ("tp_size", "cp_size", "sp_size")
+
+
+def claims(text: str) -> bool:
+    """TrainingArguments: its per-device keys, or the model key HF's example scripts take."""
+    return "per_device_" in text or "model_name_or_path:" in text
+
+
+def holds_batch(text: str) -> bool:
+    return any(key in text for key in KEYS)
+
+
+def context(spec: BatchSpec) -> dict:
+    return {"spec": spec}
+
+
+def read(text: str, where: str) -> Reading:
+    """A TrainingArguments YAML or JSON: the batch keys, the traps, and the DeepSpeed JSON
+    (relative to the file)."""
+    return read_as(NAME, text, where, None)
+
+
+def read_as(name: str, text: str, where: str, bases, extra: tuple[str, ...] = ()) -> Reading:
+    """``read`` for a framework built on TrainingArguments (``name``), its DeepSpeed JSON
+    looked for in ``bases`` (default: the file's folder), with its own ``extra`` keys."""
+    doc = parsing.load_mapping(text, where, "TrainingArguments")
+    config = doc.data
+    reading = Reading(where, name, text)
+    reading.values |= values_at(
+        doc,
+        (
+            *KEYS,
+            *SEQUENCE_KEYS,
+            *extra,
+            "auto_find_batch_size",
+            "deepspeed",
+            "accelerator_config.split_batches",
+            "dataloader_drop_last",
+            *(f"parallelism_config.{k}" for k in (*SHARING, "dp_shard_size", "dp_replicate_size")),
+        ),
+    )
+    lines = {key: doc.positions.get(key, (0,))[0] for key in config}
+    reading.findings += typo_findings(
+        lines,
+        list(KEYS),
+        LOOKALIKES,
+        where,
+        "so TrainingArguments refuses it (or a script that allows extra keys ignores it)",
+    )
+    if "deepspeed" in config:
+        hf_deepspeed.read_partner(reading, config["deepspeed"], bases)
+    return reading
+
+
+def _count(reading: Reading, key: str, findings: list[Finding], default=None):
+    v = reading.values.get(key)
+    if v is None:
+        return default
+    if not v.is_count:
+        findings.append(invalid_value(key, v, reading.path))
+        return None
+    return v.value
+
+
+def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
+    """Spec values as the Trainer runs them on ``launch``: per process ``per_device`` rows ×
+    accumulation, over ``world / (tp × cp × sp)`` data-parallel ranks."""
+    findings = list(reading.findings)
+    values: dict = {}
+    per_device = _count(
+        reading, "per_device_train_batch_size", findings, DEFAULTS["per_device_train_batch_size"]
+    )
+    accumulation = _count(
+        reading, "gradient_accumulation_steps", findings, DEFAULTS["gradient_accumulation_steps"]
+    )
+    sharing = {k: _count(reading, f"parallelism_config.{k}", findings, 1) for k in SHARING}
+    if None in sharing.values() or None in (per_device, accumulation):
+        return values, findings
+    # The file's own parallelism_config goes to the Accelerator; without one, accelerate
+    # launch's (the launch) applies.
+    if any(f"parallelism_config.{k}" in reading.values for k in SHARING):
+        values["tensor_parallel_size"] = sharing["tp_size"]
+        values["context_parallel_size"] = sharing["cp_size"] * sharing["sp_size"]
+    for key in SEQUENCE_KEYS:
+        if reading.count(key):
+            values["sequence_length"] = reading.count(key)
+    if launch.gradient_accumulation_steps not in (None, accumulation):
+        findings.append(
+            finding(
+                "accelerate-accumulation-override",
+                f"{launch.source} sets gradient_accumulation_steps "
+                f"{launch.gradient_accumulation_steps} for DeepSpeed, and accelerate launch makes "
+                f"it win over this file's {accumulation}",
+                hint="keep one accumulation: delete it from the accelerate config",
+                where=reading.where("gradient_accumulation_steps"),
+            )
+        )
+        accumulation = launch.gradient_accumulation_steps
+    split = reading.values.get("accelerator_config.split_batches")
+    if split is not None and split.value is True:
+        findings += _split_batches(reading, per_device, accumulation, launch, values)
+    else:
+        values["micro_batch_size"] = per_device
+        values["gradient_accumulation_steps"] = accumulation
+    findings += _traps(reading, per_device, dataparallel=reading.framework == NAME)
+    for partner in reading.partners:
+        findings += partner.findings + hf_deepspeed.pair(
+            reading, partner, values, launch.world_size, "hf-deepspeed-mismatch"
+        )
+    return values, findings
+
+
+def _split_batches(
+    reading: Reading, per_device: int, accumulation: int, launch: Launch, values: dict
+) -> list[Finding]:
+    """``split_batches``: accelerate splits each ``per_device`` batch over the processes."""
+    where = reading.where("accelerator_config.split_batches")
+    values["gradient_accumulation_steps"] = accumulation
+    world = launch.world_size
+    model = values.get("tensor_parallel_size", launch.tensor_parallel_size or 1) * values.get(
+        "context_parallel_size", launch.context_parallel_size or 1
+    )
+    out = [
+        finding(
+            "hf-split-batches",
+            f"accelerator_config.split_batches: per_device_train_batch_size {per_device} is the "
+            "batch of a whole micro-step, split over the data-parallel processes, so the global "
+            f"batch is {per_device} × accumulation {accumulation} = {per_device * accumulation} on "
+            "any world size (the Trainer's logged total still multiplies by the world)",
+            where=where,
+        )
+    ]
+    if world is not None and world % model == 0:
+        dp = world // model
+        if per_device % dp:
+            out.append(
+                finding(
+                    "hf-split-not-divisible",
+                    f"split_batches: per_device_train_batch_size {per_device} does not split over "
+                    f"{dp} data-parallel processes (accelerate refuses it)",
+                    hint=f"use a multiple of {dp}",
+                    where=where,
+                )
+            )
+        else:
+            values["micro_batch_size"] = per_device // dp
+    return out
+
+
+def _traps(reading: Reading, per_device: int, dataparallel: bool) -> list[Finding]:
+    out = []
+    auto = reading.values.get("auto_find_batch_size")
+    if auto is not None and auto.value is True:
+        out.append(
+            finding(
+                "hf-auto-find-batch-size",
+                "auto_find_batch_size: on each out-of-memory the Trainer retries with 0.9 × "
+                "per_device_train_batch_size and leaves gradient_accumulation_steps alone, so the "
+                "global batch shrinks silently",
+                hint="set it to false and choose the micro-batch with batchspec (the accumulation "
+                "that keeps the global batch follows)",
+                where=reading.where("auto_find_batch_size"),
+            )
+        )
+    if not dataparallel:
+        return out
+    out.append(
+        finding(
+            "hf-dataparallel",
+            "the world comes from the launcher (torchrun, accelerate launch, deepspeed); started "
+            "as `python train.py` on a machine with N visible GPUs the Trainer uses DataParallel "
+            f"and each step takes {per_device} × N × accumulation samples",
+            hint="launch with torchrun or accelerate launch, or set CUDA_VISIBLE_DEVICES",
+            where=reading.where("per_device_train_batch_size"),
+        )
+    )
+    return out
+
+
+def check(spec: BatchSpec) -> list[Finding]:
+    if spec.pipeline_parallel_size > 1:
+        return [
+            finding(
+                "hf-no-pipeline",
+                f"the HF Trainer has no pipeline parallelism, but the spec asks for pipeline "
+                f"{spec.pipeline_parallel_size}",
+                hint="render this spec for Megatron or DeepSpeed, or use pipeline_parallel_size 1",
+            )
+        ]
+    if spec.tensor_parallel_size > 1 or spec.context_parallel_size > 1:
+        return [
+            finding(
+                "hf-parallel-elsewhere",
+                f"tensor {spec.tensor_parallel_size} / context {spec.context_parallel_size}: the HF "
+                "Trainer takes these from the model (from_pretrained(tp_plan=...)) and accelerate's "
+                "parallelism_config, which a TrainingArguments file cannot carry (HfArgumentParser "
+                "leaves parallelism_config a plain dict)",
+                hint="render the batch keys for TP/CP 1 and set the sizes in the accelerate config",
+            )
+        ]
+    return []
+
+
+def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
+    split = reading.values.get("accelerator_config.split_batches")
+    if split is not None and split.value is True:
+        raise InputError(
+            f"{reading.path}: update does not rewrite a split_batches config; set "
+            f"per_device_train_batch_size to {spec.global_batch_size // spec.gradient_accumulation_steps} by hand"
+        )
+    return {
+        "per_device_train_batch_size": spec.micro_batch_size,
+        "gradient_accumulation_steps": spec.gradient_accumulation_steps,
+    }
+
+
+def insertion(reading: Reading, key: str) -> tuple[int, int]:
+    """Where ``update`` writes a key the YAML lacks (the Trainer's default was in force)."""
+    if reading.text.lstrip().startswith("{"):
+        raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
+    return yaml_insert.after_key(reading, key, "per_device_train_batch_size")

@@ -1,0 +1,93 @@
+"""The smoke engines: every framework's :class:`~translator.frameworks.contract.Engine`, and the
+plain one that runs a spec with no framework config (hand-written DDP, ``torch``).
+
+An engine's module has ``run(ctx: RunContext) -> RankResult`` (the framework's real code path,
+fed the config, counting through :mod:`translator.launch.harness`) and ``refuse(spec, device)
+-> str | None`` (why it cannot run a layout, asked before any process starts)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from types import ModuleType
+
+from translator.errors import InputError
+from translator.frameworks.contract import Engine
+
+#: The engine that runs a plain spec (no framework config).
+TORCH = "torch"
+PLAIN = Engine(
+    "translator.launch.torch_engine", requires=("torch",), options=frozenset({"recompute"})
+)
+
+
+def engine_names() -> tuple[str, ...]:
+    """``smoke --framework`` choices: every framework, and torch. (Names only: a plugin whose
+    package is not imported yet is offered, and checked when chosen.)"""
+    from translator.frameworks import names
+
+    return (*names(), TORCH)
+
+
+def engine(name: str) -> Engine:
+    """The engine called ``name``; a framework without one is an input error."""
+    if name == TORCH:
+        return PLAIN
+    from translator.frameworks import get
+
+    found = get(name).engine
+    if found is None:
+        raise InputError(f"the {name} framework has no smoke engine")
+    return found
+
+
+def module(name: str) -> ModuleType:
+    """The engine's module, imported."""
+    return importlib.import_module(engine(name).module)
+
+
+def config_framework(name: str) -> str | None:
+    """The framework whose config the engine runs (the plain engine runs the spec itself)."""
+    return None if name == TORCH else name
+
+
+def require_installed(name: str) -> None:
+    """Refuse, before any process starts, an engine whose packages are not installed, naming
+    what to install."""
+    found = engine(name)
+    missing = [p for p in found.requires if not _installed(p)]
+    if missing:
+        extra = f"pip install 'batchspec[{found.extra}]'" if found.extra else "pip install torch"
+        raise InputError(
+            f"the {name} engine needs {', '.join(missing)}, which is not installed here: "
+            f"{extra} (nothing was started)"
+        )
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def runs_layout(spec, device: str) -> list[str]:
+    """The frameworks whose engines run ``spec``'s layout on ``device``."""
+    from translator.frameworks import names
+
+    return [n for n in names() if _has_engine(n) and refusal(n, spec, device) is None]
+
+
+def _has_engine(name: str) -> bool:
+    from translator.frameworks import get
+
+    try:
+        return get(name).engine is not None
+    except InputError:  # a broken plugin is reported when it is chosen, not here
+        return False
+
+
+def refusal(name: str, spec, device: str) -> str | None:
+    """Why the ``name`` engine cannot run ``spec``'s layout on ``device`` (``cpu`` or ``gpu``),
+    else None. Engines import their framework lazily, so this is cheap."""
+    return module(name).refuse(spec, device)

@@ -1,0 +1,106 @@
+"""Plain PyTorch DDP, the way a hand-written training loop does it: a ``DataLoader`` with a
+``DistributedSampler`` over a synthetic token dataset, ``micro_batch_size`` rows per batch,
+``no_sync`` on all but the last of ``gradient_accumulation_steps`` micro-batches, then
+``optimizer.step()``; bf16 autocast on GPU.
+
+What is counted is what the loader yielded between two steps of the optimizer (its post-step
+hook, through the harness), not the spec's numbers read back: a loader that hands out fewer
+rows (the last, short batch of an epoch) shows as a different count."""
+
+from __future__ import annotations
+
+import contextlib
+
+from translator.launch import model as models
+from translator.launch.harness import Harness
+from translator.launch.worker import RunContext
+
+#: Optimizer steps' worth of data in one epoch of the synthetic dataset.
+EPOCH_STEPS = 1000
+
+
+def refuse(spec, device: str) -> str | None:
+    """Why this engine cannot run ``spec``'s layout (it is data-parallel only), else None."""
+    model = {
+        "tensor": spec.tensor_parallel_size,
+        "pipeline": spec.pipeline_parallel_size,
+        "context": spec.context_parallel_size,
+    }
+    bigger = {k: v for k, v in model.items() if v > 1}
+    if bigger:
+        sizes = ", ".join(f"{k} {v}" for k, v in bigger.items())
+        from translator.launch.engines import runs_layout
+
+        others = runs_layout(spec, device)
+        return f"the torch engine runs data parallelism only, not {sizes}; " + (
+            f"run the layout with --framework {' or '.join(others)}"
+            if others
+            else f"no engine runs it on {device.upper()}"
+        )
+    return None
+
+
+class TokenRows:
+    """A map-style dataset of random token rows (fixed per index, so every epoch agrees)."""
+
+    def __init__(self, rows: int, length: int, vocab: int):
+        self.rows, self.length, self.vocab = rows, length, vocab
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __getitem__(self, index: int):
+        import torch
+
+        gen = torch.Generator().manual_seed(index)
+        return torch.randint(0, self.vocab, (self.length,), generator=gen)
+
+
+def run(ctx: RunContext):
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    harness = Harness(ctx)
+    with harness.process_group():
+        device = harness.device
+        net = models.build(ctx.model, ctx.sequence_length, ctx.recompute).to(device)
+        ddp = DistributedDataParallel(net, device_ids=[device] if harness.on_gpu else None)
+        optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
+        harness.watch(optimizer)
+        micro, accumulation = ctx.spec.micro_batch_size, ctx.spec.gradient_accumulation_steps
+        dataset = TokenRows(
+            EPOCH_STEPS * ctx.spec.global_batch_size,
+            ctx.sequence_length,
+            models.SHAPES[ctx.model].vocab,
+        )
+        sampler = DistributedSampler(
+            dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True, seed=1000
+        )
+        loader = DataLoader(dataset, batch_size=micro, sampler=sampler)
+
+        def epochs():  # as a training loop does: a new shuffle each epoch, for as long as asked
+            epoch = 0
+            while True:
+                sampler.set_epoch(epoch)
+                yield from loader
+                epoch += 1
+
+        batches = harness.count(epochs())
+
+        def precision():
+            if harness.on_gpu:
+                return torch.autocast("cuda", dtype=torch.bfloat16)
+            return contextlib.nullcontext()
+
+        for _ in range(ctx.steps):
+            for i in range(accumulation):
+                tokens = next(batches).to(device)
+                last = i == accumulation - 1
+                with ddp.no_sync() if not last else contextlib.nullcontext(), precision():
+                    (ddp(tokens) / accumulation).backward()
+            optimizer.step()  # the harness closes the step here
+            optimizer.zero_grad(set_to_none=True)
+        return harness.result(
+            replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
+        )
