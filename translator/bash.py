@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from translator import shell_arith
 from translator.errors import InputError
+from translator.reading import Note
 
 Span = tuple[int, int]
 #: Limits that keep reading linear: past them a value becomes unknown.
@@ -105,7 +106,7 @@ class Script:
     """Each simple command's words, assignments removed, in the order they would run."""
     variables: dict[str, list[Word]] = field(default_factory=dict)
     """Scalars (one word) and arrays, as they stand at the end of the script."""
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     """What the reader did not follow (``line 3: source env.sh is not read``)."""
     paths: list[tuple] = field(default_factory=list)
     """For each command: the undecided branches it runs under, as ``((choice, what), path)``
@@ -621,7 +622,7 @@ class _Reader:
         """``source FILE`` is not read, and may set any variable: those set so far become
         unknown (the ones Slurm sets from ``#SBATCH`` aside)."""
         what = f"{words[0].text} {_clip(words[1].text or '?') if len(words) > 1 else ''}"
-        self.script.notes.append(f"line {words[0].line}: {what} is not read")
+        self.script.notes.append(Note(words[0].line, f"{what} is not read"))
         scope, names = env, set()
         while scope is not None:
             names |= scope.own.keys()
@@ -649,9 +650,7 @@ class _Reader:
     def call(self, name: str, words: list[Word], env: _Env, src: _Source) -> None:
         body, body_src = self.functions[name]
         if self.calls >= MAX_CALL_DEPTH:
-            self.script.notes.append(
-                f"line {words[0].line}: {name} calls itself too deep to follow"
-            )
+            self.script.notes.append(Note(words[0].line, f"{name} calls itself too deep to follow"))
             return
         frame = env.fork(function=True)
         frame.locals.update(map(str, range(1, 10)), {"@"})
@@ -698,8 +697,10 @@ class _Reader:
         text = "".join(text_parts)
         if self.evals >= MAX_EVALS or len(text) > MAX_TEXT:
             self.script.notes.append(
-                f"line {words[0].line if words else 0}: a string run by "
-                "eval or bash -c nests or grows too far to follow; not read"
+                Note(
+                    words[0].line if words else 0,
+                    "a string run by eval or bash -c nests or grows too far to follow; not read",
+                )
             )
             return
         data = text.encode()
@@ -707,7 +708,7 @@ class _Reader:
         tree = _tree(data)
         if tree.root_node.has_error:
             self.script.notes.append(
-                f"line {inner.line0}: a string run by eval or bash -c does not parse; not read"
+                Note(inner.line0, "a string run by eval or bash -c does not parse; not read")
             )
             return
         scope = env.fork() if fork else env

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from translator import bash
+from translator.reading import Note
 
 
 @dataclass(frozen=True)
@@ -86,10 +87,12 @@ class Sizes:
                 out[role] = int(word.text)
         return out
 
-    def world(self) -> tuple[int | None, str | None]:
+    def world(self) -> tuple[int | None, Note | None]:
         """``(processes started, None)``, or ``(None, why it is unknown)``."""
         if self.launcher is None:
-            return None, "no launcher (torchrun, deepspeed, srun, mpirun) starts the program"
+            return None, Note(
+                None, "no launcher (torchrun, deepspeed, srun, mpirun) starts the program"
+            )
         counts = self.counts()
         bad = next(
             (
@@ -105,9 +108,10 @@ class Sizes:
         elif self.missing is None and {"per_node", "nodes"} <= counts.keys():
             return counts["per_node"] * counts["nodes"], None
         lacking = "processes per node" if "per_node" not in counts else "nodes"
-        return None, (
-            f"line {self.line}: {self.launcher} starts an unknown number of "
-            f"processes: {bad or self.missing or 'nothing gives its ' + lacking}"
+        return None, Note(
+            self.line,
+            f"{self.launcher} starts an unknown number of "
+            f"processes: {bad or self.missing or 'nothing gives its ' + lacking}",
         )
 
 

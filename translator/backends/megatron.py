@@ -12,7 +12,7 @@ from translator import bash, launchers
 from translator.backends import deepspeed
 from translator.errors import InputError
 from translator.findings import Finding, finding
-from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
+from translator.reading import Launch, Note, Reading, Use, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
 
 NAME = "megatron"
@@ -174,8 +174,11 @@ def _yaml_config(reading: Reading, words: list[bash.Word]) -> None:
     for flag in DEFAULTED:
         reading.values[flag] = Value(None, word.line, None, why)
     reading.notes.append(
-        f"line {word.line}: --yaml-cfg makes Megatron take every argument "
-        f"from {name or 'a YAML file'}, which batchspec does not read"
+        Note(
+            word.line,
+            "--yaml-cfg makes Megatron take every argument "
+            f"from {name or 'a YAML file'}, which batchspec does not read",
+        )
     )
 
 
@@ -245,9 +248,9 @@ def read(text: str, where: str) -> Reading:
     _read_launch(reading, launchers.sizes(launch, script.variables))
     if either and reading.world_size is not None:
         reading.world_size = None
-        reading.world_unknown = (
-            f"line {chosen[0].line}: the script launches Megatron this way "
-            f"or another way depending on {either}"
+        reading.world_unknown = Note(
+            chosen[0].line,
+            f"the script launches Megatron this way or another way depending on {either}",
         )
     reading.opaque = (
         _opaque(program)
@@ -261,13 +264,12 @@ def read(text: str, where: str) -> Reading:
     _yaml_config(reading, words)
     _read_deepspeed(reading, script, words)
     for note in reading.notes:
-        line = re.match(r"line (\d+): ", note)
         reading.findings.append(
             finding(
                 "script-not-followed",
-                note[line.end() :] if line else note,
+                note.text,
                 hint="values set there are unknown to batchspec",
-                where=f"{where}:{line.group(1)}" if line else where,
+                where=where if note.line is None else f"{where}:{note.line}",
             )
         )
     return reading
@@ -284,8 +286,10 @@ def _read_deepspeed(reading: Reading, script: bash.Script, words: list[bash.Word
     docs = [d for d in script.heredocs if name is None or d.target.text in (None, name)]
     if not docs:
         reading.notes.append(
-            f"line {word.line}: the DeepSpeed JSON {name} is not written by "
-            "the script, so it is not read"
+            Note(
+                word.line,
+                f"the DeepSpeed JSON {name} is not written by the script, so it is not read",
+            )
         )
         return
     doc = docs[-1]
@@ -297,7 +301,7 @@ def _read_deepspeed(reading: Reading, script: bash.Script, words: list[bash.Word
         ds = deepspeed.read(text, f"{reading.path}:{doc.line} (heredoc)")
     except InputError as exc:
         reading.notes.append(
-            f"line {doc.line}: the DeepSpeed JSON written here does not read ({exc})"
+            Note(doc.line, f"the DeepSpeed JSON written here does not read ({exc})")
         )
         return
     for key in deepspeed.BATCH_KEYS:
@@ -372,7 +376,7 @@ def _uses(script: bash.Script) -> dict:
             else:
                 name = repr(word.text) if word.text is not None else "a word"
             for span in word.sources:
-                uses.setdefault(span, []).append(f"{name} (line {word.line})")
+                uses.setdefault(span, []).append(Use(name, word.line))
     return uses
 
 
