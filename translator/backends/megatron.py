@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 
-from translator import bash, launchers
+from translator import shell as bash
 from translator.backends import deepspeed
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.reading import Launch, Note, Reading, Use, Value, invalid_value, typo_findings
+from translator.shell import launchers
 from translator.spec import BatchSpec
 
 NAME = "megatron"
