@@ -1,8 +1,7 @@
 import pytest
 
-from translator.bash import evaluate, parse
 from translator.errors import InputError
-from translator.shell_arith import ArithError, Unknown
+from translator.shell import ArithError, Unknown, evaluate, parse
 
 SCRIPT = """#!/bin/bash
 export CUDA_DEVICE_MAX_CONNECTIONS=1

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from translator.bash import parse
 from translator.cli import main
 from translator.errors import InputError
+from translator.shell import parse
 
 
 def micro(text: str, flag: str = "--micro-batch-size"):

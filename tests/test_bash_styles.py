@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from translator.bash import UNKNOWN_MARK, parse
+from translator.shell import UNKNOWN_MARK, parse
 
 HAS_BASH = shutil.which("bash") is not None
 

@@ -298,7 +298,7 @@ def _world_unknown(values: dict, reading: Reading) -> Finding:
     options = _fitting(values, "world_size", COMMON_WORLDS, "")
     return finding(
         "world-unknown",
-        (reading.world_unknown or "the file does not say how many processes run it")
+        str(reading.world_unknown or "the file does not say how many processes run it")
         + ", so the global batch is not known"
         + (f"; on common world sizes: {'; '.join(options[:6])}" if options else ""),
         hint="give --world-size (or --nnodes and --nproc-per-node)",

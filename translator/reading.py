@@ -37,6 +37,42 @@ class Value:
         )
 
 
+@dataclass(frozen=True, eq=False)
+class Note:
+    """Something a reader did not follow or could not decide, with the line it is about."""
+
+    line: int | None
+    """1-based line it is about; ``None`` when it is about the whole file."""
+    text: str
+    """What happened (``source env.sh is not read``)."""
+
+    def __str__(self) -> str:
+        return self.text if self.line is None else f"line {self.line}: {self.text}"
+
+    # A note is the text it prints: two notes that print alike are equal, and a note equals
+    # that text (lists of notes compare with the strings shown to the user).
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Note | str):
+            return str(self) == str(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+
+@dataclass(frozen=True)
+class Use:
+    """One word that a literal feeds (a launch script's variable behind a flag)."""
+
+    word: str
+    """The flag the word is the value of (``--seq-length``), else the word itself, quoted."""
+    line: int
+    """1-based line the word stands on."""
+
+    def __str__(self) -> str:
+        return f"{self.word} (line {self.line})"
+
+
 @dataclass
 class Reading:
     """Everything a reader took from one file."""
@@ -53,7 +89,7 @@ class Reading:
     """What the reader noticed on the way (typos, unknowns, removed blocks)."""
     world_size: int | None = None
     """World size the file itself launches (a torchrun line), when it says."""
-    world_unknown: str | None = None
+    world_unknown: Note | None = None
     """Why the file's own launch gives no world size (``line 9: torchrun starts an unknown
     number of processes: --nproc_per_node is $(nvidia-smi ...)``)."""
     launch_keys: dict[str, str] = field(default_factory=dict)
@@ -61,16 +97,16 @@ class Reading:
     ``total``) -> key (``--nproc_per_node``, ``--num_nodes``, ``#SBATCH SLURM_NNODES``...)."""
     launch_counts: dict[str, int] = field(default_factory=dict)
     """Role -> count, from the launcher's words or its own defaults."""
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     """What the reader did not follow (``line 3: source env.sh is not read``)."""
     opaque: list[str] = field(default_factory=list)
     """Unknown words that may hold more settings (``line 9: $EXTRA_ARGS (not set in the
     script)``): a setting not seen may still be there, so its default is not assumed."""
     partners: list[Reading] = field(default_factory=list)
     """Files this one points to and that were read with it (Axolotl's ``deepspeed:`` JSON)."""
-    uses: dict[tuple[int, int], list[str]] = field(default_factory=dict)
+    uses: dict[tuple[int, int], list[Use]] = field(default_factory=dict)
     """For a literal that feeds several words (a launch script's variable): each use, such as
-    ``--seq-length (line 12)``; ``update`` refuses to edit a literal that has other uses."""
+    ``--seq-length`` on line 12; ``update`` refuses to edit a literal that has other uses."""
 
     def where(self, key: str) -> str:
         """``path:line`` of a key, or just ``path``."""

@@ -191,15 +191,13 @@ def _refuse_shared(reading: Reading, key: str, old, edits: dict) -> None:
     ``--micro-batch-size $N --seq-length $N``): the edit would change them silently."""
     if old is None or old.span is None:
         return
-    others = [
-        u
-        for u in reading.uses.get(old.span, [])
-        if u.split(" (line")[0] not in (key,) and u.split(" (line")[0] not in edits
-    ]
+    others = {
+        str(u) for u in reading.uses.get(old.span, []) if u.word != key and u.word not in edits
+    }
     if others:
         raise InputError(
             f"{reading.where(key)}: the value of {key} ({old.value}) is written "
-            f"once and also used by {', '.join(sorted(set(others)))}; changing it "
+            f"once and also used by {', '.join(sorted(others))}; changing it "
             f"would change those too. Give {key} a value of its own, then update"
         )
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 
-from translator import bash, launchers
+from translator import shell as bash
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
-from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
+from translator.reading import Launch, Note, Reading, Use, Value, invalid_value, typo_findings
+from translator.shell import launchers
 from translator.spec import BatchSpec
 
 NAME = "megatron"
@@ -169,8 +170,11 @@ def _yaml_config(reading: Reading, words: list[bash.Word]) -> None:
     for flag in DEFAULTED:
         reading.values[flag] = Value(None, word.line, None, why)
     reading.notes.append(
-        f"line {word.line}: --yaml-cfg makes Megatron take every argument "
-        f"from {name or 'a YAML file'}, which batchspec does not read"
+        Note(
+            word.line,
+            "--yaml-cfg makes Megatron take every argument "
+            f"from {name or 'a YAML file'}, which batchspec does not read",
+        )
     )
 
 
@@ -240,9 +244,9 @@ def read(text: str, where: str) -> Reading:
     _read_launch(reading, launchers.sizes(launch, script.variables))
     if either and reading.world_size is not None:
         reading.world_size = None
-        reading.world_unknown = (
-            f"line {chosen[0].line}: the script launches Megatron this way "
-            f"or another way depending on {either}"
+        reading.world_unknown = Note(
+            chosen[0].line,
+            f"the script launches Megatron this way or another way depending on {either}",
         )
     reading.opaque = (
         _opaque(program)
@@ -256,13 +260,12 @@ def read(text: str, where: str) -> Reading:
     _yaml_config(reading, words)
     _read_deepspeed(reading, script, words)
     for note in reading.notes:
-        line = re.match(r"line (\d+): ", note)
         reading.findings.append(
             finding(
                 "script-not-followed",
-                note[line.end() :] if line else note,
+                note.text,
                 hint="values set there are unknown to batchspec",
-                where=f"{where}:{line.group(1)}" if line else where,
+                where=where if note.line is None else f"{where}:{note.line}",
             )
         )
     return reading
@@ -279,8 +282,10 @@ def _read_deepspeed(reading: Reading, script: bash.Script, words: list[bash.Word
     docs = [d for d in script.heredocs if name is None or d.target.text in (None, name)]
     if not docs:
         reading.notes.append(
-            f"line {word.line}: the DeepSpeed JSON {name} is not written by "
-            "the script, so it is not read"
+            Note(
+                word.line,
+                f"the DeepSpeed JSON {name} is not written by the script, so it is not read",
+            )
         )
         return
     doc = docs[-1]
@@ -292,7 +297,7 @@ def _read_deepspeed(reading: Reading, script: bash.Script, words: list[bash.Word
         ds = deepspeed.read(text, f"{reading.path}:{doc.line} (heredoc)")
     except InputError as exc:
         reading.notes.append(
-            f"line {doc.line}: the DeepSpeed JSON written here does not read ({exc})"
+            Note(doc.line, f"the DeepSpeed JSON written here does not read ({exc})")
         )
         return
     for key in deepspeed.BATCH_KEYS:
@@ -367,7 +372,7 @@ def _uses(script: bash.Script) -> dict:
             else:
                 name = repr(word.text) if word.text is not None else "a word"
             for span in word.sources:
-                uses.setdefault(span, []).append(f"{name} (line {word.line})")
+                uses.setdefault(span, []).append(Use(name, word.line))
     return uses
 
 

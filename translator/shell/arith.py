@@ -32,7 +32,16 @@ LEVELS = [
     ("+", "-"),
     ("*", "/", "%"),
 ]
+#: Digits of ``BASE#digits`` numbers, in order of value (bash's, up to base 64).
+DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@_"
 ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "^=", "|=", "**="}
+#: Prefix operators, as parsed (``("u-", operand)``), and what they compute.
+UNARY = {
+    "u-": lambda v: wrap(-v),
+    "u+": lambda v: v,
+    "u!": lambda v: int(not v),
+    "u~": lambda v: wrap(~v),
+}
 MAX_DEPTH = 40
 MAX_EXPRESSION = 10_000
 
@@ -57,20 +66,7 @@ def number(text: str) -> int:
         raise ArithError(f"{text[:40]}: not a number bash accepts")
     try:
         if "#" in text:
-            base_text, digits = text.split("#", 1)
-            base = int(base_text)
-            if not 2 <= base <= 64 or not digits:
-                raise ValueError
-            alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@_"
-            if base <= 36:
-                digits = digits.lower()
-            value = 0
-            for d in digits:
-                k = alphabet.index(d)
-                if k >= base:
-                    raise ValueError
-                value = value * base + k
-            return wrap(value)
+            return wrap(_based(text))
         if text[:2] in ("0x", "0X"):
             return wrap(int(text[2:], 16))
         if len(text) > 1 and text[0] == "0":
@@ -80,6 +76,23 @@ def number(text: str) -> int:
         return wrap(int(text, 10))
     except ValueError:
         raise ArithError(f"{text[:40]}: not a number bash accepts") from None
+
+
+def _based(text: str) -> int:
+    """``BASE#digits`` (``ValueError`` when the base or a digit is out of range)."""
+    base_text, digits = text.split("#", 1)
+    base = int(base_text)
+    if not 2 <= base <= 64 or not digits:
+        raise ValueError
+    if base <= 36:
+        digits = digits.lower()
+    value = 0
+    for d in digits:
+        k = DIGITS.index(d)
+        if k >= base:
+            raise ValueError
+        value = value * base + k
+    return value
 
 
 def _binary(op: str, a: int, b: int) -> int:
@@ -239,50 +252,61 @@ class Evaluator:
             return node[1]
         if kind == "name":
             return self.variable(node[1]) if live else 0
-        if kind == "u-":
-            return wrap(-self.run(node[1], live))
-        if kind == "u+":
-            return self.run(node[1], live)
-        if kind == "u!":
-            return int(not self.run(node[1], live))
-        if kind == "u~":
-            return wrap(~self.run(node[1], live))
+        if kind in UNARY:
+            return UNARY[kind](self.run(node[1], live))
         if kind == "set":
-            _, name, op, value = node
-            new = self.run(value, live)
-            if not live:
-                return 0
-            if op != "=":
-                new = _binary(op[:-1], self.variable(name), new)
-            self.put(name, new)
-            return new
+            return self.assign(node, live)
         if kind == "post":
-            _, name, op = node
-            old = self.variable(name) if live else 0
-            if live:
-                self.put(name, wrap(old + (1 if op == "++" else -1)))
-            return old
+            return self.step(node, live)
         if kind == "?":
-            cond = self.run(node[1], live)
-            yes = self.run(node[2], live and bool(cond))
-            no = self.run(node[3], live and not cond)
-            return yes if cond else no
+            return self.choose(node, live)
         if kind == ",":
             self.run(node[1], live)
             return self.run(node[2], live)
-        if kind == "chain":  # a left-associative run, in a loop so a long one does not recurse
-            acc = self.run(node[1], live)
-            for op, right in node[2]:
-                if op == "&&":
-                    acc = int(bool(self.run(right, live and bool(acc))) and bool(acc))
-                elif op == "||":
-                    acc = int(bool(self.run(right, live and not acc)) or bool(acc))
-                else:
-                    value = self.run(right, live)
-                    acc = _binary(op, acc, value) if live else 0
-            return acc
-        left, right = self.run(node[1], live), self.run(node[2], live)
+        if kind == "chain":
+            return self.chain(node, live)
+        left, right = self.run(node[1], live), self.run(node[2], live)  # ``**``
         return _binary(kind, left, right) if live else 0
+
+    def assign(self, node, live: bool) -> int:
+        """``NAME = value``, ``NAME += value``..."""
+        _, name, op, value = node
+        new = self.run(value, live)
+        if not live:
+            return 0
+        if op != "=":
+            new = _binary(op[:-1], self.variable(name), new)
+        self.put(name, new)
+        return new
+
+    def step(self, node, live: bool) -> int:
+        """``NAME++`` / ``NAME--``: the old value, the variable changed."""
+        _, name, op = node
+        old = self.variable(name) if live else 0
+        if live:
+            self.put(name, wrap(old + (1 if op == "++" else -1)))
+        return old
+
+    def choose(self, node, live: bool) -> int:
+        """``cond ? yes : no``: both sides are walked, only the chosen one live."""
+        cond = self.run(node[1], live)
+        yes = self.run(node[2], live and bool(cond))
+        no = self.run(node[3], live and not cond)
+        return yes if cond else no
+
+    def chain(self, node, live: bool) -> int:
+        """A left-associative run, in a loop so a long one does not recurse; ``&&`` and ``||``
+        walk their right side dead when the left decides."""
+        acc = self.run(node[1], live)
+        for op, right in node[2]:
+            if op == "&&":
+                acc = int(bool(self.run(right, live and bool(acc))) and bool(acc))
+            elif op == "||":
+                acc = int(bool(self.run(right, live and not acc)) or bool(acc))
+            else:
+                value = self.run(right, live)
+                acc = _binary(op, acc, value) if live else 0
+        return acc
 
     def variable(self, name: str) -> int:
         text = self.get(name).strip()

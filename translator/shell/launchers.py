@@ -1,14 +1,16 @@
 """How many processes a launch command starts, read from its words the way each launcher
 counts them: torchrun (also ``python -m torch.distributed.run`` / ``.launch``), the
 ``deepspeed`` launcher, ``srun`` (its own flags, else what the ``#SBATCH`` lines give the
-job) and ``mpirun``. A size the command leaves to the machine stays unknown."""
+job), ``mpirun`` / ``mpiexec`` and LSF's ``jsrun``. A size the command leaves to the machine
+stays unknown."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from translator import bash
+from translator.reading import Note
+from translator.shell.values import Word
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class Sizes:
     """The launcher closest to the program, ``None`` when the program is run directly."""
     line: int | None = None
     """Line of the launch command."""
-    words: dict[str, tuple[str, bash.Word]] = field(default_factory=dict)
+    words: dict[str, tuple[str, Word]] = field(default_factory=dict)
     """Role (``per_node``, ``nodes``, ``total``) -> (the flag or ``#SBATCH`` option, its word)."""
     defaults: dict[str, int] = field(default_factory=dict)
     """Roles the launcher fills itself when no flag says (torchrun: one node, one process)."""
@@ -86,10 +88,12 @@ class Sizes:
                 out[role] = int(word.text)
         return out
 
-    def world(self) -> tuple[int | None, str | None]:
+    def world(self) -> tuple[int | None, Note | None]:
         """``(processes started, None)``, or ``(None, why it is unknown)``."""
         if self.launcher is None:
-            return None, "no launcher (torchrun, deepspeed, srun, mpirun) starts the program"
+            return None, Note(
+                None, "no launcher (torchrun, deepspeed, srun, mpirun) starts the program"
+            )
         counts = self.counts()
         bad = next(
             (
@@ -105,45 +109,66 @@ class Sizes:
         elif self.missing is None and {"per_node", "nodes"} <= counts.keys():
             return counts["per_node"] * counts["nodes"], None
         lacking = "processes per node" if "per_node" not in counts else "nodes"
-        return None, (
-            f"line {self.line}: {self.launcher} starts an unknown number of "
-            f"processes: {bad or self.missing or 'nothing gives its ' + lacking}"
+        return None, Note(
+            self.line,
+            f"{self.launcher} starts an unknown number of "
+            f"processes: {bad or self.missing or 'nothing gives its ' + lacking}",
         )
 
 
 PYTHONS = re.compile(r"python[0-9.]*")
 
 
-def split(words: list[bash.Word]) -> tuple[list[bash.Word], list[bash.Word] | None]:
+def split(words: list[Word]) -> tuple[list[Word], list[Word] | None]:
     """``(launcher words, program words)``: the program starts at the first ``*.py`` word (not
     a launcher module), or at the first word after ``python`` and its options (``python3
     ${EXEC}``); ``(words, None)`` when there is none."""
-    for i, word in enumerate(words):
-        text = (
-            word.text
-            if word.text is not None
-            else (word.parts[-1].text or "" if word.parts else "")
-        )  # `pwd`/pretrain_gpt.py
-        if text.endswith(".py") and not (i and words[i - 1].text == "-m"):
-            return words[:i], words[i:]
-    for i, word in enumerate(words):
-        if PYTHONS.fullmatch((word.text or "").rsplit("/", 1)[-1]):
-            j = i + 1
-            while j < len(words) and (words[j].text or "").startswith("-"):
-                if (
-                    words[j].text == "-m"
-                    and j + 1 < len(words)
-                    and words[j + 1].text in TORCH_MODULES
-                ):
-                    break  # python -m torch.distributed.run: a launcher, the program follows
-                j += 2 if words[j].text == "-m" else 1
-            else:
-                if j < len(words):
-                    return words[:j], words[j:]
-    return words, None
+    at = _script_at(words)
+    if at is None:
+        after = (_after_python(words, i) for i in range(len(words)))
+        at = next((j for j in after if j is not None), None)
+    return (words, None) if at is None else (words[:at], words[at:])
 
 
-def _name(words: list[bash.Word], i: int) -> str | None:
+def _script_at(words: list[Word]) -> int | None:
+    """Where the first ``*.py`` word stands (`` `pwd`/pretrain_gpt.py`` too), not counting the
+    module after ``-m``."""
+    for i, word in enumerate(words):
+        if _tail(word).endswith(".py") and not (i and words[i - 1].text == "-m"):
+            return i
+    return None
+
+
+def _after_python(words: list[Word], i: int) -> int | None:
+    """When ``words[i]`` is ``python``: where its program starts, after its options; ``None``
+    when it is not python, runs a launcher module (``python -m torch.distributed.run``: the
+    program follows that one's flags) or runs nothing."""
+    if not PYTHONS.fullmatch((words[i].text or "").rsplit("/", 1)[-1]):
+        return None
+    j = i + 1
+    while j < len(words) and (words[j].text or "").startswith("-"):
+        if words[j].text == "-m" and j + 1 < len(words) and words[j + 1].text in TORCH_MODULES:
+            return None
+        j += 2 if words[j].text == "-m" else 1
+    return j if j < len(words) else None
+
+
+def _head(word: Word) -> str:
+    """A word's text; for an unknown word, the known text it starts with (``--x=`` of
+    ``--x=$Y``)."""
+    if word.text is not None:
+        return word.text
+    return (word.parts[0].text or "") if word.parts else ""
+
+
+def _tail(word: Word) -> str:
+    """A word's text; for an unknown word, the known text it ends with."""
+    if word.text is not None:
+        return word.text
+    return (word.parts[-1].text or "") if word.parts else ""
+
+
+def _name(words: list[Word], i: int) -> str | None:
     text = (words[i].text or "").rsplit("/", 1)[-1]
     if text in LAUNCHERS:
         return text
@@ -152,8 +177,9 @@ def _name(words: list[bash.Word], i: int) -> str | None:
     return None
 
 
-def sizes(launch: list[bash.Word], variables: dict[str, list[bash.Word]]) -> Sizes:
-    """How ``launch`` (the words before the program) sizes the job."""
+def sizes(launch: list[Word], variables: dict[str, list[Word]]) -> Sizes:
+    """How ``launch`` (the words before the program) sizes the job; ``variables``: the
+    script's, for what ``#SBATCH`` gives ``srun``."""
     found = [(i, n) for i in range(len(launch)) if (n := _name(launch, i))]
     if not found:
         return Sizes()
@@ -163,86 +189,106 @@ def sizes(launch: list[bash.Word], variables: dict[str, list[bash.Word]]) -> Siz
     flags = launch[start + 1 :]
     if name == "torchrun" and flags and flags[0].text in TORCH_MODULES:
         flags = flags[1:]
-    roles = {"per_node": launcher.per_node, "nodes": launcher.nodes, "total": launcher.total}
-    for j, word in enumerate(flags):
-        text = (
-            word.text if word.text is not None else (word.parts[0].text or "" if word.parts else "")
-        )  # --rdzv_id=$SLURM_JOB_ID
-        for role, spellings in roles.items():
-            for flag in spellings:
-                value = _flag_value(flags, j, flag)
-                if value is not None:
-                    out.words[role] = (flag, value)
-        if name == "deepspeed" and text.partition("=")[0] in ("--include", "-i"):
-            include = _flag_value(flags, j, text.partition("=")[0])
-            slots = _slots(include.text if include is not None else None)
-            out.words["total"] = (
-                text.partition("=")[0],
-                bash.Word(
-                    None if slots is None else str(slots),
-                    word.line,
-                    why_unknown=None if slots is not None else "a host list without slot numbers",
-                ),
-            )
-        after_option = (
-            j and (flags[j - 1].text or "").startswith("-") and "=" not in flags[j - 1].text
-        )
-        if word.text is None and not after_option and not text.startswith("-"):
-            out.missing = (
-                f"{word.why_unknown} may hold {name}'s own flags (how many processes it starts)"
-            )
-        if not text.startswith("-") and not after_option:
-            break  # the command the launcher runs (a container, a wrapper script) starts here
+    _read_flags(out, launcher, flags)
     if name == "jsrun" and "per_node" not in out.words:
         out.defaults["per_node"] = 1  # --tasks_per_rs defaults to 1
     if name == "srun":
-        for role, variable in SLURM_SIZES.items():  # the allocation gives what srun leaves out
-            value = variables.get(variable)
-            if role not in out.words and value and len(value) == 1 and value[0].span:
-                out.words[role] = (f"#SBATCH {variable}", value[0])
-        if "total" not in out.words and "nodes" in out.words and "per_node" not in out.words:
-            out.defaults["per_node"] = 1  # Slurm starts one task per node by default
-        if "total" in out.words and _from_flag(out, "per_node") and not _from_flag(out, "total"):
-            del out.words["total"]  # srun --ntasks-per-node on the line beats #SBATCH --ntasks
-        if "total" in out.words and _from_flag(out, "total"):
-            out.words.pop("per_node", None)
-            out.words.pop("nodes", None)
+        _srun_allocation(out, variables)
     if launcher.default_per_node:
         out.defaults.setdefault("per_node", launcher.default_per_node)
     if launcher.default_nodes:
         out.defaults.setdefault("nodes", launcher.default_nodes)
-    if out.missing:
-        return out
-    if name == "deepspeed" and "total" not in out.words:
-        if "per_node" not in out.words:
-            out.missing = "deepspeed without --num_gpus uses every GPU it finds"
-        elif "nodes" not in out.words:
-            out.missing = (
-                "deepspeed without --num_nodes runs on every host of its host file "
-                "(/job/hostfile by default), or on this node alone when there is none"
-            )
-    elif name == "srun" and not out.words:
-        out.missing = "srun without --ntasks or #SBATCH sizes runs as many tasks as the job has"
+    if not out.missing:
+        out.missing = _unsized(out)
     return out
 
 
-def _flag_value(flags: list[bash.Word], j: int, flag: str) -> bash.Word | None:
+def _read_flags(out: Sizes, launcher: Launcher, flags: list[Word]) -> None:
+    """The launcher's sizing flags, up to the command it runs (a container, a wrapper
+    script, the program)."""
+    for j, word in enumerate(flags):
+        text = _head(word)  # --rdzv_id=$SLURM_JOB_ID
+        _sizing_flag(out, launcher, flags, j)
+        if launcher.name == "deepspeed" and text.partition("=")[0] in ("--include", "-i"):
+            out.words["total"] = _include(flags, j, text.partition("=")[0])
+        before = flags[j - 1].text if j else None
+        after_option = (before or "").startswith("-") and "=" not in before
+        if word.text is None and not after_option and not text.startswith("-"):
+            out.missing = (
+                f"{word.why_unknown} may hold {launcher.name}'s own flags "
+                "(how many processes it starts)"
+            )
+        if not text.startswith("-") and not after_option:
+            break  # the command the launcher runs starts here
+
+
+def _sizing_flag(out: Sizes, launcher: Launcher, flags: list[Word], j: int) -> None:
+    """When ``flags[j]`` is one of the launcher's sizing flags: its value, by role."""
+    roles = {"per_node": launcher.per_node, "nodes": launcher.nodes, "total": launcher.total}
+    for role, spellings in roles.items():
+        for flag in spellings:
+            value = _flag_value(flags, j, flag)
+            if value is not None:
+                out.words[role] = (flag, value)
+
+
+def _include(flags: list[Word], j: int, flag: str) -> tuple[str, Word]:
+    """``deepspeed --include host1:0,1@host2:0,1``: the processes it starts, as a total."""
+    include = _flag_value(flags, j, flag)
+    slots = _slots(include.text if include is not None else None)
+    if slots is None:
+        return flag, Word(None, flags[j].line, why_unknown="a host list without slot numbers")
+    return flag, Word(str(slots), flags[j].line)
+
+
+def _srun_allocation(out: Sizes, variables: dict[str, list[Word]]) -> None:
+    """What the allocation (``#SBATCH``) gives ``srun`` where its own flags say nothing, and
+    which of the two wins."""
+    for role, variable in SLURM_SIZES.items():
+        value = variables.get(variable)
+        if role not in out.words and value and len(value) == 1 and value[0].span:
+            out.words[role] = (f"#SBATCH {variable}", value[0])
+    if "total" not in out.words and "nodes" in out.words and "per_node" not in out.words:
+        out.defaults["per_node"] = 1  # Slurm starts one task per node by default
+    if "total" in out.words and _from_flag(out, "per_node") and not _from_flag(out, "total"):
+        del out.words["total"]  # srun --ntasks-per-node on the line beats #SBATCH --ntasks
+    if "total" in out.words and _from_flag(out, "total"):
+        out.words.pop("per_node", None)
+        out.words.pop("nodes", None)
+
+
+def _unsized(out: Sizes) -> str | None:
+    """Why a launch with no unknown word still starts an unknown number of processes."""
+    if out.launcher == "deepspeed" and "total" not in out.words:
+        if "per_node" not in out.words:
+            return "deepspeed without --num_gpus uses every GPU it finds"
+        if "nodes" not in out.words:
+            return (
+                "deepspeed without --num_nodes runs on every host of its host file "
+                "(/job/hostfile by default), or on this node alone when there is none"
+            )
+    elif out.launcher == "srun" and not out.words:
+        return "srun without --ntasks or #SBATCH sizes runs as many tasks as the job has"
+    return None
+
+
+def _flag_value(flags: list[Word], j: int, flag: str) -> Word | None:
     """The value of ``flag`` when ``flags[j]`` is it: ``--flag V``, ``--flag=V`` or ``-nV``."""
     word = flags[j]
     text = word.text or ""
     if text == flag:
         return flags[j + 1] if j + 1 < len(flags) else None
     if text.startswith(flag + "="):
-        return bash.Word(
+        return Word(
             text[len(flag) + 1 :],
             word.line,
             _inline_span(word, len(flag) + 1),
             sources=word.sources,
         )
     if len(flag) == 2 and flag[0] == "-" and text.startswith(flag) and text[2:].isdigit():
-        return bash.Word(text[2:], word.line, _inline_span(word, 2), sources=word.sources)
+        return Word(text[2:], word.line, _inline_span(word, 2), sources=word.sources)
     if word.text is None and word.parts and (word.parts[0].text or "").startswith(flag + "="):
-        return bash.Word(None, word.line, why_unknown=word.why_unknown)
+        return Word(None, word.line, why_unknown=word.why_unknown)
     return None
 
 
@@ -264,7 +310,7 @@ def _slots(include: str | None) -> int | None:
     return total
 
 
-def _inline_span(word: bash.Word, offset: int):
+def _inline_span(word: Word, offset: int):
     """The span of ``value`` in a ``--flag=value`` literal."""
     if word.span is None:
         return None

@@ -1,0 +1,401 @@
+"""Expansion of one argument as bash does it, without running anything: quotes, ``$X``,
+``${X:-d}``, ``${X:=d}``, ``${X:+w}``, ``${X?}``, ``${#X}``, arrays, ``$((...))`` and
+heredoc bodies. What needs running (``$(...)``, ``$1``, a name the script never sets) is an
+unknown piece that says why."""
+
+from __future__ import annotations
+
+import re
+
+from translator.shell import arith
+from translator.shell.fields import BREAK, At, joined, split_fields
+from translator.shell.syntax import Source, literal
+from translator.shell.values import (
+    MAX_DEPTH,
+    UNSET,
+    Env,
+    Heredoc,
+    Piece,
+    Var,
+    Word,
+    bounded,
+    clip,
+    merge_sources,
+    scalar,
+    text_of,
+    to_word,
+    why,
+)
+
+#: Nodes that start with ``$`` (and may carry blanks before it, inside a string).
+EXPANSIONS = {
+    "simple_expansion",
+    "expansion",
+    "command_substitution",
+    "arithmetic_expansion",
+    "process_substitution",
+}
+#: Nodes whose text is the word's text, backslashes aside.
+PLAIN = {"word", "number", "extglob_pattern", "special_variable_name", "variable_name", "regex"}
+LEADING_BLANKS = re.compile(r"(?:\s|\\\n)*")
+#: ``${...}``: an optional ``#`` (length), the name, an optional ``[index]``, the rest.
+BRACED = re.compile(r"(#?)([A-Za-z_]\w*|[0-9]+|[@*#?$!-])(\[(@|\*|-?[0-9]+)\])?(.*)", re.S)
+#: ``$X``, ``${X}`` and ``${X:-n}`` inside arithmetic.
+ARITH_REFS = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\$\{([A-Za-z_]\w*):?-([^{}$]*)\}")
+ANSI_C = {
+    "n": "\n",
+    "t": "\t",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "a": "\a",
+    "e": "\x1b",
+    "r": "\r",
+    "0": "\0",
+}
+
+
+class Expander:
+    """Expands argument nodes against the script's variables (``${X:=d}`` and arithmetic
+    assignments change them, as in bash)."""
+
+    def __init__(self):
+        self.depth = 0
+        """How deep expansions nest at the moment (past MAX_DEPTH: unknown)."""
+        self.handlers = {
+            "raw_string": self._raw_string,
+            "ansi_c_string": self._ansi_c_string,
+            "string": self._string,
+            "translated_string": self._string,
+            "concatenation": self._concatenation,
+            "simple_expansion": self._simple,
+            "expansion": self._braced,
+            "arithmetic_expansion": self._arithmetic,
+            "command_substitution": self._substitution,
+            "process_substitution": self._not_run,
+            "brace_expression": self._brace,
+        }
+
+    def words(self, node, env: Env, src: Source, quoted: bool = False) -> list[Word]:
+        """The fields one argument node expands to (one word when ``quoted``)."""
+        if node is None:
+            return []
+        line = src.line(node.start_byte)
+        if quoted:
+            return [to_word(joined(self.expand(node, env, src, True)), line)]
+        return [to_word(f, n) for f, n in self.fields(node, env, src)]
+
+    def fields(self, node, env: Env, src: Source) -> list[tuple]:
+        """Expand and split one unquoted argument: ``(pieces, line)`` per field."""
+        return split_fields(self.expand(node, env, src, quoted=False), src.line(node.start_byte))
+
+    def expand(self, node, env: Env, src: Source, quoted: bool) -> list:
+        """The segments of a word (see :mod:`translator.shell.fields`)."""
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                return [Piece(None, None, f"expansions nested more than {MAX_DEPTH} deep")]
+            return self._expand(node, env, src, quoted)
+        finally:
+            self.depth -= 1
+
+    def _expand(self, node, env: Env, src: Source, quoted: bool) -> list:
+        kind = node.type
+        raw = src.data[node.start_byte : node.end_byte].decode(errors="replace")
+        lead = LEADING_BLANKS.match(raw).end()
+        if lead and kind in EXPANSIONS:
+            # tree-sitter-bash puts the blanks before a ``$`` inside a string into the
+            # expansion's node (``"$X $Y"``): they are text of the string.
+            return literal(src, node.start_byte, node.start_byte + lead) + self._expand_at(
+                node, kind, raw[lead:], env, src, quoted
+            )
+        return self._expand_at(node, kind, raw, env, src, quoted)
+
+    def _expand_at(self, node, kind: str, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        if kind in PLAIN:
+            if "\\" in raw:
+                text = re.sub(r"\\\n|\\(.)", lambda m: m.group(1) or "", raw, flags=re.S)
+                return [Piece(text, None, None, frozenset())]
+            return [_verbatim(src, node.start_byte, node.end_byte, raw)]
+        handler = self.handlers.get(kind)
+        if handler is not None:
+            return handler(node, raw, env, src, quoted)
+        if not node.named_children:
+            return [_verbatim(src, node.start_byte, node.end_byte, raw)]
+        return self._all(node.named_children, env, src, quoted)
+
+    def _all(self, nodes, env: Env, src: Source, quoted: bool) -> list:
+        out = []
+        for child in nodes:
+            out.extend(self.expand(child, env, src, quoted))
+        return out
+
+    def _raw_string(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        return [_verbatim(src, node.start_byte + 1, node.end_byte - 1, raw[1:-1])]
+
+    def _ansi_c_string(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        body = raw[2:-1]
+        return [Piece(re.sub(r"\\(.)", lambda m: ANSI_C.get(m.group(1), "\\" + m.group(1)), body))]
+
+    def _concatenation(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        return self._all(node.children, env, src, quoted)
+
+    def _simple(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        return self.parameter(raw[1:], [], env, quoted)
+
+    def _arithmetic(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        return [arith_piece(raw[3:-2] if raw.startswith("$((") else raw[2:-1], env)]
+
+    def _substitution(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        if raw.startswith("$((") and raw.endswith("))"):  # tree-sitter's reading of $(( (...) ))
+            return self._arithmetic(node, raw, env, src, quoted)
+        return self._not_run(node, raw, env, src, quoted)
+
+    def _not_run(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        return [Piece(None, None, f"{clip(raw)} is not run")]
+
+    def _brace(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        return [Piece(None, None, f"{raw} (brace expansion)")]
+
+    def _string(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        """A double-quoted string: its text, expansions inside kept unsplit."""
+        pos = (
+            node.start_byte
+            + 1
+            + (1 if src.data[node.start_byte : node.start_byte + 1] == b"$" else 0)
+        )
+        end = node.end_byte - 1
+        out = []
+        for child in node.named_children:
+            if child.start_byte > pos:
+                out.extend(literal(src, pos, child.start_byte))
+            if child.type == "string_content":
+                out.extend(literal(src, child.start_byte, child.end_byte))
+            else:  # array items stay apart (``"${A[@]}"``): no joined() here
+                out.extend(
+                    seg[0] if isinstance(seg, tuple) else seg
+                    for seg in self.expand(child, env, src, quoted=True)
+                )
+            pos = child.end_byte
+        if end > pos:
+            out.extend(literal(src, pos, end))
+        return out or [Piece("", src.span(node.start_byte + 1, node.start_byte + 1))]
+
+    # -- ${...} ---------------------------------------------------------------------------------
+    def _braced(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        body = raw[2:-1]
+        m = BRACED.match(body)
+        if not m:
+            return [Piece(None, None, f"{clip(raw)} (set when the script runs)")]
+        length, name, _, index, rest = m.groups()
+        if length:
+            return _length(raw, name, index, rest, env)
+        op = re.match(r"(:?[-=+?])", rest)
+        if rest and not op:
+            return [Piece(None, None, f"{clip(raw)} is not evaluated")]
+        if not op:
+            return self.parameter(name, [index] if index else [], env, quoted)
+        # where the word after the operator starts, as an offset into the node
+        after = 2 + len(body) - len(rest) + len(op.group(1))
+        return self._operator(node, raw, (name, index, op.group(1), after), env, src, quoted)
+
+    def _operator(self, node, raw: str, form: tuple, env: Env, src: Source, quoted: bool) -> list:
+        """``${X-w}``, ``${X:=w}``, ``${X:+w}``, ``${X?}``...: ``form`` is ``(name, index,
+        operator, offset of the word after it)``."""
+        name, index, operator, after = form
+        colon, kind = operator.startswith(":"), operator[-1]
+        var = env.get(name)
+        if var is None and (name.isdigit() or name in "@*#?$!-"):
+            return [Piece(None, None, f"{clip(raw)} (${name} is set when the script runs)")]
+        state = _state(var)
+        missing = state in ("notset", "unset") or (colon and state == "empty")
+        decided = _without_word(raw, name, kind, colon, state, missing)
+        if decided is not None:
+            return decided
+        if kind == "?":
+            return self.parameter(name, [], env, quoted)
+        if kind != "+" and not missing:
+            return self.parameter(name, [index] if index else [], env, quoted)
+        return self._alternative(node, after, name if kind == "=" else None, env, src, quoted)
+
+    def _alternative(self, node, after: int, assign: str | None, env, src, quoted) -> list:
+        """The word after the operator, which ``${X:=w}`` also assigns to ``assign``."""
+        words = [
+            c
+            for c in node.children
+            if c.start_byte >= node.start_byte + after and c.end_byte <= node.end_byte - 1
+        ]
+        pieces = list(joined(self._all(words, env, src, quoted=True))) or [Piece("")]
+        if assign is not None:
+            env.set(assign, Var((bounded(tuple(pieces)),)))
+        return [(p, not quoted) for p in pieces]
+
+    def parameter(self, name: str, index: list, env: Env, quoted: bool) -> list:
+        """``$NAME``, ``${NAME[k]}``, ``${NAME[@]}``: the value's segments."""
+        var = env.get(name)
+        if var is None:
+            return [_not_set(name)]
+        if var == UNSET:
+            return [Piece("")]
+        if index and index[0] in ("@", "*") or (name in ("@", "*")):
+            return _items(var, index, quoted)
+        if index:
+            k = int(index[0])
+            if not var.array and k == 0:
+                return [(p, not quoted) for p in var.scalar]
+            if 0 <= k < len(var.items):
+                return [(p, not quoted) for p in var.items[k]]
+            return [Piece("")]
+        return [(p, not quoted) for p in var.scalar]
+
+    # -- heredocs -------------------------------------------------------------------------------
+    def heredoc(self, node, env: Env, src: Source) -> Heredoc | None:
+        """A here-document that goes to a file, expanded unless its marker is quoted; ``None``
+        for one that does not go to a file."""
+        target = next((c for c in node.named_children if c.type == "file_redirect"), None)
+        body = next((c for c in node.named_children if c.type == "heredoc_body"), None)
+        start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
+        if target is None or body is None or start is None:
+            return None
+        destination = target.child_by_field_name("destination") or target.named_children[-1]
+        words = self.words(destination, env, src, quoted=True)
+        if src.data[start.start_byte : start.end_byte][:1] in (b"'", b'"', b"\\"):
+            pieces = literal(src, body.start_byte, body.end_byte)
+        else:
+            pieces, at = [], body.start_byte
+            for child in body.named_children:
+                if child.type == "heredoc_content":
+                    continue
+                pieces += literal(src, at, child.start_byte)
+                pieces += joined(self.expand(child, env, src, quoted=True))
+                at = child.end_byte
+            pieces += literal(src, at, body.end_byte)
+        return Heredoc(words[0], tuple(pieces), src.line(node.start_byte))
+
+
+def _verbatim(src: Source, start: int, end: int, text: str) -> Piece:
+    """Text that stands in the source as written, with its span when there is one."""
+    span = src.span(start, end)
+    return Piece(text, span, None, frozenset({span}) if span else frozenset())
+
+
+def _length(raw: str, name: str, index: str | None, rest: str, env: Env) -> list:
+    """``${#NAME}`` and ``${#NAME[@]}``."""
+    if rest:
+        return [Piece(None, None, f"{clip(raw)} is not evaluated")]
+    var = env.get(name)
+    if not isinstance(var, Var):
+        return [Piece(None, None, f"{clip(raw)} (${name} is not set in the script)")]
+    if index in ("@", "*"):
+        return [Piece(str(len(var.items)))]
+    text = text_of(var.scalar)
+    if text is None:
+        return [Piece(None, None, why(var.scalar))]
+    return [Piece(str(len(text)))]
+
+
+def _state(var) -> str:
+    """What ``${X-w}`` and its kind look at: ``notset`` (never set by the script), ``unset``,
+    ``unknown``, ``empty`` or ``set``."""
+    if var is None:
+        return "notset"
+    if var == UNSET:
+        return "unset"
+    if not var.array and text_of(var.scalar) is None:
+        return "unknown"
+    return "empty" if not var.array and text_of(var.scalar) == "" else "set"
+
+
+def _without_word(raw: str, name: str, kind: str, colon: bool, state: str, missing: bool):
+    """What ``${X:+w}``, ``${X+w}``, ``${X?}``... give when neither the value nor the word
+    after the operator is used (the value is unknown, the script stops...); else ``None``."""
+    if state == "unknown" and (colon or kind == "+"):
+        return [Piece(None, None, f"{clip(raw)} (${name} is not known)")]
+    if kind == "+" and state == "notset":  # the environment may set it
+        return [Piece(None, None, f"{clip(raw)} (${name} is not set in the script)")]
+    if kind == "+" and missing:
+        return [Piece("")]
+    if kind == "?" and missing:
+        return [Piece(None, None, f"{clip(raw)} stops the script")]
+    return None
+
+
+def _not_set(name: str) -> Piece:
+    """The unknown value of a name the script never sets."""
+    if name in ("@", "*"):
+        return Piece(None, None, f"${name} (the script's arguments)")
+    if name.isdigit() or name in "#?$!-0":
+        return Piece(None, None, f"${name} (set when the script runs)")
+    return Piece(None, None, f"${name} (not set in the script)")
+
+
+def _items(var: Var, index: list, quoted: bool) -> list:
+    """``${A[@]}`` (a word per item, even quoted) and ``${A[*]}`` (quoted: one word, items
+    joined by a space)."""
+    out: list = []
+    for i, item in enumerate(var.items):
+        if i and (quoted and index[:1] != ["*"] or not quoted):
+            out.append(BREAK)
+        elif i:
+            out.append(Piece(" "))
+        if i < len(var.lines):
+            out.append(At(var.lines[i]))
+        out.extend((p, not quoted) for p in item)
+    return out
+
+
+# -- $((...)) -----------------------------------------------------------------------------------
+def arith_piece(expr: str, env: Env) -> Piece:
+    """``$((expr))``: its value, or an unknown piece that says why (a value the script does
+    not fix, or an error bash would stop on). Assignments in it change ``env``."""
+    sources: set = set()
+
+    def get(name: str) -> str:
+        var = env.get(name)
+        if var == UNSET:
+            return ""
+        if var is None:
+            raise arith.Unknown(f"${name} (not set in the script)")
+        text = text_of(var.scalar)
+        sources.update(merge_sources(var.scalar))
+        if text is None:
+            raise arith.Unknown(why(var.scalar))
+        return text
+
+    def put(name: str, value: int) -> None:
+        env.set(name, scalar(str(value), frozenset(sources)))
+
+    try:
+        value = arith.Evaluator(get, put).evaluate(dollar_refs(expr, env))
+    except arith.Unknown as exc:
+        return Piece(None, None, f"$(({clip(expr.strip())})): {exc}", frozenset(sources))
+    except arith.ArithError as exc:
+        return Piece(
+            None, None, f"$(({clip(expr.strip())})) is an error in bash ({exc})", frozenset(sources)
+        )
+    return Piece(str(value), None, None, merge_sources([Piece("", None, None, frozenset(sources))]))
+
+
+def dollar_refs(expr: str, env: Env) -> str:
+    """``$X``, ``${X}`` and ``${X:-n}`` inside arithmetic become their text (bash expands them
+    before it evaluates); anything else in ``$`` form is unknown."""
+
+    def value(m: re.Match) -> str:
+        name = m.group(1) or m.group(2) or m.group(3)
+        default = m.group(4)
+        var = env.get(name)
+        if var is None or var == UNSET or (isinstance(var, Var) and text_of(var.scalar) == ""):
+            if default is not None:
+                return f"({default})"
+            if var is None:
+                raise arith.Unknown(f"${name} (not set in the script)")
+            return "0"
+        text = text_of(var.scalar)
+        if text is None:
+            raise arith.Unknown(why(var.scalar))
+        return f"({text})" if text.strip() else "0"
+
+    out = ARITH_REFS.sub(value, expr)
+    if "$" in out:
+        raise arith.Unknown(f"{clip(expr)} needs the running script")
+    return out

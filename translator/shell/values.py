@@ -1,0 +1,245 @@
+"""What reading a script yields: pieces of text that remember the literal they come from, the
+words made of them, the variables (scalars and arrays) in their scopes, and the limits that
+keep reading linear in the script's size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from translator.reading import Note
+
+Span = tuple[int, int]
+#: Limits that keep reading linear: past them a value becomes unknown.
+MAX_TEXT = 64 * 1024
+MAX_ITEMS = 10_000
+MAX_PIECES = 1024
+MAX_SOURCES = 64
+MAX_DEPTH = 100
+MAX_CALL_DEPTH = 16
+MAX_EVALS = 8
+MAX_CHOICES = 32
+#: A source set that stands for "more places than we keep" (update refuses to edit those).
+MANY: Span = (-1, -1)
+#: The value of a variable the script ``unset`` (unlike a name it never set: that one the
+#: environment may set).
+UNSET = "unset"
+#: Stands for an unknown stretch in the alternatives of an undecided value.
+UNKNOWN_MARK = "\0"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A stretch of a word's text and where it came from."""
+
+    text: str | None
+    """``None`` when unknown."""
+    span: Span | None = None
+    """Character offsets of the literal this text is, verbatim, when there is one."""
+    why: str | None = None
+    """For unknown text: what stood there."""
+    sources: frozenset = frozenset()
+    """Every literal this text was computed from (for an edit's side effects)."""
+    maybe: tuple[tuple[str, ...], ...] | None = None
+    """For an unknown value that is one of a few (an ``if`` the reader cannot decide set it
+    either way): each possible value's items, unknown stretches as ``UNKNOWN_MARK``."""
+
+
+@dataclass(frozen=True)
+class Word:
+    """One shell word after expansion."""
+
+    text: str | None
+    """The expanded text; ``None`` when it depends on something we cannot know."""
+    line: int
+    """1-based line the word stands on."""
+    span: Span | None = None
+    """Character offsets of the literal that gave the whole word, when there is one (for a
+    ``$VAR`` word: the literal in the variable's assignment)."""
+    why_unknown: str | None = None
+    """What made it unknown (``$1``, ``$(...)``, an unset variable)."""
+    sources: frozenset = frozenset()
+    """The literals (spans) the word's text was computed from."""
+    parts: tuple[Piece, ...] = ()
+    """For an unknown word: its pieces, known and unknown (a string given to ``eval`` or
+    ``bash -c`` is read again with only the unknown pieces left as holes)."""
+    maybe: tuple[tuple[str, ...], ...] | None = None
+    """For an unknown word that is all one undecided value: the items of each value it may
+    have, unknown stretches as ``UNKNOWN_MARK``."""
+
+
+@dataclass
+class Script:
+    """Commands and variables of a script, in order."""
+
+    commands: list[list[Word]] = field(default_factory=list)
+    """Each simple command's words, assignments removed, in the order they would run."""
+    variables: dict[str, list[Word]] = field(default_factory=dict)
+    """Scalars (one word) and arrays, as they stand at the end of the script."""
+    notes: list[Note] = field(default_factory=list)
+    """What the reader did not follow (``line 3: source env.sh is not read``)."""
+    paths: list[tuple] = field(default_factory=list)
+    """For each command: the undecided branches it runs under, as ``((choice, what), path)``
+    pairs (``what`` such as ``the if on line 12``); two commands on different paths of one
+    choice never both run."""
+    heredocs: list[Heredoc] = field(default_factory=list)
+    """Here-documents written to a file (``cat <<EOT > $config_json``), expanded."""
+
+
+@dataclass(frozen=True)
+class Heredoc:
+    """A here-document that a command writes to a file."""
+
+    target: Word
+    """The file it is written to (``> FILE`` after the ``<<EOT``)."""
+    pieces: tuple[Piece, ...]
+    """The body after expansion, piece by piece (unknown pieces have ``text`` ``None``)."""
+    line: int
+    """Line of the ``<<`` that opens it."""
+
+
+@dataclass
+class Var:
+    """A variable's value: one scalar (a tuple of pieces) or an array of them."""
+
+    items: tuple | list
+    """The scalars; a scalar variable has one item (a list while an array grows in place)."""
+    array: bool = False
+    """Declared as an array (``A=(...)``), even with one item."""
+    lines: tuple | list = ()
+    """For an array: the line each item is written on."""
+    overflow: bool = False
+    """The array grew past MAX_ITEMS: unknown from then on."""
+
+    @property
+    def scalar(self) -> tuple:
+        """What ``$NAME`` gives: the first item (the empty string for an empty array)."""
+        return self.items[0] if self.items else (Piece("", None),)
+
+
+class Env:
+    """Variables in layers: a fork sees its parent and keeps its own changes apart."""
+
+    def __init__(self, parent: Env | None = None, function: bool = False):
+        self.parent, self.own = parent, {}
+        self.locals: set[str] | None = set() if function else None
+        """For a function's frame: the names declared ``local`` in it."""
+
+    def get(self, name: str):
+        """The innermost value of ``name``: a :class:`Var`, ``UNSET``, or ``None`` when the
+        script never set it."""
+        env = self
+        while env is not None:
+            if name in env.own:
+                return env.own[name]
+            env = env.parent
+        return None
+
+    def set(self, name: str, value) -> None:
+        self.own[name] = value
+
+    def fork(self, function: bool = False) -> Env:
+        return Env(self, function)
+
+    def declare_local(self, name: str) -> None:
+        """``local NAME``: the name belongs to the innermost function frame."""
+        env = self
+        while env is not None and env.locals is None:
+            env = env.parent
+        if env is not None:
+            env.locals.add(name)
+
+    def names(self) -> set[str]:
+        """Every name set in this scope or one around it."""
+        out, env = set(), self
+        while env is not None:
+            out |= env.own.keys()
+            env = env.parent
+        return out
+
+
+def merge_sources(pieces) -> frozenset:
+    """The literals behind all of ``pieces`` (``{MANY}`` past MAX_SOURCES of them)."""
+    out: set = set()
+    for p in pieces:
+        out |= p.sources
+        if len(out) > MAX_SOURCES:
+            return frozenset({MANY})
+    return frozenset(out)
+
+
+def unknown(why: str, sources=frozenset()) -> tuple[Piece, ...]:
+    """A scalar that is one unknown piece."""
+    return (Piece(None, None, why, sources),)
+
+
+def scalar(text: str, sources=frozenset()) -> Var:
+    """A variable holding known text that is no literal of the file (an arithmetic result)."""
+    return Var(((Piece(text, None, None, sources),),))
+
+
+def text_of(pieces) -> str | None:
+    """The text of ``pieces``, ``None`` when one is unknown."""
+    if any(p.text is None for p in pieces):
+        return None
+    return "".join(p.text for p in pieces)
+
+
+def why(pieces) -> str | None:
+    """Why the first unknown piece of ``pieces`` is unknown."""
+    return next((p.why for p in pieces if p.text is None), None)
+
+
+def clip(text: str, limit: int = 40) -> str:
+    """``text`` on one line, cut to ``limit`` characters (for messages)."""
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def bounded(pieces: tuple) -> tuple:
+    """A value past the size limits becomes unknown (or loses its per-piece spans)."""
+    text = text_of(pieces)
+    if text is not None and len(text) > MAX_TEXT:
+        return unknown("a value longer than 64 KiB", merge_sources(pieces))
+    if len(pieces) <= MAX_PIECES:
+        return pieces
+    runs = _known_runs(pieces)
+    if len(runs) > MAX_PIECES:
+        return unknown(why(pieces), merge_sources(pieces))
+    return runs
+
+
+def _known_runs(pieces: tuple) -> tuple:
+    """``pieces`` with each run of known pieces made one piece (with no span)."""
+    runs, known = [], []
+    for p in pieces + (None,):
+        if p is not None and p.text is not None:
+            known.append(p)
+            continue
+        if known:
+            runs.append(Piece(text_of(known), None, None, merge_sources(known)))
+            known = []
+        if p is not None:
+            runs.append(p)
+    return tuple(runs)
+
+
+def pieces_of(word: Word) -> tuple[Piece, ...]:
+    """A word as one piece."""
+    return (Piece(word.text, word.span, word.why_unknown, word.sources),)
+
+
+def to_word(pieces: tuple, line: int) -> Word:
+    """The word ``pieces`` make: known, with the span of its literal when one literal gave
+    it all; or unknown, with its pieces."""
+    pieces = tuple(pieces)
+    text = text_of(pieces)
+    sources = merge_sources(pieces)
+    if text is None:
+        unknowns = [p for p in pieces if p.text != ""]
+        maybe = unknowns[0].maybe if len(unknowns) == 1 else None
+        return Word(None, line, None, why(pieces), sources, parts=pieces, maybe=maybe)
+    meaningful = [p for p in pieces if p.text]
+    span = meaningful[0].span if len(meaningful) == 1 else None
+    if not meaningful and len(pieces) == 1:
+        span = pieces[0].span
+    return Word(text, line, span, None, sources)
