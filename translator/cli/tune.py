@@ -118,7 +118,7 @@ def tune(
     from translator.launch import smoke as runs
     from translator.launch import tune as probes
     from translator.launch.command import SmokePlan
-    from translator.launch.engines import TORCH, engine
+    from translator.launch.engines import TORCH, engine, owners
     from translator.layouts import load_layout
 
     limit = parse_memory(memory_limit)
@@ -137,7 +137,7 @@ def tune(
     if recompute and "recompute" not in engine(framework).options:
         raise InputError(
             f"--recompute: the {framework} engine does not switch recomputation; "
-            "tune with --framework torch"
+            f"tune with --framework {owners('recompute')}"
         )
     seq = seq_len or spec.sequence_length or runs.DEFAULT_SEQUENCE[model]
     workdir = (workdir or Path(".batchspec-tune") / framework).resolve()
@@ -212,12 +212,14 @@ def _pick_files(framework: str, out_dir: str, targets: str | None) -> list[tuple
 
 def _zero_stages(text: str | None, framework: str) -> list[int | None]:
     from translator.errors import InputError
-    from translator.launch.engines import engine
+    from translator.launch.engines import engine, owners
 
     if text is None:
         return [None]
     if "zero_stages" not in engine(framework).options:
-        raise InputError(f"--zero-stages is for an engine with ZeRO stages, not {framework}")
+        raise InputError(
+            f"--zero-stages is for the {owners('zero_stages')} engine, not {framework}"
+        )
     try:
         stages = sorted({int(s) for s in text.split(",")})
     except ValueError:

@@ -71,6 +71,14 @@ def _installed(package: str) -> bool:
         return False
 
 
+def owners(option: str) -> str:
+    """The engines that honour an engine ``option`` (``zero_stages``), as words."""
+    from translator.frameworks import names
+
+    found = [n for n in (*names(), TORCH) if _has_engine(n) and option in engine(n).options]
+    return " or ".join(found) or "no"
+
+
 def runs_layout(spec, device: str) -> list[str]:
     """The frameworks whose engines run ``spec``'s layout on ``device``."""
     from translator.frameworks import names
@@ -79,6 +87,8 @@ def runs_layout(spec, device: str) -> list[str]:
 
 
 def _has_engine(name: str) -> bool:
+    if name == TORCH:
+        return True
     from translator.frameworks import get
 
     try:

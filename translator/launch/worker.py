@@ -138,13 +138,12 @@ def main(argv: list[str] | None = None) -> int:
 
     limit = os.environ.get(MEMORY_LIMIT_ENV)
     if limit:
-        # torch and the engines are imported before the cap: a failed import would abort in
-        # C++ with no report, while a failed allocation in the run is reported as such.
+        # torch and the engine lookup are imported before the cap: a failed import would abort
+        # in C++ with no report, or fail before the rank could report; a failed allocation in
+        # the run (the engine's own imports included) is reported as such.
         import torch  # noqa: F401
 
-        from translator.launch.engines import module
-
-        module(args.engine)
+        import translator.launch.engines  # noqa: F401
 
         resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
     rank = int(os.environ.get("RANK", 0))
