@@ -1,6 +1,6 @@
 """The framework's own verdict on a config, beside batchspec's (``validate --with-framework``):
-each framework's ``verdict(inspection, world)`` (see :mod:`translator.frameworks`), asked only
-when its ``PACKAGE`` is installed."""
+each framework's ``verdict(inspection, world)`` (see :mod:`translator.frameworks.contract`),
+asked only when the packages it ``requires`` are installed."""
 
 from __future__ import annotations
 
@@ -8,9 +8,34 @@ import contextlib
 import importlib.util
 import sys
 
+from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.contract import NotEnoughKnown
 from translator.inspection import Inspection
+
+
+def require_installed(inspection: Inspection) -> None:
+    """Refuse (exit 2, one line naming what to install) a file whose framework's validator
+    cannot run here because its packages are missing."""
+    from translator.frameworks import get
+
+    framework = get(inspection.reading.framework)
+    if framework.verdict is None:
+        return
+    missing = [p for p in framework.requires if not _installed(p)]
+    if missing:
+        extra = framework.extra or framework.name
+        raise InputError(
+            f"{inspection.reading.path}: --with-framework runs {framework.name}'s own validator, "
+            f"which needs {', '.join(missing)}, not installed here: pip install 'batchspec[{extra}]'"
+        )
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a parent package that is missing
+        return False
 
 
 def framework_verdict(inspection: Inspection) -> Finding:
@@ -20,21 +45,9 @@ def framework_verdict(inspection: Inspection) -> Finding:
     name = inspection.reading.framework
     where = inspection.reading.path
     framework = get(name)
-    package = framework.package
-    if package is None or framework.verdict is None:
+    if framework.verdict is None:
         return finding(
             "framework-not-run", f"{name} has no validator of its own to run", where=where
-        )
-    try:
-        installed = importlib.util.find_spec(package) is not None
-    except ModuleNotFoundError:
-        installed = False
-    if not installed:
-        return finding(
-            "framework-not-run",
-            f"{name} is not installed here, so its own validator was not run",
-            hint=f"pip install 'batchspec[{framework.extra or name}]'",
-            where=where,
         )
     world = inspection.values.get("world_size")
     if world is None:

@@ -84,8 +84,8 @@ class Framework:
     launch_of: Callable[[Reading], Launch] | None = None
     """For a launcher's config (accelerate's): the world, parallel sizes and accumulation it
     gives the other files of the job."""
-    package: str | None = None
-    """The framework's Python package, imported by ``verdict``."""
+    requires: tuple[str, ...] = ()
+    """The Python packages ``verdict`` imports (the framework's own and torch)."""
     extra: str | None = None
     """The batchspec extra that installs the framework (``pip install 'batchspec[EXTRA]'``)."""
     verdict: Callable[[Inspection, int], str] | None = None

@@ -24,7 +24,7 @@ FRAMEWORK = Framework(
     codes=CODES | hf_trainer.CODES,
     explains=frozenset({"accelerate-batch-elsewhere"}),
     launch_of=rules.launch_of,
-    package="accelerate",
+    requires=("torch", "accelerate"),
     extra="hf",
     verdict=verdict.verdict,
 )

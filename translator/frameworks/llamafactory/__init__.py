@@ -24,7 +24,7 @@ FRAMEWORK = Framework(
     codes=CODES | hf_trainer.CODES | deepspeed_json.CODES,
     explains=frozenset({"hf-auto"}),
     insertion=hf_trainer.insertion,
-    package="transformers",
+    requires=("torch", "transformers"),
     extra="hf",
     verdict=hf_verdict.verdict,
 )
