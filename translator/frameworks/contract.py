@@ -12,7 +12,7 @@ contract (``NAME``, ``TEMPLATE``, ``read``...): :func:`from_module` adapts it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -98,14 +98,14 @@ class Framework:
     names): work-folder name -> text."""
 
 
-#: Upper-case attributes of the module contract -> field.
+#: Upper-case attributes of a plugin module -> field.
 _MODULE_FIELDS = {
     "NAME": "name",
     "TEMPLATE": "template",
     "FILENAME": "filename",
     "EXTENSIONS": "extensions",
-    "PACKAGE": "package",
 }
+#: The functions a module may hold under their field's own name.
 _MODULE_FUNCTIONS = (
     "claims",
     "holds_batch",
@@ -118,35 +118,33 @@ _MODULE_FUNCTIONS = (
     "launch_of",
     "verdict",
 )
-#: What a module must have to be adapted.
-REQUIRED = (
-    "NAME",
-    "TEMPLATE",
-    "FILENAME",
-    "EXTENSIONS",
-    "claims",
-    "holds_batch",
-    "context",
-    "read",
-    "interpret",
-    "check",
-    "edits",
-)
 
 
-def from_module(module: ModuleType | object) -> Framework:
-    """A :class:`Framework` from a module with the upper-case contract; ``ValueError`` names
-    what it lacks."""
-    missing = [a for a in REQUIRED if not hasattr(module, a)]
-    if missing:
-        raise ValueError(f"lacks {', '.join(sorted(missing))}")
+def from_module(module: ModuleType | object, **given) -> Framework:
+    """A :class:`Framework` from a module: its functions named as the fields are
+    (``read``, ``interpret``...), a plugin's upper-case constants (``NAME``, ``TEMPLATE``...),
+    then ``given`` fields on top. ``ValueError`` names what is missing."""
     values = {f: getattr(module, a) for a, f in _MODULE_FIELDS.items() if hasattr(module, a)}
     values |= {f: getattr(module, f) for f in _MODULE_FUNCTIONS if hasattr(module, f)}
-    values["extensions"] = tuple(values["extensions"])
     engine = getattr(module, "ENGINE", None)
     if isinstance(engine, str):
         values["engine"] = Engine(engine)
+    values |= given
+    missing = [
+        next((a for a, f in _MODULE_FIELDS.items() if f == name), name)
+        for name in _REQUIRED
+        if name not in values
+    ]
+    if missing:
+        raise ValueError(f"lacks {', '.join(sorted(missing))}")
+    values["extensions"] = tuple(values["extensions"])
     return Framework(**values)
+
+
+#: The fields without a default.
+_REQUIRED = tuple(
+    f.name for f in fields(Framework) if f.default is MISSING and f.default_factory is MISSING
+)
 
 
 class NotEnoughKnown(Exception):

@@ -5,25 +5,17 @@ from pathlib import Path
 
 from translator.frameworks.accelerate import rules, verdict
 from translator.frameworks.accelerate.codes import CODES
-from translator.frameworks.contract import Framework
+from translator.frameworks.contract import from_module
 from translator.frameworks.shared import hf_trainer
 
-FRAMEWORK = Framework(
-    name=rules.NAME,
+FRAMEWORK = from_module(
+    rules,
     template=str(Path(__file__).with_name("accelerate.yaml.j2")),
     filename="accelerate.yaml",
     extensions=(".yaml", ".yml", ".json"),
-    claims=rules.claims,
-    holds_batch=rules.holds_batch,
-    context=rules.context,
-    read=rules.read,
-    interpret=rules.interpret,
-    check=rules.check,
-    edits=rules.edits,
     claim_order=60,
     codes=CODES | hf_trainer.CODES,
     explains=frozenset({"accelerate-batch-elsewhere"}),
-    launch_of=rules.launch_of,
     requires=("torch", "accelerate"),
     extra="hf",
     verdict=verdict.verdict,

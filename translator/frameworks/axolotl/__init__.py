@@ -5,26 +5,18 @@ from pathlib import Path
 
 from translator.frameworks.axolotl import rules, verdict
 from translator.frameworks.axolotl.codes import CODES
-from translator.frameworks.contract import Engine, Framework
+from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.shared import deepspeed_json, hf_deepspeed
 
-FRAMEWORK = Framework(
-    name=rules.NAME,
+FRAMEWORK = from_module(
+    rules,
     template=str(Path(__file__).with_name("axolotl.yaml.j2")),
     filename="axolotl.yaml",
     extensions=(".yaml", ".yml"),
-    claims=rules.claims,
-    holds_batch=rules.holds_batch,
-    context=rules.context,
-    read=rules.read,
-    interpret=rules.interpret,
-    check=rules.check,
-    edits=rules.edits,
     claim_order=20,
     codes=CODES | deepspeed_json.CODES,
     rewrites=frozenset({"axolotl-batch-size-ignored", "axolotl-world-rounding"}),
     explains=frozenset({"hf-auto"}),
-    insertion=rules.insertion,
     requires=("torch", "axolotl"),
     extra="axolotl",
     verdict=verdict.verdict,

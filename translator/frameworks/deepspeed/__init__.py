@@ -3,23 +3,18 @@
 
 from pathlib import Path
 
-from translator.frameworks.contract import Engine, Framework
+from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.deepspeed import rules, verdict
 from translator.frameworks.deepspeed.codes import CODES
 from translator.frameworks.shared import deepspeed_json
 
-FRAMEWORK = Framework(
+FRAMEWORK = from_module(
+    rules,
     name="deepspeed",
     template=str(Path(__file__).with_name("deepspeed.json.j2")),
     filename=deepspeed_json.FILENAME,
     extensions=(".json",),
-    claims=rules.claims,
-    holds_batch=rules.holds_batch,
-    context=rules.context,
     read=deepspeed_json.read,
-    interpret=rules.interpret,
-    check=rules.check,
-    edits=rules.edits,
     claim_order=10,
     codes=CODES | deepspeed_json.CODES,
     rewrites=frozenset({"deepspeed-batch-mismatch", "deepspeed-floor"}),

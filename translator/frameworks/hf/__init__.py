@@ -3,25 +3,17 @@
 
 from pathlib import Path
 
-from translator.frameworks.contract import Engine, Framework
+from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.shared import deepspeed_json, hf_deepspeed, hf_trainer, hf_verdict
 
-FRAMEWORK = Framework(
-    name=hf_trainer.NAME,
+FRAMEWORK = from_module(
+    hf_trainer,
     template=str(Path(__file__).with_name("hf.yaml.j2")),
     filename="hf.yaml",
     extensions=(".yaml", ".yml", ".json"),
-    claims=hf_trainer.claims,
-    holds_batch=hf_trainer.holds_batch,
-    context=hf_trainer.context,
-    read=hf_trainer.read,
-    interpret=hf_trainer.interpret,
-    check=hf_trainer.check,
-    edits=hf_trainer.edits,
     claim_order=50,
     codes=hf_trainer.CODES | deepspeed_json.CODES,
     explains=frozenset({"hf-auto"}),
-    insertion=hf_trainer.insertion,
     requires=("torch", "transformers"),
     extra="hf",
     verdict=hf_verdict.verdict,

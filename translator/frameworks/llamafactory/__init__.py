@@ -3,22 +3,18 @@ its own (``finetuning_type``, ``stage``, ``template``)."""
 
 from pathlib import Path
 
-from translator.frameworks.contract import Framework
+from translator.frameworks.contract import from_module
 from translator.frameworks.llamafactory import rules
 from translator.frameworks.llamafactory.codes import CODES
 from translator.frameworks.shared import deepspeed_json, hf_trainer, hf_verdict
 
-FRAMEWORK = Framework(
-    name=rules.NAME,
+FRAMEWORK = from_module(
+    rules,
     template=str(Path(__file__).with_name("llamafactory.yaml.j2")),
     filename="llamafactory.yaml",
     extensions=(".yaml", ".yml", ".json"),
-    claims=rules.claims,
     holds_batch=hf_trainer.holds_batch,
     context=hf_trainer.context,
-    read=rules.read,
-    interpret=rules.interpret,
-    check=rules.check,
     edits=hf_trainer.edits,
     claim_order=40,
     codes=CODES | hf_trainer.CODES | deepspeed_json.CODES,

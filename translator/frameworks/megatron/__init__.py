@@ -3,23 +3,16 @@
 
 from pathlib import Path
 
-from translator.frameworks.contract import Engine, Framework
+from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.megatron import rules, verdict
 from translator.frameworks.megatron.codes import CODES
 from translator.frameworks.shared import deepspeed_json
 
-FRAMEWORK = Framework(
-    name=rules.NAME,
+FRAMEWORK = from_module(
+    rules,
     template=str(Path(__file__).with_name("megatron.sh.j2")),
     filename="megatron.sh",
     extensions=(".sh", ".bash", ".slurm", ".sbatch", ".args", ".txt"),
-    claims=rules.claims,
-    holds_batch=rules.holds_batch,
-    context=rules.context,
-    read=rules.read,
-    interpret=rules.interpret,
-    check=rules.check,
-    edits=rules.edits,
     claim_order=30,
     codes=CODES | deepspeed_json.CODES,
     rewrites=frozenset({"deepspeed-batch-mismatch", "deepspeed-floor"}),
