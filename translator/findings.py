@@ -76,6 +76,10 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
     "missing-file": ("error", "a file the config points to does not exist"),
     "framework-accepts": ("info", "the framework's own validator accepts the file"),
     "framework-refuses": ("error", "the framework's own validator refuses the file"),
+    "framework-not-installed": (
+        "warning",
+        "the framework's own validator was not run: its packages are not installed here",
+    ),
     "framework-not-run": (
         "info",
         "the framework's own validator was not run (not installed, or too little known)",

@@ -8,27 +8,9 @@ import contextlib
 import importlib.util
 import sys
 
-from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.contract import NotEnoughKnown
 from translator.inspection import Inspection
-
-
-def require_installed(inspection: Inspection) -> None:
-    """Refuse (exit 2, one line naming what to install) a file whose framework's validator
-    cannot run here because its packages are missing."""
-    from translator.frameworks import get
-
-    framework = get(inspection.reading.framework)
-    if framework.verdict is None:
-        return
-    missing = [p for p in framework.requires if not _installed(p)]
-    if missing:
-        extra = framework.extra or framework.name
-        raise InputError(
-            f"{inspection.reading.path}: --with-framework runs {framework.name}'s own validator, "
-            f"which needs {', '.join(missing)}, not installed here: pip install 'batchspec[{extra}]'"
-        )
 
 
 def _installed(package: str) -> bool:
@@ -48,6 +30,15 @@ def framework_verdict(inspection: Inspection) -> Finding:
     if framework.verdict is None:
         return finding(
             "framework-not-run", f"{name} has no validator of its own to run", where=where
+        )
+    missing = [p for p in framework.requires if not _installed(p)]
+    if missing:
+        return finding(
+            "framework-not-installed",
+            f"{name}'s own validator was not run: it needs {', '.join(missing)}, not installed "
+            "here",
+            hint=f"pip install 'batchspec[{framework.extra or name}]'",
+            where=where,
         )
     world = inspection.values.get("world_size")
     if world is None:

@@ -34,10 +34,8 @@ def validate(
     launch = pop_launch(params)
     inspections, unusable = inspect_all(files, framework, launch, skip_other_files)
     if with_framework:
-        from translator.verdict import framework_verdict, require_installed
+        from translator.verdict import framework_verdict
 
-        for i in inspections:
-            require_installed(i)
         for i in inspections:
             i.findings.append(framework_verdict(i))
     if as_json:
