@@ -55,14 +55,15 @@ def _set_scalar(env: Env, name: str, pieces: tuple, append: bool, line: int) -> 
 
 
 def set_array(env: Env, name: str, items: list, lines: list, append: bool, line: int) -> None:
-    """Assign or extend an array; past MAX_ITEMS it is unknown for good. Extending an array
-    this scope owns happens in place, so a long run of ``A+=(x)`` stays linear."""
+    """Assign or extend an array (``X+=(v)`` on a scalar makes it the array's first item, as
+    bash does); past MAX_ITEMS it is unknown for good. Extending an array this scope owns
+    happens in place, so a long run of ``A+=(x)`` stays linear."""
     old = env.get(name)
-    if append and isinstance(old, Var) and old.array:
+    if append and isinstance(old, Var):
         if old.overflow:
             return
-        # Grown in place only when this scope made the lists; an array from an outer scope, or
-        # made whole elsewhere (``A[3]=v``, a merge of paths: tuples), is copied first.
+        # Grown in place only when this scope made the lists; a value from an outer scope, or
+        # made whole elsewhere (a scalar, ``A[3]=v``, a merge of paths: tuples), is copied first.
         if env.own.get(name) is not old or not isinstance(old.items, list):
             old = Var(list(old.items), True, _lines(old))
             env.set(name, old)
