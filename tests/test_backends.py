@@ -158,6 +158,39 @@ def test_interleaved_pipeline_rules(pp, accumulation, group, code):
     assert found == ([code] if code else [])
 
 
+@pytest.mark.parametrize(
+    "pp, accumulation, group, near",
+    [
+        (4, 6, None, (4, 8)),  # N = PP: the multiples of PP
+        (2, 5, 4, (4, 6)),  # N > PP: 6 leaves remainder 2 = PP, nearer than the multiple 8
+        (2, 9, 8, (8, 10)),
+        (3, 13, 6, (12, 15)),
+    ],
+)
+def test_interleaved_pipeline_hint_names_the_nearest_valid_accumulations(
+    pp, accumulation, group, near
+):
+    """Both values offered pass the rule, and no value between them but M's own does."""
+
+    def spec(m):
+        return BatchSpec(
+            micro_batch_size=1,
+            gradient_accumulation_steps=m,
+            data_parallel_size=2,
+            pipeline_parallel_size=pp,
+            virtual_pipeline_stages=2,
+            microbatch_group_size_per_vp_stage=group,
+        )
+
+    def valid(m):
+        return "virtual-pipeline-microbatches" not in codes(megatron.check(spec(m)))
+
+    (f,) = [f for f in megatron.check(spec(accumulation)) if f.code.startswith("virtual")]
+    assert f.hint == f"use accumulation {near[0]} or {near[1]}"
+    assert valid(near[0]) and valid(near[1])
+    assert not any(valid(m) for m in range(near[0] + 1, near[1]))
+
+
 def test_megatron_reader_refuses_non_integers():
     reading = megatron.read(
         "ARGS=(\n    --micro-batch-size four\n    --global-batch-size 8\n)\n", "x.sh"

@@ -98,6 +98,28 @@ def test_array_append_and_declare():
 
 
 @pytest.mark.parametrize(
+    "text, words",
+    [
+        # bash: 1 x 2 (the element A[2] is not followed, so it is unknown, never guessed)
+        ('A[2]=1\nA+=(x)\necho "${A[@]}" ${#A[@]}', ["echo", None, "x", "2"]),
+        ('A[2]=1\nA+=(x)\nA+=(y z)\necho "${A[@]}"', ["echo", None, "x", "y", "z"]),
+        ('X=a\nX+=(b)\necho "${X[@]}" ${#X[@]}', ["echo", "a", "b", "2"]),  # bash: a b 2
+        ('X=(a b)\nf() { X+=(c); }\nf\necho "${X[@]}"', ["echo", "a", "b", "c"]),
+        # paths that disagree leave an unknown first, which the append keeps
+        ('[ -f x ] && A=(1 2) || A=(1 3)\nA+=(z)\necho "${A[@]}"', ["echo", None, "z"]),
+    ],
+)
+def test_array_append_after_an_element_or_a_scalar(text, words):
+    assert words_of(text) == [words]
+
+
+def test_array_append_after_an_element_keeps_each_items_line():
+    script = parse("A[2]=1\nA+=(x)\nA+=(y)\n", "t.sh")
+    assert [(w.text, w.line) for w in script.variables["A"]] == [(None, 0), ("x", 2), ("y", 3)]
+    assert script.variables["A"][0].why_unknown == "A[...] set element by element"
+
+
+@pytest.mark.parametrize(
     "expr, value", [("2*3+1", 7), ("7/2", 3), ("-(4-6)", 2), ("10 % 4", 2), ("2**3", 8)]
 )
 def test_arithmetic(expr, value):

@@ -297,6 +297,24 @@ def test_refused_update_lists_the_options_and_leaves_the_file(files):
     assert "learning rate × 0.866 for Adam" in f["hint"]
 
 
+def test_refused_update_with_an_unknown_micro_batch_names_the_global_options(tmp_path):
+    """With the micro-batch unknown the global batch splits over DP alone: the options are
+    its nearest multiples of DP (this was an internal TypeError)."""
+    script = tmp_path / "t.sh"
+    script.write_text(
+        "torchrun --nproc_per_node 8 x.py --micro-batch-size $MBS --global-batch-size 100\n"
+    )
+    result, out = run_json("update", script, "--world-size", 16)
+    assert result.exit_code == 1, result.output
+    (f,) = out["findings"]
+    assert f["code"] == "update-impossible"
+    assert (
+        "nearest are 96 (micro × accumulation 6) and 112 (micro × accumulation 7)" in (f["message"])
+    )
+    assert f["hint"].startswith("global 96 (micro × accumulation 6) needs the learning rate")
+    assert "no micro-batch keeps global 100 on data-parallel 16" in f["hint"]
+
+
 def test_update_refuses_a_computed_value(tmp_path):
     script = tmp_path / "t.sh"
     script.write_text(

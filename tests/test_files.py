@@ -207,16 +207,75 @@ def test_a_symlink_is_written_through_to_its_target(tmp_path):
     assert f"wrote {link} (a symlink; wrote its target {real})" in result.stdout
 
 
-def test_render_force_writes_through_a_symlink(spec, tmp_path):
+def test_update_out_writes_through_a_symlink_the_user_named(tmp_path):
+    """``-o PATH`` names the file itself, so its link is followed wherever it leads."""
+    source = tmp_path / "ax.yml"
+    source.write_text(AXOLOTL)
+    elsewhere = tmp_path / "elsewhere" / "new.yml"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("old\n")
+    link = tmp_path / "out" / "new.yml"
+    link.parent.mkdir()
+    link.symlink_to(elsewhere)
+    args = ["update", source, "--world-size", 16, "--global-batch", 64, "-o", link, "--force"]
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and "gradient_accumulation_steps: 2 #" in elsewhere.read_text()
+
+
+@pytest.mark.parametrize("dir_is_a_link", [False, True])
+def test_render_force_writes_through_a_symlink_inside_the_out_folder(spec, tmp_path, dir_is_a_link):
+    """A link in --out DIR to a file in DIR is written through (also when DIR, as named, is a
+    link: inside is where DIR really is)."""
+    out = tmp_path / "o"
+    out.mkdir()
+    kept = out / "deepspeed-v2.json"
+    kept.write_text("{}\n")
+    (out / "deepspeed.json").symlink_to("deepspeed-v2.json")
+    named = out
+    if dir_is_a_link:
+        named = tmp_path / "current"
+        named.symlink_to(out)
+    assert run("render", spec, "--to", "deepspeed", "--out", named).exit_code == 2
+    result = run("render", spec, "--to", "deepspeed", "--out", named, "--force")
+    assert result.exit_code == 0, result.output
+    assert (out / "deepspeed.json").is_symlink() and "train_batch_size" in kept.read_text()
+    assert f"wrote {named / 'deepspeed.json'} (a symlink; wrote its target {kept})" in result.stdout
+
+
+#: Links at out/deepspeed.json that lead out of out/ (made relative to out/).
+LINKS_OUT = {
+    "to a file outside": {"deepspeed.json": "../kept.json"},
+    "by an absolute path": {"deepspeed.json": "{tmp}/kept.json"},
+    "through a link inside": {"deepspeed.json": "hop.json", "hop.json": "../kept.json"},
+    "through a linked folder": {"deepspeed.json": "sub/kept.json", "sub": ".."},
+}
+
+
+@pytest.mark.parametrize("links", list(LINKS_OUT.values()), ids=list(LINKS_OUT))
+@pytest.mark.parametrize("command", ["render", "convert"])
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_a_symlink_out_of_the_out_folder_is_refused(spec, tmp_path, links, command, force):
     out = tmp_path / "o"
     out.mkdir()
     kept = tmp_path / "kept.json"
     kept.write_text("{}\n")
-    (out / "deepspeed.json").symlink_to(kept)
-    assert run("render", spec, "--to", "deepspeed", "--out", out).exit_code == 2
-    result = run("render", spec, "--to", "deepspeed", "--out", out, "--force")
-    assert result.exit_code == 0, result.output
-    assert (out / "deepspeed.json").is_symlink() and "train_batch_size" in kept.read_text()
+    for name, target in links.items():
+        (out / name).symlink_to(target.format(tmp=tmp_path))
+    before = sorted(os.listdir(out))
+    source, launch = spec, []
+    if command == "convert":
+        source, launch = tmp_path / "ax.yml", ["--world-size", 8]
+        source.write_text(AXOLOTL)
+    targets = ["--to", "axolotl,deepspeed,megatron", "--out", out]
+    result = run(command, source, *targets, *launch, *force)
+    assert result.exit_code == 2, result.output
+    link = out / "deepspeed.json"
+    assert result.stderr == (
+        f"batchspec: error: {link}: is a symlink to {kept}, outside {out}; refusing to write "
+        "through it (remove the link, or write elsewhere)\n"
+    )
+    assert kept.read_text() == "{}\n" and sorted(os.listdir(out)) == before and leftovers(out) == []
 
 
 def test_a_file_with_hard_links_is_refused(tmp_path):
@@ -242,11 +301,12 @@ def test_a_file_with_hard_links_is_refused(tmp_path):
 # consent ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("target", ["../nowhere", "missing.sh"], ids=["outside", "inside"])
 @pytest.mark.parametrize("force", [[], ["--force"]])
-def test_a_dangling_symlink_is_never_replaced(spec, tmp_path, force):
+def test_a_dangling_symlink_is_never_replaced(spec, tmp_path, force, target):
     out = tmp_path / "o"
     out.mkdir()
-    (out / "megatron.sh").symlink_to(tmp_path / "nowhere")
+    (out / "megatron.sh").symlink_to(target)
     result = run("render", spec, "--to", "deepspeed,megatron", "--out", out, *force)
     assert result.exit_code == 2
     assert f"{out / 'megatron.sh'}: is a symlink to a missing file" in result.stderr

@@ -190,6 +190,124 @@ def test_a_bomb_is_refused_in_bounded_time_and_memory(tmp_path):
         assert line.startswith("batchspec: error: ") and "aliases expand" in line
 
 
+# Lone surrogates -------------------------------------------------------------------------------
+
+#: (name, content, refused line, extra flags) of configs whose escapes give a lone surrogate.
+SURROGATE_CONFIGS = [
+    ("ds-key.json", '{"train_batch_size": 32,\n "\\ud800": 1}\n', 2, []),
+    (
+        "ds-value.json",
+        '{"train_batch_size": 32,\n "train_micro_batch_size_per_gpu": 4,\n'
+        ' "optimizer": {"type": "Adam\\udfff"}}\n',
+        3,
+        [],
+    ),
+    (
+        "hf-key.json",
+        '{"per_device_train_batch_size": 4,\n "\\udc00x": "out"}\n',
+        2,
+        ["--framework", "hf"],
+    ),
+    (
+        "hf-value.json",
+        '{"per_device_train_batch_size": 4,\n "output_dir": "\\ud800"}\n',
+        2,
+        ["--framework", "hf"],
+    ),
+    ("hf.yaml", 'per_device_train_batch_size: 4\nrun_name: "\\ud800"\n', 2, []),
+    ("axolotl-key.yml", 'micro_batch_size: 2\n"\\ud800": 1\n', 2, []),
+    ("axolotl-value.yml", 'micro_batch_size: 2\nbase_model: "a\\U0000dfffb"\n', 2, []),
+    ("axolotl-pair.yml", 'micro_batch_size: 2\nbase_model: "\\ud83d\\ude00"\n', 2, []),
+    ("axolotl-binary.yml", 'micro_batch_size: 2\nx: !!binary "\\ud800"\n', 2, []),
+    (
+        "accelerate.yaml",
+        'compute_environment: LOCAL_MACHINE\nnum_processes: 8\nmain_process_ip: "\\ud800"\n',
+        3,
+        [],
+    ),
+]
+
+#: The config commands, each with ``{file}`` and ``{out}`` to fill in after splitting.
+CONFIG_COMMANDS = {
+    "inspect": "inspect {file} --world-size 8",
+    "inspect --json": "inspect {file} --world-size 8 --json",
+    "validate": "validate {file} --world-size 8",
+    "convert": "convert {file} --to deepspeed,megatron --out {out} --world-size 8",
+    "update -o": "update {file} --world-size 16 --from-world-size 8 -o {out}",
+    "update --in-place": "update {file} --world-size 16 --in-place",
+}
+
+
+def refused_with_one_line(result, path: Path, line: int) -> None:
+    """Exit 2 with one error line naming ``path:line`` and the surrogate by its escape."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output
+    (error,) = result.stderr.strip().splitlines()
+    assert error.startswith(f"batchspec: error: {path}:{line}: a string escapes \\u"), error
+    assert "surrogate" in error
+
+
+@pytest.mark.parametrize(
+    "name, content, line, flags", SURROGATE_CONFIGS, ids=[c[0] for c in SURROGATE_CONFIGS]
+)
+@pytest.mark.parametrize("command", list(CONFIG_COMMANDS))
+def test_a_lone_surrogate_in_a_config_is_exit_2_and_writes_nothing(
+    tmp_path, name, content, line, flags, command
+):
+    path = tmp_path / name
+    path.write_text(content)
+    out = tmp_path / "out"
+    args = [a.format(file=path, out=out) for a in CONFIG_COMMANDS[command].split()]
+    result = run(*args, *flags)
+    refused_with_one_line(result, path, line)
+    if "--json" in args:
+        assert json.loads(result.stdout)["exit_code"] == 2
+    assert sorted(tmp_path.iterdir()) == [path] and path.read_text() == content
+
+
+#: (name, content, refused line) of spec files whose escapes give a lone surrogate.
+SURROGATE_SPECS = [
+    ("key.json", '{"global_batch_size": 32,\n "world_size": 8,\n "\\ud800": 1}\n', 3),
+    ("value.json", '{"global_batch_size": "\\udbff",\n "world_size": 8}\n', 1),
+    ("key.yaml", 'global_batch_size: 32\nworld_size: 8\n"\\ud800": 1\n', 3),
+    ("value.yaml", 'global_batch_size: 32\nworld_size: "8\\ud800"\n', 2),
+]
+
+
+@pytest.mark.parametrize(
+    "name, content, line", SURROGATE_SPECS, ids=[s[0] for s in SURROGATE_SPECS]
+)
+@pytest.mark.parametrize("command", ["plan", "plan --json", "render"])
+def test_a_lone_surrogate_in_a_spec_file_is_exit_2_and_writes_nothing(
+    tmp_path, name, content, line, command
+):
+    path = tmp_path / name
+    path.write_text(content)
+    extra = {"plan": "", "plan --json": "--json", "render": "--to deepspeed,axolotl --out {out}"}
+    result = run(command.split()[0], path, *extra[command].format(out=tmp_path / "out").split())
+    refused_with_one_line(result, path, line)
+    assert sorted(tmp_path.iterdir()) == [path]
+
+
+def test_a_lone_surrogate_in_the_deepspeed_json_a_yaml_names_is_exit_2_naming_it(tmp_path):
+    (tmp_path / "ds.json").write_text('{"train_batch_size": "auto",\n "\\ud800": 1}\n')
+    path = tmp_path / "ax.yml"
+    path.write_text("micro_batch_size: 2\ndeepspeed: ds.json\n")
+    refused_with_one_line(run("inspect", path, "--world-size", 8), tmp_path / "ds.json", 2)
+
+
+def test_a_surrogate_pair_in_json_is_its_character(tmp_path):
+    """JSON joins an escaped pair into one character (and an escaped backslash is no escape)."""
+    path = tmp_path / "ds.json"
+    path.write_text(
+        '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4,\n'
+        ' "optimizer": {"type": "\\ud83d\\ude00", "name": "\\\\ud800"}}\n'
+    )
+    result = run("inspect", path, "--world-size", 8, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["global_batch_size"] == 32
+
+
 # Duplicate keys and nulls --------------------------------------------------------------------
 
 DUPLICATES = [

@@ -37,6 +37,23 @@ def test_neighbour_below_is_left_out_when_there_is_none():
     assert "nearest are 32 (accumulation 1) (fix: use global 32," in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "value, unit, near",
+    [(100, 32, [96, 128]), (20, 32, [32]), (1023, 64, [960, 1024]), (7, 1 << 40, [1 << 40])],
+)
+def test_nearest_multiples_below_then_above_and_never_zero(value, unit, near):
+    assert solve.nearest_multiples(value, unit) == near
+
+
+@given(counts, st.integers(2, 500))
+def test_nearest_multiples_are_the_closest_on_each_side(value, unit):
+    if value % unit == 0:
+        return
+    near = solve.nearest_multiples(value, unit)
+    assert all(v % unit == 0 and v > 0 for v in near) and near[-1] - unit < value < near[-1]
+    assert len(near) == (2 if value > unit else 1) and (len(near) == 1 or near[0] > value - unit)
+
+
 def test_micro_solved_from_accumulation_names_micro_options():
     with pytest.raises(
         ConfigError,

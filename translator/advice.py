@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from translator import solve
 from translator.findings import Finding, finding
 from translator.spec import BatchSpec
 
@@ -94,10 +95,12 @@ def alignment_findings(spec: BatchSpec) -> list[Finding]:
     if seq is None or seq % TENSOR_CORE_MULTIPLE == 0:
         return []
     near = sorted(
-        {seq // m * m for m in (TENSOR_CORE_MULTIPLE, SMALL_DIMENSION_MULTIPLE)}
-        | {(seq // m + 1) * m for m in (TENSOR_CORE_MULTIPLE, SMALL_DIMENSION_MULTIPLE)}
+        {
+            n
+            for m in (TENSOR_CORE_MULTIPLE, SMALL_DIMENSION_MULTIPLE)
+            for n in solve.nearest_multiples(seq, m)
+        }
     )
-    near = [n for n in near if n > 0]
     return [
         finding(
             "alignment",

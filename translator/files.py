@@ -8,7 +8,8 @@ own folder first (written as bytes, so line endings stay exactly as given, and f
 when all of them are ready are they moved into place. Nothing but a regular file is ever
 replaced, and an existing one only when asked to (``force``); a file created here is created
 exclusively, so no other process can slip one in between the check and the write. A replaced
-file keeps its mode, owner and group; a symlink is written through to the file it points to.
+file keeps its mode, owner and group; a symlink is written through to the file it points to,
+unless the files go into a folder the user named (``--out DIR``) and the link leads out of it.
 """
 
 from __future__ import annotations
@@ -131,15 +132,21 @@ class _Plan:
     """Whether this run created the file at ``target`` (so that a failure removes it)."""
 
 
-def write_files(files: list[tuple[Path, str | bytes]], force: bool) -> list[Written]:
+def write_files(
+    files: list[tuple[Path, str | bytes]], force: bool, within: Path | str | None = None
+) -> list[Written]:
     """Write every ``(path, text)`` or none of them; an :class:`InputError` names what failed.
 
     Without ``force`` no existing file is replaced. Even with it, only regular files are: a
     folder, a device, a FIFO, a socket or a dangling symlink at a path is refused. A symlink
-    to a regular file is written through to that file. A file with several hard links is
-    refused (replacing it would split it from its other names). Folders are created.
+    to a regular file is written through to that file, but with ``within`` (the folder the
+    user named for the files, ``--out DIR``) only when that file lies inside the folder: the
+    user named the folder, not wherever its links lead, so a link out of it is refused. A file
+    with several hard links is refused (replacing it would split it from its other names).
+    Folders are created.
     """
-    plans = [_plan(Path(p), text, force) for p, text in files]
+    inside = None if within is None else Path(os.path.realpath(within))
+    plans = [_plan(Path(p), text, force, inside) for p, text in files]
     seen = set()
     for p in plans:
         real = os.path.realpath(p.target)
@@ -186,8 +193,9 @@ def _bytes(text: str | bytes) -> bytes:
     return text.encode("utf-8") if isinstance(text, str) else text
 
 
-def _plan(path: Path, text: str | bytes, force: bool) -> _Plan:
-    """Where ``path``'s bytes go, and what is there now; refusals happen here, before writing."""
+def _plan(path: Path, text: str | bytes, force: bool, inside: Path | None) -> _Plan:
+    """Where ``path``'s bytes go, and what is there now; refusals happen here, before writing.
+    ``inside``: the real path of the folder a symlink at ``path`` must not lead out of."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -204,6 +212,11 @@ def _plan(path: Path, text: str | bytes, force: bool) -> _Plan:
                 f"{path}: is a symlink to a missing file; refusing to replace it "
                 "(remove it, or write elsewhere)"
             ) from None
+        if inside is not None and not target.is_relative_to(inside):
+            raise InputError(
+                f"{path}: is a symlink to {target}, outside {inside}; refusing to write "
+                "through it (remove the link, or write elsewhere)"
+            )
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{path}: is a directory; cannot write a file there")
     if not stat.S_ISREG(st.st_mode):

@@ -3,7 +3,10 @@
 Both give a :class:`Document`: the data, where each key stands (and the span of its value when
 that is a scalar), and the keys a mapping sets more than once. Hostile input is refused with an
 :class:`InputError` (exit 2): YAML aliases that expand past :data:`ALIAS_BUDGET` nodes, recursive
-aliases, integers longer than :data:`MAX_INT_CHARS`, tags that do not construct, deep nesting.
+aliases, integers longer than :data:`MAX_INT_CHARS`, tags that do not construct, deep nesting,
+and strings whose escapes give a lone surrogate (``"\\ud800"``): not Unicode text, so they could
+be neither printed nor written as UTF-8. Files are decoded as strict UTF-8 and escapes are
+decoded here, so with this check nothing downstream meets a surrogate.
 """
 
 from __future__ import annotations
@@ -27,10 +30,14 @@ MAX_INT_CHARS = 1000
 #: Longest rendering of a value in a message.
 BRIEF_CHARS = 60
 
-_LITERAL = re.compile(
-    r'"(?:[^"\\]|\\.)*"|-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null'
-)
-_JSON_TOKEN = re.compile(r'("(?:[^"\\]|\\.)*")(\s*:\s*)?|[{}\[\]]')
+#: A surrogate code point: what a ``\\uD800``-``\\uDFFF`` escape gives when nothing pairs it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: A JSON escape that may give a surrogate (a cheap test before any string is decoded).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_JSON_STRING = re.compile(_STRING)
+_LITERAL = re.compile(_STRING + r"|-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|Infinity)|NaN|true|false|null")
+_JSON_TOKEN = re.compile(rf"({_STRING})(\s*:\s*)?|[{{}}\[\]]")
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,18 @@ def brief(value: object, quote: str = '"') -> str:
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = _REPR.maxlong = BRIEF_CHARS
+
+
+def _surrogate(decoded: str, why: str) -> str | None:
+    """Why a decoded string that holds a surrogate is refused (``why``: what became of its
+    pair), or ``None`` when it holds none. The surrogate is shown as its escape, never itself."""
+    found = _SURROGATE.search(decoded)
+    if found is None:
+        return None
+    return (
+        f"a string escapes \\u{ord(found.group()):04x}, a surrogate {why}: not text "
+        "(write the character itself); refused"
+    )
 
 
 # YAML ------------------------------------------------------------------------------------------
@@ -141,6 +160,13 @@ class _Loader(yaml.SafeLoader):
                 f"{type(exc).__name__}",
                 node.start_mark,
             ) from None
+
+    def construct_scalar(self, node):
+        if isinstance(node, yaml.ScalarNode):
+            refusal = _surrogate(node.value, "(YAML never pairs them)")
+            if refusal is not None:
+                raise _Refused(node.start_mark.line + 1, refusal)
+        return super().construct_scalar(node)
 
     def construct_yaml_int(self, node):
         if len(node.value) > MAX_INT_CHARS:
@@ -247,9 +273,23 @@ def load_json(text: str, where: str) -> Document:
         raise InputError(f"{where}:{line}: an integer of {len(str(exc))} digits; refused") from None
     except RecursionError:
         raise InputError(f"{where}: nested too deeply") from None
+    if _SURROGATE_ESCAPE.search(text):
+        _refuse_surrogates(text, where)
     doc = Document(data)
     _scan_json(text, doc)
     return doc
+
+
+def _refuse_surrogates(text: str, where: str) -> None:
+    """Refuse a valid JSON ``text`` one of whose strings (key or value) escapes a surrogate
+    that no other escape pairs (``json.loads`` joins a pair into its character)."""
+    for m in _JSON_STRING.finditer(text):
+        if "\\" not in m.group():
+            continue
+        refusal = _surrogate(json.loads(m.group()), "with no pair")
+        if refusal is not None:
+            line = text.count("\n", 0, m.start()) + 1
+            raise InputError(f"{where}:{line}: {refusal}")
 
 
 def _scan_json(text: str, doc: Document) -> None:

@@ -12,10 +12,12 @@ from translator.errors import ConfigError, InputError
 from translator.findings import finding
 
 
-def _neighbours(value: int, unit: int) -> tuple[int | None, int]:
-    """The multiples of ``unit`` just below (None when there is none) and just above ``value``."""
+def nearest_multiples(value: int, unit: int) -> list[int]:
+    """The valid values nearest a ``value`` that is not a multiple of ``unit``: the multiple of
+    ``unit`` just below it (left out when that is 0, which is no batch and no world) and the one
+    just above, in that order. Every message that names "the nearest" values takes them here."""
     lower = value // unit * unit
-    return (lower if lower > 0 else None), lower + unit
+    return [v for v in (lower, lower + unit) if v > 0]
 
 
 def _product_text(factors: dict[str, int]) -> str:
@@ -31,16 +33,15 @@ def split_error(code: str, subject: str, value: int, factors: dict[str, int], fr
     ``free`` names the quantity that would be ``value / product`` if it divided.
     """
     unit = math.prod(factors.values())
-    lower, upper = _neighbours(value, unit)
-    options = [f"{v} ({free} {v // unit})" for v in (lower, upper) if v is not None]
+    near = nearest_multiples(value, unit)
+    options = [f"{v} ({free} {v // unit})" for v in near]
     return ConfigError(
         [
             finding(
                 code,
                 f"{subject} {value} does not split into {_product_text(factors)}: "
                 f"nearest are {' and '.join(options)}",
-                hint=f"use {subject} {' or '.join(str(v) for v in (lower, upper) if v is not None)}"
-                f", or change the {free}",
+                hint=f"use {subject} {' or '.join(map(str, near))}, or change the {free}",
             )
         ]
     )
@@ -50,8 +51,7 @@ def data_parallel_size(world: int, tensor: int = 1, pipeline: int = 1, context: 
     """``world / (tensor x pipeline x context)``; an error naming nearby valid worlds otherwise."""
     model = tensor * pipeline * context
     if world % model:
-        lower, upper = _neighbours(world, model)
-        near = " or ".join(str(v) for v in (lower, upper) if v is not None)
+        near = " or ".join(map(str, nearest_multiples(world, model)))
         raise ConfigError(
             [
                 finding(

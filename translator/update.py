@@ -114,12 +114,12 @@ def _options(g: int, m: int, fields: dict, message: str, where: str):
         fields["pipeline_parallel_size"],
         fields["context_parallel_size"],
     )
-    unit = m * dp
-    near = [x for x in (g // unit * unit, (g // unit + 1) * unit) if x]
+    # As the solver split it: over micro × DP, or over DP alone when the micro-batch is unknown.
+    unit, per_rank = (dp, "micro × accumulation") if m is None else (m * dp, "accumulation")
     lr = "; ".join(
-        f"global {x} (accumulation {x // unit}) needs the learning rate × "
+        f"global {x} ({per_rank} {x // unit}) needs the learning rate × "
         f"{math.sqrt(x / g):.3g} for Adam (square root) or × {x / g:.3g} for SGD"
-        for x in near
+        for x in solve.nearest_multiples(g, unit)
     )
     micros = [str(mm) for mm, _ in solve.decompositions(g, dp)] if g % dp == 0 else []
     keep = (

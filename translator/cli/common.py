@@ -222,13 +222,16 @@ def write_rendered(
     force: bool,
     findings: list[Finding] = (),
 ) -> None:
-    """Write every rendered file (none if any is refused) and report them with the findings."""
+    """Write every rendered file into ``out_dir`` (none if any is refused: a symlink there
+    that leads out of it among the reasons) and report them with the findings."""
     from pathlib import Path
 
     from translator.files import write_files
 
     paths = [Path(out_dir) / r.filename for r in rendered]
-    written = write_files([(path, r.text) for r, path in zip(rendered, paths)], force)
+    written = write_files(
+        [(path, r.text) for r, path in zip(rendered, paths)], force, within=out_dir
+    )
     findings = list(findings) + [f for r in rendered for f in r.findings]
     if as_json:
         emit_json(

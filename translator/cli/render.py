@@ -14,7 +14,8 @@ def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: boo
     """Render SPEC (YAML/JSON, or - for stdin) for each framework in --to, into --out.
 
     Every file is read back and must give the same spec. All files are written or none, and
-    no existing file is replaced without --force (a symlink is written through to its target).
+    no existing file is replaced without --force (a symlink is written through to its target
+    when that lies in --out; one that leads out of it is refused).
     """
     from translator.frameworks import get_many
     from translator.render import render as render_one

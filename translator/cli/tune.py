@@ -480,7 +480,7 @@ def _write_pick(spec, framework: str, out_dir: str, targets: str | None, force: 
             files.append(("spec", path, spec.model_dump_json(indent=2)))
         else:
             files.append((target.name, path, render(spec, target).text))
-    written = write_files([(path, text) for _, path, text in files], force)
+    written = write_files([(path, text) for _, path, text in files], force, within=out_dir)
     return {name: str(w.path) for (name, _, _), w in zip(files, written)}
 
 

@@ -49,20 +49,23 @@ def _set_scalar(env: Env, name: str, pieces: tuple, append: bool, line: int) -> 
         pieces = old.scalar + pieces
     if isinstance(old, Var) and old.array:  # A=x sets ${A[0]}, the rest stays
         items = [bounded(pieces)] + list(old.items[1:])
-        set_array(env, name, items, [line] + list(old.lines[1:]), False, line)
+        set_array(env, name, items, [line] + _lines(old)[1:], False, line)
         return
     env.set(name, Var((bounded(pieces),)))
 
 
 def set_array(env: Env, name: str, items: list, lines: list, append: bool, line: int) -> None:
-    """Assign or extend an array; past MAX_ITEMS it is unknown for good. Extending an array
-    this scope owns happens in place, so a long run of ``A+=(x)`` stays linear."""
+    """Assign or extend an array (``X+=(v)`` on a scalar makes it the array's first item, as
+    bash does); past MAX_ITEMS it is unknown for good. Extending an array this scope owns
+    happens in place, so a long run of ``A+=(x)`` stays linear."""
     old = env.get(name)
-    if append and isinstance(old, Var) and old.array:
+    if append and isinstance(old, Var):
         if old.overflow:
             return
-        if env.own.get(name) is not old:
-            old = Var(list(old.items), True, list(old.lines))
+        # Grown in place only when this scope made the lists; a value from an outer scope, or
+        # made whole elsewhere (a scalar, ``A[3]=v``, a merge of paths: tuples), is copied first.
+        if env.own.get(name) is not old or not isinstance(old.items, list):
+            old = Var(list(old.items), True, _lines(old))
             env.set(name, old)
         old.items.extend(items)
         old.lines.extend(lines)
@@ -73,6 +76,12 @@ def set_array(env: Env, name: str, items: list, lines: list, append: bool, line:
     if len(var.items) > MAX_ITEMS:
         grown = [unknown(f"${{{name}[@]}} grows past {MAX_ITEMS} items")]
         env.set(name, Var(grown, True, [line], overflow=True))
+
+
+def _lines(var: Var) -> list:
+    """A fresh list with the line of each of ``var``'s items: 0 for those it keeps no line for
+    (a scalar, ``A[3]=v`` and merged paths keep fewer lines than items, or none)."""
+    return list(var.lines[: len(var.items)]) + [0] * (len(var.items) - len(var.lines))
 
 
 def declaration(ex: Expander, node, env: Env, src: Source) -> None:

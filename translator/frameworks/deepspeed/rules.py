@@ -5,6 +5,7 @@ engine), ``world / sequence_parallel_size`` without one, or every rank under Aut
 
 from __future__ import annotations
 
+from translator import solve
 from translator.findings import Finding, finding
 from translator.frameworks.shared.deepspeed_json import (
     BATCH_KEYS,
@@ -193,8 +194,7 @@ def _mismatch_fix(tbs: int, mbs: int, gas: int, w: int) -> str:
 
 def _fix(tbs: int, mbs: int, w: int) -> str:
     unit = mbs * w
-    lower, upper = tbs // unit * unit, (tbs // unit + 1) * unit
-    options = [f"{v} (gradient_accumulation_steps {v // unit})" for v in (lower, upper) if v]
+    options = [f"{v} ({GAS} {v // unit})" for v in solve.nearest_multiples(tbs, unit)]
     return f"with {MBS} {mbs} on {w} ranks use train_batch_size {' or '.join(options)}"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from translator import shell as bash
+from translator import solve
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
@@ -576,12 +577,15 @@ def check(spec: BatchSpec) -> list[Finding]:
             )
         )
     elif 0 < m % group < pp:
+        # Below M only the multiple of N keeps a remainder Megatron takes; above it, the first
+        # is remainder PP (the next multiple when N is PP).
+        below = solve.nearest_multiples(m, group)[0]
         out.append(
             finding(
                 "virtual-pipeline-microbatches",
                 f"the remainder of M={m} micro-batches divided by N={group} should be 0 or at least "
                 f"PP={pp}, but it is {m % group}",
-                hint=f"use accumulation {m - m % group} or {m - m % group + group}",
+                hint=f"use accumulation {below} or {below + pp}",
             )
         )
     return out
