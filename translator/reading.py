@@ -92,6 +92,9 @@ class Reading:
     world_unknown: Note | None = None
     """Why the file's own launch gives no world size (``line 9: torchrun starts an unknown
     number of processes: --nproc_per_node is $(nvidia-smi ...)``)."""
+    launcher: str | None = None
+    """The launcher that starts the program (``torchrun``, ``deepspeed``, ``srun``...), when a
+    launch line does (for messages about that line)."""
     launch_keys: dict[str, str] = field(default_factory=dict)
     """The launcher's sizing words among ``values``: role (``per_node``, ``nodes``,
     ``total``) -> key (``--nproc_per_node``, ``--num_nodes``, ``#SBATCH SLURM_NNODES``...)."""

@@ -349,6 +349,7 @@ def _fork_spelling(reading: Reading, flag: str, line: int, wanted: set[str]) -> 
 
 def _read_launch(reading: Reading, sizes: launchers.Sizes) -> None:
     """The launcher's sizing words as values (``update`` may edit them), and the world."""
+    reading.launcher = sizes.launcher
     for role, (key, word) in sizes.words.items():
         reading.values[key] = _value(word)
         reading.launch_keys[role] = key
