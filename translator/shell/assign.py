@@ -38,8 +38,9 @@ def assign(ex: Expander, node, env: Env, src: Source, integer: bool = False) -> 
         pieces = (Piece("", src.span(node.end_byte, node.end_byte)),)
     else:
         pieces = joined(ex.expand(value, env, src, quoted=True))
-    if integer and text_of(pieces) is not None:
-        pieces = (arith_piece(text_of(pieces), env),)
+    text = text_of(pieces)
+    if integer and text is not None:
+        pieces = (arith_piece(text, env),)
     _set_scalar(env, name, pieces, append, line)
 
 
@@ -61,12 +62,13 @@ def set_array(env: Env, name: str, items: list, lines: list, append: bool, line:
     if append and isinstance(old, Var) and old.array:
         if old.overflow:
             return
-        if env.own.get(name) is not old:
-            old = Var(list(old.items), True, list(old.lines))
-            env.set(name, old)
-        old.items.extend(items)
-        old.lines.extend(lines)
-        var = old
+        if env.own.get(name) is old and isinstance(old.items, list) and isinstance(old.lines, list):
+            old.items.extend(items)  # this scope's own growing array
+            old.lines.extend(lines)
+            var = old
+        else:  # a parent's array, or one built whole (a tuple): copied first
+            var = Var([*old.items, *items], True, [*old.lines, *lines])
+            env.set(name, var)
     else:
         var = Var(items, True, lines)
         env.set(name, var)
