@@ -97,6 +97,15 @@ def test_array_append_and_declare():
     assert words_of(text) == [["echo", "1", "2", "3", "7"]]
 
 
+def test_appending_to_an_array_set_element_by_element_keeps_it_unknown():
+    """``A[3]=x`` makes the array unknown; ``A+=(y)`` then extends a copy (it used to crash:
+    the unknown array's items were a tuple, extended in place)."""
+    script = parse("A[3]=x\nA+=(y)\necho ${A[@]}\n", "t.sh")
+    echo = script.commands[-1]
+    assert echo[0].text == "echo" and echo[1].text is None
+    assert echo[1].why_unknown == "A[...] set element by element"
+
+
 @pytest.mark.parametrize(
     "text, words",
     [

@@ -121,6 +121,47 @@ def test_update_edits_the_heredoc_json_with_the_flags(tmp_path):
     assert changes == {"--num_nodes": (2, 4)}
 
 
+NVIDIA_STYLE = (
+    "#!/bin/bash\n"
+    "GPUS_PER_NODE=8\n"
+    "NUM_NODES=1\n"
+    "torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES pretrain_gpt.py \\\n"
+    "    --tensor-model-parallel-size 2 --micro-batch-size 1 --global-batch-size 128\n"
+)
+
+
+def test_update_to_fewer_gpus_than_a_node_refuses_in_one_line_naming_the_launcher(tmp_path):
+    """8 processes per node cannot make world 4 by changing the node count alone: update
+    refuses (it used to crash on a ``Reading.launcher`` that did not exist)."""
+    path = tmp_path / "train.sh"
+    path.write_text(NVIDIA_STYLE)
+    result = CliRunner().invoke(main, ["update", str(path), "--world-size", "4", "--in-place"])
+    assert result.exit_code == 2, result.output
+    assert "internal error" not in result.output
+    assert result.output.strip().splitlines() == [
+        f"batchspec: error: {path}: the torchrun line starts 8 processes per node, which "
+        "cannot make world 4; give --nnodes and --nproc-per-node, or edit the launch line by hand"
+    ]
+    assert path.read_text() == NVIDIA_STYLE
+
+
+def test_update_with_the_node_shape_edits_the_per_node_variable(tmp_path):
+    path = tmp_path / "train.sh"
+    path.write_text(NVIDIA_STYLE)
+    result = CliRunner().invoke(
+        main, ["update", str(path), "--nnodes", "1", "--nproc-per-node", "4", "--in-place"]
+    )
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == NVIDIA_STYLE.replace("GPUS_PER_NODE=8", "GPUS_PER_NODE=4")
+    code, out = inspect(tmp_path, path.read_text())
+    assert code == 0
+    assert (out["world_size"], out["global_batch_size"], out["gradient_accumulation_steps"]) == (
+        4,
+        128,
+        64,
+    )
+
+
 def test_update_rewrites_literal_batch_keys_in_the_heredoc(tmp_path):
     text = (
         "cat <<EOT > ds.json\n"

@@ -54,6 +54,22 @@ def test_world_without_micro_leaves_the_split_open():
     assert not spec.is_decided and spec.data_parallel_size == 8
 
 
+def test_the_int_views_of_the_batch_counts():
+    spec = BatchSpec(global_batch_size=64, micro_batch_size=2, nodes=2, gpus_per_node=4)
+    assert (spec.global_batch, spec.micro, spec.accumulation, spec.data_parallel, spec.world) == (
+        64,
+        2,
+        4,
+        8,
+        8,
+    )
+    open_split = BatchSpec(global_batch_size=64, world_size=8)
+    assert (open_split.global_batch, open_split.data_parallel, open_split.world) == (64, 8, 8)
+    for name in ("micro", "accumulation"):
+        with pytest.raises(InputError, match="leaves the micro-batch open"):
+            getattr(open_split, name)
+
+
 @pytest.mark.parametrize(
     "field, value",
     [

@@ -34,11 +34,11 @@ def expert_findings(spec: BatchSpec) -> list[Finding]:
                 hint=f"use an expert-parallel size of {', '.join(map(str, valid))}",
             )
         )
-    if spec.world_size % (ep * pp):
+    if spec.world % (ep * pp):
         out.append(
             finding(
                 "expert-grid",
-                f"world size {spec.world_size} does not divide by expert-parallel {ep} × "
+                f"world size {spec.world} does not divide by expert-parallel {ep} × "
                 f"pipeline {pp} = {ep * pp}, so the expert grid cannot be built",
                 hint=f"use a world size that is a multiple of {ep * pp}",
             )
@@ -61,7 +61,7 @@ def learning_rate_findings(spec: BatchSpec) -> list[Finding]:
     scale = spec.batch_scale
     if scale is None or scale == 1:
         return []
-    ref, g = spec.reference_global_batch_size, spec.global_batch_size
+    ref, g = spec.reference_global_batch_size, spec.global_batch
     ratio = f"global batch {g} is {scale:.4g}× the reference batch {ref}"
     if spec.learning_rate is None:
         return [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,10 +161,10 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
     return Inspection(reading, shown, spec, findings)
 
 
-def _known_values(values: dict, unknown: list[str] = ()) -> dict:
+def _known_values(values: dict, unknown: Collection[str] = ()) -> dict:
     """What follows from the values even though they make no valid spec; nothing is derived
     from a value in ``unknown`` (a size the file leaves to the running script)."""
-    out = {
+    out: dict = {
         k: 1
         for k in ("tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size")
         if k not in unknown
@@ -271,9 +272,8 @@ def _fitting(values: dict, field: str, candidates, label: str) -> list[str]:
             continue
         if spec.is_decided:
             options.append(
-                f"{label}{candidate} → global {spec.global_batch_size} (micro "
-                f"{spec.micro_batch_size} × accumulation "
-                f"{spec.gradient_accumulation_steps} × DP {spec.data_parallel_size})"
+                f"{label}{candidate} → global {spec.global_batch} (micro "
+                f"{spec.micro} × accumulation {spec.accumulation} × DP {spec.data_parallel})"
             )
     return options
 

@@ -28,8 +28,12 @@ import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from translator.errors import InputError
+
+if TYPE_CHECKING:
+    from translator.spec import BatchSpec
 
 GIB = 1024**3
 
@@ -177,7 +181,7 @@ class Run:
 
 
 def run_of(
-    spec,
+    spec: BatchSpec,
     sequence_length: int,
     *,
     precision: str = "bf16",
@@ -189,14 +193,14 @@ def run_of(
 ) -> Run:
     """The :class:`Run` of a solved :class:`~translator.spec.BatchSpec`."""
     return Run(
-        micro_batch_size=spec.micro_batch_size,
+        micro_batch_size=spec.micro,
         sequence_length=sequence_length,
-        data_parallel=spec.data_parallel_size,
+        data_parallel=spec.data_parallel,
         tensor=spec.tensor_parallel_size,
         pipeline=spec.pipeline_parallel_size,
         context=spec.context_parallel_size,
         virtual_stages=spec.virtual_pipeline_stages,
-        micro_batches=spec.gradient_accumulation_steps,
+        micro_batches=spec.accumulation,
         zero_stage=max(spec.zero_stage or 0, 1 if distributed_optimizer else 0),
         precision=precision,
         recompute=recompute,

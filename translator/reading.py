@@ -6,9 +6,14 @@ character span of that literal, so ``update`` can change it and nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from translator.findings import Finding
+
+if TYPE_CHECKING:
+    from translator.spec import BatchSpec
 
 #: Largest count a config may hold; larger is a typo (10**60), not a cluster.
 MAX_COUNT = 1 << 40
@@ -28,13 +33,17 @@ class Value:
     """For ``None`` values: what stood there (``$1``, an unknown variable...)."""
 
     @property
+    def count(self) -> int | None:
+        """The value when it is a usable positive integer (bools are not counts), else ``None``."""
+        v = self.value
+        if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_COUNT:
+            return v
+        return None
+
+    @property
     def is_count(self) -> bool:
         """A usable positive integer (bools are not counts)."""
-        return (
-            isinstance(self.value, int)
-            and not isinstance(self.value, bool)
-            and 1 <= self.value <= MAX_COUNT
-        )
+        return self.count is not None
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,6 +101,9 @@ class Reading:
     world_unknown: Note | None = None
     """Why the file's own launch gives no world size (``line 9: torchrun starts an unknown
     number of processes: --nproc_per_node is $(nvidia-smi ...)``)."""
+    launcher: str | None = None
+    """The launcher that starts the program (``torchrun``, ``deepspeed``, ``srun``...), when a
+    launch line does (for messages about that line)."""
     launch_keys: dict[str, str] = field(default_factory=dict)
     """The launcher's sizing words among ``values``: role (``per_node``, ``nodes``,
     ``total``) -> key (``--nproc_per_node``, ``--num_nodes``, ``#SBATCH SLURM_NNODES``...)."""
@@ -116,7 +128,7 @@ class Reading:
     def count(self, key: str) -> int | None:
         """The key's value when it is a usable count, else ``None``."""
         v = self.values.get(key)
-        return v.value if v is not None and v.is_count else None
+        return None if v is None else v.count
 
 
 @dataclass(frozen=True)
@@ -135,10 +147,10 @@ class Launch:
     """The launcher config these values come from, when one does (for messages)."""
 
     @classmethod
-    def of(cls, spec) -> Launch:
+    def of(cls, spec: BatchSpec) -> Launch:
         """The launch a solved spec describes."""
         return cls(
-            spec.world_size,
+            spec.world,
             spec.tensor_parallel_size,
             spec.pipeline_parallel_size,
             spec.context_parallel_size,
@@ -146,7 +158,7 @@ class Launch:
 
 
 def typo_findings(
-    keys: dict[str, int | None],
+    keys: Mapping[str, int | None],
     batch_keys: list[str],
     allowed: set[str],
     path: str,

@@ -72,7 +72,7 @@ def render_template(name: str, context: dict) -> str:
 def render(spec: BatchSpec, framework: Framework) -> Rendered:
     """Render ``spec`` for ``framework``, then read the output back; it must give the same spec."""
     if not spec.is_decided:
-        options = solve.decompositions(spec.global_batch_size, spec.data_parallel_size)
+        options = solve.decompositions(spec.global_batch, spec.data_parallel)
         raise InputError(
             "the spec leaves the micro-batch open; set micro_batch_size to one of "
             + ", ".join(f"{m} (accumulation {a})" for m, a in options)

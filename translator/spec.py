@@ -47,7 +47,12 @@ OUTPUT_KEYS = (
 
 class BatchSpec(BaseModel):
     """A batch layout. After validation it is consistent; micro and accumulation may stay
-    undecided (``None``) when only the global batch and the data-parallel size are known."""
+    undecided (``None``) when only the global batch and the data-parallel size are known.
+
+    The five batch fields are ``int | None`` because the input may leave any of them out.
+    Code that computes with them reads them as ints through :attr:`global_batch`,
+    :attr:`data_parallel` and :attr:`world` (always known after validation) and
+    :attr:`micro` and :attr:`accumulation` (known once :attr:`is_decided`)."""
 
     model_config = ConfigDict(
         extra="forbid", use_attribute_docstrings=True, title="batchspec BatchSpec"
@@ -131,11 +136,12 @@ class BatchSpec(BaseModel):
         return self
 
     def _world_from_nodes(self) -> int | None:
-        if (self.nodes is None) != (self.gpus_per_node is None):
-            raise InputError("give both nodes and gpus_per_node, or world_size alone")
-        if self.nodes is None:
+        nodes, per_node = self.nodes, self.gpus_per_node
+        if nodes is None or per_node is None:
+            if nodes is not None or per_node is not None:
+                raise InputError("give both nodes and gpus_per_node, or world_size alone")
             return self.world_size
-        world = self.nodes * self.gpus_per_node
+        world = nodes * per_node
         if self.world_size is not None and self.world_size != world:
             raise ConfigError(
                 [
@@ -148,6 +154,33 @@ class BatchSpec(BaseModel):
                 ]
             )
         return world
+
+    # The batch counts as ints ------------------------------------------------------------
+
+    @property
+    def global_batch(self) -> int:
+        """``global_batch_size``: validation always solves it."""
+        return _solved(self.global_batch_size, "global_batch_size")
+
+    @property
+    def data_parallel(self) -> int:
+        """``data_parallel_size``: validation always solves it."""
+        return _solved(self.data_parallel_size, "data_parallel_size")
+
+    @property
+    def world(self) -> int:
+        """``world_size``: validation always solves it."""
+        return _solved(self.world_size, "world_size")
+
+    @property
+    def micro(self) -> int:
+        """``micro_batch_size``; an :class:`InputError` while the spec is undecided."""
+        return _decided(self.micro_batch_size)
+
+    @property
+    def accumulation(self) -> int:
+        """``gradient_accumulation_steps``; an :class:`InputError` while the spec is undecided."""
+        return _decided(self.gradient_accumulation_steps)
 
     @property
     def model_parallel_size(self) -> int:
@@ -164,20 +197,35 @@ class BatchSpec(BaseModel):
         """Tokens per optimizer step: global batch x sequence length, when the length is known."""
         if self.sequence_length is None:
             return None
-        return self.global_batch_size * self.sequence_length
+        return self.global_batch * self.sequence_length
 
     @property
     def batch_scale(self) -> float | None:
         """Global batch / reference batch, when a reference is given."""
         if self.reference_global_batch_size is None:
             return None
-        return self.global_batch_size / self.reference_global_batch_size
+        return self.global_batch / self.reference_global_batch_size
 
     def output(self) -> dict:
         """The resolved-spec keys of DESIGN.md, then any optional field that was set."""
         data = {key: getattr(self, key) for key in OUTPUT_KEYS}
         extras = self.model_dump(exclude_defaults=True, exclude=set(OUTPUT_KEYS))
         return data | extras
+
+
+def _solved(value: int | None, name: str) -> int:
+    if value is None:  # only a spec built without validation (model_construct) lacks it
+        raise TypeError(f"BatchSpec.{name} is unset: the spec was not validated")
+    return value
+
+
+def _decided(value: int | None) -> int:
+    if value is None:
+        raise InputError(
+            "the spec leaves the micro-batch open; set micro_batch_size or "
+            "gradient_accumulation_steps"
+        )
+    return value
 
 
 def spec_fields() -> set[str]:

@@ -170,8 +170,10 @@ def _flat(speeds: dict[int, float], best: int, end: int, threshold: float) -> bo
     """A gap is flat when the fastest probe's neighbour on the far side of ``end`` is also
     probed and all three are within ``threshold``: the curve levelled off there."""
     beyond = end + (1 if end > best else -1)
-    known = [speeds.get(i) for i in (end, beyond)]
-    return None not in known and min(known) >= speeds[best] * (1 - threshold)
+    near, far = speeds.get(end), speeds.get(beyond)
+    if near is None or far is None:
+        return False
+    return min(near, far) >= speeds[best] * (1 - threshold)
 
 
 def _slower(result: Probe, than: Probe, threshold: float) -> bool:
@@ -188,7 +190,7 @@ def _climb(edge: int, tried: dict[int, Probe], run, threshold: float) -> None:
             for i, p in tried.items()
             if not p.out_of_memory and i <= edge
         }
-        best_i = max(fitting, key=fitting.get)
+        best_i = max(fitting, key=fitting.__getitem__)
         below = max((i for i in fitting if i < best_i), default=-1)
         above = min((i for i in fitting if i > best_i), default=edge + 1)
         # The side whose far end is faster (or not probed yet) first: the peak leans there.

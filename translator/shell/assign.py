@@ -38,8 +38,9 @@ def assign(ex: Expander, node, env: Env, src: Source, integer: bool = False) -> 
         pieces = (Piece("", src.span(node.end_byte, node.end_byte)),)
     else:
         pieces = joined(ex.expand(value, env, src, quoted=True))
-    if integer and text_of(pieces) is not None:
-        pieces = (arith_piece(text_of(pieces), env),)
+    text = text_of(pieces)
+    if integer and text is not None:
+        pieces = (arith_piece(text, env),)
     _set_scalar(env, name, pieces, append, line)
 
 
@@ -64,11 +65,17 @@ def set_array(env: Env, name: str, items: list, lines: list, append: bool, line:
             return
         # Grown in place only when this scope made the lists; a value from an outer scope, or
         # made whole elsewhere (a scalar, ``A[3]=v``, a merge of paths: tuples), is copied first.
-        if env.own.get(name) is not old or not isinstance(old.items, list):
-            old = Var(list(old.items), True, _lines(old))
+        grown, grown_lines = old.items, old.lines
+        if (
+            env.own.get(name) is not old
+            or not isinstance(grown, list)
+            or not isinstance(grown_lines, list)
+        ):
+            grown, grown_lines = list(old.items), _lines(old)
+            old = Var(grown, True, grown_lines)
             env.set(name, old)
-        old.items.extend(items)
-        old.lines.extend(lines)
+        grown.extend(items)
+        grown_lines.extend(lines)
         var = old
     else:
         var = Var(items, True, lines)

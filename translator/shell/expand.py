@@ -102,7 +102,8 @@ class Expander:
     def _expand(self, node, env: Env, src: Source, quoted: bool) -> list:
         kind = node.type
         raw = src.data[node.start_byte : node.end_byte].decode(errors="replace")
-        lead = LEADING_BLANKS.match(raw).end()
+        blanks = LEADING_BLANKS.match(raw)  # always matches (perhaps the empty string)
+        lead = blanks.end() if blanks else 0
         if lead and kind in EXPANSIONS:
             # tree-sitter-bash puts the blanks before a ``$`` inside a string into the
             # expansion's node (``"$X $Y"``): they are text of the string.

@@ -41,10 +41,10 @@ def joined(segments) -> tuple:
     )
 
 
-def sub(piece: Piece, start: int, end: int) -> Piece:
-    """A stretch of a known piece, with its part of the span."""
+def sub(piece: Piece, text: str, start: int, end: int) -> Piece:
+    """A stretch of a known piece (whose ``text`` it is), with its part of the span."""
     span = (piece.span[0] + start, piece.span[0] + end) if piece.span else None
-    return Piece(piece.text[start:end], span, None, piece.sources)
+    return Piece(text[start:end], span, None, piece.sources)
 
 
 def split_fields(segments, line: int) -> list[tuple]:
@@ -60,11 +60,11 @@ def split_fields(segments, line: int) -> list[tuple]:
         else:
             piece, split = seg if isinstance(seg, tuple) else (seg, False)
             if split and piece.text is None and piece.maybe is not None:
-                out.undecided(piece)
+                out.undecided(piece, piece.maybe)
             elif not split or piece.text is None:
                 out.add(piece)
             else:
-                out.split(piece)
+                out.split(piece, piece.text)
     if out.current or out.started:
         out.close()
     return out.fields
@@ -97,25 +97,26 @@ class _Fields:
         self.current.append(piece)
         self.started = True
 
-    def undecided(self, piece: Piece) -> None:
-        """An undecided tail (``opts="$opts --x"`` on one path): when every alternative
-        starts (ends) with a blank, it starts (ends) a field of its own."""
-        alternatives = [" ".join(a) for a in piece.maybe]
+    def undecided(self, piece: Piece, maybe: tuple[tuple[str, ...], ...]) -> None:
+        """An undecided tail (``opts="$opts --x"`` on one path; ``maybe``: its alternatives):
+        when every alternative starts (ends) with a blank, it starts (ends) a field of its
+        own."""
+        alternatives = [" ".join(a) for a in maybe]
         if self.current and all(a[:1].isspace() or not a for a in alternatives):
             self.end()
         self.add(piece)
         if all(a[-1:].isspace() or not a for a in alternatives):
             self.end()
 
-    def split(self, piece: Piece) -> None:
-        """Known text of an unquoted expansion: its blanks end fields (an array item's
-        fields all keep the item's line)."""
-        text, start = piece.text, 0
+    def split(self, piece: Piece, text: str) -> None:
+        """Known text (``text``, the piece's) of an unquoted expansion: its blanks end fields
+        (an array item's fields all keep the item's line)."""
+        start = 0
         for m in BLANKS.finditer(text):
             if m.start() > start:
-                self.current.append(sub(piece, start, m.start()))
+                self.current.append(sub(piece, text, start, m.start()))
             if self.current:
                 self.close()
             self.current, self.started, start = [], False, m.end()
         if start < len(text):
-            self.current.append(sub(piece, start, len(text)))
+            self.current.append(sub(piece, text, start, len(text)))

@@ -19,7 +19,9 @@ Paths = tuple[list | None, list | None]
 def if_arms(node) -> tuple[list[tuple], list | None]:
     """``([(condition, statements)...], else statements)`` of an ``if``; the else part is
     ``None`` when there is none."""
-    arms, cond, body = [], None, []
+    arms: list[tuple] = []
+    cond = None
+    body: list = []
     otherwise = None
     for child in node.children:
         if child.type in ("if", "then", "fi", ";", "&", "\n"):
@@ -92,7 +94,8 @@ def case_paths(items: list, subject: str | None, texts: Callable) -> Paths:
 
 def _case_item(item) -> tuple[list, list]:
     """``(pattern nodes, statements)`` of one ``pattern) statements ;;``."""
-    patterns, body = [], []
+    patterns: list = []
+    body: list = []
     value = item.child_by_field_name("value")
     for child in item.named_children:
         if (

@@ -212,7 +212,7 @@ def _read_flags(out: Sizes, launcher: Launcher, flags: list[Word]) -> None:
         if launcher.name == "deepspeed" and text.partition("=")[0] in ("--include", "-i"):
             out.words["total"] = _include(flags, j, text.partition("=")[0])
         before = flags[j - 1].text if j else None
-        after_option = (before or "").startswith("-") and "=" not in before
+        after_option = before is not None and before.startswith("-") and "=" not in before
         if word.text is None and not after_option and not text.startswith("-"):
             out.missing = (
                 f"{word.why_unknown} may hold {launcher.name}'s own flags "

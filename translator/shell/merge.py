@@ -84,8 +84,8 @@ def _shared(values: list) -> tuple[list, tuple, list] | None:
     for core in (min(scalars, key=len), _common_prefix(scalars)):
         if not core:
             continue
-        found = [_find(s, core) for s in scalars]
-        if None not in found:
+        found = [i for i in (_find(s, core) for s in scalars) if i is not None]
+        if len(found) == len(scalars):
             return (
                 [s[:i] for s, i in zip(scalars, found)],
                 core,
@@ -145,7 +145,7 @@ def _alternatives(items_per_path: list) -> tuple:
     pieces inside spread into their own alternatives."""
     out = []
     for items in items_per_path:
-        combos = [()]
+        combos: list[tuple[str, ...]] = [()]
         for item in items:
             choices = _choices(item)
             if len(combos) * len(choices) > MAX_CHOICES:

@@ -362,7 +362,7 @@ def _eval_string(words: list[Word]) -> tuple[str, list, dict]:
     stands in the text as ``${__batchspec_unknown_N}``, a variable (in ``holes``) holding
     it; ``pieces`` maps the literal stretches back to the file (see :class:`Source`)."""
     text_parts, pieces, at = [], [], 0
-    holes = {}
+    holes: dict[str, Piece] = {}
     for i, w in enumerate(words):
         if i:
             text_parts.append(" ")

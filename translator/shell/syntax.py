@@ -27,7 +27,9 @@ class Source:
         self.newlines = [i for i, b in enumerate(data) if b == 10] if b"\n" in data else []
 
     def _byte_index(self) -> None:
-        starts, extra, pos = [], [], 0
+        starts: list[int] = []
+        extra: list[int] = []
+        pos = 0
         for ch in self.text:
             n = len(ch.encode())
             if n > 1:

@@ -4,6 +4,7 @@ keep reading linear in the script's size."""
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 
 from translator.reading import Note
@@ -120,14 +121,18 @@ class Env:
     """Variables in layers: a fork sees its parent and keeps its own changes apart."""
 
     def __init__(self, parent: Env | None = None, function: bool = False):
-        self.parent, self.own = parent, {}
-        self.locals: set[str] | None = set() if function else None
-        """For a function's frame: the names declared ``local`` in it."""
+        self.parent = parent
+        self.own: dict[str, Var | str] = {}
+        """This layer's variables: a :class:`Var`, or ``UNSET`` for one unset here."""
+        self.function = function
+        """A function's frame: ``local`` names belong to the innermost one."""
+        self.locals: set[str] = set()
+        """For a function's frame: the names declared ``local`` in it (else empty)."""
 
     def get(self, name: str):
         """The innermost value of ``name``: a :class:`Var`, ``UNSET``, or ``None`` when the
         script never set it."""
-        env = self
+        env: Env | None = self
         while env is not None:
             if name in env.own:
                 return env.own[name]
@@ -142,15 +147,17 @@ class Env:
 
     def declare_local(self, name: str) -> None:
         """``local NAME``: the name belongs to the innermost function frame."""
-        env = self
-        while env is not None and env.locals is None:
+        env: Env | None = self
+        while env is not None:
+            if env.function:
+                env.locals.add(name)
+                return
             env = env.parent
-        if env is not None:
-            env.locals.add(name)
 
-    def names(self) -> set[str]:
+    def names(self) -> builtins.set[str]:  # plain ``set`` here is the method Env.set
         """Every name set in this scope or one around it."""
-        out, env = set(), self
+        out: builtins.set[str] = set()
+        env: Env | None = self
         while env is not None:
             out |= env.own.keys()
             env = env.parent
@@ -204,7 +211,8 @@ def bounded(pieces: tuple) -> tuple:
         return pieces
     runs = _known_runs(pieces)
     if len(runs) > MAX_PIECES:
-        return unknown(why(pieces), merge_sources(pieces))
+        # Some piece is unknown (known runs are merged into one): its reason is kept.
+        return unknown(why(pieces) or f"a value of over {MAX_PIECES} pieces", merge_sources(pieces))
     return runs
 
 

@@ -69,6 +69,7 @@ def context(spec: BatchSpec) -> dict:
 def read(text: str, where: str) -> Reading:
     doc = parsing.load_mapping(text, where, "an accelerate config")
     config = doc.data
+    assert isinstance(config, dict)  # load_mapping refuses anything else
     reading = Reading(where, NAME, text)
     reading.values |= values_at(
         doc,
@@ -106,7 +107,7 @@ def launch_of(reading: Reading) -> Launch:
 def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     findings = list(reading.findings)
     values: dict = {}
-    counts = {}
+    counts: dict[str, int] = {}
     for key, v in reading.values.items():
         if key in ("distributed_type", "deepspeed_config.deepspeed_config_file"):
             continue
@@ -121,10 +122,10 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
                 )
             )
             continue
-        if not v.is_count:
+        if v.count is None:
             findings.append(invalid_value(key, v, reading.path))
             continue
-        counts[key] = v.value
+        counts[key] = v.count
     total, machines = counts.get("num_processes"), counts.get("num_machines", 1)
     if total is not None:
         per_machine = total // machines
@@ -201,7 +202,7 @@ def check(spec: BatchSpec) -> list[Finding]:
 
 
 def edits(reading: Reading, spec: BatchSpec) -> dict:
-    out = {"num_processes": spec.world_size}
+    out: dict[str, int | None] = {"num_processes": spec.world}
     if "num_machines" in reading.values or (spec.nodes or 1) != 1:
         out["num_machines"] = spec.nodes or 1
     if "deepspeed_config.gradient_accumulation_steps" in reading.values:

@@ -100,13 +100,13 @@ def _duplicate(dup: parsing.Duplicate, where: str) -> Finding:
 def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     """Spec values as Axolotl's ``validate_config`` + ``normalize_config`` compute them."""
     findings = list(reading.findings)
-    counts = {}
+    counts: dict[str, int] = {}
     for key in BATCH_KEYS:
         v = reading.values.get(key)
         if v is None or v.value is None:
             continue
-        if v.is_count:
-            counts[key] = v.value
+        if v.count is not None:
+            counts[key] = v.count
         else:
             findings.append(invalid_value(key, v, reading.path))
     micro, gas, bs = (
@@ -114,7 +114,11 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     )
     nulls = _nulls(reading, micro, bs)
     findings += nulls
-    if any(f.code == "axolotl-accumulation-from-batch-size" for f in nulls):
+    if (
+        bs is not None
+        and micro is not None
+        and any(f.code == "axolotl-accumulation-from-batch-size" for f in nulls)
+    ):
         counts["gradient_accumulation_steps"] = bs // micro
     elif gas is not None and bs is not None:
         findings.append(
@@ -125,43 +129,8 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
                 where=reading.where("batch_size"),
             )
         )
-    elif bs is not None and micro is None:
-        findings.append(
-            finding(
-                "axolotl-batch-keys",
-                "At least two of micro_batch_size, gradient_accumulation_steps, batch_size must be "
-                "set (Axolotl's words): batch_size alone is refused",
-                hint="set micro_batch_size and gradient_accumulation_steps instead of batch_size",
-                where=reading.where("batch_size"),
-            )
-        )
-    elif bs is not None and bs == micro:
-        findings.append(
-            finding(
-                "axolotl-batch-size-redundant",
-                f"batch_size {bs} equals micro_batch_size: Axolotl ignores it and fills accumulation "
-                "1, which is what it says anyway (its reported batch_size becomes "
-                f"{bs} × world)",
-                hint="delete batch_size",
-                where=reading.where("batch_size"),
-            )
-        )
     elif bs is not None:
-        findings.append(
-            finding(
-                "axolotl-batch-size-ignored",
-                f"batch_size {bs} is ignored: Axolotl fills gradient_accumulation_steps 1 before it "
-                f"could derive it, so each rank trains micro {micro} × accumulation 1 (and its "
-                f"reported batch_size becomes {bs} × world)",
-                hint=(
-                    f"replace batch_size: {bs} with gradient_accumulation_steps: {bs // micro}"
-                    if bs % micro == 0
-                    else f"replace batch_size with gradient_accumulation_steps (batch_size {bs} is not a "
-                    f"multiple of micro_batch_size {micro})"
-                ),
-                where=reading.where("batch_size"),
-            )
-        )
+        findings.append(_batch_size_alone(reading, bs, micro))
     # Axolotl's schema defaults both to 1.
     values = {field: counts[key] for key, field in KEYS.items() if key in counts}
     if not any(f.code in ("invalid-value", "axolotl-null-batch") for f in findings):
@@ -176,6 +145,40 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     return values, findings
 
 
+def _batch_size_alone(reading: Reading, bs: int, micro: int | None) -> Finding:
+    """What Axolotl does with ``batch_size`` when ``gradient_accumulation_steps`` is not set."""
+    if micro is None:
+        return finding(
+            "axolotl-batch-keys",
+            "At least two of micro_batch_size, gradient_accumulation_steps, batch_size must be "
+            "set (Axolotl's words): batch_size alone is refused",
+            hint="set micro_batch_size and gradient_accumulation_steps instead of batch_size",
+            where=reading.where("batch_size"),
+        )
+    if bs == micro:
+        return finding(
+            "axolotl-batch-size-redundant",
+            f"batch_size {bs} equals micro_batch_size: Axolotl ignores it and fills accumulation "
+            "1, which is what it says anyway (its reported batch_size becomes "
+            f"{bs} × world)",
+            hint="delete batch_size",
+            where=reading.where("batch_size"),
+        )
+    return finding(
+        "axolotl-batch-size-ignored",
+        f"batch_size {bs} is ignored: Axolotl fills gradient_accumulation_steps 1 before it "
+        f"could derive it, so each rank trains micro {micro} × accumulation 1 (and its "
+        f"reported batch_size becomes {bs} × world)",
+        hint=(
+            f"replace batch_size: {bs} with gradient_accumulation_steps: {bs // micro}"
+            if bs % micro == 0
+            else f"replace batch_size with gradient_accumulation_steps (batch_size {bs} is not a "
+            f"multiple of micro_batch_size {micro})"
+        ),
+        where=reading.where("batch_size"),
+    )
+
+
 def _nulls(reading: Reading, micro: int | None, bs: int | None) -> list[Finding]:
     """What Axolotl makes of ``micro_batch_size: null`` or ``gradient_accumulation_steps: null``:
     its schema keeps an explicit null (the default 1 is for a missing key), and
@@ -186,7 +189,7 @@ def _nulls(reading: Reading, micro: int | None, bs: int | None) -> list[Finding]
         v = reading.values.get(key)
         if v is None or v.value is not None:
             continue
-        if key == "gradient_accumulation_steps" and None not in (micro, bs):
+        if key == "gradient_accumulation_steps" and micro is not None and bs is not None:
             floors = (
                 ""
                 if bs % micro == 0
@@ -251,7 +254,7 @@ def check(spec: BatchSpec) -> list[Finding]:
                 f"Axolotl has no pipeline parallelism, but the spec asks for pipeline "
                 f"{spec.pipeline_parallel_size}",
                 hint="render this spec for Megatron or DeepSpeed, or use pipeline_parallel_size 1 "
-                f"(data-parallel {spec.data_parallel_size * spec.pipeline_parallel_size})",
+                f"(data-parallel {spec.data_parallel * spec.pipeline_parallel_size})",
             )
         ]
     return []

@@ -222,7 +222,7 @@ def verdict(inspection, world: int) -> str:
 
     with tempfile.TemporaryDirectory() as tmp:
         make_tiny_model(tmp)
-        got = resolve(inspection.reading.text, world, tmp)
+        got = resolve(inspection.reading.text, world, Path(tmp))
     return (
         f"validate_config + normalize_config at WORLD_SIZE {world}: batch_size "
         f"{got['batch_size']}, micro {got['micro_batch_size']}, accumulation "

@@ -23,17 +23,15 @@ def batch_world(spec: BatchSpec) -> int:
     under AutoTP, where no mpu exists when the config is read and DeepSpeed takes every rank
     (divided by ``sequence_parallel_size`` when that is set)."""
     if spec.deepspeed_autotp:
-        return spec.world_size // spec.context_parallel_size
-    return spec.data_parallel_size
+        return spec.world // spec.context_parallel_size
+    return spec.data_parallel
 
 
 def context(spec: BatchSpec) -> dict:
     return {
-        "train_batch_size": spec.micro_batch_size
-        * spec.gradient_accumulation_steps
-        * batch_world(spec),
-        "micro_batch_size": spec.micro_batch_size,
-        "gradient_accumulation_steps": spec.gradient_accumulation_steps,
+        "train_batch_size": spec.micro * spec.accumulation * batch_world(spec),
+        "micro_batch_size": spec.micro,
+        "gradient_accumulation_steps": spec.accumulation,
         "sequence_parallel_size": spec.context_parallel_size
         if spec.context_parallel_size > 1
         else None,
@@ -45,9 +43,11 @@ def context(spec: BatchSpec) -> dict:
 # Interpreting ----------------------------------------------------------------------------------
 
 
-def _counts(reading: Reading, findings: list[Finding]) -> dict[str, object]:
-    """Each batch key as an int, "auto", or absent; wrong values become findings."""
-    out = {}
+def _counts(reading: Reading, findings: list[Finding]) -> tuple[dict[str, int], set[str]]:
+    """Each batch key that is an int, and the keys that are "auto"; wrong values become
+    findings."""
+    out: dict[str, int] = {}
+    auto: set[str] = set()
     for key in BATCH_KEYS + [
         "sequence_parallel_size",
         "zero_optimization.stage",
@@ -57,7 +57,7 @@ def _counts(reading: Reading, findings: list[Finding]) -> dict[str, object]:
         if v is None:
             continue
         if v.value == "auto" and key in BATCH_KEYS:
-            out[key] = "auto"
+            auto.add(key)
             findings.append(
                 finding(
                     "hf-auto",
@@ -68,8 +68,8 @@ def _counts(reading: Reading, findings: list[Finding]) -> dict[str, object]:
             )
         elif key == "zero_optimization.stage" and type(v.value) is int and v.value in (0, 1, 2, 3):
             out[key] = v.value
-        elif v.is_count and key != "zero_optimization.stage":
-            out[key] = v.value
+        elif v.count is not None and key != "zero_optimization.stage":
+            out[key] = v.count
         else:
             findings.append(
                 invalid_value(
@@ -81,7 +81,7 @@ def _counts(reading: Reading, findings: list[Finding]) -> dict[str, object]:
                     else "a positive integer" + (' or "auto"' if key in BATCH_KEYS else ""),
                 )
             )
-    return out
+    return out, auto
 
 
 def world_counted(launch: Launch, autotp: int, sequence_parallel: int) -> int | None:
@@ -99,7 +99,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     """Spec values the way DeepSpeed completes them (``_set_batch_related_parameters``), with
     its own error where its floor division or its batch assertion would fail."""
     findings = list(reading.findings)
-    c = _counts(reading, findings)
+    c, auto = _counts(reading, findings)
     autotp = c.get("tensor_parallel.autotp_size", 1)
     sp = c.get("sequence_parallel_size", 1)
     values = {"context_parallel_size": sp}
@@ -107,9 +107,9 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         values |= {"tensor_parallel_size": autotp, "deepspeed_autotp": True}
     if "zero_optimization.stage" in c:
         values["zero_stage"] = c["zero_optimization.stage"]
-    tbs, mbs, gas = (c.get(k) if isinstance(c.get(k), int) else None for k in BATCH_KEYS)
+    tbs, mbs, gas = (c.get(k) for k in BATCH_KEYS)
     written = _known(tbs // autotp if tbs is not None and tbs % autotp == 0 else None, mbs, gas)
-    if "auto" in c.values() or any(f.code == "invalid-value" for f in findings):
+    if auto or any(f.code == "invalid-value" for f in findings):
         return values | written, findings
     if tbs is None and mbs is None:
         findings.append(
@@ -129,7 +129,9 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     w = world_counted(launch, autotp, sp)
     if w is not None and tbs is not None:
         findings += _against_world(reading, tbs, mbs, gas, explicit_gas, w)
-    elif w is None and None not in (tbs, mbs, gas) and tbs % (mbs * gas) == 0:
+    elif (
+        w is None and tbs and mbs and gas and tbs % (mbs * gas) == 0
+    ):  # counts are ≥ 1: truthy once known
         ranks = tbs // (mbs * gas)
         findings.append(
             finding(
@@ -206,7 +208,7 @@ def check(spec: BatchSpec) -> list[Finding]:
             finding(
                 "deepspeed-pipeline-accumulation",
                 f"with pipeline parallelism (PP {pp}) DeepSpeed's pipeline engine runs "
-                f"gradient_accumulation_steps = {spec.gradient_accumulation_steps} micro-batches per "
+                f"gradient_accumulation_steps = {spec.accumulation} micro-batches per "
                 "optimizer step through the pipeline; only engine.train_batch() may be called",
                 hint=f"more micro-batches shrink the pipeline bubble: accumulation ≥ PP {pp} is "
                 "usually wanted",
@@ -225,9 +227,9 @@ def check(spec: BatchSpec) -> list[Finding]:
         out.append(
             finding(
                 "deepspeed-mpu-world",
-                f"train_batch_size {spec.global_batch_size} counts data-parallel {spec.data_parallel_size}"
+                f"train_batch_size {spec.global_batch} counts data-parallel {spec.data_parallel}"
                 f", the size a model-parallel unit reports (Megatron-DeepSpeed's mpu, the pipeline "
-                f"engine's grid); DeepSpeed without one would count all {spec.world_size} ranks",
+                f"engine's grid); DeepSpeed without one would count all {spec.world} ranks",
                 hint="pass mpu= to deepspeed.initialize (or use a PipelineModule)",
             )
         )
@@ -237,9 +239,9 @@ def check(spec: BatchSpec) -> list[Finding]:
             finding(
                 "deepspeed-autotp-world",
                 f"DeepSpeed AutoTP checks train_batch_size against every rank, so it is written as "
-                f"{written} = micro {spec.micro_batch_size} × accumulation "
-                f"{spec.gradient_accumulation_steps} × {batch_world(spec)} ranks; the "
-                f"samples per optimizer step are still {spec.global_batch_size} (tensor-parallel ranks "
+                f"{written} = micro {spec.micro} × accumulation "
+                f"{spec.accumulation} × {batch_world(spec)} ranks; the "
+                f"samples per optimizer step are still {spec.global_batch} (tensor-parallel ranks "
                 "share their data)",
                 hint="do not 'correct' train_batch_size to the global batch: DeepSpeed would refuse it",
             )
@@ -251,8 +253,8 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
     """New values for the batch keys the file holds ("auto" stays: the Trainer fills it)."""
     wanted = {
         TBS: context(spec)["train_batch_size"],
-        MBS: spec.micro_batch_size,
-        GAS: spec.gradient_accumulation_steps,
+        MBS: spec.micro,
+        GAS: spec.accumulation,
         "sequence_parallel_size": spec.context_parallel_size,
         "tensor_parallel.autotp_size": spec.tensor_parallel_size,
     }

@@ -34,6 +34,7 @@ import types
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from translator.frameworks.megatron.rules import read
 from translator.launch import model as models
@@ -60,9 +61,10 @@ def read_layout(path: Path) -> Layout:
     """The layout of a rendered Megatron args file, read as the renderer's reader reads it."""
     reading = read(Path(path).read_text(), str(path))
 
-    def count(flag: str, default: int | None) -> int | None:
+    def count(flag: str) -> int | None:
+        """The flag's literal count; ``None`` when the flag is absent."""
         if flag not in reading.values:
-            return default
+            return None
         value = reading.count(flag)
         if value is None:
             raise RuntimeError(
@@ -70,7 +72,7 @@ def read_layout(path: Path) -> Layout:
             )
         return value
 
-    micro = count("--micro-batch-size", None)
+    micro = count("--micro-batch-size")
     if micro is None:
         raise RuntimeError(f"{path}: no --micro-batch-size; Megatron needs one")
     if "--rampup-batch-size" in reading.values:
@@ -80,11 +82,11 @@ def read_layout(path: Path) -> Layout:
         )
     return Layout(
         micro_batch_size=micro,
-        global_batch_size=count("--global-batch-size", None),
-        tensor_parallel_size=count("--tensor-model-parallel-size", 1),
-        pipeline_parallel_size=count("--pipeline-model-parallel-size", 1),
-        context_parallel_size=count("--context-parallel-size", 1),
-        virtual_pipeline_stages=count("--num-virtual-stages-per-pipeline-rank", None),
+        global_batch_size=count("--global-batch-size"),
+        tensor_parallel_size=count("--tensor-model-parallel-size") or 1,
+        pipeline_parallel_size=count("--pipeline-model-parallel-size") or 1,
+        context_parallel_size=count("--context-parallel-size") or 1,
+        virtual_pipeline_stages=count("--num-virtual-stages-per-pipeline-rank"),
         decrease_batch_size_if_needed="--decrease-batch-size-if-needed" in reading.values,
         use_distributed_optimizer="--use-distributed-optimizer" in reading.values,
     )
@@ -198,7 +200,8 @@ def _cpu_megatron():
     import torch
 
     stand_in = _CpuTorch(torch)
-    patched = [
+    # Any: typeshed's ModuleType lets attributes be read, not assigned.
+    patched: list[Any] = [
         m
         for name, m in list(sys.modules.items())
         if name.startswith("megatron.core") and getattr(m, "torch", None) is torch

@@ -92,10 +92,11 @@ def _launch_words(script: bash.Script) -> tuple[list[bash.Word], str | None]:
         if launchers.split(c)[1] is not None
         and launchers.sizes(launchers.split(c)[0], {}).launcher is not None
     ]
-    chosen = (running or launches or [None])[-1]
-    if chosen is None:
+    candidates = running or launches
+    if not candidates:
         words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
         return words + [w for c in script.commands for w in c], None
+    chosen = candidates[-1]
     mine = dict(script.paths[chosen])
     starts = [
         i
@@ -155,8 +156,9 @@ def _flag_argument(words: list[bash.Word], spellings: tuple[str, ...]):
     if at is None:
         return None
     word = words[at]
-    if "=" in word.text:
-        return word, word.text.split("=", 1)[1]
+    text = word.text or ""  # known: it matched a spelling
+    if "=" in text:
+        return word, text.split("=", 1)[1]
     return word, words[at + 1].text if at + 1 < len(words) else None
 
 
@@ -180,7 +182,7 @@ def _yaml_config(reading: Reading, words: list[bash.Word]) -> None:
 
 
 def _after_flag(before: str | None) -> bool:
-    return (before or "").startswith("--") and "=" not in before
+    return before is not None and before.startswith("--") and "=" not in before
 
 
 def _may_hold_flags(items: tuple) -> bool:
@@ -211,7 +213,7 @@ def read(text: str, where: str) -> Reading:
     words = launch if program is None else program
     reading = Reading(where, NAME, text, uses=_uses(script), notes=list(script.notes))
     wanted = set(FLAGS) | OTHER_FLAGS
-    flags_seen = {}
+    flags_seen: dict[str, int | None] = {}
     for i, word in enumerate(words):
         text = word.text if word.text is not None else _known_start(word)
         if not text.startswith("--"):
@@ -304,7 +306,9 @@ def _read_deepspeed(reading: Reading, script: bash.Script, words: list[bash.Word
     for key in deepspeed.BATCH_KEYS:
         if key in ds.values:
             v = ds.values[key]
-            reading.values[key] = Value(v.value, doc.line + v.line, _file_span(table, v.span))
+            reading.values[key] = Value(
+                v.value, doc.line + (v.line or 0), _file_span(table, v.span)
+            )
     reading.findings += [f for f in ds.findings if f.severity != "info"]
 
 
@@ -350,6 +354,7 @@ def _fork_spelling(reading: Reading, flag: str, line: int, wanted: set[str]) -> 
 
 def _read_launch(reading: Reading, sizes: launchers.Sizes) -> None:
     """The launcher's sizing words as values (``update`` may edit them), and the world."""
+    reading.launcher = sizes.launcher
     for role, (key, word) in sizes.words.items():
         reading.values[key] = _value(word)
         reading.launch_keys[role] = key
@@ -383,7 +388,7 @@ def _uses(script: bash.Script) -> dict:
 def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     """Spec values as Megatron-LM takes them from its arguments."""
     findings = list(reading.findings)
-    values = {}
+    values: dict = {}
     roles = {key: LAUNCH_ROLES[role] for role, key in reading.launch_keys.items()}
     for flag, v in reading.values.items():
         field = FLAGS.get(flag) or roles.get(flag)
@@ -542,12 +547,12 @@ def _virtual_from_layers(reading: Reading, values: dict) -> None:
 
 
 def check(spec: BatchSpec) -> list[Finding]:
-    m, pp = spec.gradient_accumulation_steps, spec.pipeline_parallel_size
+    m, pp = spec.accumulation, spec.pipeline_parallel_size
     out = [
         finding(
             "megatron-accumulation-implied",
-            f"Megatron has no accumulation flag: it runs global {spec.global_batch_size} / (micro "
-            f"{spec.micro_batch_size} × DP {spec.data_parallel_size}) = {m} micro-batches per step",
+            f"Megatron has no accumulation flag: it runs global {spec.global_batch} / (micro "
+            f"{spec.micro} × DP {spec.data_parallel}) = {m} micro-batches per step",
             hint="keep any wrapper's own accumulation at 1 (NeMo/Lightning accumulate_grad_batches)",
         )
     ]
@@ -572,7 +577,7 @@ def check(spec: BatchSpec) -> list[Finding]:
                 f"the number of contiguous micro-batches in a virtual pipeline stage should range in "
                 f"[PP={pp}, M={m}], but it is {group}",
                 hint=f"raise accumulation to at least {group} (global "
-                f"{group * spec.micro_batch_size * spec.data_parallel_size}), or lower the group "
+                f"{group * spec.micro * spec.data_parallel}), or lower the group "
                 "size",
             )
         )
@@ -612,24 +617,25 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
         value = getattr(spec, FLAGS[flag])
         if flag in reading.values or value != 1:
             out[flag] = value
-    if reading.world_size is None or reading.world_size == spec.world_size:
+    world = spec.world
+    if reading.world_size is None or reading.world_size == world:
         return out
     keys = reading.launch_keys
     if "total" in keys:
-        out[keys["total"]] = spec.world_size
+        out[keys["total"]] = world
         return out
     per_node = spec.gpus_per_node or reading.launch_counts["per_node"]
-    if spec.world_size % per_node or "nodes" not in keys and spec.world_size != per_node:
+    if world % per_node or "nodes" not in keys and world != per_node:
         raise InputError(
             f"{reading.path}: the {reading.launcher} line starts {per_node} "
             f"processes per node{'' if 'nodes' in keys else ' on one node'}, which "
-            f"cannot make world {spec.world_size}; give --nnodes and "
+            f"cannot make world {world}; give --nnodes and "
             "--nproc-per-node, or edit the launch line by hand"
         )
     if "per_node" in keys:
         out[keys["per_node"]] = per_node
     if "nodes" in keys:
-        out[keys["nodes"]] = spec.world_size // per_node
+        out[keys["nodes"]] = world // per_node
     return out
 
 

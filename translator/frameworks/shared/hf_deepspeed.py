@@ -72,7 +72,7 @@ def pair(
         deepspeed.GAS: ("gradient_accumulation_steps", gas),
         deepspeed.TBS: (
             "train_batch_size (calculated)",
-            None if None in (world, micro, gas) else world * micro * gas,
+            None if world is None or micro is None or gas is None else world * micro * gas,
         ),
     }
     autos = {

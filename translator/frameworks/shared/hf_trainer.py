@@ -105,6 +105,7 @@ def read_as(name: str, text: str, where: str, bases, extra: tuple[str, ...] = ()
     looked for in ``bases`` (default: the file's folder), with its own ``extra`` keys."""
     doc = parsing.load_mapping(text, where, "TrainingArguments")
     config = doc.data
+    assert isinstance(config, dict)  # load_mapping refuses anything else
     reading = Reading(where, name, text)
     reading.values |= values_at(
         doc,
@@ -286,7 +287,7 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
     if split is not None and split.value is True:
         raise InputError(
             f"{reading.path}: update does not rewrite a split_batches config; set "
-            f"per_device_train_batch_size to {spec.global_batch_size // spec.gradient_accumulation_steps} by hand"
+            f"per_device_train_batch_size to {spec.global_batch // spec.accumulation} by hand"
         )
     return {
         "per_device_train_batch_size": spec.micro_batch_size,

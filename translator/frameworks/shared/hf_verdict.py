@@ -25,7 +25,9 @@ def training_arguments(reading: Reading, world: int):
         "use_cpu": True,
         "report_to": "none",
     }
-    (args,) = HfArgumentParser(TrainingArguments).parse_dict(data, allow_extra_keys=True)
+    # transformers types DataClassType as NewType("DataClassType", Any): no class matches it.
+    parser = HfArgumentParser(TrainingArguments)  # type: ignore[arg-type]
+    (args,) = parser.parse_dict(data, allow_extra_keys=True)
     for partner in reading.partners:
         deepspeed_mismatch(json.loads(partner.text), args, world)
     return args
