@@ -156,15 +156,17 @@ def write_files(
     new_folders = _missing_folders(p.target.parent for p in plans)
     current = plans[0].path if plans else None
     try:
+        temporaries = []
         for p in plans:
             current = p.path
             p.target.parent.mkdir(parents=True, exist_ok=True)
             _clean_stale(p.target)
             p.tmp = _write_temporary(p)
+            temporaries.append((p, p.tmp))
         # New files first: they can be taken back if a later step fails; replaced ones cannot.
-        for p in sorted(plans, key=lambda p: p.existing is not None):
+        for p, tmp in sorted(temporaries, key=lambda pair: pair[0].existing is not None):
             current = p.path
-            _commit(p)
+            _commit(p, tmp)
     except BaseException as exc:
         for p in plans:
             if p.tmp is not None:
@@ -244,7 +246,7 @@ def _write_temporary(p: _Plan) -> Path:
             if p.existing is None:
                 os.fchmod(fh.fileno(), 0o666 & ~_umask())
             else:
-                _keep_owner(fh.fileno(), p)
+                _keep_owner(fh.fileno(), p, p.existing)
                 # After chown, which clears set-user/group-ID bits.
                 os.fchmod(fh.fileno(), stat.S_IMODE(p.existing.st_mode))
             os.fsync(fh.fileno())
@@ -254,9 +256,9 @@ def _write_temporary(p: _Plan) -> Path:
     return tmp
 
 
-def _keep_owner(fd: int, p: _Plan) -> None:
-    """Give the temporary file the owner and group of the file it replaces."""
-    uid, gid = p.existing.st_uid, p.existing.st_gid
+def _keep_owner(fd: int, p: _Plan, existing: os.stat_result) -> None:
+    """Give the temporary file the owner and group of ``existing``, the file it replaces."""
+    uid, gid = existing.st_uid, existing.st_gid
     mine = os.fstat(fd)
     if (mine.st_uid, mine.st_gid) == (uid, gid):
         return
@@ -276,14 +278,15 @@ def _keep_owner(fd: int, p: _Plan) -> None:
         pass
 
 
-def _commit(p: _Plan) -> None:
-    """Move the temporary file into place: replace the existing file, or create exclusively."""
+def _commit(p: _Plan, tmp: Path) -> None:
+    """Move ``tmp``, the plan's temporary file, into place: replace the existing file, or
+    create exclusively."""
     if p.existing is not None:
-        os.replace(p.tmp, p.target)
+        os.replace(tmp, p.target)
         p.tmp = None
         return
     try:
-        os.link(p.tmp, p.target)  # fails if anything appeared at the name meanwhile
+        os.link(tmp, p.target)  # fails if anything appeared at the name meanwhile
     except FileExistsError:
         raise _appeared(p) from None
     except OSError as exc:
@@ -303,11 +306,11 @@ def _commit(p: _Plan) -> None:
         except FileExistsError:
             raise _appeared(p) from None
         p.created = True
-        os.replace(p.tmp, p.target)
+        os.replace(tmp, p.target)
         p.tmp = None
         return
     p.created = True
-    os.unlink(p.tmp)
+    os.unlink(tmp)
     p.tmp = None
 
 

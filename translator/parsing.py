@@ -216,7 +216,7 @@ def load_yaml(text: str, where: str) -> Document:
 def _walk_yaml(root, doc: Document) -> None:
     """Fill ``doc.positions`` and ``doc.duplicates`` from the composed node graph."""
     seen = set()
-    stack = [(root, "")]
+    stack: list[tuple[yaml.Node, str | None]] = [(root, "")]
     while stack:
         node, path = stack.pop()
         if id(node) in seen or isinstance(node, yaml.ScalarNode):
@@ -225,7 +225,7 @@ def _walk_yaml(root, doc: Document) -> None:
         if isinstance(node, yaml.SequenceNode):
             stack.extend((child, None) for child in node.value)
             continue
-        first = {}
+        first: dict[tuple[str, str], tuple[int, yaml.Node]] = {}
         for key, value in node.value:
             if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
                 continue
@@ -294,7 +294,8 @@ def _refuse_surrogates(text: str, where: str) -> None:
 
 def _scan_json(text: str, doc: Document) -> None:
     """Positions and duplicates of every key of a valid JSON text, by one scan of its tokens."""
-    frames = []  # per open container: (dotted path, None under arrays; {key: (line, literal)})
+    # per open container: (dotted path, None under arrays; {key: (line, literal)}, None in arrays)
+    frames: list[tuple[str | None, dict[str, tuple[int, str | None]] | None]] = []
     line, last, pending = 1, 0, None
     for m in _JSON_TOKEN.finditer(text):
         token = m.group()
@@ -312,6 +313,8 @@ def _scan_json(text: str, doc: Document) -> None:
             pending = None
             continue
         path, keys = frames[-1]
+        if keys is None:  # a key is only ever inside an object
+            continue
         raw = m.group(1)
         key = json.loads(raw) if "\\" in raw else raw[1:-1]
         literal = _LITERAL.match(text, m.end())

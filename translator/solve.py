@@ -75,9 +75,8 @@ def complete(
     :func:`decompositions`). Fewer known values raise :class:`InputError`.
     """
     g, m, a, dp = global_batch, micro, accumulation, data_parallel
-    known = sum(v is not None for v in (g, m, a, dp))
     if dp is None:
-        if known < 3:
+        if g is None or m is None or a is None:
             raise InputError(
                 "not enough to solve: give the world size (or data-parallel size) and two of "
                 "global batch, micro-batch, accumulation"
@@ -94,13 +93,13 @@ def complete(
                 "accumulation"
             )
         return m * a * dp, m, a, dp
-    if m is None and a is None:
-        if g % dp:
-            raise split_error(
-                "global-not-divisible", "global", g, {"DP": dp}, "micro × accumulation"
-            )
-        return g, None, None, dp
     if m is None:
+        if a is None:
+            if g % dp:
+                raise split_error(
+                    "global-not-divisible", "global", g, {"DP": dp}, "micro × accumulation"
+                )
+            return g, None, None, dp
         if g % (a * dp):
             raise split_error(
                 "global-not-divisible", "global", g, {"accumulation": a, "DP": dp}, "micro"

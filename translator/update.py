@@ -106,7 +106,7 @@ def target_spec(
         ) from None
 
 
-def _options(g: int, m: int, fields: dict, message: str, where: str):
+def _options(g: int, m: int | None, fields: dict, message: str, where: str):
     world = fields["world_size"] or fields["nodes"] * fields["gpus_per_node"]
     dp = solve.data_parallel_size(
         world,
