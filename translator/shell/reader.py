@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from translator.errors import InputError
 from translator.reading import Note
-from translator.shell import assign, conditions, flow
+from translator.shell import arrays, assign, conditions, flow
 from translator.shell.expand import Expander
 from translator.shell.merge import agree
 from translator.shell.slurm import sbatch_variables
@@ -150,10 +150,13 @@ class Reader:
     def _unset(self, node, env: Env, src: Source) -> None:
         if any(src.spells(c, b"-f") for c in node.children):  # unset -f: functions
             return
-        for child in node.named_children:
-            for w in self.ex.words(child, env, src):
-                if w.text:
-                    env.set(w.text, UNSET)
+        for name in assign.unset_targets(self.ex, node, env, src):
+            if "[" not in name:
+                env.set(name, UNSET)
+                continue
+            base = name.split("[", 1)[0]
+            k, why = assign.index_of(name, env)
+            arrays.unset_element(env, base, k, why)
 
     def _redirected(self, node, env: Env, src: Source) -> None:
         """A statement with redirections (or ``!``); a heredoc written to a file is kept."""
@@ -229,9 +232,11 @@ class Reader:
         what = f"{words[0].text} {clip(words[1].text or '?') if len(words) > 1 else ''}"
         self.script.notes.append(Note(words[0].line, f"{what} is not read"))
         for n in env.names():
-            if not n.startswith(("SLURM_", "__batchspec_")) and isinstance(env.get(n), Var):
+            old = env.get(n)
+            if not n.startswith(("SLURM_", "__batchspec_")) and isinstance(old, Var):
                 why = f"${n} may be changed by {what} on line {words[0].line}"
-                env.set(n, Var((unknown(why),)))
+                # a scalar stays one, but its count and indices (an array now?) are unknown
+                env.set(n, arrays.vague(why) if old.array else Var((unknown(why),), keys=()))
 
     def call(self, name: str, words: list[Word], env: Env) -> None:
         """Run a function the script defined, in a frame of its own: what it assigns reaches
@@ -330,7 +335,8 @@ class Reader:
         paths = [[body] if body is not None else None, None]
         if variable is not None:
             name = src.of(variable)
-            env.set(name, Var((unknown(f"${name} (a loop variable)"),)))
+            why = f"${name} (a loop variable)"
+            arrays.set_scalar(env, name, unknown(why), False, src.line(node.start_byte))
         self.branches(env, paths, src, src.line(node.start_byte), "the loop")
 
     def and_or(self, node, env: Env, src: Source) -> None:
