@@ -157,6 +157,8 @@ ARRAYS_AS_BASH = [
     ),
     ('A=(a b)\necho ${A[1]:=z} ${A[3]:=w} "${A[@]}"', "b w a b w"),
     ('A=(a "b c" d)\necho ${#A[@]} ${A[1]}', "3 b c"),
+    # arithmetic statements assign
+    ("x=1\n(( x = 5 ))\n((x++))\nlet y=x+1 z=2\necho $x $y $z", "6 7 2"),
     # "${A[@]}" of no items is no word
     ('B=()\nA=("${B[@]}")\necho ${#A[@]}', "0"),
     ('f() { echo "$@" x; }\nf', "x"),
@@ -189,6 +191,12 @@ ARRAYS_NOT_KNOWN = [
     ("declare -A M=([k]=1)\necho ${#M[@]} ${M[k]}", [None, None]),
     ("mapfile -t A < /dev/null\necho ${#A[@]}", [None]),
     ("A=(1 2)\nsource /dev/null\necho ${#A[@]}", [None]),
+    ("A=(1 2)\n: $((A[1]=5))\necho ${A[1]}", [None]),
+    ("A=(1 2)\n(( A[1] = 5 ))\necho ${A[1]} ${#A[@]}", [None, None]),
+    # what arithmetic assigns from a value not known is not known
+    ("G=1\n: $((G = $(nproc) * 2))\necho $G", [None]),
+    ("G=1\n(( G = $(nproc) * 2 ))\necho $G", [None]),
+    ('G=1\nlet "G = $(nproc) * 2"\necho $G', [None]),
 ]
 
 

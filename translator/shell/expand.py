@@ -45,6 +45,12 @@ SPLITS = {"simple_expansion", "expansion", "command_substitution", "brace_expres
 GLOB = re.compile(r"[*?\[]")
 #: ``$X``, ``${X}`` and ``${X:-n}`` inside arithmetic.
 ARITH_REFS = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\$\{([A-Za-z_]\w*):?-([^{}$]*)\}")
+#: An arithmetic assignment (``=``, ``+=``..., ``++``, ``--``) and a subscript (``A[``).
+ARITH_TARGET = re.compile(
+    r"(?:\+\+|--)\s*([A-Za-z_]\w*)"
+    r"|([A-Za-z_]\w*)(?=\s*(?:\[[^\]]*\]\s*)?(?:(?:[-+*/%&^|]|<<|>>|\*\*)?=(?!=)|\+\+|--))"
+)
+ARITH_SUBSCRIPT = re.compile(r"[A-Za-z_]\w*\s*\[")
 #: An index that is its own value (no leading zero: ``010`` is octal).
 DECIMAL = re.compile(r"0|[1-9][0-9]{0,17}")
 ANSI_C = {
@@ -472,13 +478,35 @@ def arith_piece(expr: str, env: Env) -> Piece:
 
     try:
         value = arith.Evaluator(get, put).evaluate(dollar_refs(expr, env))
-    except arith.Unknown as exc:
-        return Piece(None, None, f"$(({clip(expr.strip())})): {exc}", frozenset(sources))
-    except arith.ArithError as exc:
-        return Piece(
-            None, None, f"$(({clip(expr.strip())})) is an error in bash ({exc})", frozenset(sources)
-        )
+    except (arith.Unknown, arith.ArithError) as exc:
+        return _arith_failed(expr, exc, env, frozenset(sources))
     return Piece(str(value), None, None, merge_sources([Piece("", None, None, frozenset(sources))]))
+
+
+def _arith_failed(expr: str, exc: Exception, env: Env, sources: frozenset) -> Piece:
+    """The unknown piece of an arithmetic the reader could not finish; what it assigns (as
+    far as it got, in bash) is unknown from then on: ``$((G = N * 2))`` with ``N`` not known
+    leaves ``G`` unknown, ``$((A[1] = 5))`` the array ``A``."""
+    what = f"$(({clip(expr.strip())}))"
+    if isinstance(exc, arith.Unknown):
+        why_ = f"{what}: {exc}"
+    elif ARITH_SUBSCRIPT.search(expr):
+        why_ = f"{what}: array elements in arithmetic are not followed"
+    else:
+        why_ = f"{what} is an error in bash ({exc})"
+    forget_targets(expr, env, why_, sources)
+    return Piece(None, None, why_, sources)
+
+
+def forget_targets(expr: str, env: Env, why_: str, sources=frozenset()) -> None:
+    """What the arithmetic ``expr`` assigns becomes unknown (``why_``)."""
+    for m in ARITH_TARGET.finditer(expr):
+        name = m.group(1) or m.group(2)
+        if expr[m.end() :].lstrip().startswith("["):
+            if isinstance(env.get(name), Var):
+                env.set(name, arrays.vague(f"${{{name}[@]}} ({why_})", sources))
+        else:
+            arrays.set_scalar(env, name, (Piece(None, None, why_, sources),), False, 0)
 
 
 def dollar_refs(expr: str, env: Env) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from translator.errors import InputError
 from translator.reading import Note
 from translator.shell import arrays, assign, conditions, flow
-from translator.shell.expand import Expander
+from translator.shell.expand import Expander, arith_piece, forget_targets
 from translator.shell.merge import agree
 from translator.shell.slurm import sbatch_variables
 from translator.shell.syntax import Source, check_syntax, tree
@@ -82,7 +82,7 @@ class Reader:
             "command": self.command,
             "redirected_statement": self._redirected,
             "negated_command": self._redirected,
-            "compound_statement": self.block,
+            "compound_statement": self._compound,
             "program": self.block,
             "do_group": self.block,
             "subshell": self._subshell,
@@ -169,6 +169,14 @@ class Reader:
                 if doc is not None:
                     self.script.heredocs.append(doc)
 
+    def _compound(self, node, env: Env, src: Source) -> None:
+        """``{ ...; }``, or ``(( expr ))``: arithmetic, whose assignments change variables."""
+        first, last = node.children[:1], node.children[-1:]
+        if first and first[0].type == "((" and last[0].type == "))":
+            arith_piece(src.data[first[0].end_byte : last[0].start_byte].decode(), env)
+            return
+        self.block(node, env, src)
+
     def _subshell(self, node, env: Env, src: Source) -> None:
         self.block(node, env.fork(), src)
 
@@ -204,6 +212,13 @@ class Reader:
             return
         if name in READERS:
             assign.unknown_outputs(words, env)
+        if name == "let":  # let x=1 y++: each word is arithmetic
+            for w in words[1:]:
+                if w.text is not None:
+                    arith_piece(w.text, env)
+                else:  # what it assigns is not known
+                    text = "".join(" 0 " if p.text is None else p.text for p in w.parts)
+                    forget_targets(text, env, f"let {clip(text)}: {w.why_unknown}")
         self.script.commands.append(self.prefix + words)
         self.script.paths.append(self.path)
         shell = _shell_string(words)
