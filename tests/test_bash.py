@@ -157,6 +157,8 @@ ARRAYS_AS_BASH = [
     ),
     ('A=(a b)\necho ${A[1]:=z} ${A[3]:=w} "${A[@]}"', "b w a b w"),
     ('A=(a "b c" d)\necho ${#A[@]} ${A[1]}', "3 b c"),
+    # a subshell's change to an array its parent holds stays in it
+    ('A=(1)\n( if [ -f x ]; then :; else A+=(); fi; A+=(2) )\necho "${A[@]}"', "1"),
     # arithmetic statements assign
     ("x=1\n(( x = 5 ))\n((x++))\nlet y=x+1 z=2\necho $x $y $z", "6 7 2"),
     # "${A[@]}" of no items is no word

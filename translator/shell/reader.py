@@ -317,7 +317,9 @@ class Reader:
             deltas.append(branch.own)
         for name in set().union(*deltas):
             values = [d.get(name, env.get(name)) for d in deltas]
-            env.set(name, agree(values, name, f"{what} on line {line}"))
+            value = agree(values, name, f"{what} on line {line}")
+            if value is not env.get(name) or name in env.own:  # an outer scope's stays its own
+                env.set(name, value)
 
     def follow(self, paths: flow.Paths, env: Env, src: Source, node, what: str) -> None:
         """Run what surely runs, or each path that may."""
