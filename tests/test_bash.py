@@ -184,6 +184,7 @@ ARRAYS_NOT_KNOWN = [
     ("A=(a {1..3})\necho ${#A[@]}", [None]),
     ("A=(*.sh)\necho ${#A[@]}", [None]),
     ('A=("$(ls)" b)\necho ${#A[@]} ${A[1]}', ["2", "b"]),  # quoted: one field
+    ('IFS=,\nX="a,b"\nA=($X)\necho ${#A[@]}', [None]),  # the reader splits at blanks only
     # indices not known, or before the first element
     ("A=(a b)\nA[$X]=c\necho ${#A[@]} ${A[0]}", [None, None]),
     ('A=(a b)\nunset "A[$X]"\necho ${#A[@]}', [None]),

@@ -145,8 +145,9 @@ class Expander:
         handler = self.handlers.get(kind)
         if handler is not None:
             out = handler(node, raw, env, src, quoted)
-            if not quoted and kind in SPLITS and any(map(_may_split, out)):
-                self.spread = True
+            if not quoted and kind in SPLITS:
+                ifs = env.get("IFS") is not None  # the script's own IFS: not followed
+                self.spread |= any(_may_split(seg, ifs) for seg in out)
             return out
         if not node.named_children:
             return [_verbatim(src, node.start_byte, node.end_byte, raw)]
@@ -415,12 +416,15 @@ def subscript(index: str, env: Env):
     return piece if piece.text is None else int(piece.text)
 
 
-def _may_split(segment) -> bool:
+def _may_split(segment, ifs: bool) -> bool:
     """Whether an unquoted segment may give bash more or fewer fields than the reader makes
-    of it: unknown text, or text with a glob character."""
+    of it: unknown text, text with a glob character, or any text once the script sets
+    ``IFS`` (the reader splits at blanks)."""
     if isinstance(segment, tuple):
         piece, split = segment
-        return split and (piece.text is None or bool(GLOB.search(piece.text)))
+        if not split:
+            return False
+        return piece.text is None or bool(GLOB.search(piece.text)) or (ifs and piece.text != "")
     return isinstance(segment, Piece) and segment.text is None
 
 
