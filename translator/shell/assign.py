@@ -169,8 +169,7 @@ def unknown_outputs(words: list[Word], env: Env) -> None:
     else:
         targets = [w.text for w in words[1:] if w.text and TARGET.fullmatch(w.text)]
     many = words[0].text in ("mapfile", "readarray") or (
-        words[0].text == "read"
-        and any((w.text or "").startswith("-") and "a" in w.text for w in words)
+        words[0].text == "read" and any(re.fullmatch(r"-\w*a\w*", w.text or "") for w in words[1:])
     )
     for t in targets:
         if not t or not TARGET.fullmatch(t):
