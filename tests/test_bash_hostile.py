@@ -178,6 +178,8 @@ BOMBS = {
     "150k defaults": "A=${X:-1}\n" * 150_000,
     "unclosed heredoc": "cat <<EOF\n" + "A=1\n" * 200_000,
     "300k appends": "A+=(x)\n" * 300_000,
+    "150k elements": "".join(f"A[{i}]=x\nunset 'A[{i // 2}]'\n" for i in range(75_000)),
+    "100k keyed appends": "".join(f"A+=([{i % 20_000}]=x y)\n" for i in range(100_000)),
     "array doubling": "A=(x)\n" + "A=(${A[@]} ${A[@]})\n" * 40 + "p --micro-batch-size ${A[@]}\n",
     "string doubling": "X=ab\n" + "X=$X$X\n" * 60 + "p --micro-batch-size $X\n",
     "3000-deep default": "p --micro-batch-size " + "${X:-" * 3000 + "1" + "}" * 3000 + "\n",

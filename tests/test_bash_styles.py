@@ -1,32 +1,14 @@
 """The reader on constructs met in published launch scripts. Where every word is known, the
 words are checked against what real bash makes of the same script (``printf '<%s>'``)."""
 
-import shutil
-import subprocess
-
 import pytest
+from real_bash import HAS_BASH, bash_words
 
 from translator.shell import UNKNOWN_MARK, parse
-
-HAS_BASH = shutil.which("bash") is not None
 
 
 def last_words(text: str) -> list:
     return [w.text for w in parse(text, "t.sh").commands[-1]]
-
-
-def bash_words(text: str) -> list:
-    """The words of the script's last command (an ``echo``) as bash splits them."""
-    at = text.rindex("echo ")
-    script = text[:at] + "printf '<%s>' " + text[at + len("echo ") :]
-    out = subprocess.run(
-        ["bash", "-c", script],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PATH": "/usr/bin:/bin"},
-    ).stdout
-    return ["echo"] + out[1:-1].split("><") if out else ["echo"]
 
 
 KNOWN = [

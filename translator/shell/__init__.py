@@ -24,7 +24,8 @@ The modules: :mod:`~translator.shell.values` (pieces, words, variables, limits),
 :mod:`~translator.shell.reader` (statements), :mod:`~translator.shell.flow` (which arms of
 an ``if``/``case`` run), :mod:`~translator.shell.merge` (values after undecided paths),
 :mod:`~translator.shell.conditions` (``[ ... ]``), :mod:`~translator.shell.assign`
-(assignments), :mod:`~translator.shell.expand` (expansion), :mod:`~translator.shell.fields`
+(assignments), :mod:`~translator.shell.arrays` (sparse arrays, and what of them is not
+known), :mod:`~translator.shell.expand` (expansion), :mod:`~translator.shell.fields`
 (word splitting), :mod:`~translator.shell.arith` (``$((...))``),
 :mod:`~translator.shell.slurm` (``#SBATCH``) and :mod:`~translator.shell.launchers` (how
 torchrun, deepspeed, srun, mpirun and jsrun size the world).

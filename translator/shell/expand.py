@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from translator.shell import arith
+from translator.shell import arith, arrays
 from translator.shell.fields import BREAK, At, joined, split_fields
 from translator.shell.syntax import Source, literal
 from translator.shell.values import (
@@ -18,10 +18,8 @@ from translator.shell.values import (
     Piece,
     Var,
     Word,
-    bounded,
     clip,
     merge_sources,
-    scalar,
     text_of,
     to_word,
     why,
@@ -38,10 +36,23 @@ EXPANSIONS = {
 #: Nodes whose text is the word's text, backslashes aside.
 PLAIN = {"word", "number", "extglob_pattern", "special_variable_name", "variable_name", "regex"}
 LEADING_BLANKS = re.compile(r"(?:\s|\\\n)*")
-#: ``${...}``: an optional ``#`` (length), the name, an optional ``[index]``, the rest.
-BRACED = re.compile(r"(#?)([A-Za-z_]\w*|[0-9]+|[@*#?$!-])(\[(@|\*|-?[0-9]+)\])?(.*)", re.S)
+#: ``${...}``: an optional ``#`` (length) or ``!`` (indices), the name, an optional
+#: ``[index]``, the rest.
+BRACED = re.compile(r"([#!]?)([A-Za-z_]\w*|[0-9]+|[@*#?$!-])(\[([^\]]*)\])?(.*)", re.S)
+#: Expansions whose unknown value, unquoted, may split into any number of fields.
+SPLITS = {"simple_expansion", "expansion", "command_substitution", "brace_expression"}
+#: Characters that make an unquoted word a glob pattern.
+GLOB = re.compile(r"[*?\[]")
 #: ``$X``, ``${X}`` and ``${X:-n}`` inside arithmetic.
 ARITH_REFS = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\$\{([A-Za-z_]\w*):?-([^{}$]*)\}")
+#: An arithmetic assignment (``=``, ``+=``..., ``++``, ``--``) and a subscript (``A[``).
+ARITH_TARGET = re.compile(
+    r"(?:\+\+|--)\s*([A-Za-z_]\w*)"
+    r"|([A-Za-z_]\w*)(?=\s*(?:\[[^\]]*\]\s*)?(?:(?:[-+*/%&^|]|<<|>>|\*\*)?=(?!=)|\+\+|--))"
+)
+ARITH_SUBSCRIPT = re.compile(r"[A-Za-z_]\w*\s*\[")
+#: An index that is its own value (no leading zero: ``010`` is octal).
+DECIMAL = re.compile(r"0|[1-9][0-9]{0,17}")
 ANSI_C = {
     "n": "\n",
     "t": "\t",
@@ -62,6 +73,9 @@ class Expander:
     def __init__(self):
         self.depth = 0
         """How deep expansions nest at the moment (past MAX_DEPTH: unknown)."""
+        self.spread = False
+        """Set when a field expanded may stand for any number of fields (an unquoted
+        ``$(...)``, a glob, a vague array's items): an array's count is then unknown."""
         self.handlers = {
             "raw_string": self._raw_string,
             "ansi_c_string": self._ansi_c_string,
@@ -89,6 +103,15 @@ class Expander:
         """Expand and split one unquoted argument: ``(pieces, line)`` per field."""
         return split_fields(self.expand(node, env, src, quoted=False), src.line(node.start_byte))
 
+    def counted_fields(self, node, env: Env, src: Source) -> tuple[list[tuple], bool]:
+        """:meth:`fields`, and whether bash may make more or fewer fields of ``node`` than
+        these (an array item's count and index are then unknown)."""
+        outer, self.spread = self.spread, False
+        try:
+            return self.fields(node, env, src), self.spread
+        finally:
+            self.spread = outer
+
     def expand(self, node, env: Env, src: Source, quoted: bool) -> list:
         """The segments of a word (see :mod:`translator.shell.fields`)."""
         self.depth += 1
@@ -114,13 +137,19 @@ class Expander:
 
     def _expand_at(self, node, kind: str, raw: str, env: Env, src: Source, quoted: bool) -> list:
         if kind in PLAIN:
+            if not quoted and GLOB.search(re.sub(r"\\.", "", raw)):
+                self.spread = True
             if "\\" in raw:
                 text = re.sub(r"\\\n|\\(.)", lambda m: m.group(1) or "", raw, flags=re.S)
                 return [Piece(text, None, None, frozenset())]
             return [_verbatim(src, node.start_byte, node.end_byte, raw)]
         handler = self.handlers.get(kind)
         if handler is not None:
-            return handler(node, raw, env, src, quoted)
+            out = handler(node, raw, env, src, quoted)
+            if not quoted and kind in SPLITS:
+                ifs = env.get("IFS") is not None  # the script's own IFS: not followed
+                self.spread |= any(_may_split(seg, ifs) for seg in out)
+            return out
         if not node.named_children:
             return [_verbatim(src, node.start_byte, node.end_byte, raw)]
         return self._all(node.named_children, env, src, quoted)
@@ -142,7 +171,7 @@ class Expander:
         return self._all(node.children, env, src, quoted)
 
     def _simple(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
-        return self.parameter(raw[1:], [], env, quoted)
+        return self.parameter(raw[1:], None, env, quoted)
 
     def _arithmetic(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
         return [arith_piece(raw[3:-2] if raw.startswith("$((") else raw[2:-1], env)]
@@ -180,6 +209,8 @@ class Expander:
             pos = child.end_byte
         if end > pos:
             out.extend(literal(src, pos, end))
+        if not out and node.named_children and all(map(_all_items, node.named_children)):
+            return []  # "${A[@]}" of no items is no word at all
         return out or [Piece("", src.span(node.start_byte + 1, node.start_byte + 1))]
 
     # -- ${...} ---------------------------------------------------------------------------------
@@ -188,66 +219,95 @@ class Expander:
         m = BRACED.match(body)
         if not m:
             return [Piece(None, None, f"{clip(raw)} (set when the script runs)")]
-        length, name, _, index, rest = m.groups()
-        if length:
-            return _length(raw, name, index, rest, env)
+        prefix, name, bracket, index, rest = m.groups()
+        sub = subscript(index, env) if bracket else None
+        if prefix == "!":
+            return self._indices(raw, name, sub, rest, env, quoted)
+        if prefix:
+            return _length(raw, name, sub, rest, env)
         op = re.match(r"(:?[-=+?])", rest)
         if rest and not op:
             return [Piece(None, None, f"{clip(raw)} is not evaluated")]
         if not op:
-            return self.parameter(name, [index] if index else [], env, quoted)
+            return self.parameter(name, sub, env, quoted)
         # where the word after the operator starts, as an offset into the node
         after = 2 + len(body) - len(rest) + len(op.group(1))
-        return self._operator(node, raw, (name, index, op.group(1), after), env, src, quoted)
+        return self._operator(node, raw, (name, sub, op.group(1), after), env, src, quoted)
 
     def _operator(self, node, raw: str, form: tuple, env: Env, src: Source, quoted: bool) -> list:
         """``${X-w}``, ``${X:=w}``, ``${X:+w}``, ``${X?}``...: ``form`` is ``(name, index,
         operator, offset of the word after it)``."""
-        name, index, operator, after = form
+        name, sub, operator, after = form
         colon, kind = operator.startswith(":"), operator[-1]
         var = env.get(name)
         if var is None and (name.isdigit() or name in "@*#?$!-"):
             return [Piece(None, None, f"{clip(raw)} (${name} is set when the script runs)")]
-        state = _state(var)
+        if kind == "=" and (sub in ("@", "*") or isinstance(sub, Piece)):
+            return [Piece(None, None, f"{clip(raw)} assigns to an index bash refuses or not known")]
+        state = _state(var, name if name in ("@", "*") else sub)
         missing = state in ("notset", "unset") or (colon and state == "empty")
         decided = _without_word(raw, name, kind, colon, state, missing)
         if decided is not None:
             return decided
-        if kind == "?":
-            return self.parameter(name, [], env, quoted)
-        if kind != "+" and not missing:
-            return self.parameter(name, [index] if index else [], env, quoted)
-        return self._alternative(node, after, name if kind == "=" else None, env, src, quoted)
+        if kind == "?" or kind != "+" and not missing:
+            return self.parameter(name, sub, env, quoted)
+        return self._alternative(
+            node, after, (name, sub) if kind == "=" else None, env, src, quoted
+        )
 
-    def _alternative(self, node, after: int, assign: str | None, env, src, quoted) -> list:
-        """The word after the operator, which ``${X:=w}`` also assigns to ``assign``."""
+    def _alternative(self, node, after: int, target: tuple | None, env, src, quoted) -> list:
+        """The word after the operator, which ``${X:=w}`` also assigns to ``target`` (``(name,
+        index)``)."""
         words = [
             c
             for c in node.children
             if c.start_byte >= node.start_byte + after and c.end_byte <= node.end_byte - 1
         ]
         pieces = list(joined(self._all(words, env, src, quoted=True))) or [Piece("")]
-        if assign is not None:
-            env.set(assign, Var((bounded(tuple(pieces)),)))
+        if target is not None:
+            name, sub = target
+            if sub is None:
+                arrays.set_scalar(env, name, tuple(pieces), False, 0)
+            else:
+                arrays.set_element(env, name, sub, tuple(pieces), 0, f"${{{name}[...]}}")
         return [(p, not quoted) for p in pieces]
 
-    def parameter(self, name: str, index: list, env: Env, quoted: bool) -> list:
-        """``$NAME``, ``${NAME[k]}``, ``${NAME[@]}``: the value's segments."""
+    def parameter(self, name: str, sub, env: Env, quoted: bool) -> list:
+        """``$NAME``, ``${NAME[k]}``, ``${NAME[@]}``: the value's segments. ``sub``: ``None``
+        (no index), ``"@"``, ``"*"``, an index, or the unknown piece an index gave."""
         var = env.get(name)
+        every = sub in ("@", "*") or name in ("@", "*")
+        one_word = quoted and "*" in (sub, name)  # "${A[*]}": one word whatever the count
         if var is None:
+            self.spread |= every and not one_word
             return [_not_set(name)]
+        if isinstance(sub, Piece):
+            return [sub]
+        if every:
+            self.spread |= not arrays.exact(var) and not one_word
+            return [] if var == UNSET else _items(var, [sub or name], quoted)
         if var == UNSET:
-            return [Piece("")]
-        if index and index[0] in ("@", "*") or (name in ("@", "*")):
-            return _items(var, index, quoted)
-        if index:
-            k = int(index[0])
-            if not var.array and k == 0:
-                return [(p, not quoted) for p in var.scalar]
-            if 0 <= k < len(var.items):
-                return [(p, not quoted) for p in var.items[k]]
-            return [Piece("")]
-        return [(p, not quoted) for p in var.scalar]
+            return [(Piece(""), not quoted)]
+        state, item = arrays.element(var, sub or 0)
+        if state == arrays.UNKNOWN and sub is None:
+            item = var.scalar  # the vague first item, with its reasons
+        elif state == arrays.UNKNOWN:
+            return [Piece(None, None, f"${{{name}[{sub}]}} (an element the reader cannot place)")]
+        return [(p, not quoted) for p in item or (Piece(""),)]
+
+    def _indices(self, raw: str, name: str, sub, rest: str, env: Env, quoted: bool) -> list:
+        """``${!A[@]}``: the indices of ``A``'s elements (``${!X}``, indirection, is not
+        followed)."""
+        var = env.get(name)
+        if sub not in ("@", "*") or rest:
+            return [Piece(None, None, f"{clip(raw)} is not evaluated")]
+        if var == UNSET:
+            return []
+        if not isinstance(var, Var) or not arrays.exact(var):
+            self.spread |= not quoted or sub == "@"
+            return [Piece(None, None, f"{clip(raw)} (the indices of ${name} are not known)")]
+        keys = [(Piece(str(k)),) for k in arrays.known_keys(var)]
+        return _items(Var(keys, True), [sub], quoted)
 
     # -- heredocs -------------------------------------------------------------------------------
     def heredoc(self, node, env: Env, src: Source) -> Heredoc | None:
@@ -280,31 +340,54 @@ def _verbatim(src: Source, start: int, end: int, text: str) -> Piece:
     return Piece(text, span, None, frozenset({span}) if span else frozenset())
 
 
-def _length(raw: str, name: str, index: str | None, rest: str, env: Env) -> list:
-    """``${#NAME}`` and ``${#NAME[@]}``."""
+def _length(raw: str, name: str, sub, rest: str, env: Env) -> list:
+    """``${#NAME}``, ``${#NAME[k]}`` and ``${#NAME[@]}``."""
     if rest:
         return [Piece(None, None, f"{clip(raw)} is not evaluated")]
     var = env.get(name)
+    if var == UNSET:
+        return [Piece("0")]
     if not isinstance(var, Var):
         return [Piece(None, None, f"{clip(raw)} (${name} is not set in the script)")]
-    if index in ("@", "*"):
-        return [Piece(str(len(var.items)))]
-    text = text_of(var.scalar)
+    if isinstance(sub, Piece):
+        return [sub]
+    if sub in ("@", "*"):
+        n = arrays.count(var)
+        if n is None:
+            return [Piece(None, None, f"{clip(raw)} (the count of ${name}'s items is not known)")]
+        return [Piece(str(n))]
+    state, item = arrays.element(var, sub or 0)
+    if state == arrays.ABSENT:
+        return [Piece("0")]
+    text = None if item is None else text_of(item)
     if text is None:
-        return [Piece(None, None, why(var.scalar))]
+        return [Piece(None, None, why(item) if item else f"{clip(raw)} (an element not known)")]
     return [Piece(str(len(text)))]
 
 
-def _state(var) -> str:
-    """What ``${X-w}`` and its kind look at: ``notset`` (never set by the script), ``unset``,
-    ``unknown``, ``empty`` or ``set``."""
+def _state(var, sub=None) -> str:
+    """What ``${X-w}`` and its kind look at (``sub``: the index, as :meth:`Expander.parameter`
+    takes it): ``notset`` (never set by the script), ``unset``, ``unknown``, ``empty`` or
+    ``set``."""
     if var is None:
         return "notset"
     if var == UNSET:
         return "unset"
-    if not var.array and text_of(var.scalar) is None:
+    if isinstance(sub, Piece):
         return "unknown"
-    return "empty" if not var.array and text_of(var.scalar) == "" else "set"
+    if sub in ("@", "*"):  # bash tests the items joined: none, or one that is empty, is null
+        n = arrays.count(var)
+        if n is None or n > 1:
+            return "unknown" if n is None else "set"
+        item = var.items[0] if n else None
+    else:
+        state, item = arrays.element(var, sub or 0)
+        if state == arrays.UNKNOWN:
+            return "unknown"
+    if item is None:
+        return "unset"
+    text = text_of(item)
+    return "unknown" if text is None else "empty" if text == "" else "set"
 
 
 def _without_word(raw: str, name: str, kind: str, colon: bool, state: str, missing: bool):
@@ -319,6 +402,38 @@ def _without_word(raw: str, name: str, kind: str, colon: bool, state: str, missi
     if kind == "?" and missing:
         return [Piece(None, None, f"{clip(raw)} stops the script")]
     return None
+
+
+def subscript(index: str, env: Env):
+    """What ``[index]`` gives :meth:`Expander.parameter`: ``"@"``, ``"*"``, the index (bash
+    evaluates it as arithmetic), or an unknown piece that says why it is not known."""
+    if index in ("@", "*"):
+        return index
+    if not index.strip():
+        return Piece(None, None, "[] (an empty index: an error in bash)")
+    if DECIMAL.fullmatch(index):
+        return int(index)
+    piece = arith_piece(index, env)
+    return piece if piece.text is None else int(piece.text)
+
+
+def _may_split(segment, ifs: bool) -> bool:
+    """Whether an unquoted segment may give bash more or fewer fields than the reader makes
+    of it: unknown text, text with a glob character, or any text once the script sets
+    ``IFS`` (the reader splits at blanks)."""
+    if isinstance(segment, tuple):
+        piece, split = segment
+        if not split:
+            return False
+        return piece.text is None or bool(GLOB.search(piece.text)) or (ifs and piece.text != "")
+    return isinstance(segment, Piece) and segment.text is None
+
+
+def _all_items(node) -> bool:
+    """Whether ``node`` is ``$@``, ``${@}`` or ``${A[@]}`` (quoted, a word per item)."""
+    return node.type in ("simple_expansion", "expansion") and bool(
+        re.fullmatch(rb"\$(@|\{@\}|\{[A-Za-z_]\w*\[@\]\})", node.text)
+    )
 
 
 def _not_set(name: str) -> Piece:
@@ -364,17 +479,39 @@ def arith_piece(expr: str, env: Env) -> Piece:
         return text
 
     def put(name: str, value: int) -> None:
-        env.set(name, scalar(str(value), frozenset(sources)))
+        arrays.set_scalar(env, name, (Piece(str(value), None, None, frozenset(sources)),), False, 0)
 
     try:
         value = arith.Evaluator(get, put).evaluate(dollar_refs(expr, env))
-    except arith.Unknown as exc:
-        return Piece(None, None, f"$(({clip(expr.strip())})): {exc}", frozenset(sources))
-    except arith.ArithError as exc:
-        return Piece(
-            None, None, f"$(({clip(expr.strip())})) is an error in bash ({exc})", frozenset(sources)
-        )
+    except (arith.Unknown, arith.ArithError) as exc:
+        return _arith_failed(expr, exc, env, frozenset(sources))
     return Piece(str(value), None, None, merge_sources([Piece("", None, None, frozenset(sources))]))
+
+
+def _arith_failed(expr: str, exc: Exception, env: Env, sources: frozenset) -> Piece:
+    """The unknown piece of an arithmetic the reader could not finish; what it assigns (as
+    far as it got, in bash) is unknown from then on: ``$((G = N * 2))`` with ``N`` not known
+    leaves ``G`` unknown, ``$((A[1] = 5))`` the array ``A``."""
+    what = f"$(({clip(expr.strip())}))"
+    if isinstance(exc, arith.Unknown):
+        why_ = f"{what}: {exc}"
+    elif ARITH_SUBSCRIPT.search(expr):
+        why_ = f"{what}: array elements in arithmetic are not followed"
+    else:
+        why_ = f"{what} is an error in bash ({exc})"
+    forget_targets(expr, env, why_, sources)
+    return Piece(None, None, why_, sources)
+
+
+def forget_targets(expr: str, env: Env, why_: str, sources=frozenset()) -> None:
+    """What the arithmetic ``expr`` assigns becomes unknown (``why_``)."""
+    for m in ARITH_TARGET.finditer(expr):
+        name = m.group(1) or m.group(2)
+        if expr[m.end() :].lstrip().startswith("["):
+            if isinstance(env.get(name), Var):
+                env.set(name, arrays.vague(f"${{{name}[@]}} ({why_})", sources))
+        else:
+            arrays.set_scalar(env, name, (Piece(None, None, why_, sources),), False, 0)
 
 
 def dollar_refs(expr: str, env: Env) -> str:

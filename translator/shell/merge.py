@@ -5,6 +5,7 @@ unknown piece that lists the values it may have."""
 
 from __future__ import annotations
 
+from translator.shell.arrays import known_keys
 from translator.shell.values import (
     MAX_CHOICES,
     UNKNOWN_MARK,
@@ -22,10 +23,8 @@ def agree(values: list, name: str, where: str):
     share."""
     if _same_text(values):
         return _same(values)
-    if all(isinstance(v, Var) and v.array for v in values):
-        head = _common_prefix([tuple(v.items) for v in values], words=False)
-        if head:
-            return _array_head(values, head, name, where)
+    if any(isinstance(v, Var) and v.array for v in values):
+        return _arrays(values, name, where)
     shared = _shared(values)
     if shared is not None:
         befores, core, afters = shared
@@ -37,7 +36,11 @@ def agree(values: list, name: str, where: str):
 def _same_text(values: list) -> bool:
     """Every path leaves the variable unset, or gives it the same known text."""
     texts = [
-        "unset" if v == UNSET else None if v is None else (v.array, tuple(map(text_of, v.items)))
+        "unset"
+        if v == UNSET
+        else None
+        if v is None
+        else (v.array, tuple(map(text_of, v.items)), tuple(known_keys(v)), v.assoc)
         for v in values
     ]
     return (
@@ -55,23 +58,46 @@ def _same(values: list):
     if not isinstance(first, Var) or len(spans) <= 1:
         return first
     sources = merge_sources([p for v in values for it in v.items for p in it])
-    return Var(tuple((Piece(text_of(i), None, None, sources),) for i in first.items), first.array)
+    items = tuple((Piece(text_of(i), None, None, sources),) for i in first.items)
+    return Var(items, first.array, keys=first.keys, assoc=first.assoc)
 
 
-def _array_head(values: list, head: tuple, name: str, where: str) -> Var:
-    """Arrays that start alike: those items, then one unknown item for the differing tails."""
+def _arrays(values: list, name: str, where: str) -> Var:
+    """Paths of which one at least leaves an array (a scalar counts as its element 0, a name
+    left unset as no element): the elements every path has at the same index, in the same
+    order from the start, then one vague item for what differs (its count and indices are
+    not known)."""
+    views = [_as_array(v) for v in values]
+    pairs = [tuple(zip(known_keys(v), v.items)) for v in views]
+    head = _common_prefix(pairs, words=False)
     n = len(head)
-    tails = [it for v in values for it in v.items[n:]]
-    rest = (
-        _unknown_of([], name, where, [Var(tuple(v.items[n:]), True) for v in values])
-        if tails
-        else ()
-    )
-    return Var(
-        tuple(head) + ((rest,) if rest else ()),
-        True,
-        tuple(values[0].lines[:n]) + ((0,) if rest else ()),
-    )
+    keys, lines = [k for k, _ in head], tuple(views[0].lines[:n]) + (0,) * (n - len(views[0].lines))
+    rests = [tuple(v.items[n:]) for v in views]
+    if not any(rests):
+        return Var(tuple(i for _, i in head), True, lines, keys=_dense_or(keys))
+    if all(r == rests[0] for r in rests) and all(len(known_keys(v)) == n for v in views):
+        return Var(
+            tuple(i for _, i in head) + rests[0],
+            True,
+            lines + (0,) * len(rests[0]),
+            keys=tuple(keys),
+        )
+    # the sources, as before: those of every item when the paths share nothing
+    every = [] if n else [it for v in values if isinstance(v, Var) for it in v.items]
+    rest = _unknown_of(every, name, where, [Var(r, True) for r in rests])
+    return Var(tuple(i for _, i in head) + (rest,), True, lines + (0,), keys=tuple(keys))
+
+
+def _as_array(value) -> Var:
+    """What a path leaves, as an array."""
+    if not isinstance(value, Var):
+        return Var((), True)
+    return value if value.array else Var(value.items, True, value.lines, keys=value.keys)
+
+
+def _dense_or(keys: list) -> tuple | None:
+    """``None`` for keys 0, 1, 2... (every item in place), else the keys."""
+    return None if keys == list(range(len(keys))) else tuple(keys)
 
 
 def _shared(values: list) -> tuple[list, tuple, list] | None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from translator.errors import InputError
 from translator.reading import Note
-from translator.shell import assign, conditions, flow
-from translator.shell.expand import Expander
+from translator.shell import arrays, assign, conditions, flow
+from translator.shell.expand import Expander, arith_piece, forget_targets
 from translator.shell.merge import agree
 from translator.shell.slurm import sbatch_variables
 from translator.shell.syntax import Source, check_syntax, tree
@@ -82,7 +82,7 @@ class Reader:
             "command": self.command,
             "redirected_statement": self._redirected,
             "negated_command": self._redirected,
-            "compound_statement": self.block,
+            "compound_statement": self._compound,
             "program": self.block,
             "do_group": self.block,
             "subshell": self._subshell,
@@ -150,10 +150,13 @@ class Reader:
     def _unset(self, node, env: Env, src: Source) -> None:
         if any(src.spells(c, b"-f") for c in node.children):  # unset -f: functions
             return
-        for child in node.named_children:
-            for w in self.ex.words(child, env, src):
-                if w.text:
-                    env.set(w.text, UNSET)
+        for name in assign.unset_targets(self.ex, node, env, src):
+            if "[" not in name:
+                env.set(name, UNSET)
+                continue
+            base = name.split("[", 1)[0]
+            k, why = assign.index_of(name, env)
+            arrays.unset_element(env, base, k, why)
 
     def _redirected(self, node, env: Env, src: Source) -> None:
         """A statement with redirections (or ``!``); a heredoc written to a file is kept."""
@@ -165,6 +168,14 @@ class Reader:
                 doc = self.ex.heredoc(child, env, src)
                 if doc is not None:
                     self.script.heredocs.append(doc)
+
+    def _compound(self, node, env: Env, src: Source) -> None:
+        """``{ ...; }``, or ``(( expr ))``: arithmetic, whose assignments change variables."""
+        first, last = node.children[:1], node.children[-1:]
+        if first and first[0].type == "((" and last[0].type == "))":
+            arith_piece(src.data[first[0].end_byte : last[0].start_byte].decode(), env)
+            return
+        self.block(node, env, src)
 
     def _subshell(self, node, env: Env, src: Source) -> None:
         self.block(node, env.fork(), src)
@@ -201,6 +212,13 @@ class Reader:
             return
         if name in READERS:
             assign.unknown_outputs(words, env)
+        if name == "let":  # let x=1 y++: each word is arithmetic
+            for w in words[1:]:
+                if w.text is not None:
+                    arith_piece(w.text, env)
+                else:  # what it assigns is not known
+                    text = "".join(" 0 " if p.text is None else p.text for p in w.parts)
+                    forget_targets(text, env, f"let {clip(text)}: {w.why_unknown}")
         self.script.commands.append(self.prefix + words)
         self.script.paths.append(self.path)
         shell = _shell_string(words)
@@ -229,9 +247,11 @@ class Reader:
         what = f"{words[0].text} {clip(words[1].text or '?') if len(words) > 1 else ''}"
         self.script.notes.append(Note(words[0].line, f"{what} is not read"))
         for n in env.names():
-            if not n.startswith(("SLURM_", "__batchspec_")) and isinstance(env.get(n), Var):
+            old = env.get(n)
+            if not n.startswith(("SLURM_", "__batchspec_")) and isinstance(old, Var):
                 why = f"${n} may be changed by {what} on line {words[0].line}"
-                env.set(n, Var((unknown(why),)))
+                # a scalar stays one, but its count and indices (an array now?) are unknown
+                env.set(n, arrays.vague(why) if old.array else Var((unknown(why),), keys=()))
 
     def call(self, name: str, words: list[Word], env: Env) -> None:
         """Run a function the script defined, in a frame of its own: what it assigns reaches
@@ -297,7 +317,9 @@ class Reader:
             deltas.append(branch.own)
         for name in set().union(*deltas):
             values = [d.get(name, env.get(name)) for d in deltas]
-            env.set(name, agree(values, name, f"{what} on line {line}"))
+            value = agree(values, name, f"{what} on line {line}")
+            if value is not env.get(name) or name in env.own:  # an outer scope's stays its own
+                env.set(name, value)
 
     def follow(self, paths: flow.Paths, env: Env, src: Source, node, what: str) -> None:
         """Run what surely runs, or each path that may."""
@@ -330,7 +352,8 @@ class Reader:
         paths = [[body] if body is not None else None, None]
         if variable is not None:
             name = src.of(variable)
-            env.set(name, Var((unknown(f"${name} (a loop variable)"),)))
+            why = f"${name} (a loop variable)"
+            arrays.set_scalar(env, name, unknown(why), False, src.line(node.start_byte))
         self.branches(env, paths, src, src.line(node.start_byte), "the loop")
 
     def and_or(self, node, env: Env, src: Source) -> None:

@@ -110,11 +110,29 @@ class Var:
     """For an array: the line each item is written on."""
     overflow: bool = False
     """The array grew past MAX_ITEMS: unknown from then on."""
+    keys: tuple | list | None = None
+    """For an array: the index of each of the first items (bash's arrays are sparse:
+    ``A[5]=c`` on ``(a b)`` gives indices 0 1 5). ``None``: every item, at 0, 1, 2...
+    Fewer keys than items: the items past them are *vague*, standing for elements the reader
+    cannot count or place (``A=($(ls))``, paths that disagree), all at indices past the last
+    key; see :mod:`translator.shell.arrays`."""
+    assoc: bool = False
+    """Declared ``-A`` (an associative array): not followed, its elements are unknown."""
 
     @property
     def scalar(self) -> tuple:
-        """What ``$NAME`` gives: the first item (the empty string for an empty array)."""
-        return self.items[0] if self.items else (Piece("", None),)
+        """What ``$NAME`` gives: element 0 (the empty string when there is none); when every
+        item is vague, the first one if it is unknown (else an unknown piece)."""
+        if self.keys is None or not self.array:
+            return self.items[0] if self.items else (Piece("", None),)
+        if self.keys:
+            return self.items[0] if self.keys[0] == 0 else (Piece("", None),)
+        first = self.items[0] if self.items else (Piece("", None),)
+        return (
+            first
+            if text_of(first) is None
+            else unknown("an array's element 0 (its items are not counted)")
+        )
 
 
 class Env:
