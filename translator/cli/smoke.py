@@ -240,7 +240,7 @@ def smoke(
 
 
 def step_progress(say, steps):
-    from translator.launch.worker import PROGRESS
+    from translator.launch.harness import PROGRESS
 
     # Ranks share one output stream, so a progress line may arrive glued to another line.
     pattern = re.compile(rf"{re.escape(PROGRESS)} rank 0 step (\d+)")

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+import time
 
+from translator.launch.context import RunContext
 from translator.launch.result import RankResult
-from translator.launch.worker import RunContext, StepTimer
+
+#: Prefix of the progress lines ranks print.
+PROGRESS = "[batchspec-smoke]"
 
 
 class Harness:
@@ -89,17 +94,19 @@ class Harness:
         )
 
 
-def choose_device(requested: str, local_rank: int) -> str:
-    """``cpu``, or ``cuda:<local rank>``: ``gpu`` demands one, ``auto`` takes one if present."""
-    if requested == "cpu":
-        return "cpu"
-    import torch
+class StepTimer:
+    """Wall time per optimizer step; each step is announced on stderr for the progress display."""
 
-    if torch.cuda.is_available():
-        return f"cuda:{local_rank % torch.cuda.device_count()}"
-    if requested == "gpu":
-        raise RuntimeError(
-            f"no GPU on this node ({os.uname().nodename}) although --device gpu "
-            "was asked; use --device cpu"
+    def __init__(self):
+        self.times: list[float] = []
+        self._start = time.perf_counter()
+
+    def step(self) -> None:
+        now = time.perf_counter()
+        self.times.append(now - self._start)
+        self._start = now
+        print(
+            f"{PROGRESS} rank {os.environ.get('RANK', 0)} step {len(self.times)}",
+            file=sys.stderr,
+            flush=True,
         )
-    return "cpu"

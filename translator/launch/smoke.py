@@ -14,10 +14,10 @@ from translator.files import read_text, write_atomic, write_files
 from translator.findings import Finding, finding
 from translator.frameworks import get
 from translator.launch import command, runner, slurm
+from translator.launch.context import mentions_out_of_memory
 from translator.launch.engines import TORCH, config_framework, engine
 from translator.launch.model import SHAPES
 from translator.launch.result import Measurement, RankResult, merge, read_all
-from translator.launch.worker import mentions_out_of_memory
 from translator.layouts import spec_values
 from translator.reading import Launch
 from translator.spec import BatchSpec

@@ -43,7 +43,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from translator.launch.worker import RunContext, mentions_out_of_memory
+from translator.launch.context import RunContext, mentions_out_of_memory
 
 #: Keys of the rendered YAML that are run (everything else is the tiny model's setup).
 #: ``batch_size`` is not rendered, but if a file has it, Axolotl must see it too.

@@ -15,8 +15,8 @@ from __future__ import annotations
 from translator.frameworks.shared.deepspeed_device import use_device
 from translator.frameworks.shared.deepspeed_json import FILENAME as DEEPSPEED_JSON
 from translator.launch import model as models
+from translator.launch.context import RunContext
 from translator.launch.harness import Harness
-from translator.launch.worker import RunContext
 
 #: Keys of the user's file that the smoke run replaces (where it writes, how long it runs).
 RUN_KEYS = {

@@ -37,8 +37,8 @@ from pathlib import Path
 
 from translator.frameworks.megatron.rules import read
 from translator.launch import model as models
+from translator.launch.context import RunContext
 from translator.launch.harness import Harness
-from translator.launch.worker import RunContext
 
 
 @dataclass(frozen=True)
