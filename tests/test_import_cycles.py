@@ -18,6 +18,7 @@ MODULES = {
 LAUNCHER = {f"translator.launch.{m}" for m in ("worker", "smoke", "slurm", "tune", "runner")}
 #: What runs inside a rank under the worker.
 RANK_FLOOR = [
+    "translator.counting",
     "translator.guard",
     "translator.launch.context",
     "translator.launch.harness",
