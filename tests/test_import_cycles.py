@@ -4,7 +4,8 @@ Read from the source with ``ast``: an import counts when it runs at import time 
 also under ``if``/``try``/``with`` and in class bodies; not inside a function, nor under ``if
 TYPE_CHECKING``). A submodule's own packages are initialised before it and are no edge, unless
 it takes a name (not a submodule) from one. The ranks' floor (their context, the harness, the
-counter, the engines) also imports nothing of the launcher above it, not even in a function."""
+counter, the engines) also imports nothing of the launcher above it, and no command imports
+another command's module, not even in a function."""
 
 import ast
 from pathlib import Path
@@ -16,6 +17,8 @@ MODULES = {
 }
 #: The launcher: what starts ranks and reads their reports.
 LAUNCHER = {f"translator.launch.{m}" for m in ("worker", "smoke", "slurm", "tune", "runner")}
+#: The modules of translator/cli/ that are no command.
+SHARED = {"common", "options"}
 #: What runs inside a rank under the worker.
 RANK_FLOOR = [
     "translator.counting",
@@ -106,6 +109,15 @@ def test_not_even_function_level_imports_go_round():
 
 def test_the_ranks_floor_imports_nothing_of_the_launcher():
     found = {m: imports(m, functions=True) & LAUNCHER for m in RANK_FLOOR}
+    assert not any(found.values()), found
+
+
+def test_no_command_imports_another_commands_module():
+    """What commands share is in cli/common.py and cli/options.py, defined once."""
+    commands = {
+        m for m in MODULES if m.startswith("translator.cli.") and m.rpartition(".")[2] not in SHARED
+    }
+    found = {m: imports(m, functions=True) & commands for m in commands}
     assert not any(found.values()), found
 
 

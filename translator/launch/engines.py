@@ -41,6 +41,11 @@ def engine(name: str) -> Engine:
     return found
 
 
+def with_option(option: str) -> list[str]:
+    """The engines that honour an engine option (``recompute``, ``zero_stages``)."""
+    return [n for n in engine_names() if _has_engine(n) and option in engine(n).options]
+
+
 def module(name: str) -> ModuleType:
     """The engine's module, imported."""
     return importlib.import_module(engine(name).module)
@@ -79,6 +84,8 @@ def runs_layout(spec, device: str) -> list[str]:
 
 
 def _has_engine(name: str) -> bool:
+    if name == TORCH:
+        return True
     from translator.frameworks import get
 
     try:

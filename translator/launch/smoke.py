@@ -5,12 +5,11 @@ optimizer step consumed exactly the global batch."""
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from translator.errors import ConfigError, InputError
-from translator.files import read_text, write_atomic, write_files
+from translator.files import read_text, write_files
 from translator.findings import Finding, finding
 from translator.frameworks import get
 from translator.launch import command, runner, slurm
@@ -296,18 +295,9 @@ def run_slurm(
     timeout: float | None,
     memory_limit: int | None,
     on_state,
-):
-    if shutil.which("sbatch") is None:
-        raise InputError("sbatch not found: --slurm needs a Slurm login node")
+) -> slurm.Job:
+    slurm.require_sbatch()
     text = slurm.script(prepared.plan, options)  # refuses unsafe values before writing anything
     write_workdir(prepared)
-    path = prepared.plan.workdir / "smoke.sbatch"
-    write_atomic(path, text)
     env = environment(prepared.plan.framework, memory_limit)
-    job = slurm.submit(prepared.plan, str(path), env)
-    on_state(f"submitted job {job}")
-    final = slurm.follow(job, env, timeout, lambda s: on_state(f"job {job}: {s}"))
-    log = prepared.plan.workdir / f"slurm-{job}.out"
-    tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
-    stopped = final if final in ("timeout", "interrupted") else None
-    return stopped, tail, job, final
+    return slurm.run_job(prepared.plan, text, "smoke.sbatch", env, timeout, on_state)
