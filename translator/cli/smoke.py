@@ -56,7 +56,6 @@ def smoke(
     limit = parse_memory(memory_limit)
     options = pop_slurm(slurm_flags)
     use_slurm = options is not None
-    device = runs.resolve_device(device, use_slurm)
     workdir = (workdir or Path(".batchspec-smoke") / (framework or "run")).resolve()
     if nnodes > 1 and not use_slurm and not (dry_run and rdzv_endpoint):
         raise InputError(
@@ -75,6 +74,7 @@ def smoke(
         rdzv_endpoint,
         device,
         expect_global,
+        use_slurm=use_slurm,
     )
     if dry_run:
         return _dry_run(prepared, options, as_json)

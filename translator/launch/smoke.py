@@ -54,12 +54,13 @@ def prepare(
     seq_len: int | None,
     workdir: Path,
     rdzv_endpoint: str | None = None,
-    device: str = "cpu",
+    device: str | None = "cpu",
     expect_global: int | None = None,
     recompute: bool = False,
+    use_slurm: bool = False,
 ) -> Prepared:
     """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed;
-    ``device`` is ``gpu`` or ``cpu`` (see :func:`resolve_device`)."""
+    ``device`` is ``gpu``, ``cpu`` or None (see :func:`resolve_device`)."""
     world = nproc * nnodes
     text = read_text(path)
     values = spec_values(text, path)
@@ -73,7 +74,7 @@ def prepare(
         spec, source, own_text = inspection.require_spec(), inspection.reading.framework, text
         findings = inspection.findings
         framework = framework or source
-    check_engine(framework, spec, device)
+    device = check_engine(framework, spec, device, use_slurm)
     config_of = config_framework(framework)
     partners: dict[str, str] = {}
     if config_of is None:
@@ -127,15 +128,18 @@ def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
     return spec
 
 
-def check_engine(framework: str, spec: BatchSpec, device: str) -> None:
-    """Refuse, before any process starts, an engine that is not installed or a layout it does
-    not run."""
+def check_engine(framework: str, spec: BatchSpec, device: str | None, use_slurm: bool) -> str:
+    """Refuse, before any process starts, an engine that is not installed (before anything
+    imports torch) or a layout it does not run; the device the ranks compute on (see
+    :func:`resolve_device`)."""
     from translator.launch.engines import refusal, require_installed
 
     require_installed(framework)
+    device = resolve_device(device, use_slurm)
     why = refusal(framework, spec, device)
     if why:
         raise InputError(f"{why} (nothing was started)")
+    return device
 
 
 def resolve_device(requested: str | None, use_slurm: bool = False) -> str:
@@ -147,7 +151,7 @@ def resolve_device(requested: str | None, use_slurm: bool = False) -> str:
         return "gpu"
     import importlib.util
 
-    if importlib.util.find_spec("torch") is None:  # check_engine then names what to install
+    if importlib.util.find_spec("torch") is None:  # an engine that runs without torch
         return "cpu"
     import torch
 

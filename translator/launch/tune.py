@@ -169,7 +169,6 @@ def prepare(request: Request) -> tuple[probes.Setup, list[int | None]]:
     would fail later."""
     from translator.layouts import load_layout
 
-    device = runs.resolve_device(request.device, request.slurm is not None)
     world = request.nproc * request.nnodes
     spec, source = load_layout(request.file, None, {"world_size": world})
     if spec.world_size != world:
@@ -178,6 +177,7 @@ def prepare(request: Request) -> tuple[probes.Setup, list[int | None]]:
             f"{world} (--nproc × --nnodes)"
         )
     framework = request.framework or source or TORCH
+    device = runs.check_engine(framework, spec, request.device, request.slurm is not None)
     stages = zero_stages(request.zero_stages, framework)
     if request.recompute and "recompute" not in engine(framework).options:
         raise InputError(
@@ -204,7 +204,6 @@ def prepare(request: Request) -> tuple[probes.Setup, list[int | None]]:
         None if request.timeout is None else time.monotonic() + request.timeout,
         request.in_allocation and probes.require_allocation(),
     )
-    runs.check_engine(framework, spec, device)
     _check_outputs(request, framework)
     return setup, stages
 
