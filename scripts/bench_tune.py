@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from translator import tuning
-from translator.launch import tune as probes
+from translator.launch import probes
 from translator.launch.command import SmokePlan
 from translator.spec import BatchSpec
 

@@ -1,3 +1,4 @@
+import importlib.abc
 import json
 import os
 import subprocess
@@ -202,6 +203,66 @@ def test_render_into_a_file_path_is_an_input_error(tmp_path, spec_file):
 def test_schema_is_json_with_every_field():
     result, out = run_json("schema")
     assert result.exit_code == 0 and "global_batch_size" in out["properties"]
+
+
+# smoke and tune: an engine whose package is missing is refused before anything starts ----------
+
+MISSING = (
+    "batchspec: error: the deepspeed engine needs deepspeed, which is not installed here: "
+    "pip install 'batchspec[deepspeed]' (nothing was started)"
+)
+
+
+class _NoTorch(importlib.abc.MetaPathFinder):
+    """Fails at any look-up of torch: nothing may touch it before the refusal."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "torch":
+            raise AssertionError(f"{name} was looked up before the engine was refused")
+        return None
+
+
+@pytest.fixture
+def deepspeed_missing(monkeypatch):
+    """The deepspeed engine's package is not installed here; looking torch up, or starting a
+    process, would fail the command. Yields the processes started (none)."""
+    from translator.launch import engines
+
+    monkeypatch.setattr(engines, "_installed", lambda package: package != "deepspeed")
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_NoTorch(), *sys.meta_path])
+    started = []
+
+    def popen(*args, **kwargs):
+        started.append(args)
+        raise AssertionError("a process was started")
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    return started
+
+
+@pytest.mark.parametrize("command", ["smoke", "tune"])
+@pytest.mark.parametrize(
+    "file, args",
+    [
+        ("spec.yaml", ["--framework", "deepspeed"]),
+        ("ds.json", []),  # the engine is the config's own framework
+        ("ds.json", ["--slurm", "--partition", "gpu"]),
+    ],
+)
+def test_an_engine_whose_package_is_missing_is_refused_before_anything_starts(
+    tmp_path, deepspeed_missing, command, file, args
+):
+    (tmp_path / "spec.yaml").write_text("global_batch_size: 8\nsequence_length: 32\n")
+    (tmp_path / "ds.json").write_text(
+        '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, '
+        '"gradient_accumulation_steps": 2}'
+    )
+    workdir = tmp_path / "w"
+    result = run(command, tmp_path / file, "--nproc", 2, "--workdir", workdir, *args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == MISSING
+    assert deepspeed_missing == [] and not workdir.exists()
 
 
 # bad input: one line naming the file (and line), the right exit code, nothing written ----------

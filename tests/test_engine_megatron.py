@@ -12,8 +12,8 @@ import pytest
 
 from translator.frameworks import FRAMEWORKS
 from translator.launch import worker
+from translator.launch.context import RunContext
 from translator.launch.result import merge, read_all
-from translator.launch.worker import RunContext
 from translator.render import render
 from translator.spec import BatchSpec
 

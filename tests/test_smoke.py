@@ -453,7 +453,8 @@ def test_a_framework_that_steps_differently_is_caught(spec, tmp_path):
         '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, '
         '"gradient_accumulation_steps": 1}'
     )
-    outcome = runner.run(command.local_command(prepared.plan), environment("deepspeed", None), 300)
+    env = environment(prepared.plan.framework, None)
+    outcome = runner.run(command.local_command(prepared.plan), env, 300)
     (error,) = judge(prepared, outcome.stopped, None, outcome.log_tail).errors
     assert error == "samples per optimizer step measured [4, 4], not the global batch 8"
 

@@ -1,5 +1,6 @@
 """What every command shares: ``--json``/``--debug``, turning errors into exit codes, the
-spec flags, and output (one JSON object, or a compact table)."""
+spec and launch flags, reading several files (inspect, validate), and output (one JSON object,
+or a compact table)."""
 
 from __future__ import annotations
 
@@ -193,6 +194,34 @@ def pop_launch(params: dict):
             raise InputError(f"--world-size {world} ≠ --nnodes {nnodes} × --nproc-per-node {nproc}")
         world = nnodes * nproc
     return Launch(world, params.pop("tp"), params.pop("pp"), params.pop("cp"))
+
+
+def inspect_all(files, framework, launch, skip_others: bool = False):
+    """``(inspections, unusable)``: each readable file inspected; each unusable one's error.
+    With ``skip_others``, files that hold no batch settings are passed over."""
+    from translator.errors import InputError
+    from translator.files import read_text
+    from translator.inspection import inspect_together, is_batch_config, read_file
+
+    loaded, unusable = [], []
+    for path in files:
+        try:
+            if skip_others and not is_batch_config(path, read_text(path), framework):
+                continue
+            loaded.append(read_file(path, framework))
+        except InputError as exc:
+            if len(files) == 1:
+                raise
+            click.echo(f"batchspec: error: {printable(exc)}", err=True)
+            unusable.append({"file": path, "error": str(exc)})
+    return inspect_together(loaded, launch), unusable
+
+
+def exit_code(inspections, unusable) -> int:
+    """2 when a file could not be used, else 1 when any has an error finding, else 0."""
+    if unusable:
+        return 2
+    return 1 if any(f.severity == "error" for i in inspections for f in i.findings) else 0
 
 
 def output_options(fn):

@@ -13,7 +13,7 @@ from translator.cli.common import (
     print_table,
     spec_options,
 )
-from translator.cli.smoke import parse_memory
+from translator.cli.options import parse_memory, run_options
 from translator.memory import GIB, PRESETS
 
 #: --model's help, shared with tune.
@@ -21,43 +21,6 @@ MODEL_HELP = (
     f"A preset ({', '.join(PRESETS)}) or a local Hugging Face config.json (read, "
     "nothing downloaded)."
 )
-
-
-def run_options(fn):
-    """The options that say how the model trains, shared by estimate and tune."""
-    options = [
-        click.option(
-            "--precision",
-            type=click.Choice(["bf16", "fp32"]),
-            help="bf16 mixed precision (GPU default) or fp32 (CPU default).",
-        ),
-        click.option(
-            "--attention",
-            type=click.Choice(["flash", "eager"]),
-            default="flash",
-            show_default=True,
-            help="Flash/SDPA attention stores no s² scores.",
-        ),
-        click.option(
-            "--sequence-parallel",
-            is_flag=True,
-            help="Megatron sequence parallelism (activations split over TP).",
-        ),
-        click.option(
-            "--distributed-optimizer",
-            is_flag=True,
-            help="Megatron's distributed optimizer (optimizer state over DP, as ZeRO 1).",
-        ),
-        click.option(
-            "--overhead",
-            help="Memory no formula covers (CUDA context, NCCL), e.g. "
-            "1G (default: 1G on a GPU; 0 on CPU, where the "
-            "process's own baseline shows in the fit instead).",
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
 
 
 @command("estimate")

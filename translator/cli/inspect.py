@@ -7,39 +7,14 @@ import click
 from translator.cli.common import (
     command,
     emit_json,
+    exit_code,
+    inspect_all,
     launch_options,
     pop_launch,
     print_findings,
     print_table,
     printable,
 )
-
-
-def inspect_all(files, framework, launch, skip_others: bool = False):
-    """``(inspections, unusable)``: each readable file inspected; each unusable one's error.
-    With ``skip_others``, files that hold no batch settings are passed over."""
-    from translator.errors import InputError
-    from translator.files import read_text
-    from translator.inspection import inspect_together, is_batch_config, read_file
-
-    loaded, unusable = [], []
-    for path in files:
-        try:
-            if skip_others and not is_batch_config(path, read_text(path), framework):
-                continue
-            loaded.append(read_file(path, framework))
-        except InputError as exc:
-            if len(files) == 1:
-                raise
-            click.echo(f"batchspec: error: {printable(exc)}", err=True)
-            unusable.append({"file": path, "error": str(exc)})
-    return inspect_together(loaded, launch), unusable
-
-
-def exit_code(inspections, unusable) -> int:
-    if unusable:
-        return 2
-    return 1 if any(f.severity == "error" for i in inspections for f in i.findings) else 0
 
 
 @command("inspect")

@@ -2,127 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 import click
 
 from translator.cli.common import COUNT, command, emit_json, print_findings, print_table
-from translator.launch.engines import engine_names
-
-MEMORY = re.compile(r"^(\d+)([KMGT]?)$")
-
-
-def parse_memory(value: str | None, option: str = "--memory-limit") -> int | None:
-    """Bytes from ``4G``, ``512M``, ``1024``; ``option`` names the flag in the error."""
-    from translator.errors import InputError
-
-    if value is None:
-        return None
-    m = MEMORY.match(value.strip().upper())
-    if not m or int(m.group(1)) == 0:
-        raise InputError(
-            f"{option} {value!r}: give a positive number of bytes, or a number with K, M, G or T"
-        )
-    return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
-
-
-def engine_options(fn):
-    """What runs where: the engine, the ranks, the model, the limits and Slurm's requests
-    (shared by smoke and tune)."""
-    options = [
-        click.option(
-            "--framework",
-            type=click.Choice(engine_names()),
-            help="Engine (default: the config's own framework; torch for a spec).",
-        ),
-        click.option(
-            "--nproc", type=COUNT, default=1, show_default=True, help="Processes per node."
-        ),
-        click.option("--nnodes", type=COUNT, default=1, show_default=True, help="Nodes."),
-        click.option(
-            "--seq-len",
-            type=COUNT,
-            help="Tokens per sample (default: the config's, else 64 for tiny, 1024 for 125m).",
-        ),
-        click.option(
-            "--model",
-            type=click.Choice(["tiny", "125m"]),
-            default="tiny",
-            show_default=True,
-            help="A GPT-style model built in code with random weights.",
-        ),
-        click.option(
-            "--timeout",
-            type=click.FloatRange(min=0, min_open=True),
-            help="Seconds before the run is stopped (exit 1, nothing left running).",
-        ),
-        click.option(
-            "--memory-limit", help="Cap each rank's address space (e.g. 4G), to see what fits."
-        ),
-        click.option(
-            "--workdir",
-            type=click.Path(file_okay=False, path_type=Path),
-            help="Folder for the config and the ranks' results (shared across nodes; "
-            "default: .batchspec-<command>/<framework>).",
-        ),
-        click.option(
-            "--slurm", "use_slurm", is_flag=True, help="Submit with sbatch instead of running here."
-        ),
-        click.option("--partition", help="Slurm partition."),
-        click.option("--account", help="Slurm account."),
-        click.option("--time", "time_limit", help="Slurm time limit, e.g. 0:30:00."),
-        click.option(
-            "--sbatch", "sbatch_extra", multiple=True, help="Extra #SBATCH option (repeatable)."
-        ),
-        click.option(
-            "--setup", multiple=True, help="Shell line run before the launch (repeatable)."
-        ),
-        click.option(
-            "--device",
-            type=click.Choice(["gpu", "cpu"]),
-            help="Where the ranks compute (default: a GPU when this machine has one; "
-            "with --slurm, gpu: compute nodes have GPUs that login nodes lack).",
-        ),
-        click.option(
-            "--gpus-per-node",
-            type=COUNT,
-            help="GPUs Slurm gives each node (default with --device gpu: --nproc).",
-        ),
-        click.option(
-            "--cpus-per-task",
-            type=COUNT,
-            help="CPUs Slurm gives each node's task (default: the partition's cores).",
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
-def slurm_options(
-    use_slurm, partition, account, time_limit, sbatch_extra, setup, gpus_per_node, cpus_per_task
-):
-    """The checked :class:`SlurmOptions` of the shared flags."""
-    from translator.errors import InputError
-    from translator.launch import slurm
-
-    if not use_slurm and (gpus_per_node or cpus_per_task):
-        raise InputError(
-            "--gpus-per-node and --cpus-per-task are requests to Slurm: use them with --slurm"
-        )
-    options = slurm.SlurmOptions(
-        partition,
-        account,
-        time_limit,
-        list(sbatch_extra),
-        list(setup),
-        gpus_per_node,
-        cpus_per_task,
-    )
-    options.validate()
-    return options
+from translator.cli.options import engine_options, parse_memory, pop_slurm
 
 
 @command("smoke")
@@ -156,28 +42,20 @@ def smoke(
     workdir,
     rdzv_endpoint,
     dry_run,
-    use_slurm,
-    partition,
-    account,
-    time_limit,
-    sbatch_extra,
-    setup,
     device,
-    gpus_per_node,
-    cpus_per_task,
     expect_global,
+    **slurm_flags,
 ) -> None:
     """Run a few real optimizer steps of FILE (a spec or a framework config) and count the
     samples every optimizer step consumes; exit 1 unless each is exactly the global batch
     (and, with --expect-global N, N)."""
     from translator.errors import ConfigError, InputError
     from translator.launch import smoke as runs
+    from translator.launch.runner import step_progress
 
     limit = parse_memory(memory_limit)
-    options = slurm_options(
-        use_slurm, partition, account, time_limit, sbatch_extra, setup, gpus_per_node, cpus_per_task
-    )
-    device = runs.resolve_device(device, use_slurm)
+    options = pop_slurm(slurm_flags)
+    use_slurm = options is not None
     workdir = (workdir or Path(".batchspec-smoke") / (framework or "run")).resolve()
     if nnodes > 1 and not use_slurm and not (dry_run and rdzv_endpoint):
         raise InputError(
@@ -196,17 +74,20 @@ def smoke(
         rdzv_endpoint,
         device,
         expect_global,
+        use_slurm=use_slurm,
     )
     if dry_run:
-        return _dry_run(prepared, options, use_slurm, as_json)
+        return _dry_run(prepared, options, as_json)
     say = (lambda text: None) if as_json else (lambda text: click.echo(text, err=True))
     say(
-        f"smoke: {prepared.plan.framework} on {device}, {nnodes} node(s) × {nproc}, {steps} steps, "
-        f"global batch {prepared.spec.global_batch_size}, workdir {workdir}"
+        f"smoke: {prepared.plan.framework} on {prepared.plan.device}, {nnodes} node(s) × "
+        f"{nproc}, {steps} steps, global batch {prepared.spec.global_batch_size}, "
+        f"workdir {workdir}"
     )
-    job = state = None
+    job = None
     if use_slurm:
-        stopped, tail, job, state = runs.run_slurm(prepared, options, timeout, limit, say)
+        job = runs.run_slurm(prepared, options, timeout, limit, say)
+        stopped, tail = job.stopped, job.log_tail
     else:
         stopped, tail = runs.run_local(prepared, timeout, limit, step_progress(say, steps))
     report = runs.judge(prepared, stopped, timeout, tail)
@@ -224,7 +105,7 @@ def smoke(
         "mfu": mfu,
         "mfu_formula": formula,
         "workdir": str(workdir),
-        "slurm_job": job,
+        "slurm_job": job.id if job else None,
         "expect_global": expect_global,
         "errors": report.errors,
         "findings": [f.as_dict() for f in prepared.findings],
@@ -239,27 +120,17 @@ def smoke(
         sys.exit(130 if stopped == "interrupted" else ConfigError.exit_code)
 
 
-def step_progress(say, steps):
-    from translator.launch.worker import PROGRESS
-
-    # Ranks share one output stream, so a progress line may arrive glued to another line.
-    pattern = re.compile(rf"{re.escape(PROGRESS)} rank 0 step (\d+)")
-
-    def on_line(line: str) -> None:
-        for step in pattern.findall(line):
-            say(f"  optimizer step {step}/{steps}")
-
-    return on_line
-
-
-def _dry_run(prepared, options, use_slurm, as_json) -> None:
+def _dry_run(prepared, options, as_json) -> None:
+    """What would run (``options``: Slurm's, None without ``--slurm``), written nowhere."""
     from translator.launch import command as commands
     from translator.launch import slurm
 
     plan = prepared.plan
     argv = commands.local_command(plan)
-    sbatch = slurm.script(plan, options) if use_slurm else None
-    submit = slurm.submit_command(plan, str(plan.workdir / "smoke.sbatch")) if use_slurm else None
+    sbatch = submit = None
+    if options is not None:
+        sbatch = slurm.script(plan, options)
+        submit = slurm.submit_command(plan, str(plan.workdir / "smoke.sbatch"))
     if as_json:
         emit_json(
             prepared.spec.output()

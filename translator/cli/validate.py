@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import click
 
-from translator.cli.common import command, emit_json, launch_options, pop_launch, print_findings
-from translator.cli.inspect import exit_code, inspect_all
+from translator.cli.common import (
+    command,
+    emit_json,
+    exit_code,
+    inspect_all,
+    launch_options,
+    pop_launch,
+    print_findings,
+)
 
 
 @command("validate")

@@ -41,6 +41,11 @@ def engine(name: str) -> Engine:
     return found
 
 
+def with_option(option: str) -> list[str]:
+    """The engines that honour an engine option (``recompute``, ``zero_stages``)."""
+    return [n for n in engine_names() if _has_engine(n) and option in engine(n).options]
+
+
 def module(name: str) -> ModuleType:
     """The engine's module, imported."""
     return importlib.import_module(engine(name).module)
@@ -69,14 +74,6 @@ def _installed(package: str) -> bool:
         return importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):
         return False
-
-
-def owners(option: str) -> str:
-    """The engines that honour an engine ``option`` (``zero_stages``), as words."""
-    from translator.frameworks import names
-
-    found = [n for n in (*names(), TORCH) if _has_engine(n) and option in engine(n).options]
-    return " or ".join(found) or "no"
 
 
 def runs_layout(spec, device: str) -> list[str]:

@@ -1,33 +1,38 @@
 """What the smoke engines share: the device, the process group, and the one counting rule.
 
-The rule: the samples of an optimizer step are the rows that entered the model on the first
-pipeline stage of each data-parallel replica (the ranks of one tensor / context / sequence
-parallel group share a batch and count once), between two steps of the engine's *own*
-optimizer. An engine wraps the data it feeds with :meth:`Harness.count` and tells the harness
-when its optimizer stepped, with :meth:`Harness.watch` (a post-step hook on a torch optimizer)
-or :meth:`Harness.stepped` (DeepSpeed's ``global_steps``). The rank's report says which replica
-it belongs to and whether it is the one that counts; the launcher sums those.
+The rule (:mod:`translator.counting`): the samples of an optimizer step are the rows that
+entered the model on the first pipeline stage of each data-parallel replica (the ranks of one
+tensor / context / sequence parallel group share a batch and count once), between two steps of
+the engine's *own* optimizer. An engine wraps the data it feeds with :meth:`Harness.count` and
+tells the harness when its optimizer stepped, with :meth:`Harness.watch` (a post-step hook on a
+torch optimizer) or :meth:`Harness.stepped` (DeepSpeed's ``global_steps``); an engine that runs
+the HF Trainer passes the harness as the Trainer's callback. The rank's report says which
+replica it belongs to and whether it is the one that counts; the launcher sums those.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
+from translator.counting import TrainerCounter
+from translator.launch.context import RunContext
 from translator.launch.result import RankResult
-from translator.launch.worker import RunContext, StepTimer
+
+#: Prefix of the progress lines ranks print.
+PROGRESS = "[batchspec-smoke]"
 
 
-class Harness:
-    """One rank's run: where it computes, and what it fed between optimizer steps."""
+class Harness(TrainerCounter):
+    """One rank's run: where it computes, and what it fed between optimizer steps (each step
+    is announced on stderr for the progress display)."""
 
     def __init__(self, ctx: RunContext):
+        super().__init__()
         self.ctx = ctx
-        self.samples: list[int] = []
-        self.timer = StepTimer()
         self.stepper = ""
         """What took the optimizer steps (a class name), as the engine said."""
-        self._rows = 0
 
     @property
     def device(self) -> str:
@@ -53,28 +58,14 @@ class Harness:
             if dist.is_initialized():
                 dist.destroy_process_group()
 
-    def count(self, batches):
-        """``batches`` as they are handed to the model, each one's rows counted."""
-        for batch in batches:
-            first = batch[0] if isinstance(batch, (tuple, list)) else batch
-            self._rows += int(first.shape[0])
-            yield batch
-
-    def add_rows(self, rows: int) -> None:
-        """Rows that entered the model (for an engine that counts at the model, not the data)."""
-        self._rows += int(rows)
-
     def stepped(self, by: str) -> None:
-        """The engine's optimizer ``by`` (its class name) has just stepped: close the step."""
+        super().stepped(by)
         self.stepper = by
-        self.samples.append(self._rows)
-        self._rows = 0
-        self.timer.step()
-
-    def watch(self, optimizer) -> None:
-        """Close a step whenever this torch optimizer steps (its own post-step hook)."""
-        name = type(optimizer).__name__
-        optimizer.register_step_post_hook(lambda *args, **kwargs: self.stepped(name))
+        print(
+            f"{PROGRESS} rank {os.environ.get('RANK', 0)} step {len(self.samples)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def result(self, *, replica: int, counts: bool, parameters: int) -> RankResult:
         """This rank's report: ``replica`` is its data-parallel rank, ``counts`` whether its
@@ -83,23 +74,7 @@ class Harness:
             data_parallel_rank=replica,
             counts_samples=counts,
             samples_per_step=self.samples,
-            step_times=self.timer.times,
+            step_times=self.times,
             parameters=parameters,
             stepped_by=self.stepper,
         )
-
-
-def choose_device(requested: str, local_rank: int) -> str:
-    """``cpu``, or ``cuda:<local rank>``: ``gpu`` demands one, ``auto`` takes one if present."""
-    if requested == "cpu":
-        return "cpu"
-    import torch
-
-    if torch.cuda.is_available():
-        return f"cuda:{local_rank % torch.cuda.device_count()}"
-    if requested == "gpu":
-        raise RuntimeError(
-            f"no GPU on this node ({os.uname().nodename}) although --device gpu "
-            "was asked; use --device cpu"
-        )
-    return "cpu"

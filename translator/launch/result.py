@@ -7,6 +7,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from translator.counting import replica_totals
+
 
 @dataclass
 class RankResult:
@@ -79,7 +81,7 @@ def merge(results: list[RankResult]) -> Measurement:
     counting = [r for r in results if r.counts_samples]
     steps = {len(r.samples_per_step) for r in results}
     n = min(steps) if steps else 0
-    per_step = [sum(r.samples_per_step[i] for r in counting) for i in range(n)]
+    per_step = replica_totals((r.samples_per_step for r in counting), n)
     times = [max(r.step_times[i] for r in results) for i in range(n)]
     timed = times[1:] or times
     median = statistics.median(timed) if timed else None

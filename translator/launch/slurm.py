@@ -1,4 +1,5 @@
-"""Smoke runs on Slurm: render an sbatch script, submit it, follow it, cancel it.
+"""Runs on Slurm: render the sbatch script (a smoke run, or a whole tune), submit it, follow
+it, cancel it.
 
 Commands are argument lists. No value that reaches the script may hold a control character
 (a newline would end a ``#SBATCH`` line and start a command, and quoting cannot protect such a
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 import time
 import unicodedata
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from translator.errors import InputError
+from translator.files import write_atomic
 from translator.launch.command import SmokePlan, torchrun_args, worker_args
 
 NAME_VALUE = re.compile(r"^[A-Za-z0-9_.,+-]+$")
@@ -100,30 +103,48 @@ def log_path(plan: SmokePlan) -> str:
     return str(plan.workdir).replace("%", "%%") + "/slurm-%j.out"
 
 
-def script(plan: SmokePlan, options: SlurmOptions, size: NodeSize | None = None) -> str:
-    """The sbatch script for ``plan`` (``size``: the partition's nodes, asked of ``sinfo``
-    when not given)."""
+def script(
+    plan: SmokePlan,
+    options: SlurmOptions,
+    size: NodeSize | None = None,
+    command: list[str] | None = None,
+    stdout: Path | None = None,
+) -> str:
+    """The sbatch script of a run (``size``: the partition's nodes, asked of ``sinfo`` when
+    not given). Smoke's job starts ``plan``'s ranks on every node; with ``command`` (a tune's
+    own command line) the job runs that on its first node instead, its output into ``stdout``,
+    and the command starts each probe as a job step of the allocation."""
     from translator.render import render_template
 
     options.validate()
     asked = resources(plan, options, size or node_size(options.partition))
     check_path("--workdir", plan.workdir)
+    values = {
+        "plan": plan,
+        "partition": options.partition,
+        "account": options.account,
+        "time": options.time,
+        "extra": options.extra,
+        "setup": options.setup,
+        **asked,
+    }
+    if command is not None:
+        for word in command:
+            check_line("the tune command", word)
+        body = f"{shlex.join(command)} > {shlex.quote(str(stdout))}"
+        return render_template(
+            "sbatch.sh.j2", values | {"job_name": f"batchspec-tune-{plan.framework}", "body": body}
+        )
     check_path("the Python interpreter", Path(plan.python))
     launcher = [plan.python, "-m", "torch.distributed.run", *torchrun_args(plan, "")]
     if plan.nnodes > 1:  # the endpoint and id are written by the template from Slurm's variables
         launcher = launcher[: launcher.index("--rdzv-endpoint")]
     return render_template(
         "sbatch.sh.j2",
-        {
-            "plan": plan,
+        values
+        | {
             "job_name": f"batchspec-smoke-{plan.framework}",
-            "partition": options.partition,
-            "account": options.account,
-            "time": options.time,
-            "extra": options.extra,
-            "setup": options.setup,
             "port": RDZV_PORT,
-            **asked,
             "body": None,
             "launcher": [shlex.quote(a) for a in launcher],
             "worker": [shlex.quote(a) for a in worker_args(plan)],
@@ -196,6 +217,52 @@ def submit(plan: SmokePlan, path: str, env: dict) -> str:
     """Submit the script at ``path``; the job id."""
     out = _slurm(submit_command(plan, path), env)
     return out.strip().split(";")[0]
+
+
+def require_sbatch() -> None:
+    """Refuse ``--slurm`` off a login node (before anything is written)."""
+    if shutil.which("sbatch") is None:
+        raise InputError("sbatch not found: --slurm needs a Slurm login node")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A Slurm job that has ended."""
+
+    id: str
+    """Slurm's job id."""
+    state: str
+    """Its final state (``COMPLETED``, ``FAILED``...), or ``timeout`` / ``interrupted`` when
+    batchspec cancelled it."""
+    log_tail: list[str]
+    """The last lines of its output file."""
+
+    @property
+    def stopped(self) -> str | None:
+        """``timeout`` or ``interrupted`` when batchspec cancelled it, else None."""
+        return self.state if self.state in ("timeout", "interrupted") else None
+
+
+def run_job(
+    plan: SmokePlan,
+    text: str,
+    name: str,
+    env: dict,
+    timeout: float | None,
+    on_state=lambda line: None,
+    submitted: str = "",
+) -> Job:
+    """Write the script ``text`` as ``name`` in the work folder, submit it and follow it to its
+    end (``scancel`` on ``timeout`` or Ctrl-C); ``on_state`` hears of the submission (with
+    ``submitted`` after the job id) and of each new state."""
+    path = plan.workdir / name
+    write_atomic(path, text)
+    job = submit(plan, str(path), env)
+    on_state(f"submitted job {job}{submitted}")
+    final = follow(job, env, timeout, lambda s: on_state(f"job {job}: {s}"))
+    log = plan.workdir / f"slurm-{job}.out"
+    tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+    return Job(job, final, tail)
 
 
 def state(job: str, env: dict) -> str:

@@ -5,19 +5,18 @@ optimizer step consumed exactly the global batch."""
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from translator.errors import ConfigError, InputError
-from translator.files import read_text, write_atomic, write_files
+from translator.files import read_text, write_files
 from translator.findings import Finding, finding
 from translator.frameworks import get
 from translator.launch import command, runner, slurm
+from translator.launch.context import mentions_out_of_memory
 from translator.launch.engines import TORCH, config_framework, engine
 from translator.launch.model import SHAPES
 from translator.launch.result import Measurement, RankResult, merge, read_all
-from translator.launch.worker import mentions_out_of_memory
 from translator.layouts import spec_values
 from translator.reading import Launch
 from translator.spec import BatchSpec
@@ -55,12 +54,13 @@ def prepare(
     seq_len: int | None,
     workdir: Path,
     rdzv_endpoint: str | None = None,
-    device: str = "cpu",
+    device: str | None = "cpu",
     expect_global: int | None = None,
     recompute: bool = False,
+    use_slurm: bool = False,
 ) -> Prepared:
     """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed;
-    ``device`` is ``gpu`` or ``cpu`` (see :func:`resolve_device`)."""
+    ``device`` is ``gpu``, ``cpu`` or None (see :func:`resolve_device`)."""
     world = nproc * nnodes
     text = read_text(path)
     values = spec_values(text, path)
@@ -74,7 +74,7 @@ def prepare(
         spec, source, own_text = inspection.require_spec(), inspection.reading.framework, text
         findings = inspection.findings
         framework = framework or source
-    check_engine(framework, spec, device)
+    device = check_engine(framework, spec, device, use_slurm)
     config_of = config_framework(framework)
     partners: dict[str, str] = {}
     if config_of is None:
@@ -128,15 +128,18 @@ def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
     return spec
 
 
-def check_engine(framework: str, spec: BatchSpec, device: str) -> None:
-    """Refuse, before any process starts, an engine that is not installed or a layout it does
-    not run."""
+def check_engine(framework: str, spec: BatchSpec, device: str | None, use_slurm: bool) -> str:
+    """Refuse, before any process starts, an engine that is not installed (before anything
+    imports torch) or a layout it does not run; the device the ranks compute on (see
+    :func:`resolve_device`)."""
     from translator.launch.engines import refusal, require_installed
 
     require_installed(framework)
+    device = resolve_device(device, use_slurm)
     why = refusal(framework, spec, device)
     if why:
         raise InputError(f"{why} (nothing was started)")
+    return device
 
 
 def resolve_device(requested: str | None, use_slurm: bool = False) -> str:
@@ -148,7 +151,7 @@ def resolve_device(requested: str | None, use_slurm: bool = False) -> str:
         return "gpu"
     import importlib.util
 
-    if importlib.util.find_spec("torch") is None:  # check_engine then names what to install
+    if importlib.util.find_spec("torch") is None:  # an engine that runs without torch
         return "cpu"
     import torch
 
@@ -296,18 +299,9 @@ def run_slurm(
     timeout: float | None,
     memory_limit: int | None,
     on_state,
-):
-    if shutil.which("sbatch") is None:
-        raise InputError("sbatch not found: --slurm needs a Slurm login node")
+) -> slurm.Job:
+    slurm.require_sbatch()
     text = slurm.script(prepared.plan, options)  # refuses unsafe values before writing anything
     write_workdir(prepared)
-    path = prepared.plan.workdir / "smoke.sbatch"
-    write_atomic(path, text)
     env = environment(prepared.plan.framework, memory_limit)
-    job = slurm.submit(prepared.plan, str(path), env)
-    on_state(f"submitted job {job}")
-    final = slurm.follow(job, env, timeout, lambda s: on_state(f"job {job}: {s}"))
-    log = prepared.plan.workdir / f"slurm-{job}.out"
-    tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
-    stopped = final if final in ("timeout", "interrupted") else None
-    return stopped, tail, job, final
+    return slurm.run_job(prepared.plan, text, "smoke.sbatch", env, timeout, on_state)

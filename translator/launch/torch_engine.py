@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 
 from translator.launch import model as models
+from translator.launch.context import RunContext
 from translator.launch.harness import Harness
-from translator.launch.worker import RunContext
 
 #: Optimizer steps' worth of data in one epoch of the synthetic dataset.
 EPOCH_STEPS = 1000

@@ -1,224 +1,436 @@
-"""The probes of ``batchspec tune``: each candidate is a smoke run of the real engine, counted by
-the harness (its samples per step must be the global batch), timed and measured; and the Slurm
-job that runs a whole tune inside one allocation (each probe a job step: no queue between)."""
+"""``batchspec tune`` from start to end, for the command line to call with a :class:`Request`.
+
+What would fail after the probes is refused before the first one (an engine that is not
+installed before anything imports torch). Then the search runs here, each probe a real run
+(:mod:`translator.launch.probes`, :mod:`translator.tuning`), or the whole search is submitted as
+one Slurm job that runs this tune again on its first node (``--in-allocation``) and is followed
+to its end. The peak memory is fitted to the probes, the pick rendered, and the outcome told:
+one JSON object, or the table and bars of :mod:`translator.launch.tune_report`.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator.errors import ConfigError, InputError
-from translator.files import write_atomic, write_files
+from translator import tuning
+from translator.errors import InputError
 from translator.findings import finding
-from translator.launch import command, runner
+from translator.launch import probes, slurm, tune_report
 from translator.launch import smoke as runs
-from translator.spec import BatchSpec
-from translator.tuning import Candidate, Probe
+from translator.launch.command import SmokePlan
+from translator.launch.engines import TORCH, engine, with_option
+from translator.launch.runner import step_progress
+from translator.memory import GIB
 
-#: The probes so far, rewritten after each one (what an interrupted tune still shows).
-PROGRESS_FILE = "tune-probes.json"
-
-
-class Stopped(Exception):
-    """A probe was stopped by ``--timeout`` or Ctrl-C (every rank of it is gone)."""
-
-    def __init__(self, why: str):
-        super().__init__(why)
-        self.why = why
-
-
-@dataclass
-class Setup:
-    """What every probe shares."""
-
-    spec: BatchSpec
-    """The layout being tuned (its global batch is kept)."""
-    plan: command.SmokePlan
-    """The engine, ranks, model, steps per probe and device of every probe; its ``workdir``
-    is the tune's folder, each probe a subfolder."""
-    memory_limit: int | None = None
-    """Each rank's address-space cap (``--memory-limit``)."""
-    deadline: float | None = None
-    """``time.monotonic()`` by which the whole tune must end (``--timeout``)."""
-    in_allocation: bool = False
-    """Inside a Slurm allocation: each probe is an ``srun`` job step."""
+#: What the Slurm job writes: the inner tune's JSON output.
+RESULT_FILE = "tune.json"
+#: Parameters only the login side uses; the job is given every other one as it was given.
+LOGIN_ONLY = {
+    "use_slurm",
+    "partition",
+    "account",
+    "time_limit",
+    "sbatch_extra",
+    "setup",
+    "gpus_per_node",
+    "cpus_per_task",
+    "timeout",
+    "in_allocation",
+    "as_json",
+    "debug",
+}
 
 
-def candidate_spec(spec: BatchSpec, c: Candidate) -> BatchSpec:
-    """The spec with the candidate's micro-batch, accumulation and ZeRO stage (G unchanged)."""
-    update = {
-        "micro_batch_size": c.micro_batch_size,
-        "gradient_accumulation_steps": c.gradient_accumulation_steps,
-    }
-    if c.zero_stage is not None:
-        update["zero_stage"] = c.zero_stage
-    return BatchSpec.model_validate(spec.model_dump() | update)
+@dataclass(frozen=True)
+class GivenOption:
+    """One parameter of the command line as it was parsed (the Slurm job is given it again)."""
+
+    name: str
+    """The parameter's name (``nproc``)."""
+    flag: str | None
+    """Its first spelling (``--nproc``); None for the FILE argument."""
+    value: object
+    """The parsed value; ``None``, ``False`` or ``()`` when it was not given."""
+    is_flag: bool = False
+    """A switch, given without a value."""
+    multiple: bool = False
+    """Given once per value."""
 
 
-def probe_folder(setup: Setup, c: Candidate) -> Path:
-    name = (
-        f"probe-m{c.micro_batch_size}"
-        + ("-recompute" if c.recompute else "")
-        + (f"-zero{c.zero_stage}" if c.zero_stage is not None else "")
+@dataclass(frozen=True)
+class Request:
+    """A tune as the command line asks for it."""
+
+    file: str
+    """The spec or framework config whose global batch is kept."""
+    framework: str | None
+    """The engine (``--framework``; default: the config's own framework, torch for a spec)."""
+    nproc: int
+    """Processes per node."""
+    nnodes: int
+    """Nodes."""
+    steps: int
+    """Optimizer steps per probe (the first is warm-up, not timed)."""
+    model: str
+    """The model built in code (``tiny``, ``125m``)."""
+    seq_len: int | None
+    """Tokens per sample (default: the config's, else the model's default)."""
+    timeout: float | None
+    """Seconds the whole tune may take."""
+    memory_limit: int | None
+    """Each rank's address-space cap in bytes (``--memory-limit``); also the capacity the
+    estimate fits in."""
+    workdir: Path | None
+    """The tune's folder (default ``.batchspec-tune/<framework>``); each probe a subfolder."""
+    device: str | None
+    """``gpu``, ``cpu``, or None: see :func:`translator.launch.smoke.resolve_device`."""
+    slurm: slurm.SlurmOptions | None
+    """Submit the whole tune as one Slurm job with these options; None: run it here."""
+    recompute: bool
+    """Also try activation recomputation when micro-batch 1 does not fit."""
+    zero_stages: str | None
+    """ZeRO stages to try, comma-separated (``--zero-stages``)."""
+    threshold: float
+    """Tokens/s gain below which a larger micro-batch counts as no better."""
+    precision: str | None
+    """The estimate's precision (default: bf16 on GPU, fp32 on CPU)."""
+    attention: str
+    """The estimate's attention (``flash`` or ``eager``)."""
+    sequence_parallel: bool
+    """The estimate counts Megatron's sequence parallelism."""
+    distributed_optimizer: bool
+    """The estimate counts Megatron's distributed optimizer."""
+    overhead: int | None
+    """Bytes no formula covers (default: 1 GiB on GPU, 0 on CPU)."""
+    out_dir: str | None
+    """Where the pick is rendered (``--out``)."""
+    targets: str | None
+    """The frameworks it is rendered for (default: the tuned one)."""
+    force: bool
+    """Replace files in ``out_dir``."""
+    plot_path: str | None
+    """A PNG of tokens/s and peak memory against micro-batch."""
+    in_allocation: bool
+    """Running inside the Slurm allocation that ``slurm`` asked for: probes are job steps."""
+    as_json: bool
+    """The output is one JSON object (and no progress on stderr, outside an allocation)."""
+    command_line: tuple[GivenOption, ...] = ()
+    """The command line as parsed, for the Slurm job to run again."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a tune tells, and how it exits."""
+
+    output: dict
+    """What ``--json`` prints (``pick``, ``probes``, ``probes_used``, ``budget``...)."""
+    text: str
+    """The same for a terminal; its ``findings`` are printed after it."""
+    error: str | None = None
+    """The one error line after the output (a tune that was stopped), else None."""
+    exit_code: int = 0
+
+
+def tune(request: Request, echo: Callable[[str], None]) -> Outcome:
+    """Run the tune ``request`` asks for; ``echo`` shows its progress (on stderr)."""
+    setup, stages = prepare(request)
+    quiet = request.as_json and not request.in_allocation  # a job's log takes the progress
+    say = (lambda text: None) if quiet else echo
+    if request.slurm is not None:
+        return submit(setup, request, say)
+    device = setup.plan.device
+    precision = request.precision or ("bf16" if device == "gpu" else "fp32")
+    overhead = request.overhead
+    if overhead is None:
+        overhead = GIB if device == "gpu" else 0
+    estimator = probes.estimator(
+        setup,
+        precision=precision,
+        attention=request.attention,
+        sequence_parallel=request.sequence_parallel,
+        distributed_optimizer=request.distributed_optimizer,
+        overhead=overhead,
     )
-    return setup.plan.workdir / name
+    capacity = request.memory_limit or _gpu_memory(device)
+    result, seconds, stopped = search(
+        setup, stages, request.recompute, estimator, capacity, request.threshold, say
+    )
+    return report(request, setup, result, seconds, stopped)
 
 
-def estimator(setup: Setup, **how):
-    """Candidate -> estimated bytes per GPU for the probes' model (``how``: the keywords of
-    :func:`translator.memory.run_of`; recompute follows the candidate)."""
-    from translator import memory
+def prepare(request: Request) -> tuple[probes.Setup, list[int | None]]:
+    """What every probe shares, and the ZeRO stages to try; refuses, before any probe, what
+    would fail later."""
+    from translator.layouts import load_layout
 
-    shape = memory.model_named(setup.plan.model, setup.plan.sequence_length)
-
-    def estimate(c: Candidate) -> int:
-        run = memory.run_of(
-            candidate_spec(setup.spec, c),
-            setup.plan.sequence_length,
-            recompute="full" if c.recompute else "none",
-            **how,
+    world = request.nproc * request.nnodes
+    spec, source = load_layout(request.file, None, {"world_size": world})
+    if spec.world_size != world:
+        raise InputError(
+            f"{request.file} is for world size {spec.world_size}, but tune launches "
+            f"{world} (--nproc × --nnodes)"
         )
-        return memory.estimate(shape, run).total
-
-    return estimate
-
-
-def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Probe:
-    """One real run of ``c``; out of memory is a result, any other failure ends the tune."""
-    folder = probe_folder(setup, c)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "candidate.json"
-    write_files([(path, candidate_spec(setup.spec, c).model_dump_json(indent=2))], force=True)
-    plan = setup.plan
-    prepared = runs.prepare(
-        str(path),
-        plan.framework,
-        plan.nproc,
-        plan.nnodes,
-        plan.steps,
-        plan.model,
-        plan.sequence_length,
-        folder,
-        device=plan.device,
-        recompute=c.recompute,
+    framework = request.framework or source or TORCH
+    device = runs.check_engine(framework, spec, request.device, request.slurm is not None)
+    stages = zero_stages(request.zero_stages, framework)
+    if request.recompute and "recompute" not in engine(framework).options:
+        raise InputError(
+            f"--recompute: the {framework} engine does not switch recomputation; "
+            f"tune with --framework {' or '.join(with_option('recompute'))}"
+        )
+    plan = SmokePlan(
+        framework=framework,
+        nproc=request.nproc,
+        nnodes=request.nnodes,
+        steps=request.steps,
+        model=request.model,
+        sequence_length=(
+            request.seq_len or spec.sequence_length or runs.DEFAULT_SEQUENCE[request.model]
+        ),
+        workdir=(request.workdir or Path(".batchspec-tune") / framework).resolve(),
+        config_name="",
+        device=device,
     )
-    left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)
+    setup = probes.Setup(
+        spec,
+        plan,
+        request.memory_limit,
+        None if request.timeout is None else time.monotonic() + request.timeout,
+        request.in_allocation and probes.require_allocation(),
+    )
+    _check_outputs(request, framework)
+    return setup, stages
+
+
+def zero_stages(text: str | None, framework: str) -> list[int | None]:
+    """The ZeRO stages of ``--zero-stages``, lowest first (``[None]``: the config's own)."""
+    if text is None:
+        return [None]
+    if "zero_stages" not in engine(framework).options:
+        raise InputError(
+            f"--zero-stages is for the {' or '.join(with_option('zero_stages'))} engine, "
+            f"not {framework}"
+        )
+    try:
+        stages = sorted({int(s) for s in text.split(",")})
+    except ValueError:
+        raise InputError(f"--zero-stages {text!r}: give stages 0-3, comma-separated") from None
+    if not stages or any(s not in (0, 1, 2, 3) for s in stages):
+        raise InputError(f"--zero-stages {text!r}: give stages 0-3, comma-separated")
+    return stages
+
+
+def _check_outputs(request: Request, framework: str) -> None:
+    """Refuse, before any probe, what would fail after them: a missing matplotlib, files in
+    --out that are there already (and an unknown --to framework, through get_many)."""
+    if request.plot_path:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise InputError("--plot needs matplotlib: pip install 'batchspec[plot]'") from None
+    if request.out_dir:
+        for _, path in _pick_files(framework, request.out_dir, request.targets):
+            if path.exists() and not request.force:
+                raise InputError(f"{path} exists; use --force to replace it (nothing was run)")
+
+
+def _pick_files(framework: str, out_dir: str, targets: str | None) -> list[tuple[object, Path]]:
+    """(framework or None for the spec itself, path) for each file --out will hold."""
+    from translator.frameworks import get_many
+
+    names = targets or (framework if framework != TORCH else None)
+    if not names:
+        return [(None, Path(out_dir) / "spec.json")]
+    return [(b, Path(out_dir) / b.filename) for b in get_many(names)]
+
+
+def _gpu_memory(device: str) -> int | None:
+    if device != "gpu":
+        return None
+    import torch
+
+    return torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else None
+
+
+def search(setup: probes.Setup, stages, recompute: bool, estimator, capacity, threshold, say):
+    """``(search, seconds, stopped)``: the search run with real probes; a timeout or Ctrl-C
+    ends it with the probes so far (``stopped``: ``timeout`` or ``interrupted``)."""
+    per_rank = setup.spec.global_batch_size // setup.spec.data_parallel_size
+    variants = [(r, z) for z in stages for r in ((False, True) if recompute else (False,))]
+    d = len(tuning.divisors(per_rank))
+    plan = setup.plan
+    say(
+        f"tune: {plan.framework} on {plan.device}, {plan.nnodes} node(s) × {plan.nproc}, "
+        f"global batch {setup.spec.global_batch_size}: {d} micro-batches keep it exact, at most "
+        f"{tuning.budget(d)} probes"
+    )
+    done: list[tuning.Probe] = []
+
+    def probe(c: tuning.Candidate) -> tuning.Probe:
+        say(
+            f"probe {len(done) + 1}: micro-batch {c.micro_batch_size} × accumulation "
+            f"{c.gradient_accumulation_steps}"
+            + (" with recompute" if c.recompute else "")
+            + (f", ZeRO {c.zero_stage}" if c.zero_stage is not None else "")
+            + (f" (job step of {os.environ['SLURM_JOB_ID']})" if setup.in_allocation else "")
+        )
+        result = probes.run_probe(setup, c, estimator(c), step_progress(say, plan.steps))
+        say(
+            "  out of memory"
+            if result.out_of_memory
+            else f"  {result.tokens_per_second:,.0f} tokens/s, peak "
+            f"{tune_report.mib(result.peak_memory_bytes)}"
+        )
+        done.append(result)
+        probes.save_progress(plan.workdir, done)
+        return result
+
     start = time.monotonic()
-    runs.write_workdir(prepared)
-    outcome = runner.run(
-        _command(setup, prepared.plan),
-        runs.environment(prepared.plan.framework, setup.memory_limit),
-        left,
-        on_line,
-    )
-    report = runs.judge(prepared, outcome.stopped, left, outcome.log_tail)
-    if outcome.stopped:
-        raise Stopped(outcome.stopped)
-    oom = report.out_of_memory
-    if report.errors and not oom:
-        raise ConfigError(
-            [
-                finding(
-                    "tune-probe-failed",
-                    f"the probe of micro-batch {c.micro_batch_size} × accumulation "
-                    f"{c.gradient_accumulation_steps}: " + "; ".join(report.errors),
-                    where=str(path),
-                )
-            ]
+    fits = (lambda c: None) if capacity is None else (lambda c: estimator(c) <= capacity)
+    try:
+        result = tuning.search(per_rank, variants, fits, probe, threshold)
+    except (probes.Stopped, KeyboardInterrupt) as exc:
+        stopped = exc.why if isinstance(exc, probes.Stopped) else "interrupted"
+        why = (
+            f"--timeout reached during probe {len(done) + 1}"
+            if stopped == "timeout"
+            else f"interrupted during probe {len(done) + 1}"
         )
-    m = report.measurement
-    # The median step (after the warm-up one): a slow outlier step does not decide the pick.
-    tokens = (
-        None
-        if oom or not m.step_time_seconds
-        else setup.spec.global_batch_size * plan.sequence_length / m.step_time_seconds
-    )
-    return Probe(
-        c,
-        m.samples_per_optimizer_step,
-        tokens,
-        None if oom else m.step_time_seconds,
-        m.peak_memory_bytes or None,
-        estimated,
-        oom,
-        time.monotonic() - start,
-    )
+        partial = tuning.Search(probes=done, reason=why + "; every process of it was stopped")
+        return partial, time.monotonic() - start, stopped
+    return result, time.monotonic() - start, None
 
 
-def _command(setup: Setup, plan: command.SmokePlan) -> list[str]:
-    """torchrun here, or an ``srun`` job step on the allocation's nodes."""
-    if not setup.in_allocation:
-        return command.local_command(plan)
-    endpoint = None
-    if plan.nnodes > 1:  # the allocation's first node hosts the rendezvous, as in smoke's job
-        from translator.launch.slurm import RDZV_PORT
-
-        head = _output(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]])
-        endpoint = f"{head.split()[0]}:{RDZV_PORT}"
-    return [
-        "srun",
-        "--kill-on-bad-exit=1",
-        f"--nodes={plan.nnodes}",
-        "--ntasks-per-node=1",
-        plan.python,
-        "-m",
-        "torch.distributed.run",
-        *command.torchrun_args(plan, endpoint),
-        *command.worker_args(plan),
+def fit_memory(result: tuning.Search) -> dict | None:
+    """Peak memory against micro-batch, least squares over the probes that ran: fixed + per
+    sample (None with fewer than two distinct micro-batches)."""
+    points = [
+        (p.candidate.micro_batch_size, p.peak_memory_bytes)
+        for p in result.probes
+        if not p.out_of_memory and p.peak_memory_bytes and not p.candidate.recompute
     ]
+    xs = {x for x, _ in points}
+    if len(xs) < 2:
+        return None
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return {"fixed_bytes": int(my - slope * mx), "bytes_per_sample": int(slope)}
 
 
-def _output(argv: list[str]) -> str:
-    import subprocess
+def report(
+    request: Request, setup: probes.Setup, result: tuning.Search, seconds: float, stopped
+) -> Outcome:
+    """The outcome of a search that ran here: the output, the pick written, the plot drawn."""
+    spec, plan = setup.spec, setup.plan
+    d = len(tuning.divisors(spec.global_batch_size // spec.data_parallel_size))
+    picked = probes.candidate_spec(spec, result.pick.candidate) if result.pick else None
+    findings = []
+    if picked is None and not stopped:
+        findings.append(
+            finding(
+                "tune-nothing-fits",
+                result.reason,
+                where=request.file,
+                hint="use more ranks, shard more (ZeRO, TP, PP), --recompute, "
+                "a shorter sequence, or more memory",
+            )
+        )
+    out = {
+        "pick": picked.output() if picked else None,
+        "reason": result.reason,
+        "probes": [p.as_dict() for p in result.probes],
+        "probes_used": len(result.probes),
+        "budget": tuning.budget(d),
+        "divisors": d,
+        "seconds": round(seconds, 2),
+        "framework": plan.framework,
+        "device": plan.device,
+        "model": plan.model,
+        "sequence_length": plan.sequence_length,
+        "memory_fit": fit_memory(result),
+        "stopped": stopped,
+        "files": {},
+        "findings": [f.as_dict() for f in findings],
+    }
+    if picked is not None and request.out_dir:
+        out["files"] = _write_pick(picked, plan.framework, request)
+    if request.plot_path:
+        tune_report.plot_png(result, request.plot_path, spec.global_batch_size)
+    if stopped:
+        return Outcome(
+            out,
+            tune_report.text(out),
+            f"tune stopped: {result.reason}",
+            130 if stopped == "interrupted" else 1,
+        )
+    return Outcome(out, tune_report.text(out), exit_code=1 if findings else 0)
 
-    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+def _write_pick(spec, framework: str, request: Request) -> dict:
+    from translator.files import write_files
+    from translator.render import render
+
+    files = []
+    for target, path in _pick_files(framework, request.out_dir, request.targets):
+        if target is None:
+            files.append(("spec", path, spec.model_dump_json(indent=2)))
+        else:
+            files.append((target.name, path, render(spec, target).text))
+    written = write_files([(path, text) for _, path, text in files], request.force)
+    return {name: str(w.path) for (name, _, _), w in zip(files, written)}
 
 
-def save_progress(workdir: Path, probes: list[Probe]) -> None:
-    write_atomic(workdir / PROGRESS_FILE, json.dumps([p.as_dict() for p in probes], indent=2))
-
-
-def read_progress(workdir: Path) -> list[dict]:
-    path = workdir / PROGRESS_FILE
-    return json.loads(path.read_text()) if path.exists() else []
-
-
-def allocation_script(setup: Setup, argv: list[str], options, size=None) -> str:
-    """The sbatch script of a tune: one allocation of ``nnodes`` nodes; the tune itself runs on
-    its first node (``argv``: this tune's own command line with ``--in-allocation``), and each
-    probe is a job step inside it."""
-    from translator.launch import slurm
-    from translator.render import render_template
-
+def submit(setup: probes.Setup, request: Request, say) -> Outcome:
+    """The whole tune as one Slurm job: submit, follow, its result (or, stopped, the probes
+    it had run)."""
+    slurm.require_sbatch()
     plan = setup.plan
-    options.validate()
-    asked = slurm.resources(plan, options, size or slurm.node_size(options.partition))
-    slurm.check_path("--workdir", plan.workdir)
-    for word in argv:
-        slurm.check_line("the tune command", word)
-    out = plan.workdir / "tune.json"
-    return render_template(
-        "sbatch.sh.j2",
-        {
-            "plan": plan,
-            "job_name": f"batchspec-tune-{plan.framework}",
-            "partition": options.partition,
-            "account": options.account,
-            "time": options.time,
-            "extra": options.extra,
-            "setup": options.setup,
-            **asked,
-            "body": f"{shlex.join(argv)} > {shlex.quote(str(out))}",
-        },
+    result = plan.workdir / RESULT_FILE
+    text = slurm.script(plan, request.slurm, command=job_command(request), stdout=result)
+    plan.workdir.mkdir(parents=True, exist_ok=True)
+    for stale in (result, plan.workdir / probes.PROGRESS_FILE):
+        stale.unlink(missing_ok=True)
+    job = slurm.run_job(
+        plan,
+        text,
+        "tune.sbatch",
+        runs.environment(plan.framework, setup.memory_limit),
+        request.timeout,
+        say,
+        submitted=": the whole tune runs in one allocation",
     )
+    if job.stopped or not result.exists() or not result.read_text():
+        done = probes.read_progress(plan.workdir)
+        return Outcome(
+            {"pick": None, "probes": done, "stopped": job.state, "slurm_job": job.id},
+            f"job {job.id} ended {job.state}; {len(done)} probe(s) ran "
+            f"(see {plan.workdir}/slurm-{job.id}.out)",
+            f"tune job {job.id}: {job.state}",
+            130 if job.state == "interrupted" else 1,
+        )
+    out = json.loads(result.read_text()) | {"slurm_job": job.id}
+    failed = out.get("stopped") or out.get("pick") is None
+    return Outcome(out, tune_report.text(out), exit_code=1 if failed else 0)
 
 
-def require_allocation() -> bool:
-    """True inside a Slurm allocation; outside one, ``--in-allocation`` is refused."""
-    if "SLURM_JOB_ID" not in os.environ:
-        raise InputError("--in-allocation: not inside a Slurm allocation (no SLURM_JOB_ID)")
-    return True
+def job_command(request: Request) -> list[str]:
+    """This tune's own command line for the Slurm job, rebuilt from the parsed options."""
+    args = [sys.executable, "-m", "translator", "tune"]
+    for given in request.command_line:
+        if given.name in LOGIN_ONLY or given.value in (None, False, ()):
+            continue
+        if given.flag is None:
+            args.append(str(Path(given.value).resolve()))
+        elif given.is_flag:
+            args.append(given.flag)
+        else:
+            for one in given.value if given.multiple else [given.value]:
+                args += [given.flag, str(one)]
+    return [*args, "--in-allocation", "--json"]

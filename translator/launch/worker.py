@@ -8,119 +8,20 @@ per optimizer step, and writes ``rank-<R>.json`` into the results folder, also w
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import resource
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from translator.launch.context import RunContext, is_out_of_memory
+from translator.launch.engines import module
 from translator.launch.result import RankResult
 from translator.spec import BatchSpec
 
-#: Prefix of the progress lines ranks print.
-PROGRESS = "[batchspec-smoke]"
 #: Exit code of a rank that ran out of memory.
 OOM_EXIT = 3
 #: Cap on the rank's address space, in bytes (how tests provoke an honest out-of-memory).
 MEMORY_LIMIT_ENV = "BATCHSPEC_MEMORY_LIMIT"
-
-
-@dataclass
-class RunContext:
-    """Everything an engine needs to run on this rank."""
-
-    spec: BatchSpec
-    """The batch to run (what the config was rendered from)."""
-    config: Path
-    """The rendered framework config (DeepSpeed JSON, Axolotl YAML, Megatron args)."""
-    workdir: Path
-    """Results folder, shared by all ranks (and a place for scratch files)."""
-    steps: int
-    """Optimizer steps to run."""
-    model: str
-    """Model name from ``translator.launch.model.SHAPES``."""
-    sequence_length: int
-    """Tokens per sample."""
-    rank: int
-    local_rank: int
-    world_size: int
-    requested_device: str = "auto"
-    """``--device``: ``gpu``, ``cpu`` or ``auto`` (a GPU when there is one)."""
-    recompute: bool = False
-    """Recompute each layer's activations in the backward pass (``tune --recompute``)."""
-
-    @functools.cached_property
-    def device(self) -> str:
-        """``cpu`` or ``cuda:<n>``, as ``--device`` asks (see ``harness.choose_device``)."""
-        from translator.launch.harness import choose_device
-
-        return choose_device(self.requested_device, self.local_rank)
-
-    def result(self, **fields) -> RankResult:
-        """A result for this rank with device and peak memory filled in."""
-        return RankResult(
-            rank=self.rank,
-            world_size=self.world_size,
-            sequence_length=self.sequence_length,
-            device=device_name(self.device),
-            peak_memory_bytes=peak_memory(self.device),
-            **fields,
-        )
-
-
-def device_name(device: str) -> str:
-    import torch
-
-    return torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
-
-
-def peak_memory(device: str) -> int:
-    import torch
-
-    if device.startswith("cuda"):
-        return int(torch.cuda.max_memory_allocated(device))
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-#: What allocators (torch's CPU and CUDA ones, Python, the OS) say when memory runs out.
-OUT_OF_MEMORY_WORDS = (
-    "out of memory",
-    "can't allocate memory",
-    "cannot allocate memory",
-    "memoryerror",
-    "outofmemoryerror",
-    "std::bad_alloc",
-)
-
-
-def mentions_out_of_memory(text: str) -> bool:
-    """True when an error text (or a log) says memory ran out."""
-    lowered = text.lower()
-    return any(words in lowered for words in OUT_OF_MEMORY_WORDS)
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    return isinstance(exc, MemoryError) or mentions_out_of_memory(f"{type(exc).__name__} {exc}")
-
-
-class StepTimer:
-    """Wall time per optimizer step; each step is announced on stderr for the progress display."""
-
-    def __init__(self):
-        self.times: list[float] = []
-        self._start = time.perf_counter()
-
-    def step(self) -> None:
-        now = time.perf_counter()
-        self.times.append(now - self._start)
-        self._start = now
-        print(
-            f"{PROGRESS} rank {os.environ.get('RANK', 0)} step {len(self.times)}",
-            file=sys.stderr,
-            flush=True,
-        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,12 +39,10 @@ def main(argv: list[str] | None = None) -> int:
 
     limit = os.environ.get(MEMORY_LIMIT_ENV)
     if limit:
-        # torch and the engine lookup are imported before the cap: a failed import would abort
-        # in C++ with no report, or fail before the rank could report; a failed allocation in
-        # the run (the engine's own imports included) is reported as such.
+        # torch (and the engine lookup, above) are imported before the cap: a failed import
+        # would abort in C++ with no report, or fail before the rank could report; a failed
+        # allocation in the run (the engine's own imports included) is reported as such.
         import torch  # noqa: F401
-
-        import translator.launch.engines  # noqa: F401
 
         resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
     rank = int(os.environ.get("RANK", 0))
@@ -160,8 +59,6 @@ def main(argv: list[str] | None = None) -> int:
         requested_device=args.device,
         recompute=args.recompute,
     )
-    from translator.launch.engines import module
-
     try:
         result = module(args.engine).run(ctx)
     except BaseException as exc:  # the launcher needs every rank's outcome, whatever it is

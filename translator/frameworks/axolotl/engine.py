@@ -13,13 +13,13 @@ row silently. Each row is padded to exactly ``sequence_len`` tokens, and the res
 rendered ``sequence_len`` (``--seq-len`` only when the file has none).
 
 Measuring: Axolotl loads :class:`CountingPlugin` (``plugins:`` in the YAML). Inside the Axolotl
-process it puts a forward pre-hook on the trainer's model that counts the rows of every
-training forward, and a Trainer callback whose ``on_step_end`` (called by the HF Trainer once
-per optimizer step, right after ``optimizer.step()`` and ``global_step += 1``) closes the step:
-samples fed since the previous step, and the wall time since the previous ``on_step_end`` (the
-first from ``on_train_begin``; data loading of a step's batches falls inside it, as with
-:class:`~translator.launch.worker.StepTimer`). So step count, samples per step and step times
-are all per step, as Axolotl's trainer stepped. The engine cross-checks them with Axolotl's own
+process it adds the shared Trainer callback of :mod:`translator.counting` (the counter the
+harness and the guard use): a forward pre-hook on the trainer's model counts the rows of every
+training forward, and ``on_step_end`` (called by the HF Trainer once per optimizer step, right
+after ``optimizer.step()`` and ``global_step += 1``) closes the step: samples fed since the
+previous step, and the wall time since the previous ``on_step_end`` (the first from
+``on_train_begin``; data loading of a step's batches falls inside it, as in the harness). So
+step count, samples per step and step times are all per step, as Axolotl's trainer stepped. The engine cross-checks them with Axolotl's own
 account and fails on any disagreement: the step count against the trainer's
 ``state.global_step``, and the tokens fed in each step against the increase of Axolotl's
 ``tokens/total`` log entry (``logging_steps: 1``; its ``compute_loss`` adds the ``labels.numel()``
@@ -39,11 +39,10 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
-from translator.launch.worker import RunContext, mentions_out_of_memory
+from translator.launch.context import RunContext, mentions_out_of_memory
 
 #: Keys of the rendered YAML that are run (everything else is the tiny model's setup).
 #: ``batch_size`` is not rendered, but if a file has it, Axolotl must see it too.
@@ -258,53 +257,57 @@ def _plugin_class():
     """:class:`CountingPlugin`, built on first use (it subclasses Axolotl's ``BasePlugin``)."""
     import torch
     from axolotl.integrations.base import BasePlugin
-    from transformers import TrainerCallback
 
-    class StepCounter(TrainerCallback):
-        """Samples and wall time of each optimizer step, written after every step."""
+    from translator.counting import TrainerCounter
+
+    class StepReport(TrainerCounter):
+        """The counter, with Axolotl's own account beside it, written after every step."""
 
         def __init__(self, model, path: Path):
-            self.path, self.steps, self.seen, self.tokens, self.active = path, [], 0, 0, False
-            self.runtime = None
+            super().__init__()
+            self.path = path
             self.parameters = sum(p.numel() for p in model.parameters())
-            self.global_step, self.start = 0, time.perf_counter()
-            model.register_forward_pre_hook(self.count, with_kwargs=True)
-
-        def count(self, module, args, kwargs):
-            if self.active and module.training:
-                ids = kwargs.get("input_ids", args[0] if args else None)
-                self.seen += int(ids.shape[0])
-                self.tokens += int(ids.numel())
+            self.global_step = 0
+            self.runtime = None
+            self.axolotl_totals: dict[int, int] = {}
+            """Axolotl's ``tokens/total`` after each step (by the step's index), as logged."""
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self.active, self.start = True, time.perf_counter()
+            self.restart_clock()  # the first step's time runs from the start of training
+            return super().on_train_begin(args, state, control, **kwargs)
 
         def on_step_end(self, args, state, control, **kwargs):
-            now = time.perf_counter()
-            self.steps.append(
-                {"samples": self.seen, "tokens": self.tokens, "seconds": now - self.start}
-            )
-            self.seen, self.tokens, self.start = 0, 0, now
+            super().on_step_end(args, state, control, **kwargs)
             self.global_step = state.global_step
             self.write()
+            return control
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             # Axolotl's own running count of token slots trained on (its compute_loss adds
             # labels.numel() of every training micro-batch), logged after each step.
             logs = logs or {}
-            if "tokens/total" in logs and self.steps and state.global_step == len(self.steps):
-                self.steps[-1]["axolotl_tokens_total"] = int(logs["tokens/total"])
+            if "tokens/total" in logs and self.samples and state.global_step == len(self.samples):
+                self.axolotl_totals[len(self.samples) - 1] = int(logs["tokens/total"])
             if "train_runtime" in logs:
                 self.runtime = float(logs["train_runtime"])
             self.write()
+            return control
 
         def on_train_end(self, args, state, control, **kwargs):
-            self.active, self.global_step = False, state.global_step
+            self.stop()
+            self.global_step = state.global_step
             self.write()
+            return control
 
         def write(self):
+            steps = [
+                {"samples": rows, "tokens": tokens, "seconds": seconds}
+                for rows, tokens, seconds in zip(self.samples, self.tokens, self.times)
+            ]
+            for index, total in self.axolotl_totals.items():
+                steps[index]["axolotl_tokens_total"] = total
             report = {
-                "steps": self.steps,
+                "steps": steps,
                 "global_step": self.global_step,
                 "parameters": self.parameters,
                 "train_runtime": self.runtime,
@@ -316,10 +319,10 @@ def _plugin_class():
             tmp.replace(self.path)
 
     class CountingPlugin(BasePlugin):
-        """Adds :class:`StepCounter` to Axolotl's trainer."""
+        """Adds :class:`StepReport` to Axolotl's trainer."""
 
         def add_callbacks_post_trainer(self, cfg, trainer):
-            return [StepCounter(trainer.model, Path(os.environ[REPORT_ENV]))]
+            return [StepReport(trainer.model, Path(os.environ[REPORT_ENV]))]
 
     return CountingPlugin
 

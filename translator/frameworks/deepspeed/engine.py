@@ -24,8 +24,8 @@ import json
 from translator.frameworks.deepspeed.ulysses import ulysses
 from translator.frameworks.shared.deepspeed_device import use_device
 from translator.launch import model as models
+from translator.launch.context import RunContext
 from translator.launch.harness import Harness
-from translator.launch.worker import RunContext
 
 
 def refuse(spec, device: str) -> str | None:

@@ -4,19 +4,19 @@ with only the run's own settings on top (``max_steps``, an output folder, no sav
 or reporting, the CPU when the rank has no GPU). The model is a tiny random GPT-2 built in
 code; the data random tokens.
 
-Counted through the harness: a forward pre-hook on the Trainer's model counts the rows of every
-training forward, and a Trainer callback closes the step in ``on_step_end`` (the Trainer calls
-it once per optimizer step, right after it). The DeepSpeed JSON a file names runs with it (the
-launcher copies it into the work folder as ``deepspeed.json``): the Trainer then steps through
-DeepSpeed's engine, on the rank's device."""
+Counted through the harness, which is the Trainer's callback: a forward pre-hook on the
+Trainer's model counts the rows of every training forward, and ``on_step_end`` (the Trainer
+calls it once per optimizer step, right after it) closes the step. The DeepSpeed JSON a file
+names runs with it (the launcher copies it into the work folder as ``deepspeed.json``): the
+Trainer then steps through DeepSpeed's engine, on the rank's device."""
 
 from __future__ import annotations
 
 from translator.frameworks.shared.deepspeed_device import use_device
 from translator.frameworks.shared.deepspeed_json import FILENAME as DEEPSPEED_JSON
 from translator.launch import model as models
+from translator.launch.context import RunContext
 from translator.launch.harness import Harness
-from translator.launch.worker import RunContext
 
 #: Keys of the user's file that the smoke run replaces (where it writes, how long it runs).
 RUN_KEYS = {
@@ -96,36 +96,10 @@ def run(ctx: RunContext):
         )
         dataset = [{"input_ids": t, "labels": t} for t in tokens.unbind(0)]
 
-        def forward(module, args, kwargs):
-            if module.training:
-                harness.add_rows(kwargs.get("input_ids", args[0] if args else None).shape[0])
-
-        net.register_forward_pre_hook(forward, with_kwargs=True)
-        step_end = _StepEnd(harness)
-        trainer = transformers.Trainer(
-            model=net, args=args, train_dataset=dataset, callbacks=[step_end]
+        harness.trainer = transformers.Trainer(
+            model=net, args=args, train_dataset=dataset, callbacks=[harness]
         )
-        step_end.trainer = trainer
-        trainer.train()
+        harness.trainer.train()
         return harness.result(
             replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
         )
-
-
-class _StepEnd:
-    """A Trainer callback that closes the harness's step; every other event is a no-op."""
-
-    def __init__(self, harness: Harness):
-        self.harness = harness
-        self.trainer = None
-        """The Trainer it is attached to (set once the Trainer exists)."""
-
-    def on_step_end(self, args, state, control, **kwargs):
-        # What the Trainer stepped through: DistributedDataParallel, or DeepSpeed's engine.
-        self.harness.stepped(f"Trainer ({type(self.trainer.model_wrapped).__name__})")
-        return control
-
-    def __getattr__(self, name: str):
-        if name.startswith("on_"):
-            return lambda args, state, control, **kwargs: control
-        raise AttributeError(name)

@@ -38,8 +38,8 @@ from typing import Any
 
 from translator.frameworks.megatron.rules import read
 from translator.launch import model as models
+from translator.launch.context import RunContext
 from translator.launch.harness import Harness
-from translator.launch.worker import RunContext
 
 
 @dataclass(frozen=True)

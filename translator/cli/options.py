@@ -1,0 +1,182 @@
+"""The options that say how a real run runs, each defined once: the engine, ranks, model and
+limits with Slurm's requests (``smoke`` and ``tune``), how the model trains (``estimate`` and
+``tune``), memory sizes; and the command line as given, for a job that runs it again."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from translator.cli.common import COUNT
+from translator.launch.engines import engine_names
+
+MEMORY = re.compile(r"^(\d+)([KMGT]?)$")
+
+
+def parse_memory(value: str | None, option: str = "--memory-limit") -> int | None:
+    """Bytes from ``4G``, ``512M``, ``1024``; ``option`` names the flag in the error."""
+    from translator.errors import InputError
+
+    if value is None:
+        return None
+    m = MEMORY.match(value.strip().upper())
+    if not m or int(m.group(1)) == 0:
+        raise InputError(
+            f"{option} {value!r}: give a positive number of bytes, or a number with K, M, G or T"
+        )
+    return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
+
+
+def engine_options(fn):
+    """What runs where: the engine, the ranks, the model, the limits and Slurm's requests
+    (shared by smoke and tune)."""
+    options = [
+        click.option(
+            "--framework",
+            type=click.Choice(engine_names()),
+            help="Engine (default: the config's own framework; torch for a spec).",
+        ),
+        click.option(
+            "--nproc", type=COUNT, default=1, show_default=True, help="Processes per node."
+        ),
+        click.option("--nnodes", type=COUNT, default=1, show_default=True, help="Nodes."),
+        click.option(
+            "--seq-len",
+            type=COUNT,
+            help="Tokens per sample (default: the config's, else 64 for tiny, 1024 for 125m).",
+        ),
+        click.option(
+            "--model",
+            type=click.Choice(["tiny", "125m"]),
+            default="tiny",
+            show_default=True,
+            help="A GPT-style model built in code with random weights.",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            help="Seconds before the run is stopped (exit 1, nothing left running).",
+        ),
+        click.option(
+            "--memory-limit", help="Cap each rank's address space (e.g. 4G), to see what fits."
+        ),
+        click.option(
+            "--workdir",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Folder for the config and the ranks' results (shared across nodes; "
+            "default: .batchspec-<command>/<framework>).",
+        ),
+        click.option(
+            "--slurm", "use_slurm", is_flag=True, help="Submit with sbatch instead of running here."
+        ),
+        click.option("--partition", help="Slurm partition."),
+        click.option("--account", help="Slurm account."),
+        click.option("--time", "time_limit", help="Slurm time limit, e.g. 0:30:00."),
+        click.option(
+            "--sbatch", "sbatch_extra", multiple=True, help="Extra #SBATCH option (repeatable)."
+        ),
+        click.option(
+            "--setup", multiple=True, help="Shell line run before the launch (repeatable)."
+        ),
+        click.option(
+            "--device",
+            type=click.Choice(["gpu", "cpu"]),
+            help="Where the ranks compute (default: a GPU when this machine has one; "
+            "with --slurm, gpu: compute nodes have GPUs that login nodes lack).",
+        ),
+        click.option(
+            "--gpus-per-node",
+            type=COUNT,
+            help="GPUs Slurm gives each node (default with --device gpu: --nproc).",
+        ),
+        click.option(
+            "--cpus-per-task",
+            type=COUNT,
+            help="CPUs Slurm gives each node's task (default: the partition's cores).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def pop_slurm(params: dict):
+    """Take the Slurm flags out of a command's parameters: the checked
+    :class:`~translator.launch.slurm.SlurmOptions`, or None without ``--slurm``."""
+    from translator.errors import InputError
+    from translator.launch import slurm
+
+    use_slurm = params.pop("use_slurm")
+    gpus_per_node, cpus_per_task = params.pop("gpus_per_node"), params.pop("cpus_per_task")
+    if not use_slurm and (gpus_per_node or cpus_per_task):
+        raise InputError(
+            "--gpus-per-node and --cpus-per-task are requests to Slurm: use them with --slurm"
+        )
+    options = slurm.SlurmOptions(
+        params.pop("partition"),
+        params.pop("account"),
+        params.pop("time_limit"),
+        list(params.pop("sbatch_extra")),
+        list(params.pop("setup")),
+        gpus_per_node,
+        cpus_per_task,
+    )
+    options.validate()
+    return options if use_slurm else None
+
+
+def run_options(fn):
+    """The options that say how the model trains, shared by estimate and tune."""
+    options = [
+        click.option(
+            "--precision",
+            type=click.Choice(["bf16", "fp32"]),
+            help="bf16 mixed precision (GPU default) or fp32 (CPU default).",
+        ),
+        click.option(
+            "--attention",
+            type=click.Choice(["flash", "eager"]),
+            default="flash",
+            show_default=True,
+            help="Flash/SDPA attention stores no s² scores.",
+        ),
+        click.option(
+            "--sequence-parallel",
+            is_flag=True,
+            help="Megatron sequence parallelism (activations split over TP).",
+        ),
+        click.option(
+            "--distributed-optimizer",
+            is_flag=True,
+            help="Megatron's distributed optimizer (optimizer state over DP, as ZeRO 1).",
+        ),
+        click.option(
+            "--overhead",
+            help="Memory no formula covers (CUDA context, NCCL), e.g. "
+            "1G (default: 1G on a GPU; 0 on CPU, where the "
+            "process's own baseline shows in the fit instead).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def given_options() -> tuple:
+    """The running command's parameters as parsed (see
+    :class:`~translator.launch.tune.GivenOption`)."""
+    from translator.launch.tune import GivenOption
+
+    ctx = click.get_current_context()
+    return tuple(
+        GivenOption(
+            param.name,
+            None if isinstance(param, click.Argument) else param.opts[0],
+            ctx.params.get(param.name),
+            getattr(param, "is_flag", False),
+            param.multiple,
+        )
+        for param in ctx.command.params
+    )

@@ -1,0 +1,111 @@
+"""What one rank knows before its engine runs: the batch, the config, its rank and device
+(:class:`RunContext`), and how it tells an out-of-memory error from any other.
+
+This is the floor under the harness and the engines; it imports neither of them, nor the
+worker that builds the context."""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+from dataclasses import dataclass
+from pathlib import Path
+
+from translator.launch.result import RankResult
+from translator.spec import BatchSpec
+
+
+@dataclass
+class RunContext:
+    """Everything an engine needs to run on this rank."""
+
+    spec: BatchSpec
+    """The batch to run (what the config was rendered from)."""
+    config: Path
+    """The rendered framework config (DeepSpeed JSON, Axolotl YAML, Megatron args)."""
+    workdir: Path
+    """Results folder, shared by all ranks (and a place for scratch files)."""
+    steps: int
+    """Optimizer steps to run."""
+    model: str
+    """Model name from ``translator.launch.model.SHAPES``."""
+    sequence_length: int
+    """Tokens per sample."""
+    rank: int
+    """Global rank."""
+    local_rank: int
+    """Rank on this node (which GPU it takes)."""
+    world_size: int
+    """Processes in the job."""
+    requested_device: str = "auto"
+    """``--device``: ``gpu``, ``cpu`` or ``auto`` (a GPU when there is one)."""
+    recompute: bool = False
+    """Recompute each layer's activations in the backward pass (``tune --recompute``)."""
+
+    @functools.cached_property
+    def device(self) -> str:
+        """``cpu`` or ``cuda:<n>``, as ``--device`` asks (see :func:`choose_device`)."""
+        return choose_device(self.requested_device, self.local_rank)
+
+    def result(self, **fields) -> RankResult:
+        """A result for this rank with device and peak memory filled in."""
+        return RankResult(
+            rank=self.rank,
+            world_size=self.world_size,
+            sequence_length=self.sequence_length,
+            device=device_name(self.device),
+            peak_memory_bytes=peak_memory(self.device),
+            **fields,
+        )
+
+
+def choose_device(requested: str, local_rank: int) -> str:
+    """``cpu``, or ``cuda:<local rank>``: ``gpu`` demands one, ``auto`` takes one if present."""
+    if requested == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda:{local_rank % torch.cuda.device_count()}"
+    if requested == "gpu":
+        raise RuntimeError(
+            f"no GPU on this node ({os.uname().nodename}) although --device gpu "
+            "was asked; use --device cpu"
+        )
+    return "cpu"
+
+
+def device_name(device: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+
+
+def peak_memory(device: str) -> int:
+    import torch
+
+    if device.startswith("cuda"):
+        return int(torch.cuda.max_memory_allocated(device))
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+#: What allocators (torch's CPU and CUDA ones, Python, the OS) say when memory runs out.
+OUT_OF_MEMORY_WORDS = (
+    "out of memory",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "memoryerror",
+    "outofmemoryerror",
+    "std::bad_alloc",
+)
+
+
+def mentions_out_of_memory(text: str) -> bool:
+    """True when an error text (or a log) says memory ran out."""
+    lowered = text.lower()
+    return any(words in lowered for words in OUT_OF_MEMORY_WORDS)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or mentions_out_of_memory(f"{type(exc).__name__} {exc}")

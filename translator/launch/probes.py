@@ -1,0 +1,193 @@
+"""The probes of ``batchspec tune``: each candidate is a smoke run of the real engine, counted by
+the harness (its samples per step must be the global batch), timed and measured; inside a Slurm
+allocation each probe is a job step (no queue between)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from translator.errors import ConfigError, InputError
+from translator.files import write_atomic, write_files
+from translator.findings import finding
+from translator.launch import command, runner
+from translator.launch import smoke as runs
+from translator.spec import BatchSpec
+from translator.tuning import Candidate, Probe
+
+#: The probes so far, rewritten after each one (what an interrupted tune still shows).
+PROGRESS_FILE = "tune-probes.json"
+
+
+class Stopped(Exception):
+    """A probe was stopped by ``--timeout`` or Ctrl-C (every rank of it is gone)."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+@dataclass
+class Setup:
+    """What every probe shares."""
+
+    spec: BatchSpec
+    """The layout being tuned (its global batch is kept)."""
+    plan: command.SmokePlan
+    """The engine, ranks, model, steps per probe and device of every probe; its ``workdir``
+    is the tune's folder, each probe a subfolder."""
+    memory_limit: int | None = None
+    """Each rank's address-space cap (``--memory-limit``)."""
+    deadline: float | None = None
+    """``time.monotonic()`` by which the whole tune must end (``--timeout``)."""
+    in_allocation: bool = False
+    """Inside a Slurm allocation: each probe is an ``srun`` job step."""
+
+
+def candidate_spec(spec: BatchSpec, c: Candidate) -> BatchSpec:
+    """The spec with the candidate's micro-batch, accumulation and ZeRO stage (G unchanged)."""
+    update = {
+        "micro_batch_size": c.micro_batch_size,
+        "gradient_accumulation_steps": c.gradient_accumulation_steps,
+    }
+    if c.zero_stage is not None:
+        update["zero_stage"] = c.zero_stage
+    return BatchSpec.model_validate(spec.model_dump() | update)
+
+
+def probe_folder(setup: Setup, c: Candidate) -> Path:
+    name = (
+        f"probe-m{c.micro_batch_size}"
+        + ("-recompute" if c.recompute else "")
+        + (f"-zero{c.zero_stage}" if c.zero_stage is not None else "")
+    )
+    return setup.plan.workdir / name
+
+
+def estimator(setup: Setup, **how):
+    """Candidate -> estimated bytes per GPU for the probes' model (``how``: the keywords of
+    :func:`translator.memory.run_of`; recompute follows the candidate)."""
+    from translator import memory
+
+    shape = memory.model_named(setup.plan.model, setup.plan.sequence_length)
+
+    def estimate(c: Candidate) -> int:
+        run = memory.run_of(
+            candidate_spec(setup.spec, c),
+            setup.plan.sequence_length,
+            recompute="full" if c.recompute else "none",
+            **how,
+        )
+        return memory.estimate(shape, run).total
+
+    return estimate
+
+
+def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Probe:
+    """One real run of ``c``; out of memory is a result, any other failure ends the tune."""
+    folder = probe_folder(setup, c)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "candidate.json"
+    write_files([(path, candidate_spec(setup.spec, c).model_dump_json(indent=2))], force=True)
+    plan = setup.plan
+    prepared = runs.prepare(
+        str(path),
+        plan.framework,
+        plan.nproc,
+        plan.nnodes,
+        plan.steps,
+        plan.model,
+        plan.sequence_length,
+        folder,
+        device=plan.device,
+        recompute=c.recompute,
+    )
+    left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)
+    start = time.monotonic()
+    runs.write_workdir(prepared)
+    outcome = runner.run(
+        _command(setup, prepared.plan),
+        runs.environment(prepared.plan.framework, setup.memory_limit),
+        left,
+        on_line,
+    )
+    report = runs.judge(prepared, outcome.stopped, left, outcome.log_tail)
+    if outcome.stopped:
+        raise Stopped(outcome.stopped)
+    oom = report.out_of_memory
+    if report.errors and not oom:
+        raise ConfigError(
+            [
+                finding(
+                    "tune-probe-failed",
+                    f"the probe of micro-batch {c.micro_batch_size} × accumulation "
+                    f"{c.gradient_accumulation_steps}: " + "; ".join(report.errors),
+                    where=str(path),
+                )
+            ]
+        )
+    m = report.measurement
+    # The median step (after the warm-up one): a slow outlier step does not decide the pick.
+    tokens = (
+        None
+        if oom or not m.step_time_seconds
+        else setup.spec.global_batch_size * plan.sequence_length / m.step_time_seconds
+    )
+    return Probe(
+        c,
+        m.samples_per_optimizer_step,
+        tokens,
+        None if oom else m.step_time_seconds,
+        m.peak_memory_bytes or None,
+        estimated,
+        oom,
+        time.monotonic() - start,
+    )
+
+
+def _command(setup: Setup, plan: command.SmokePlan) -> list[str]:
+    """torchrun here, or an ``srun`` job step on the allocation's nodes."""
+    if not setup.in_allocation:
+        return command.local_command(plan)
+    endpoint = None
+    if plan.nnodes > 1:  # the allocation's first node hosts the rendezvous, as in smoke's job
+        from translator.launch.slurm import RDZV_PORT
+
+        head = _output(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]])
+        endpoint = f"{head.split()[0]}:{RDZV_PORT}"
+    return [
+        "srun",
+        "--kill-on-bad-exit=1",
+        f"--nodes={plan.nnodes}",
+        "--ntasks-per-node=1",
+        plan.python,
+        "-m",
+        "torch.distributed.run",
+        *command.torchrun_args(plan, endpoint),
+        *command.worker_args(plan),
+    ]
+
+
+def _output(argv: list[str]) -> str:
+    import subprocess
+
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+
+def save_progress(workdir: Path, probes: list[Probe]) -> None:
+    write_atomic(workdir / PROGRESS_FILE, json.dumps([p.as_dict() for p in probes], indent=2))
+
+
+def read_progress(workdir: Path) -> list[dict]:
+    path = workdir / PROGRESS_FILE
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def require_allocation() -> bool:
+    """True inside a Slurm allocation; outside one, ``--in-allocation`` is refused."""
+    if "SLURM_JOB_ID" not in os.environ:
+        raise InputError("--in-allocation: not inside a Slurm allocation (no SLURM_JOB_ID)")
+    return True
