@@ -36,7 +36,7 @@ def _usage_errors(as_json: bool):
     except click.UsageError as exc:
         names, ctx = [], exc.ctx
         while ctx is not None and ctx.parent is not None:
-            names.append(ctx.info_name)
+            names.append(ctx.info_name or "")
             ctx = ctx.parent
         command_path = " ".join(["batchspec", *reversed(names)])
         fail(f"{exc.format_message()} (see {command_path} --help)", exc.exit_code, as_json)

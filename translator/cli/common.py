@@ -8,6 +8,7 @@ import functools
 import json
 import os
 import sys
+from collections.abc import Sequence
 
 import click
 
@@ -52,7 +53,7 @@ def command(name: str, **kwargs):
     return decorate
 
 
-def fail(message: str, code: int, as_json: bool, findings: list[Finding] = ()) -> None:
+def fail(message: str, code: int, as_json: bool, findings: Sequence[Finding] = ()) -> None:
     """Report an error: one line on stderr (and the JSON object on stdout), then exit."""
     click.echo(f"batchspec: error: {printable(message)}", err=True)
     if as_json:
@@ -130,7 +131,7 @@ def pop_spec_values(params: dict) -> dict:
     return {field: params.pop(field) for _, field, _, _ in SPEC_FLAGS}
 
 
-def print_table(rows: list[tuple[str, object]], title: str | None = None) -> None:
+def print_table(rows: Sequence[tuple[str, object]], title: str | None = None) -> None:
     """Two aligned columns; ``None`` shows as ``-``."""
     if title:
         click.echo(printable(title))
@@ -249,7 +250,7 @@ def write_rendered(
     rendered: list,
     out_dir: str,
     force: bool,
-    findings: list[Finding] = (),
+    findings: Sequence[Finding] = (),
 ) -> None:
     """Write every rendered file into ``out_dir`` (none if any is refused: a symlink there
     that leads out of it among the reasons) and report them with the findings."""

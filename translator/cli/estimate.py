@@ -81,7 +81,7 @@ def estimate(
         attention=attention,
         sequence_parallel=sequence_parallel,
         distributed_optimizer=distributed_optimizer,
-        overhead=parse_memory(overhead or "1G", "--overhead"),
+        overhead=parse_memory(overhead or "1G", "--overhead") or 0,
     )
     result = memory.estimate(shape, run)
     limit = parse_memory(capacity, "--capacity")
@@ -89,9 +89,7 @@ def estimate(
     findings = []
     if limit:
         fits = result.total <= limit
-        options = [
-            m for m, _ in solve.decompositions(spec.global_batch_size, spec.data_parallel_size)
-        ]
+        options = [m for m, _ in solve.decompositions(spec.global_batch, spec.data_parallel)]
         best = memory.largest_fitting(shape, run, options, limit)
         if not fits:
             findings.append(
@@ -139,7 +137,7 @@ def estimate(
         [(p.name, f"{p.bytes / GIB:8.2f} GiB   {p.formula}") for p in result.parts]
         + [("total", f"{result.total / GIB:8.2f} GiB per GPU")]
     )
-    if fits:
+    if fits and limit:
         click.echo(
             f"fits in {limit / GIB:.1f} GiB; the largest micro-batch that fits and keeps "
             f"the global batch {spec.global_batch_size}: {best}"

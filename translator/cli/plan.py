@@ -44,7 +44,7 @@ def plan(as_json: bool, spec_file: str | None, targets: str | None, **params) ->
             findings += [f for b in frameworks for f in b.check(spec)]
     options = None
     if not spec.is_decided:
-        options = solve.decompositions(spec.global_batch_size, spec.data_parallel_size)
+        options = solve.decompositions(spec.global_batch, spec.data_parallel)
 
     if as_json:
         out = spec.output() | {"findings": [f.as_dict() for f in findings]}

@@ -146,7 +146,7 @@ def _dry_run(prepared, options, as_json) -> None:
     import shlex
 
     click.echo(f"# would write {plan.workdir}/spec.json and {plan.workdir}/{plan.config_name}")
-    if sbatch:
+    if sbatch and submit:
         click.echo(f"# and {plan.workdir}/smoke.sbatch, submitted as: {shlex.join(submit)}")
     click.echo(sbatch if sbatch else shlex.join(argv))
 

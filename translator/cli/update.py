@@ -95,9 +95,9 @@ def update(
     )
     new_text, changes, again = do_update(chosen, old, spec)
     target = Path(file) if in_place else Path(out_path) if out_path else None
-    written = (
-        None if target is None else write_files([(target, new_text)], force=force or in_place)[0]
-    )
+    written = None
+    if target is not None:
+        (written,) = write_files([(target, new_text)], force=force or in_place)
     if as_json:
         emit_json(
             again.output()
@@ -109,7 +109,7 @@ def update(
         )
     elif target is None:
         click.echo(new_text, nl=False)
-    else:
+    elif written is not None:
         for c in changes:
             click.echo(f"{target}:{c.line or '+'}: {c.key} {c.old} → {c.new}")
         if written.target != written.path:

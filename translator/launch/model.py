@@ -96,8 +96,9 @@ def build(name: str, sequence_length: int, recompute: bool = False):
     class TinyGPT(nn.Module):
         def __init__(self):
             super().__init__()
-            self.layers = nn.Sequential(*layers(name, sequence_length))
-            self.layers[-1].proj.weight = self.layers[0].tokens.weight
+            parts = layers(name, sequence_length)
+            parts[-1].proj.weight = parts[0].tokens.weight  # tied, as GPT-2's
+            self.layers = nn.Sequential(*parts)
 
         def forward(self, tokens):
             x = tokens[:, :-1]

@@ -134,7 +134,7 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     tokens = (
         None
         if oom or not m.step_time_seconds
-        else setup.spec.global_batch_size * plan.sequence_length / m.step_time_seconds
+        else setup.spec.global_batch * plan.sequence_length / m.step_time_seconds
     )
     return Probe(
         c,

@@ -55,6 +55,7 @@ def run(
     tail: deque[str] = deque(maxlen=40)
 
     def pump():
+        assert proc.stdout is not None  # stdout=PIPE
         for line in proc.stdout:
             tail.append(line.rstrip("\n"))
             on_line(line.rstrip("\n"))

@@ -65,15 +65,15 @@ def prepare(
     text = read_text(path)
     values = spec_values(text, path)
     if values is not None:
-        spec, source, own_text, findings = _spec_for_world(values, path, world), None, None, []
+        spec, source, findings = _spec_for_world(values, path, world), None, []
         framework = framework or TORCH
     else:
         from translator.inspection import inspect_file
 
         inspection = inspect_file(path, None, Launch(world_size=world))
-        spec, source, own_text = inspection.require_spec(), inspection.reading.framework, text
+        spec, source = inspection.require_spec(), inspection.reading.framework
         findings = inspection.findings
-        framework = framework or source
+        framework = framework or inspection.reading.framework
     device = check_engine(framework, spec, device, use_slurm)
     config_of = config_framework(framework)
     partners: dict[str, str] = {}
@@ -81,7 +81,7 @@ def prepare(
         config_name, config_text = "spec.json", spec.model_dump_json(indent=2)
     elif config_of == source:
         own = get(source)
-        config_name, config_text = own.filename, own_text
+        config_name, config_text = own.filename, text
         if own.partner_files is not None:
             partners = own.partner_files(inspection.reading)
     else:
@@ -253,11 +253,9 @@ def _steps(counts: list[int]) -> str:
 def _oom_message(spec: BatchSpec, r: RankResult) -> str:
     from translator import solve
 
-    micro = r.micro_batch_size or spec.micro_batch_size
+    micro = r.micro_batch_size or spec.micro
     smaller = [
-        (m, a)
-        for m, a in solve.decompositions(spec.global_batch_size, spec.data_parallel_size)
-        if m < micro
+        (m, a) for m, a in solve.decompositions(spec.global_batch, spec.data_parallel) if m < micro
     ]
     fix = (
         f"micro-batch {smaller[0][0]} with accumulation {smaller[0][1]} keeps the global "

@@ -68,16 +68,24 @@ def run(ctx: RunContext):
         ddp = DistributedDataParallel(net, device_ids=[device] if harness.on_gpu else None)
         optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
         harness.watch(optimizer)
-        micro, accumulation = ctx.spec.micro_batch_size, ctx.spec.gradient_accumulation_steps
+        micro, accumulation = ctx.spec.micro, ctx.spec.accumulation
         dataset = TokenRows(
-            EPOCH_STEPS * ctx.spec.global_batch_size,
+            EPOCH_STEPS * ctx.spec.global_batch,
             ctx.sequence_length,
             models.SHAPES[ctx.model].vocab,
         )
-        sampler = DistributedSampler(
-            dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True, seed=1000
+        sampler: DistributedSampler = DistributedSampler(
+            dataset,  # type: ignore[arg-type]  # a map-style dataset: __len__ and __getitem__
+            num_replicas=ctx.world_size,
+            rank=ctx.rank,
+            shuffle=True,
+            seed=1000,
         )
-        loader = DataLoader(dataset, batch_size=micro, sampler=sampler)
+        loader: DataLoader = DataLoader(
+            dataset,  # type: ignore[arg-type]  # as above
+            batch_size=micro,
+            sampler=sampler,
+        )
 
         def epochs():  # as a training loop does: a new shuffle each epoch, for as long as asked
             epoch = 0

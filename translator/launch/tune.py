@@ -14,9 +14,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from translator import tuning
 from translator.errors import InputError
@@ -27,6 +28,9 @@ from translator.launch.command import SmokePlan
 from translator.launch.engines import TORCH, engine, with_option
 from translator.launch.runner import step_progress
 from translator.memory import GIB
+
+if TYPE_CHECKING:
+    from translator.frameworks import Framework
 
 #: What the Slurm job writes: the inner tune's JSON output.
 RESULT_FILE = "tune.json"
@@ -143,7 +147,7 @@ def tune(request: Request, echo: Callable[[str], None]) -> Outcome:
     quiet = request.as_json and not request.in_allocation  # a job's log takes the progress
     say = (lambda text: None) if quiet else echo
     if request.slurm is not None:
-        return submit(setup, request, say)
+        return submit(setup, request, request.slurm, say)
     device = setup.plan.device
     precision = request.precision or ("bf16" if device == "gpu" else "fp32")
     overhead = request.overhead
@@ -164,7 +168,7 @@ def tune(request: Request, echo: Callable[[str], None]) -> Outcome:
     return report(request, setup, result, seconds, stopped)
 
 
-def prepare(request: Request) -> tuple[probes.Setup, list[int | None]]:
+def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
     """What every probe shares, and the ZeRO stages to try; refuses, before any probe, what
     would fail later."""
     from translator.layouts import load_layout
@@ -208,7 +212,7 @@ def prepare(request: Request) -> tuple[probes.Setup, list[int | None]]:
     return setup, stages
 
 
-def zero_stages(text: str | None, framework: str) -> list[int | None]:
+def zero_stages(text: str | None, framework: str) -> Sequence[int | None]:
     """The ZeRO stages of ``--zero-stages``, lowest first (``[None]``: the config's own)."""
     if text is None:
         return [None]
@@ -240,7 +244,9 @@ def _check_outputs(request: Request, framework: str) -> None:
                 raise InputError(f"{path} exists; use --force to replace it (nothing was run)")
 
 
-def _pick_files(framework: str, out_dir: str, targets: str | None) -> list[tuple[object, Path]]:
+def _pick_files(
+    framework: str, out_dir: str, targets: str | None
+) -> list[tuple[Framework | None, Path]]:
     """(framework or None for the spec itself, path) for each file --out will hold."""
     from translator.frameworks import get_many
 
@@ -261,7 +267,7 @@ def _gpu_memory(device: str) -> int | None:
 def search(setup: probes.Setup, stages, recompute: bool, estimator, capacity, threshold, say):
     """``(search, seconds, stopped)``: the search run with real probes; a timeout or Ctrl-C
     ends it with the probes so far (``stopped``: ``timeout`` or ``interrupted``)."""
-    per_rank = setup.spec.global_batch_size // setup.spec.data_parallel_size
+    per_rank = setup.spec.global_batch // setup.spec.data_parallel
     variants = [(r, z) for z in stages for r in ((False, True) if recompute else (False,))]
     d = len(tuning.divisors(per_rank))
     plan = setup.plan
@@ -329,7 +335,7 @@ def report(
 ) -> Outcome:
     """The outcome of a search that ran here: the output, the pick written, the plot drawn."""
     spec, plan = setup.spec, setup.plan
-    d = len(tuning.divisors(spec.global_batch_size // spec.data_parallel_size))
+    d = len(tuning.divisors(spec.global_batch // spec.data_parallel))
     picked = probes.candidate_spec(spec, result.pick.candidate) if result.pick else None
     findings = []
     if picked is None and not stopped:
@@ -360,9 +366,9 @@ def report(
         "findings": [f.as_dict() for f in findings],
     }
     if picked is not None and request.out_dir:
-        out["files"] = _write_pick(picked, plan.framework, request)
+        out["files"] = _write_pick(picked, plan.framework, request.out_dir, request)
     if request.plot_path:
-        tune_report.plot_png(result, request.plot_path, spec.global_batch_size)
+        tune_report.plot_png(result, request.plot_path, spec.global_batch)
     if stopped:
         return Outcome(
             out,
@@ -373,12 +379,12 @@ def report(
     return Outcome(out, tune_report.text(out), exit_code=1 if findings else 0)
 
 
-def _write_pick(spec, framework: str, request: Request) -> dict:
+def _write_pick(spec, framework: str, out_dir: str, request: Request) -> dict:
     from translator.files import write_files
     from translator.render import render
 
     files = []
-    for target, path in _pick_files(framework, request.out_dir, request.targets):
+    for target, path in _pick_files(framework, out_dir, request.targets):
         if target is None:
             files.append(("spec", path, spec.model_dump_json(indent=2)))
         else:
@@ -387,13 +393,13 @@ def _write_pick(spec, framework: str, request: Request) -> dict:
     return {name: str(w.path) for (name, _, _), w in zip(files, written)}
 
 
-def submit(setup: probes.Setup, request: Request, say) -> Outcome:
+def submit(setup: probes.Setup, request: Request, options: slurm.SlurmOptions, say) -> Outcome:
     """The whole tune as one Slurm job: submit, follow, its result (or, stopped, the probes
     it had run)."""
     slurm.require_sbatch()
     plan = setup.plan
     result = plan.workdir / RESULT_FILE
-    text = slurm.script(plan, request.slurm, command=job_command(request), stdout=result)
+    text = slurm.script(plan, options, command=job_command(request), stdout=result)
     plan.workdir.mkdir(parents=True, exist_ok=True)
     for stale in (result, plan.workdir / probes.PROGRESS_FILE):
         stale.unlink(missing_ok=True)
@@ -427,10 +433,13 @@ def job_command(request: Request) -> list[str]:
         if given.name in LOGIN_ONLY or given.value in (None, False, ()):
             continue
         if given.flag is None:
-            args.append(str(Path(given.value).resolve()))
+            args.append(str(Path(str(given.value)).resolve()))
         elif given.is_flag:
             args.append(given.flag)
         else:
-            for one in given.value if given.multiple else [given.value]:
+            values = (
+                given.value if given.multiple and isinstance(given.value, tuple) else [given.value]
+            )
+            for one in values:
                 args += [given.flag, str(one)]
     return [*args, "--in-allocation", "--json"]

@@ -268,13 +268,13 @@ def _plugin_class():
             self.path = path
             self.parameters = sum(p.numel() for p in model.parameters())
             self.global_step = 0
-            self.runtime = None
+            self.runtime: float | None = None
             self.axolotl_totals: dict[int, int] = {}
             """Axolotl's ``tokens/total`` after each step (by the step's index), as logged."""
 
-        def on_train_begin(self, args, state, control, **kwargs):
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
             self.restart_clock()  # the first step's time runs from the start of training
-            return super().on_train_begin(args, state, control, **kwargs)
+            return super().on_train_begin(args, state, control, model=model, **kwargs)
 
         def on_step_end(self, args, state, control, **kwargs):
             super().on_step_end(args, state, control, **kwargs)

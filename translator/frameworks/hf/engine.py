@@ -74,9 +74,9 @@ def run(ctx: RunContext):
         settings["deepspeed"] = str(ctx.config.parent / DEEPSPEED_JSON)
     with harness.process_group():
         shape = models.SHAPES[ctx.model]
-        (args,) = transformers.HfArgumentParser(transformers.TrainingArguments).parse_dict(
-            settings, allow_extra_keys=True
-        )
+        # transformers types DataClassType as NewType("DataClassType", Any): no class matches it.
+        parser = transformers.HfArgumentParser(transformers.TrainingArguments)  # type: ignore[arg-type]
+        (args,) = parser.parse_dict(settings, allow_extra_keys=True)
         torch.manual_seed(0)
         net = transformers.GPT2LMHeadModel(
             transformers.GPT2Config(
@@ -87,7 +87,7 @@ def run(ctx: RunContext):
                 n_positions=ctx.sequence_length,
             )
         )
-        rows = 2 * ctx.steps * ctx.spec.global_batch_size
+        rows = 2 * ctx.steps * ctx.spec.global_batch
         tokens = torch.randint(
             0,
             shape.vocab,
@@ -97,7 +97,11 @@ def run(ctx: RunContext):
         dataset = [{"input_ids": t, "labels": t} for t in tokens.unbind(0)]
 
         harness.trainer = transformers.Trainer(
-            model=net, args=args, train_dataset=dataset, callbacks=[harness]
+            model=net,
+            args=args,
+            train_dataset=dataset,
+            # The harness is a duck-typed callback: the Trainer calls its on_* methods by name.
+            callbacks=[harness],  # type: ignore[list-item]
         )
         harness.trainer.train()
         return harness.result(
