@@ -1,8 +1,10 @@
 """The one Jinja environment, and rendering a spec for a framework with a read-back check.
 
-Templates live in ``templates/`` at the top of the source tree and are shipped inside the
-wheel as ``translator/templates`` (see pyproject.toml). The environment is sandboxed and uses
-``StrictUndefined``: a template naming a value the framework did not provide fails loudly.
+A framework's template lives in its package (``Framework.template``, an absolute path);
+batchspec's own (the sbatch script) in ``templates/`` at the top of the source tree, shipped
+inside the wheel as ``translator/templates`` (see pyproject.toml). The environment is sandboxed
+and uses ``StrictUndefined``: a template naming a value the framework did not provide fails
+loudly.
 """
 
 from __future__ import annotations
