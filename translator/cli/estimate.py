@@ -58,24 +58,18 @@ def estimate(
     """Estimate memory per GPU for FILE's layout (a spec or a framework config) or the flags'
     (micro-batch 1 on one GPU when nothing is given): model states by ZeRO stage, activations
     (Korthikanti et al. 2022), the pipeline's in-flight micro-batches, logits, overhead."""
-    from translator import memory, solve
-    from translator.errors import InputError
-    from translator.findings import finding
+    from translator.estimation import estimate as estimate_layout
     from translator.layouts import load_layout
 
     values = pop_spec_values(params)
     if file is None and not any(v is not None for v in values.values()):
         values |= {"micro_batch_size": 1, "world_size": 1, "gradient_accumulation_steps": 1}
     spec, _ = load_layout(file, framework, values)
-    if not spec.is_decided:
-        raise InputError(
-            "the micro-batch is not decided: give --micro-batch (batchspec plan lists the options)"
-        )
-    seq_len = spec.sequence_length or 2048
-    shape = memory.model_named(model, seq_len)
-    run = memory.run_of(
+    found = estimate_layout(
         spec,
-        seq_len,
+        model,
+        capacity=parse_memory(capacity, "--capacity"),
+        where=file,
         precision=precision or "bf16",
         recompute=recompute,
         attention=attention,
@@ -83,64 +77,29 @@ def estimate(
         distributed_optimizer=distributed_optimizer,
         overhead=parse_memory(overhead or "1G", "--overhead") or 0,
     )
-    result = memory.estimate(shape, run)
-    limit = parse_memory(capacity, "--capacity")
-    fits = best = None
-    findings = []
-    if limit:
-        fits = result.total <= limit
-        options = [m for m, _ in solve.decompositions(spec.global_batch, spec.data_parallel)]
-        best = memory.largest_fitting(shape, run, options, limit)
-        if not fits:
-            findings.append(
-                finding(
-                    "memory-exceeds-capacity",
-                    f"an estimated {result.total / GIB:.1f} GiB per GPU does not fit in "
-                    f"{limit / GIB:.1f} GiB",
-                    where=file,
-                    hint=(
-                        f"micro-batch {best} keeps the global batch {spec.global_batch_size} and "
-                        "fits"
-                        if best
-                        else "no micro-batch fits: shard more (ZeRO, TP, PP), "
-                        "recompute activations, or use more memory"
-                    ),
-                )
-            )
     if as_json:
-        emit_json(
-            {
-                "model": shape.name,
-                "parameters": shape.parameters,
-                "sequence_length": seq_len,
-                "layout": spec.output(),
-                "precision": run.precision,
-                "recompute": recompute,
-                "attention": attention,
-                **result.as_dict(),
-                "capacity_bytes": limit,
-                "fits": fits,
-                "largest_fitting_micro_batch": best,
-                "findings": [f.as_dict() for f in findings],
-            }
-        )
-        exit_for(findings)
-        return
+        emit_json(found.as_dict())
+    else:
+        _print(found)
+    exit_for(found.findings)
+
+
+def _print(found) -> None:
+    shape, spec, run = found.shape, found.spec, found.run
     click.echo(
         f"{shape.name}: {shape.parameters:,} parameters; micro-batch "
-        f"{spec.micro_batch_size}, sequence {seq_len}, DP {spec.data_parallel_size}, TP "
+        f"{spec.micro_batch_size}, sequence {found.sequence_length}, DP {spec.data_parallel_size}, TP "
         f"{spec.tensor_parallel_size}, PP {spec.pipeline_parallel_size}, CP "
         f"{spec.context_parallel_size}, ZeRO {run.zero_stage}, {run.precision}, "
-        f"recompute {recompute}, {attention} attention"
+        f"recompute {run.recompute}, {run.attention} attention"
     )
     print_table(
-        [(p.name, f"{p.bytes / GIB:8.2f} GiB   {p.formula}") for p in result.parts]
-        + [("total", f"{result.total / GIB:8.2f} GiB per GPU")]
+        [(p.name, f"{p.bytes / GIB:8.2f} GiB   {p.formula}") for p in found.result.parts]
+        + [("total", f"{found.result.total / GIB:8.2f} GiB per GPU")]
     )
-    if fits and limit:
+    if found.fits and found.capacity:
         click.echo(
-            f"fits in {limit / GIB:.1f} GiB; the largest micro-batch that fits and keeps "
-            f"the global batch {spec.global_batch_size}: {best}"
+            f"fits in {found.capacity / GIB:.1f} GiB; the largest micro-batch that fits and keeps "
+            f"the global batch {spec.global_batch}: {found.largest_fitting}"
         )
-    print_findings(findings)
-    exit_for(findings)
+    print_findings(found.findings)
