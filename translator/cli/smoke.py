@@ -51,7 +51,6 @@ def smoke(
     (and, with --expect-global N, N)."""
     from translator.errors import ConfigError, InputError
     from translator.launch import smoke as runs
-    from translator.launch.runner import step_progress
 
     limit = parse_memory(memory_limit)
     options = pop_slurm(slurm_flags)
@@ -84,40 +83,16 @@ def smoke(
         f"{nproc}, {steps} steps, global batch {prepared.spec.global_batch_size}, "
         f"workdir {workdir}"
     )
-    job = None
-    if use_slurm:
-        job = runs.run_slurm(prepared, options, timeout, limit, say)
-        stopped, tail = job.stopped, job.log_tail
-    else:
-        stopped, tail = runs.run_local(prepared, timeout, limit, step_progress(say, steps))
-    report = runs.judge(prepared, stopped, timeout, tail)
-    mfu, formula = runs.mfu(report, prepared)
-    m = report.measurement
-    out = prepared.spec.output() | {
-        "framework": prepared.plan.framework,
-        "optimizer_steps": m.optimizer_steps,
-        "samples_per_optimizer_step": m.samples_per_optimizer_step,
-        "tokens_per_second": m.tokens_per_second,
-        "step_time_seconds": m.step_time_seconds,
-        "peak_memory_bytes": m.peak_memory_bytes,
-        "device": m.device,
-        "stepped_by": m.stepped_by,
-        "mfu": mfu,
-        "mfu_formula": formula,
-        "workdir": str(workdir),
-        "slurm_job": job.id if job else None,
-        "expect_global": expect_global,
-        "errors": report.errors,
-        "findings": [f.as_dict() for f in prepared.findings],
-    }
+    done = runs.run(prepared, options, timeout, limit, say)
+    out = done.output
     if as_json:
         emit_json(out)
     else:
         _table(out)
         print_findings(prepared.findings)
-    if report.errors:
-        click.echo(f"batchspec: error: {'; '.join(report.errors)}", err=True)
-        sys.exit(130 if stopped == "interrupted" else ConfigError.exit_code)
+    if done.report.errors:
+        click.echo(f"batchspec: error: {'; '.join(done.report.errors)}", err=True)
+        sys.exit(130 if done.stopped == "interrupted" else ConfigError.exit_code)
 
 
 def _dry_run(prepared, options, as_json) -> None:

@@ -17,6 +17,7 @@ from translator.launch.context import mentions_out_of_memory
 from translator.launch.engines import TORCH, config_framework, engine
 from translator.launch.model import SHAPES
 from translator.launch.result import Measurement, RankResult, merge, read_all
+from translator.launch.runner import step_progress
 from translator.layouts import spec_values
 from translator.reading import Launch
 from translator.spec import BatchSpec
@@ -303,3 +304,55 @@ def run_slurm(
     write_workdir(prepared)
     env = environment(prepared.plan.framework, memory_limit)
     return slurm.run_job(prepared.plan, text, "smoke.sbatch", env, timeout, on_state)
+
+
+@dataclass
+class Outcome:
+    """A smoke run, as the command reports it."""
+
+    output: dict
+    """``smoke --json``'s object: the resolved spec's keys and what was measured."""
+    report: Report
+    """The ranks' merged reports and what is wrong."""
+    stopped: str | None
+    """``timeout`` or ``interrupted`` when the run was stopped, else None."""
+
+
+def run(
+    prepared: Prepared,
+    options: slurm.SlurmOptions | None,
+    timeout: float | None,
+    memory_limit: int | None,
+    say,
+) -> Outcome:
+    """Run ``prepared`` here, or under Slurm with ``options``, and judge what the ranks did;
+    ``say`` takes the progress lines."""
+    plan = prepared.plan
+    job = None
+    if options is not None:
+        job = run_slurm(prepared, options, timeout, memory_limit, say)
+        stopped, tail = job.stopped, job.log_tail
+    else:
+        on_line = step_progress(say, plan.steps)
+        stopped, tail = run_local(prepared, timeout, memory_limit, on_line)
+    report = judge(prepared, stopped, timeout, tail)
+    utilisation, formula = mfu(report, prepared)
+    m = report.measurement
+    output = prepared.spec.output() | {
+        "framework": plan.framework,
+        "optimizer_steps": m.optimizer_steps,
+        "samples_per_optimizer_step": m.samples_per_optimizer_step,
+        "tokens_per_second": m.tokens_per_second,
+        "step_time_seconds": m.step_time_seconds,
+        "peak_memory_bytes": m.peak_memory_bytes,
+        "device": m.device,
+        "stepped_by": m.stepped_by,
+        "mfu": utilisation,
+        "mfu_formula": formula,
+        "workdir": str(plan.workdir),
+        "slurm_job": job.id if job else None,
+        "expect_global": prepared.expect_global,
+        "errors": report.errors,
+        "findings": [f.as_dict() for f in prepared.findings],
+    }
+    return Outcome(output, report, stopped)
