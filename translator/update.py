@@ -246,3 +246,17 @@ def update(framework: Framework, old: Inspection, spec: BatchSpec):
                 f"{getattr(spec, key)}; edit it by hand"
             )
     return text, changes, again
+
+
+def update_file(path: str, framework: str | None, from_world_size: int | None, **target):
+    """``update``'s use case: ``path`` read (as ``framework``, or detected) on
+    ``from_world_size``, re-solved for ``target`` (:func:`target_spec`'s keywords), edited;
+    the new text, the changes and the re-read inspection (nothing is written here)."""
+    from translator.files import read_text
+    from translator.frameworks import FRAMEWORKS
+    from translator.inspection import detect
+
+    text = read_text(path)
+    chosen = FRAMEWORKS[framework] if framework else detect(path, text)
+    old = inspect_reading(chosen, chosen.read(text, path), Launch(from_world_size))
+    return update(chosen, old, target_spec(old, **target))

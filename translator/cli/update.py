@@ -66,12 +66,8 @@ def update(
     is refused (exit 1) with the options, and nothing is written.
     """
     from translator.errors import InputError
-    from translator.files import read_text, write_files
-    from translator.frameworks import FRAMEWORKS
-    from translator.inspection import detect, inspect_reading
-    from translator.reading import Launch
-    from translator.update import target_spec
-    from translator.update import update as do_update
+    from translator.files import write_files
+    from translator.update import update_file
 
     if out_path and in_place:
         raise InputError("give -o/--out or --in-place, not both")
@@ -79,11 +75,10 @@ def update(
         raise InputError("give both --nnodes and --nproc-per-node")
     if file == "-" and in_place:
         raise InputError("--in-place needs a file, not standard input")
-    text = read_text(file)
-    chosen = FRAMEWORKS[framework] if framework else detect(file, text)
-    old = inspect_reading(chosen, chosen.read(text, file), Launch(from_world_size))
-    spec = target_spec(
-        old,
+    new_text, changes, again = update_file(
+        file,
+        framework,
+        from_world_size,
         global_batch=global_batch,
         micro=micro_batch,
         world=world_size,
@@ -93,7 +88,6 @@ def update(
         pipeline=pp,
         context=cp,
     )
-    new_text, changes, again = do_update(chosen, old, spec)
     target = Path(file) if in_place else Path(out_path) if out_path else None
     written = None
     if target is not None:
