@@ -200,6 +200,34 @@ def test_existing_out_files_stop_the_tune_before_it_starts(tmp_path):
     assert not (tmp_path / "w").exists()
 
 
+def test_a_link_out_of_the_out_folder_stops_the_tune_before_it_starts(tmp_path):
+    """--out DIR --force never writes through a link that leads out of DIR: refused before
+    any probe runs, not after them."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SEQ64)
+    outside = tmp_path / "precious.json"
+    outside.write_text("{}")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "deepspeed.json").symlink_to(outside)
+    code, out, err = tune(
+        spec,
+        "--nproc",
+        2,
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+        "--out",
+        tmp_path / "out",
+        "--to",
+        "deepspeed",
+        "--force",
+    )
+    assert code == 2 and f"is a symlink to {outside}, outside" in err
+    assert outside.read_text() == "{}"
+    assert not (tmp_path / "w").exists()
+
+
 def test_a_deepspeed_config_is_tuned_on_deepspeeds_engine(tmp_path):
     """The user's DeepSpeed JSON: each probe is DeepSpeed's engine on the candidate's rendered
     JSON, and DeepSpeed's own steps count G."""

@@ -186,6 +186,14 @@ def write_files(
     return [Written(p.path, p.target) for p in plans]
 
 
+def check_writable(paths: list[Path], force: bool, within: Path | str | None = None) -> None:
+    """Refuse now, writing nothing, what :func:`write_files` would refuse for ``paths`` (for a
+    command that writes only after a long run)."""
+    inside = None if within is None else Path(os.path.realpath(within))
+    for path in paths:
+        _plan(Path(path), b"", force, inside)
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write one file, replacing a regular file already there (see :func:`write_files`)."""
     write_files([(path, text)], force=True)

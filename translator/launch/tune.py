@@ -239,9 +239,13 @@ def _check_outputs(request: Request, framework: str) -> None:
         except ImportError:
             raise InputError("--plot needs matplotlib: pip install 'batchspec[plot]'") from None
     if request.out_dir:
-        for _, path in _pick_files(framework, request.out_dir, request.targets):
+        from translator.files import check_writable
+
+        paths = [path for _, path in _pick_files(framework, request.out_dir, request.targets)]
+        for path in paths:
             if path.exists() and not request.force:
                 raise InputError(f"{path} exists; use --force to replace it (nothing was run)")
+        check_writable(paths, force=True, within=request.out_dir)
 
 
 def _pick_files(
