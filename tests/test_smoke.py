@@ -910,3 +910,23 @@ def test_a_deepspeed_json_the_hf_trainer_would_refuse_stops_before_launch(tmp_pa
     assert code == 1
     assert "ds.json: Please correct the following DeepSpeed config values" in err
     assert not list((tmp_path / "w").rglob("rank-*.json"))
+
+
+def test_the_json_says_the_sequence_length_that_ran(tmp_path, spec):
+    """--seq-len 48 over the spec's 32: the output's sequence_length and tokens_per_step are the
+    run's (48, 8 × 48), as its tokens/s are."""
+    code, out, err = smoke_json(
+        spec,
+        "--nproc",
+        2,
+        "--steps",
+        2,
+        "--seq-len",
+        48,
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+    )
+    assert code == 0, err
+    assert out["sequence_length"] == 48 and out["tokens_per_step"] == 8 * 48

@@ -338,7 +338,8 @@ def run(
     report = judge(prepared, stopped, timeout, tail)
     utilisation, formula = mfu(report, prepared)
     m = report.measurement
-    output = prepared.spec.output() | {
+    ran = prepared.spec.model_copy(update={"sequence_length": plan.sequence_length})
+    output = ran.output() | {  # the sequence length the ranks ran, --seq-len's when given
         "framework": plan.framework,
         "optimizer_steps": m.optimizer_steps,
         "samples_per_optimizer_step": m.samples_per_optimizer_step,
