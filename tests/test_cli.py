@@ -226,9 +226,9 @@ class _NoTorch(importlib.abc.MetaPathFinder):
 def deepspeed_missing(monkeypatch):
     """The deepspeed engine's package is not installed here; looking torch up, or starting a
     process, would fail the command. Yields the processes started (none)."""
-    from translator.launch import engines
+    from translator.frameworks import contract
 
-    monkeypatch.setattr(engines, "_installed", lambda package: package != "deepspeed")
+    monkeypatch.setattr(contract, "_installed", lambda package: package != "deepspeed")
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     monkeypatch.setattr(sys, "meta_path", [_NoTorch(), *sys.meta_path])
     started = []

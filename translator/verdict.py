@@ -5,19 +5,11 @@ asked only when the packages it ``requires`` are installed."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import sys
 
 from translator.findings import Finding, finding
-from translator.frameworks.contract import NotEnoughKnown
+from translator.frameworks.contract import NotEnoughKnown, missing
 from translator.inspection import Inspection
-
-
-def _installed(package: str) -> bool:
-    try:
-        return importlib.util.find_spec(package) is not None
-    except (ImportError, ValueError):  # a parent package that is missing
-        return False
 
 
 def framework_verdict(inspection: Inspection) -> Finding:
@@ -31,12 +23,11 @@ def framework_verdict(inspection: Inspection) -> Finding:
         return finding(
             "framework-not-run", f"{name} has no validator of its own to run", where=where
         )
-    missing = [p for p in framework.requires if not _installed(p)]
-    if missing:
+    absent = missing(framework.requires)
+    if absent:
         return finding(
             "framework-not-installed",
-            f"{name}'s own validator was not run: it needs {', '.join(missing)}, not installed "
-            "here",
+            f"{name}'s own validator was not run: it needs {', '.join(absent)}, not installed here",
             hint=f"pip install 'batchspec[{framework.extra or name}]'",
             where=where,
         )

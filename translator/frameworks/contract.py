@@ -11,7 +11,8 @@ contract (``NAME``, ``TEMPLATE``, ``read``...): :func:`from_module` adapts it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib.util
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -145,6 +146,18 @@ def from_module(module: ModuleType | object, **given) -> Framework:
 _REQUIRED = tuple(
     f.name for f in fields(Framework) if f.default is MISSING and f.default_factory is MISSING
 )
+
+
+def missing(packages: Iterable[str]) -> list[str]:
+    """Those of ``packages`` (an Engine's or a Framework's ``requires``) not installed here."""
+    return [p for p in packages if not _installed(p)]
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a parent package that is missing
+        return False
 
 
 class NotEnoughKnown(Exception):

@@ -8,11 +8,10 @@ fed the config, counting through :mod:`translator.launch.harness`) and ``refuse(
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from types import ModuleType
 
 from translator.errors import InputError
-from translator.frameworks.contract import Engine
+from translator.frameworks.contract import Engine, missing
 
 #: The engine that runs a plain spec (no framework config).
 TORCH = "torch"
@@ -60,20 +59,13 @@ def require_installed(name: str) -> None:
     """Refuse, before any process starts, an engine whose packages are not installed, naming
     what to install."""
     found = engine(name)
-    missing = [p for p in found.requires if not _installed(p)]
-    if missing:
+    absent = missing(found.requires)
+    if absent:
         extra = f"pip install 'batchspec[{found.extra}]'" if found.extra else "pip install torch"
         raise InputError(
-            f"the {name} engine needs {', '.join(missing)}, which is not installed here: "
+            f"the {name} engine needs {', '.join(absent)}, which is not installed here: "
             f"{extra} (nothing was started)"
         )
-
-
-def _installed(package: str) -> bool:
-    try:
-        return importlib.util.find_spec(package) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def runs_layout(spec, device: str) -> list[str]:
