@@ -50,11 +50,11 @@ def plugins(monkeypatch):
     def install(**points):
         fakes = [FakePoint(n, o) for n, o in points.items()]
         monkeypatch.setattr(frameworks, "_points", lambda: real + fakes)
-        frameworks.names.cache_clear()
+        frameworks._entry_points.cache_clear()
         frameworks.get.cache_clear()
 
     yield install
-    frameworks.names.cache_clear()
+    frameworks._entry_points.cache_clear()
     frameworks.get.cache_clear()
 
 

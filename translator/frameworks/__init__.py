@@ -34,6 +34,7 @@ def _points() -> list:
     return list(entry_points(group=GROUP))
 
 
+@cache
 def _entry_points() -> dict:
     """Name -> entry point: batchspec's own first, then the plugins', each by name."""
     points = _points()
@@ -53,7 +54,6 @@ def _name(point) -> str:
     return point.name
 
 
-@cache
 def names() -> tuple[str, ...]:
     """Every framework's name: batchspec's own, then the installed plugins'."""
     return tuple(_entry_points())
