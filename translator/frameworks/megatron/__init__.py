@@ -15,6 +15,7 @@ FRAMEWORK = from_module(
     extensions=(".sh", ".bash", ".slurm", ".sbatch", ".args", ".txt"),
     claim_order=30,
     codes=CODES | deepspeed_json.CODES,
+    explains=deepspeed_json.EXPLAINS,
     rewrites=frozenset({"deepspeed-batch-mismatch", "deepspeed-floor"}),
     requires=("torch", "megatron.core"),
     extra="megatron",

@@ -41,6 +41,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     "hf-auto": ("info", 'an "auto" value is filled by the Hugging Face Trainer, not by DeepSpeed'),
 }
 
+#: Codes that already say why a file naming such a JSON has no solved batch (its "auto"
+#: values are the HF Trainer's to fill): each framework that reads one explains with them.
+EXPLAINS = frozenset({"hf-auto"})
+
 
 def read(text: str, where: str) -> Reading:
     """A DeepSpeed JSON: the batch keys (ints or "auto"), ZeRO, AutoTP, sequence parallel."""
