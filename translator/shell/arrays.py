@@ -143,16 +143,27 @@ def _blur(var: Var) -> None:
     var.lines[n:] = [0]
 
 
-def set_element(env: Env, name: str, k: int | None, pieces: tuple, line: int, why_: str) -> None:
-    """``A[k]=v``; an index the reader cannot know (``why_`` says why) leaves the whole array
-    unknown."""
+def _element_at(env: Env, name: str, k: int | None, why_: str) -> tuple[Var, int] | None:
+    """The array ``name`` (this scope's own) and element ``k`` resolved; None when there is no
+    array to change, or when the index cannot be known (``why_`` says why), which leaves the
+    whole array unknown."""
     var = as_array(env, name)
     if var is None:
-        return
+        return None
     k = None if k is None else resolve(var, k)
     if k is None:
         env.set(name, vague(why_))
+        return None
+    return var, k
+
+
+def set_element(env: Env, name: str, k: int | None, pieces: tuple, line: int, why_: str) -> None:
+    """``A[k]=v``; an index the reader cannot know (``why_`` says why) leaves the whole array
+    unknown."""
+    found = _element_at(env, name, k, why_)
+    if found is None:
         return
+    var, k = found
     put(var, k, bounded(pieces), line)
     check_size(env, name, var, line)
 
@@ -162,13 +173,10 @@ def unset_element(env: Env, name: str, k: int | None, why_: str) -> None:
     old = env.get(name)
     if not isinstance(old, Var):
         return
-    var = as_array(env, name)
-    if var is None:
+    found = _element_at(env, name, k, why_)
+    if found is None:
         return
-    k = None if k is None else resolve(var, k)
-    if k is None:
-        env.set(name, vague(why_))
-        return
+    var, k = found
     keys = known_keys(var)
     at = bisect.bisect_left(keys, k)
     if at < len(keys) and keys[at] == k:
