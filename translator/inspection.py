@@ -108,17 +108,18 @@ def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) ->
     """Files of one job: a launcher's config among them (``accelerate launch --config_file``)
     gives the others its world size, parallel sizes and accumulation override, unless the
     command line gave them."""
-    provider = next(((b, r) for b, r in loaded if b.launch_of is not None), None)
+    provider = next(((b.launch_of, r) for b, r in loaded if b.launch_of is not None), None)
     shared = launch
-    if provider is not None and provider[0].launch_of is not None:
-        given = provider[0].launch_of(provider[1])
+    if provider is not None:
+        launch_of, source = provider
+        given = launch_of(source)
         shared = Launch(
             launch.world_size or given.world_size,
             launch.tensor_parallel_size or given.tensor_parallel_size,
             launch.pipeline_parallel_size or given.pipeline_parallel_size,
             launch.context_parallel_size or given.context_parallel_size,
             given.gradient_accumulation_steps,
-            provider[1].path,
+            source.path,
         )
     return [
         inspect_reading(b, r, launch if provider and r is provider[1] else shared)
