@@ -36,7 +36,8 @@ PROGRAM = "pretrain_gpt.py --micro-batch-size 2 --global-batch-size 64"
         ("python -u -m torch.distributed.run --nproc_per_node 2 --nnodes 4", 8),
         ("deepspeed --num_gpus 8 --num_nodes 2", 16),
         ("deepspeed --num_gpus=2 --num_nodes=1", 2),
-        ("deepspeed --num_gpus 8", None),  # the host file decides the nodes
+        ("deepspeed --num_gpus 8", 8),  # read as run: no host file, this node alone
+        ("deepspeed --num_gpus 8 --hostfile hosts", None),  # its hosts decide the nodes
         ("deepspeed", None),
         ("srun --nodes 2 --ntasks-per-node 4 python", 8),
         ("srun -n 16 python", 16),
@@ -44,7 +45,7 @@ PROGRAM = "pretrain_gpt.py --micro-batch-size 2 --global-batch-size 64"
         ("mpirun -np 16 python", 16),
         ("torchrun --nproc_per_node $GPUS", None),
         ("torchrun --nproc_per_node 8 --nnodes 1:4", None),  # elastic
-        ("python", None),
+        ("python", 1),  # one process
         ("srun -n16 --ntasks-per-node=8 python", 16),  # -n fixes the total
         ("jsrun --nrs 16 --tasks_per_rs 1 --gpu_per_rs 1 python", 16),  # LSF resource sets
         ("jsrun -n 8 -a 2 python", 16),
@@ -70,10 +71,11 @@ def test_srun_takes_its_sizes_from_the_sbatch_lines(tmp_path):
 
 
 def test_the_world_unknown_message_names_the_launch_line_and_why(tmp_path):
-    _, out = inspect(tmp_path, f"echo start\ndeepspeed --num_gpus 8 {PROGRAM}\n")
+    _, out = inspect(tmp_path, f"echo start\ndeepspeed --hostfile h {PROGRAM}\n")
     message = next(f["message"] for f in out["findings"] if f["code"] == "world-unknown")
     assert message.startswith(
-        "line 2: deepspeed starts an unknown number of processes: deepspeed without --num_nodes"
+        "line 2: deepspeed starts an unknown number of processes: deepspeed runs on every host "
+        "of its host file h"
     )
 
 

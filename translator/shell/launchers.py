@@ -1,12 +1,14 @@
-"""How many processes a launch command starts, read from its words the way each launcher
-counts them: torchrun (also ``python -m torch.distributed.run`` / ``.launch``), the
-``deepspeed`` launcher, ``srun`` (its own flags, else what the ``#SBATCH`` lines give the
-job), ``mpirun`` / ``mpiexec`` and LSF's ``jsrun``. A size the command leaves to the machine
-stays unknown."""
+"""A launch command split as it runs (launcher → program → arguments), and how many processes
+its launcher starts, read from its words the way each launcher counts them: torchrun (also
+``python -m torch.distributed.run`` / ``.launch``), the ``deepspeed`` launcher, ``accelerate
+launch``, ``srun`` (its own flags, else what the ``#SBATCH`` lines give the job), ``mpirun`` /
+``mpiexec``, LSF's ``jsrun`` and plain ``python`` (one process). A size the command leaves to
+the machine stays unknown."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from translator.reading import Note
@@ -18,7 +20,7 @@ class Launcher:
     """The flags that size one launcher."""
 
     name: str
-    """As users know it (``torchrun``, ``deepspeed``, ``srun``, ``mpirun``)."""
+    """As users know it (``torchrun``, ``deepspeed``, ``accelerate``, ``srun``, ``mpirun``)."""
     per_node: tuple[str, ...] = ()
     """Spellings of processes per node."""
     nodes: tuple[str, ...] = ()
@@ -29,6 +31,10 @@ class Launcher:
     """Processes per node when no flag says (``None``: decided by the machine)."""
     default_nodes: int | None = None
     """Nodes when no flag says (``None``: decided by a host file or the allocation)."""
+    subcommand: str | None = None
+    """The word after the launcher's name that makes it one (``accelerate launch``)."""
+    switches: frozenset[str] = frozenset()
+    """Its flags that take no value (so the word after one is the program)."""
 
 
 TORCHRUN = Launcher(
@@ -37,11 +43,41 @@ TORCHRUN = Launcher(
     ("--nnodes",),
     default_per_node=1,
     default_nodes=1,
+    switches=frozenset({"--standalone", "--no_python", "--no-python", "--module", "-m"}),
 )
 LAUNCHERS = {
     "torchrun": TORCHRUN,
     "deepspeed": Launcher(
-        "deepspeed", ("--num_gpus", "--num-gpus"), ("--num_nodes", "--num-nodes")
+        "deepspeed",
+        ("--num_gpus", "--num-gpus"),
+        ("--num_nodes", "--num-nodes"),
+        switches=frozenset(
+            {"--no_ssh", "--no_ssh_check", "--force_multi", "--no_local_rank", "--module"}
+        ),
+    ),
+    "accelerate": Launcher(
+        "accelerate",
+        nodes=("--num_machines", "--num-machines"),
+        total=("--num_processes", "--num-processes"),
+        subcommand="launch",
+        switches=frozenset(
+            {
+                "--multi_gpu",
+                "--multi-gpu",
+                "--use_deepspeed",
+                "--use-deepspeed",
+                "--use_fsdp",
+                "--use-fsdp",
+                "--cpu",
+                "--tpu",
+                "--quiet",
+                "-q",
+                "--no_python",
+                "--module",
+                "-m",
+                "--debug",
+            }
+        ),
     ),
     "srun": Launcher("srun", ("--ntasks-per-node",), ("--nodes", "-N"), ("--ntasks", "-n")),
     "mpirun": Launcher("mpirun", total=("-np", "-n", "--np")),
@@ -55,6 +91,8 @@ SLURM_SIZES = {
     "nodes": "SLURM_NNODES",
     "total": "SLURM_NTASKS",
 }
+#: The variable that lists the GPUs a process sees.
+VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 
 @dataclass
@@ -62,7 +100,8 @@ class Sizes:
     """The launch of one command: which launcher, and the words that size it."""
 
     launcher: str | None = None
-    """The launcher closest to the program, ``None`` when the program is run directly."""
+    """The launcher closest to the program (``python`` for a program run by plain python),
+    ``None`` when nothing launches it (a framework's own command-line tool)."""
     line: int | None = None
     """Line of the launch command."""
     words: dict[str, tuple[str, Word]] = field(default_factory=dict)
@@ -71,7 +110,12 @@ class Sizes:
     """Roles the launcher fills itself when no flag says (torchrun: one node, one process)."""
     missing: str | None = None
     """Why the number of processes is unknown although no word is (deepspeed with no
-    ``--num_nodes``...)."""
+    ``--num_gpus``...)."""
+    options: dict[str, Word] = field(default_factory=dict)
+    """Every ``--flag`` the closest launcher is given -> its value (``"true"`` for a switch):
+    accelerate's ``--config_file``, ``--gradient_accumulation_steps``..."""
+    visible: Word | None = None
+    """``CUDA_VISIBLE_DEVICES`` as the program's process sees it, when set."""
 
     def counts(self) -> dict[str, int]:
         """Role -> the count its word gives, else the launcher's default; roles whose word is
@@ -92,7 +136,7 @@ class Sizes:
         """``(processes started, None)``, or ``(None, why it is unknown)``."""
         if self.launcher is None:
             return None, Note(
-                None, "no launcher (torchrun, deepspeed, srun, mpirun) starts the program"
+                None, "no launcher (torchrun, deepspeed, accelerate, srun, mpirun) starts the program"
             )
         counts = self.counts()
         bad = next(
@@ -106,6 +150,8 @@ class Sizes:
         if "total" in self.words:
             if "total" in counts:
                 return counts["total"], None
+        elif "total" in self.defaults:
+            return self.defaults["total"], None
         elif self.missing is None and {"per_node", "nodes"} <= counts.keys():
             return counts["per_node"] * counts["nodes"], None
         lacking = "processes per node" if "per_node" not in counts else "nodes"
@@ -115,19 +161,66 @@ class Sizes:
             f"processes: {bad or self.missing or 'nothing gives its ' + lacking}",
         )
 
+    def visible_count(self) -> tuple[int | None, str]:
+        """``(GPUs CUDA_VISIBLE_DEVICES lists, "")`` or ``(None, why not known)``."""
+        if self.visible is None:
+            return None, f"{VISIBLE} is not set"
+        if self.visible.text is None:
+            return None, f"{VISIBLE} is {self.visible.why_unknown}"
+        listed = [x for x in self.visible.text.split(",") if x.strip()]
+        return (len(listed), "") if listed else (None, f"{VISIBLE} is empty (no GPU)")
+
 
 PYTHONS = re.compile(r"python[0-9.]*")
+
+
+@dataclass(frozen=True)
+class Split:
+    """One command as it runs: the launcher words, then the program and its arguments."""
+
+    launch: list[Word]
+    """The words before the program (wrappers, launchers and their flags; ``-m`` included)."""
+    program: Word
+    """The program: a ``*.py`` path, a module (after ``-m``) or a command-line tool."""
+    module: bool
+    """Whether the program is a Python module (``python -m``, ``accelerate launch -m``)."""
+    arguments: list[Word]
+    """The program's arguments, in order."""
+
+    @property
+    def name(self) -> str:
+        """The program's known text (the known end of an unknown word)."""
+        return _tail(self.program)
 
 
 def split(words: list[Word]) -> tuple[list[Word], list[Word] | None]:
     """``(launcher words, program words)``: the program starts at the first ``*.py`` word (not
     a launcher module), or at the first word after ``python`` and its options (``python3
     ${EXEC}``); ``(words, None)`` when there is none."""
-    at = _script_at(words)
-    if at is None:
-        after = (_after_python(words, i) for i in range(len(words)))
-        at = next((j for j in after if j is not None), None)
-    return (words, None) if at is None else (words[:at], words[at:])
+    found = call_of(words)
+    return (words, None) if found is None else (found.launch, [found.program, *found.arguments])
+
+
+def call_of(words: list[Word], commands: Collection[str] = ()) -> Split | None:
+    """The program a command runs and its arguments: the first ``*.py`` word (not a launcher's
+    module), a module after ``-m``, the word after ``python`` and its options, or one of
+    ``commands`` (tools such as ``llamafactory-cli``), whichever comes first; ``None`` when the
+    command runs none of them."""
+    candidates = [
+        at
+        for at in (
+            _script_at(words),
+            _module_at(words),
+            _python_program_at(words),
+            _command_at(words, commands),
+        )
+        if at is not None
+    ]
+    if not candidates:
+        return None
+    at = min(candidates)
+    module = at > 0 and words[at - 1].text in ("-m", "--module")
+    return Split(words[:at], words[at], module, words[at + 1 :])
 
 
 def _script_at(words: list[Word]) -> int | None:
@@ -139,17 +232,46 @@ def _script_at(words: list[Word]) -> int | None:
     return None
 
 
+def _module_at(words: list[Word]) -> int | None:
+    """Where the module of ``-m MODULE`` stands (not torchrun's own module)."""
+    for i, word in enumerate(words[:-1]):
+        if word.text == "-m" and words[i + 1].text not in TORCH_MODULES:
+            return i + 1
+    return None
+
+
+def _command_at(words: list[Word], commands: Collection[str]) -> int | None:
+    """Where the first of ``commands`` stands as a command (not as a flag's value)."""
+    for i, word in enumerate(words):
+        if (word.text or "").rsplit("/", 1)[-1] in commands and not (
+            i and _takes_value(words[i - 1])
+        ):
+            return i
+    return None
+
+
+def _takes_value(word: Word) -> bool:
+    text = word.text or ""
+    return text.startswith("-") and "=" not in text and len(text) > 1
+
+
+def _python_program_at(words: list[Word]) -> int | None:
+    """Where the program of the first ``python [options] PROGRAM`` stands."""
+    after = (_after_python(words, i) for i in range(len(words)))
+    return next((j for j in after if j is not None), None)
+
+
 def _after_python(words: list[Word], i: int) -> int | None:
     """When ``words[i]`` is ``python``: where its program starts, after its options; ``None``
-    when it is not python, runs a launcher module (``python -m torch.distributed.run``: the
-    program follows that one's flags) or runs nothing."""
+    when it is not python, runs a module (``python -m ...``: :func:`_module_at` finds it) or
+    runs nothing."""
     if not PYTHONS.fullmatch((words[i].text or "").rsplit("/", 1)[-1]):
         return None
     j = i + 1
     while j < len(words) and (words[j].text or "").startswith("-"):
-        if words[j].text == "-m" and j + 1 < len(words) and words[j + 1].text in TORCH_MODULES:
+        if words[j].text == "-m":
             return None
-        j += 2 if words[j].text == "-m" else 1
+        j += 1
     return j if j < len(words) else None
 
 
@@ -170,23 +292,38 @@ def _tail(word: Word) -> str:
 
 def _name(words: list[Word], i: int) -> str | None:
     text = (words[i].text or "").rsplit("/", 1)[-1]
-    if text in LAUNCHERS:
-        return text
+    launcher = LAUNCHERS.get(text)
+    if launcher is not None:
+        if launcher.subcommand is None:
+            return text
+        following = words[i + 1].text if i + 1 < len(words) else None
+        return text if following == launcher.subcommand else None
     if words[i].text == "-m" and i + 1 < len(words) and words[i + 1].text in TORCH_MODULES:
         return "torchrun"
     return None
 
 
-def sizes(launch: list[Word], variables: dict[str, list[Word]]) -> Sizes:
+def sizes(
+    launch: list[Word],
+    variables: Mapping[str, list[Word]],
+    environment: Mapping[str, Word] | None = None,
+) -> Sizes:
     """How ``launch`` (the words before the program) sizes the job; ``variables``: the
-    script's, for what ``#SBATCH`` gives ``srun``."""
+    script's, for what ``#SBATCH`` gives ``srun``; ``environment``: what the command's
+    processes see (``CUDA_VISIBLE_DEVICES``)."""
+    environment = environment or {}
     found = [(i, n) for i in range(len(launch)) if (n := _name(launch, i))]
+    visible = environment.get(VISIBLE)
     if not found:
-        return Sizes()
+        if any(PYTHONS.fullmatch((w.text or "").rsplit("/", 1)[-1]) for w in launch):
+            return Sizes("python", launch[0].line, defaults={"total": 1}, visible=visible)
+        return Sizes(visible=visible)
     start, name = found[-1]
     launcher = LAUNCHERS[name]
-    out = Sizes(name, launch[start].line)
+    out = Sizes(name, launch[start].line, visible=visible)
     flags = launch[start + 1 :]
+    if launcher.subcommand is not None and flags:
+        flags = flags[1:]
     if name == "torchrun" and flags and flags[0].text in TORCH_MODULES:
         flags = flags[1:]
     _read_flags(out, launcher, flags)
@@ -194,6 +331,8 @@ def sizes(launch: list[Word], variables: dict[str, list[Word]]) -> Sizes:
         out.defaults["per_node"] = 1  # --tasks_per_rs defaults to 1
     if name == "srun":
         _srun_allocation(out, variables)
+    if name == "deepspeed":
+        _deepspeed_resources(out)
     if launcher.default_per_node:
         out.defaults.setdefault("per_node", launcher.default_per_node)
     if launcher.default_nodes:
@@ -204,20 +343,36 @@ def sizes(launch: list[Word], variables: dict[str, list[Word]]) -> Sizes:
 
 
 def _read_flags(out: Sizes, launcher: Launcher, flags: list[Word]) -> None:
-    """The launcher's sizing flags, up to the command it runs (a container, a wrapper
-    script, the program)."""
+    """The launcher's flags, up to the command it runs (a container, a wrapper script, the
+    program)."""
     for j, word in enumerate(flags):
         text = _head(word)  # --rdzv_id=$SLURM_JOB_ID
         _sizing_flag(out, launcher, flags, j)
         if launcher.name == "deepspeed" and text.partition("=")[0] in ("--include", "-i"):
             out.words["total"] = _include(flags, j, text.partition("=")[0])
         before = flags[j - 1].text if j else None
-        after_option = before is not None and before.startswith("-") and "=" not in before
+        after_option = (
+            before is not None
+            and before.startswith("-")
+            and "=" not in before
+            and before not in launcher.switches
+        )
+        if text.startswith("-") and word.text is not None:
+            flag, eq, value = text.partition("=")
+            following = flags[j + 1] if j + 1 < len(flags) else None
+            if eq:
+                out.options[flag] = Word(value, word.line, _inline_span(word, len(flag) + 1))
+            elif flag in launcher.switches or following is None or _head(following).startswith("-"):
+                out.options[flag] = Word("true", word.line)
+            else:
+                out.options[flag] = following
         if word.text is None and not after_option and not text.startswith("-"):
-            out.missing = (
-                f"{word.why_unknown} may hold {launcher.name}'s own flags "
-                "(how many processes it starts)"
-            )
+            if not getattr(word, "absent", False):  # as run, it is no word at all
+                out.missing = (
+                    f"{word.why_unknown} may hold {launcher.name}'s own flags "
+                    "(how many processes it starts)"
+                )
+            continue
         if not text.startswith("-") and not after_option:
             break  # the command the launcher runs starts here
 
@@ -241,7 +396,32 @@ def _include(flags: list[Word], j: int, flag: str) -> tuple[str, Word]:
     return flag, Word(str(slots), flags[j].line)
 
 
-def _srun_allocation(out: Sizes, variables: dict[str, list[Word]]) -> None:
+def _deepspeed_resources(out: Sizes) -> None:
+    """What the ``deepspeed`` launcher runs on when its flags leave it open (its runner.py):
+    without a host file (read as run: none, unless ``--hostfile`` names one) it runs on this
+    node; there, with no ``--include``/``--exclude``/``--num_gpus``/``--num_nodes``, an exported
+    ``CUDA_VISIBLE_DEVICES`` becomes ``--include localhost:<its list>``."""
+    hostfile = out.options.get("--hostfile")
+    if hostfile is not None and hostfile.text != "":
+        if "nodes" not in out.words and "total" not in out.words:
+            shown = hostfile.text or hostfile.why_unknown
+            out.missing = f"deepspeed runs on every host of its host file {shown}"
+        return
+    if "--exclude" in out.options or "-e" in out.options:
+        out.missing = "deepspeed --exclude leaves every other GPU it finds"
+        return
+    nodes = out.words.get("nodes")
+    several = nodes is not None and nodes[1].text not in (None, "1")
+    if "total" not in out.words and "per_node" not in out.words and not several:
+        count, _ = out.visible_count()
+        if count is not None and out.visible is not None:
+            out.words["total"] = (VISIBLE, Word(str(count), out.visible.line))
+            return
+    if "nodes" not in out.words:
+        out.defaults["nodes"] = 1
+
+
+def _srun_allocation(out: Sizes, variables: Mapping[str, list[Word]]) -> None:
     """What the allocation (``#SBATCH``) gives ``srun`` where its own flags say nothing, and
     which of the two wins."""
     for role, variable in SLURM_SIZES.items():
@@ -262,11 +442,15 @@ def _unsized(out: Sizes) -> str | None:
     if out.launcher == "deepspeed" and "total" not in out.words:
         if "per_node" not in out.words:
             return "deepspeed without --num_gpus uses every GPU it finds"
-        if "nodes" not in out.words:
-            return (
-                "deepspeed without --num_nodes runs on every host of its host file "
-                "(/job/hostfile by default), or on this node alone when there is none"
-            )
+    elif out.launcher == "accelerate" and "total" not in out.words:
+        if "--config_file" in out.options or "--config-file" in out.options:
+            return "accelerate launch takes --num_processes from its --config_file"
+        if out.options.get("--multi_gpu") or out.options.get("--multi-gpu"):
+            return "accelerate launch --multi_gpu without --num_processes uses every GPU it finds"
+        return (
+            "accelerate launch without --num_processes or --config_file takes them from its "
+            "default config (accelerate config), which the job does not show"
+        )
     elif out.launcher == "srun" and not out.words:
         return "srun without --ntasks or #SBATCH sizes runs as many tasks as the job has"
     return None
