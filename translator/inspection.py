@@ -15,6 +15,7 @@ from translator.errors import BatchspecError, ConfigError, InputError
 from translator.files import read_text
 from translator.findings import Finding, finding, has_errors
 from translator.frameworks import FRAMEWORKS, Framework, by_claim_order
+from translator.job import RunAs, is_job, read_job
 from translator.reading import Launch, Reading
 from translator.spec import OUTPUT_KEYS, BatchSpec
 
@@ -57,7 +58,10 @@ class Inspection:
         return (
             {"file": self.reading.path, "framework": self.reading.framework}
             | data
-            | {"findings": [f.as_dict() for f in self.findings]}
+            | {
+                "sources": [s.as_dict() for s in self.reading.sources],
+                "findings": [f.as_dict() for f in self.findings],
+            }
         )
 
 
@@ -90,16 +94,24 @@ def is_batch_config(path: str, text: str, framework: str | None = None) -> bool:
 
 
 def inspect_file(
-    path: str, framework: str | None = None, launch: Launch | None = None
+    path: str,
+    framework: str | None = None,
+    launch: Launch | None = None,
+    run_as: RunAs | None = None,
 ) -> Inspection:
     """Read ``path`` and resolve its batch on ``launch`` (flags win over the file)."""
-    found, reading = read_file(path, framework)
+    found, reading = read_file(path, framework, run_as)
     return inspect_reading(found, reading, launch or Launch())
 
 
-def read_file(path: str, framework: str | None = None) -> tuple[Framework, Reading]:
-    """``path`` read by its framework (given, or detected)."""
+def read_file(
+    path: str, framework: str | None = None, run_as: RunAs | None = None
+) -> tuple[Framework, Reading]:
+    """``path`` read by its framework (given, or detected); a launch script is read as a job,
+    run as ``run_as`` says, by the framework whose program it launches."""
     text = read_text(path)
+    if is_job(path, text):
+        return read_job(text, path, run_as, framework)
     found = FRAMEWORKS[framework] if framework else detect(path, text)
     return found, found.read(text, path)
 
@@ -128,7 +140,18 @@ def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) ->
 
 
 def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> Inspection:
-    """Interpret a reading the framework's way on ``launch``, solve it, and collect findings."""
+    """Interpret a reading the framework's way on ``launch``, solve it, and collect findings
+    (what the command line gives wins over what the job's launcher gives)."""
+    if reading.launch is not None:
+        given = reading.launch
+        launch = Launch(
+            launch.world_size,
+            launch.tensor_parallel_size or given.tensor_parallel_size,
+            launch.pipeline_parallel_size or given.pipeline_parallel_size,
+            launch.context_parallel_size or given.context_parallel_size,
+            launch.gradient_accumulation_steps or given.gradient_accumulation_steps,
+            launch.source or given.source,
+        )
     world = launch.world_size or reading.world_size
     launch = dataclasses.replace(launch, world_size=world)
     values, findings = framework.interpret(reading, launch)

@@ -6,13 +6,16 @@ character span of that literal, so ``update`` can change it and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from translator.findings import Finding
 
 if TYPE_CHECKING:
+    from translator.shell.launchers import Sizes, Split
+    from translator.shell.values import Script, Word
     from translator.spec import BatchSpec
 
 #: Largest count a config may hold; larger is a typo (10**60), not a cluster.
@@ -119,6 +122,11 @@ class Reading:
     uses: dict[tuple[int, int], list[Use]] = field(default_factory=dict)
     """For a literal that feeds several words (a launch script's variable): each use, such as
     ``--seq-length`` on line 12; ``update`` refuses to edit a literal that has other uses."""
+    launch: Launch | None = None
+    """What the job's launcher gives the program beside its world (the parallel sizes and
+    accumulation override of accelerate's config file), when a job was read."""
+    sources: list[Source] = field(default_factory=list)
+    """Where each batch value of a job comes from, and which source won where several set it."""
 
     def where(self, key: str) -> str:
         """``path:line`` of a key, or just ``path``."""
@@ -129,6 +137,66 @@ class Reading:
         """The key's value when it is a usable count, else ``None``."""
         v = self.values.get(key)
         return None if v is None else v.count
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one batch value of a job was set."""
+
+    name: str
+    """The spec field (``micro_batch_size``, ``world_size``...)."""
+    value: object
+    """The value this source gives."""
+    where: str
+    """``file:line`` and the key or flag (``train.sh:12 --per_device_train_batch_size``)."""
+    won: bool = True
+    """Whether the framework uses this one (others set the same field and lost)."""
+    why: str | None = None
+    """For one of several: the framework's rule that decides between them."""
+
+    def as_dict(self) -> dict:
+        return {
+            "field": self.name,
+            "value": self.value,
+            "where": self.where,
+            "won": self.won,
+            "why": self.why,
+        }
+
+
+@dataclass(frozen=True)
+class Call:
+    """One launch command of a job, split as it runs: launcher → program → arguments, with the
+    script it stands in and where the files it names are looked for."""
+
+    path: str
+    """The script, as the user named it."""
+    text: str
+    """The script's text."""
+    line: int
+    """Line of the command."""
+    split: Split
+    """The launcher words, the program, its arguments."""
+    sizes: Sizes
+    """How the launcher sizes the world."""
+    environment: Mapping[str, Word]
+    """The variables the command's processes see (its own ``X=1`` prefix, the exported ones)."""
+    script: Script
+    """The whole script (its variables, heredocs, notes)."""
+    locate: Callable[[str], tuple[Path | None, str]]
+    """A file the job names -> ``(its path, or None when not found; where it was looked for)``:
+    relative to the folder the job runs in first, then to the script's folder."""
+
+    @property
+    def arguments(self) -> list[Word]:
+        """The program's arguments."""
+        return self.split.arguments
+
+    @property
+    def program(self) -> str:
+        """The program's name as written (``llava/train/train_mem.py``, ``axolotl.cli.train``,
+        ``llamafactory-cli``)."""
+        return self.split.name
 
 
 @dataclass(frozen=True)

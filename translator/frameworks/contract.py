@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from translator.findings import Finding, Severity
     from translator.inspection import Inspection
-    from translator.reading import Launch, Reading
+    from translator.reading import Call, Launch, Reading
     from translator.spec import BatchSpec
 
 
@@ -97,6 +97,13 @@ class Framework:
     partner_files: Callable[[Reading], dict[str, str]] | None = None
     """Files read with a config that its engine runs too (the DeepSpeed JSON an HF config
     names): work-folder name -> text."""
+    program: Callable[[Call], Reading | None] | None = None
+    """Its launch-program reading: for one command of a launch script, the reading of its
+    program's arguments (and the files they name) when the program is this framework's, else
+    ``None``. The world is the launcher's unless the reading sets its own."""
+    commands: tuple[str, ...] = ()
+    """Its command-line tools that a launch line may run (``llamafactory-cli``), so the
+    script reader knows them for programs."""
 
 
 #: Upper-case attributes of a plugin module -> field.
@@ -118,6 +125,7 @@ _MODULE_FUNCTIONS = (
     "insertion",
     "launch_of",
     "verdict",
+    "program",
 )
 
 

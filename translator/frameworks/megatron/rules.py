@@ -13,8 +13,9 @@ from translator import solve
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
-from translator.reading import Launch, Note, Reading, Use, Value, invalid_value, typo_findings
+from translator.reading import Call, Launch, Note, Reading, Value, invalid_value, typo_findings
 from translator.shell import launchers
+from translator.shell.uses import uses_of
 from translator.spec import BatchSpec
 
 NAME = "megatron"
@@ -73,57 +74,6 @@ def context(spec: BatchSpec) -> dict:
 # Reading ---------------------------------------------------------------------------------------
 
 
-def _launch_words(script: bash.Script) -> tuple[list[bash.Word], str | None]:
-    """The words of the command that runs Megatron: the last with a batch flag, else the last
-    launch of a Python program whose flags cannot be read; with neither, every word (an
-    argument file, or a snippet of arrays). Second: when another launch runs instead of it on
-    another path of an undecided ``if``, that ``if``."""
-    known = set(FLAGS) | {"--rampup-batch-size"}
-    running = [
-        i
-        for i, c in enumerate(script.commands)
-        if not (c[0].text or "").startswith("-")
-        and c[0].text not in ("echo", "printf")
-        and any(_upstream((w.text or "").split("=")[0]) in known for w in c)
-    ]
-    launches = [
-        i
-        for i, c in enumerate(script.commands)
-        if launchers.split(c)[1] is not None
-        and launchers.sizes(launchers.split(c)[0], {}).launcher is not None
-    ]
-    candidates = running or launches
-    if not candidates:
-        words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
-        return words + [w for c in script.commands for w in c], None
-    chosen = candidates[-1]
-    mine = dict(script.paths[chosen])
-    starts = [
-        i
-        for i, c in enumerate(script.commands)  # srun ... sh -c "...", unreadable
-        if (c[0].text or "").rsplit("/", 1)[-1] in launchers.LAUNCHERS
-    ]
-    for other in set(running) | set(launches) | set(starts):
-        theirs = dict(script.paths[other])
-        split = next(
-            (
-                what
-                for (n, what), k in mine.items()
-                if (n, what) in theirs and theirs[(n, what)] != k
-            ),
-            None,
-        )
-        if split and _world_of(script, other) != _world_of(script, chosen):
-            return script.commands[chosen], split
-    return script.commands[chosen], None
-
-
-def _world_of(script: bash.Script, command: int) -> int | None:
-    return launchers.sizes(launchers.split(script.commands[command])[0], script.variables).world()[
-        0
-    ]
-
-
 def _upstream(flag: str) -> str:
     """A fork's ``--micro_batch_size`` as upstream spells it."""
     return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
@@ -137,6 +87,7 @@ def _opaque(words: list[bash.Word]) -> list[str]:
         f"line {w.line}: {w.why_unknown}"
         for i, w in enumerate(words[1:], 1)
         if w.text is None
+        and not getattr(w, "absent", False)  # as run, no word at all
         and not _after_flag(words[i - 1].text)
         and not ("=" in _known_start(w) and _known_start(w).startswith("--"))
         and (w.maybe is None or any(_may_hold_flags(items) for items in w.maybe))
@@ -206,12 +157,76 @@ def _value(word: bash.Word) -> Value:
 
 
 def read(text: str, where: str) -> Reading:
-    """A launch script or argument file: Megatron's batch flags and the launcher's world."""
+    """A launch script, an argument file, or a snippet of flags (arrays, no launch line):
+    Megatron's batch flags. A script that launches a Megatron program is read as a job (the
+    launcher's world, the files it names); anything else is read word by word."""
     script = bash.parse(text, where)
-    chosen, either = _launch_words(script)
-    launch, program = launchers.split(chosen)
-    words = launch if program is None else program
-    reading = Reading(where, NAME, text, uses=_uses(script), notes=list(script.notes))
+    if any(_is_megatron(s) for c in script.commands if (s := launchers.call_of(c)) is not None):
+        from translator.job import read_job  # the job reader asks the registry, which has us
+
+        return read_job(text, where, framework=NAME)[1]
+    words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
+    words += [w for c in script.commands for w in c]
+    reading = Reading(where, NAME, text, uses=uses_of(script), notes=list(script.notes))
+    _read_words(reading, words, script)
+    reading.opaque = [
+        f"line {c[0].line}: {c[0].why_unknown}"
+        for c in script.commands
+        if c[0].text is None
+        and not getattr(c[0], "absent", False)
+        and (c[0].maybe is None or any(map(_may_hold_flags, c[0].maybe)))
+    ]
+    reading.world_unknown = Note(None, "no launcher (torchrun, deepspeed, srun, mpirun) starts the program")
+    for note in reading.notes:
+        reading.findings.append(
+            finding(
+                "script-not-followed",
+                note.text,
+                hint="values set there are unknown to batchspec",
+                where=where if note.line is None else f"{where}:{note.line}",
+            )
+        )
+    return reading
+
+
+def program(call: Call) -> Reading | None:
+    """A launch of a Megatron program (``pretrain_*.py``, or one given Megatron's batch or
+    parallel flags): its flags, and the DeepSpeed JSON the script writes for it."""
+    if not _is_megatron(call.split):
+        return None
+    reading = Reading(call.path, NAME, call.text)
+    words = [call.split.program, *call.arguments]
+    _read_words(reading, words, call.script)
+    reading.opaque = _opaque(words)
+    return reading
+
+
+#: A program name that is Megatron's (``pretrain_gpt.py``, ``pretrain_t5.py``...).
+PROGRAM = re.compile(r"pretrain_\w*\.py")
+
+
+def _is_megatron(split: launchers.Split) -> bool:
+    """Whether a command runs Megatron: a ``pretrain_*.py`` program, Megatron's own flags (as
+    upstream spells them) among its arguments, or a fork's spelling of its global batch or
+    model-parallel flags (``--micro_batch_size`` alone is other programs' too)."""
+    if PROGRAM.fullmatch(split.name.rsplit("/", 1)[-1]):
+        return True
+    known = set(FLAGS) | {"--rampup-batch-size", "--yaml-cfg"}
+    flags = {(w.text or _known_start(w)).split("=")[0] for w in split.arguments}
+    return bool(flags & known) or bool({_upstream(f) for f in flags} & FORK_MARKS)
+
+
+#: Flags that, spelt the fork's way, mark a Megatron fork.
+FORK_MARKS = {
+    "--global-batch-size",
+    "--tensor-model-parallel-size",
+    "--pipeline-model-parallel-size",
+}
+
+
+def _read_words(reading: Reading, words: list[bash.Word], script: bash.Script) -> None:
+    """Megatron's flags among ``words`` into ``reading``, with the typos, ``--yaml-cfg`` and
+    the DeepSpeed JSON the script writes."""
     wanted = set(FLAGS) | OTHER_FLAGS
     flags_seen: dict[str, int | None] = {}
     for i, word in enumerate(words):
@@ -240,38 +255,12 @@ def read(text: str, where: str) -> Reading:
         flags_seen,
         list(FLAGS),
         LOOKALIKES | OTHER_FLAGS,
-        where,
+        reading.path,
         "so Megatron-LM stops at start (argparse: unrecognized arguments)",
         cutoff=0.9,
     )  # programs add flags of their own (--total-seq-length): only near misses
-    _read_launch(reading, launchers.sizes(launch, script.variables))
-    if either and reading.world_size is not None:
-        reading.world_size = None
-        reading.world_unknown = Note(
-            chosen[0].line,
-            f"the script launches Megatron this way or another way depending on {either}",
-        )
-    reading.opaque = (
-        _opaque(program)
-        if program is not None
-        else [
-            f"line {c[0].line}: {c[0].why_unknown}"
-            for c in script.commands
-            if c[0].text is None and (c[0].maybe is None or any(map(_may_hold_flags, c[0].maybe)))
-        ]
-    )
     _yaml_config(reading, words)
     _read_deepspeed(reading, script, words)
-    for note in reading.notes:
-        reading.findings.append(
-            finding(
-                "script-not-followed",
-                note.text,
-                hint="values set there are unknown to batchspec",
-                where=where if note.line is None else f"{where}:{note.line}",
-            )
-        )
-    return reading
 
 
 def _read_deepspeed(reading: Reading, script: bash.Script, words: list[bash.Word]) -> None:
@@ -350,36 +339,6 @@ def _fork_spelling(reading: Reading, flag: str, line: int, wanted: set[str]) -> 
             )
         )
     return upstream
-
-
-def _read_launch(reading: Reading, sizes: launchers.Sizes) -> None:
-    """The launcher's sizing words as values (``update`` may edit them), and the world."""
-    reading.launcher = sizes.launcher
-    for role, (key, word) in sizes.words.items():
-        reading.values[key] = _value(word)
-        reading.launch_keys[role] = key
-    reading.launch_counts = sizes.counts()
-    reading.world_size, reading.world_unknown = sizes.world()
-
-
-def _uses(script: bash.Script) -> dict:
-    """Every literal that feeds a word of a command, with the words it feeds (``echo`` and
-    ``printf`` lines aside: editing a logged value harms nothing)."""
-    uses: dict = {}
-    for command in script.commands:
-        if command[0].text in ("echo", "printf"):
-            continue
-        for i, word in enumerate(command):
-            before = command[i - 1].text if i else None
-            if word.text and word.text.startswith("--") and "=" in word.text:
-                name = word.text.split("=", 1)[0]
-            elif before and before.startswith("--"):
-                name = before
-            else:
-                name = repr(word.text) if word.text is not None else "a word"
-            for span in word.sources:
-                uses.setdefault(span, []).append(Use(name, word.line))
-    return uses
 
 
 # Interpreting ----------------------------------------------------------------------------------

@@ -1,0 +1,257 @@
+"""A job, read as it runs: the launch script, its launcher, the program, the program's flags
+and the files they name.
+
+The script is read by :mod:`translator.shell` with the arguments and environment it is run
+with (none, unless the user gives them). Each command that starts a program is split into
+launcher → program → arguments, and the frameworks are asked in their claim order whether the
+program is theirs (``Framework.program``); the last command a framework claims that sets batch
+values is the job's training launch. What every job shares is done here, for every framework:
+the launcher's world, the launcher's own config file (``accelerate launch --config_file``),
+the notes on what the reader did not follow, and the literals with several uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from translator import shell
+from translator.errors import InputError
+from translator.files import read_text
+from translator.findings import finding
+from translator.frameworks import FRAMEWORKS, Framework, by_claim_order
+from translator.reading import Call, Launch, Note, Reading, Source, Value
+from translator.shell import launchers
+from translator.shell.uses import PRINTERS, uses_of
+
+#: File name endings that mark a launch script.
+SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".zsh")
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """How the job is run, beside its script."""
+
+    args: tuple[str, ...] | None = None
+    """The script's arguments (``inspect job.sh -- ARG...``); ``None``: run with none."""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    """Variables set in the environment it runs in (``--env NAME=VALUE``)."""
+    run_dir: str | None = None
+    """The folder it runs in (``--run-dir``), where the relative paths it names start;
+    ``None``: the current folder first, then the script's own."""
+
+
+def is_job(path: str, text: str) -> bool:
+    """Whether a file is a launch script: by its name, or by a shell ``#!`` line."""
+    if Path(path).suffix.lower() in SCRIPT_SUFFIXES:
+        return True
+    first = text.lstrip()[:80].split("\n", 1)[0]
+    return first.startswith("#!") and any(s in first for s in ("sh", "bash", "zsh"))
+
+
+def read_job(
+    text: str, path: str, run_as: RunAs | None = None, framework: str | None = None
+) -> tuple[Framework, Reading]:
+    """The job's training launch, read by the framework whose program it runs (``framework``
+    when given). A script with no launch of a known program is an input error, unless a
+    framework claims the whole text (Megatron's arrays of flags without a launch line)."""
+    run_as = run_as or RunAs()
+    script = shell.parse(text, path, *_parse_options(run_as))
+    frameworks = [FRAMEWORKS[framework]] if framework else by_claim_order()
+    readers = [f for f in frameworks if f.program is not None]
+    commands = {c for f in readers for c in f.commands}
+    locate = _locator(path, run_as.run_dir)
+    claimed: list[tuple[int, Framework, Reading, Call]] = []
+    environments = getattr(script, "environments", None) or [{}] * len(script.commands)
+    for i, words in enumerate(script.commands):
+        if not words or words[0].text in PRINTERS:
+            continue
+        split = launchers.call_of(words, commands)
+        if split is None:
+            continue
+        environment = environments[i]
+        sizes = launchers.sizes(split.launch, script.variables, environment)
+        call = Call(path, text, words[0].line, split, sizes, environment, script, locate)
+        for f in readers:
+            reading = f.program(call)  # type: ignore[misc]  # readers have one
+            if reading is not None:
+                claimed.append((i, f, reading, call))
+                break
+    if not claimed:
+        return _without_launch(text, path, frameworks)
+    setting = [c for c in claimed if c[2].values or c[2].partners]
+    index, chosen, reading, call = (setting or claimed)[-1]
+    _finish(reading, call, script, locate)
+    _either_way(reading, script, index, [c[0] for c in claimed])
+    return chosen, reading
+
+
+def _parse_options(run_as: RunAs) -> tuple:
+    """The arguments and environment for :func:`shell.parse`, when it takes them."""
+    import inspect as introspect
+
+    if len(introspect.signature(shell.parse).parameters) > 2:
+        return (None if run_as.args is None else list(run_as.args), dict(run_as.environment))
+    return ()
+
+
+def _without_launch(text: str, path: str, frameworks: list[Framework]) -> tuple[Framework, Reading]:
+    for f in frameworks:
+        if f.claims(text) and f.holds_batch(text):
+            return f, f.read(text, path)
+    raise InputError(
+        f"{path}: no launch of a training program found (read as run with no arguments: "
+        "torchrun, deepspeed, accelerate launch, srun, mpirun, python, or a framework's tool "
+        "such as llamafactory-cli, axolotl, trl)"
+    )
+
+
+def _locator(script: str, run_dir: str | None):
+    """``locate(name)`` for the files the job names."""
+    here = Path(script).parent if script != "-" else Path.cwd()
+    bases = [Path(run_dir)] if run_dir else list(dict.fromkeys([Path.cwd(), here]))
+
+    def locate(name: str) -> tuple[Path | None, str]:
+        if Path(name).is_absolute():
+            candidates = [Path(name)]
+        else:
+            candidates = [base / name for base in bases]
+        looked = ", ".join(str(c) for c in candidates)
+        for candidate in candidates:
+            try:
+                if candidate.is_file():
+                    return candidate, looked
+            except (OSError, ValueError):  # a name too long, a NUL byte: not there either way
+                continue
+        return None, looked
+
+    return locate
+
+
+def _finish(reading: Reading, call: Call, script: shell.Script, locate) -> None:
+    """What every job shares: the launcher's words and world, its config file, the notes."""
+    reading.notes = list(script.notes) + reading.notes
+    reading.uses = uses_of(script)
+    sizes = call.sizes
+    reading.launcher = reading.launcher or sizes.launcher
+    own_world = reading.world_size is not None or reading.world_unknown is not None
+    if not own_world:
+        for role, (key, word) in sizes.words.items():
+            reading.values[key] = _value(word)
+            reading.launch_keys[role] = key
+        reading.launch_counts = sizes.counts()
+        reading.world_size, reading.world_unknown = sizes.world()
+        if reading.world_size is not None:
+            flags = [key for key, _ in sizes.words.values()] or [f"{sizes.launcher} defaults"]
+            reading.sources.append(
+                Source("world_size", reading.world_size, f"{call.path}:{call.line} {', '.join(flags)}")
+            )
+    config = sizes.options.get("--config_file") or sizes.options.get("--config-file")
+    if config is not None:
+        _launcher_config(reading, call, config, locate)
+    for note in reading.notes:
+        reading.findings.append(
+            finding(
+                "script-not-followed",
+                note.text,
+                hint="values set there are unknown to batchspec",
+                where=call.path if note.line is None else f"{call.path}:{note.line}",
+            )
+        )
+
+
+def _launcher_config(reading: Reading, call: Call, config, locate) -> None:
+    """The launcher's own config file (accelerate's ``--config_file``): read by the framework
+    that claims it; its world counts unless the launcher's flags give one (a launcher's flag
+    beats its config file), and its other sizes and accumulation reach the program."""
+    from translator.inspection import detect
+
+    where = f"{call.path}:{config.line}"
+    if config.text is None:
+        reading.notes.append(Note(config.line, f"the launcher's config file is {config.why_unknown}"))
+        return
+    found, looked = locate(config.text)
+    if found is None:
+        reading.findings.append(_not_found(config.text, looked, where, "the launcher's config file"))
+        if not reading.world_size:
+            reading.world_unknown = Note(
+                config.line, f"the launcher's config file {config.text} is not found"
+            )
+        return
+    text = read_text(found)
+    framework = detect(str(found), text)
+    if framework.launch_of is None:
+        return
+    config_reading = framework.read(text, str(found))
+    given = framework.launch_of(config_reading)
+    reading.findings += [f for f in config_reading.findings if f.severity != "info"]
+    from_flags = "total" in call.sizes.words
+    if given.world_size is not None:
+        shown = f"{found}:{config_reading.values['num_processes'].line}" if "num_processes" in config_reading.values else str(found)
+        if from_flags:
+            reading.sources.append(
+                Source(
+                    "world_size",
+                    given.world_size,
+                    f"{shown} num_processes",
+                    won=False,
+                    why=f"{call.sizes.launcher} launch's flags win over its config file",
+                )
+            )
+        else:
+            reading.world_size, reading.world_unknown = given.world_size, None
+            reading.sources.append(Source("world_size", given.world_size, f"{shown} num_processes"))
+    reading.launch = Launch(
+        None,
+        given.tensor_parallel_size,
+        given.pipeline_parallel_size,
+        given.context_parallel_size,
+        given.gradient_accumulation_steps,
+        str(found),
+    )
+
+
+def _not_found(name: str, looked: str, where: str, what: str):
+    return finding(
+        "job-file-not-found",
+        f"{what} {name} is not found (looked for {looked}); the values it would set are unknown",
+        hint="run batchspec from the folder the job runs in, or give --run-dir",
+        where=where,
+    )
+
+
+def _either_way(reading: Reading, script: shell.Script, chosen: int, others: list[int]) -> None:
+    """When another launch runs instead of the chosen one on another path of an ``if`` the
+    reader cannot decide, and it starts another number of processes, the world is unknown."""
+    if reading.world_size is None:
+        return
+    mine = dict(script.paths[chosen])
+    for other in others:
+        theirs = dict(script.paths[other])
+        split = next(
+            (what for (n, what), k in mine.items() if (n, what) in theirs and theirs[(n, what)] != k),
+            None,
+        )
+        if split is None:
+            continue
+        words = script.commands[other]
+        found = launchers.call_of(words)
+        world = launchers.sizes(found.launch, script.variables).world()[0] if found else None
+        if world != reading.world_size:
+            reading.world_size = None
+            reading.world_unknown = Note(
+                script.commands[chosen][0].line,
+                f"the script launches the program this way or another way depending on {split}",
+            )
+            return
+
+
+def _value(word: shell.Word) -> Value:
+    """A launcher's word as a value."""
+    if word.text is None:
+        return Value(None, word.line, None, word.why_unknown)
+    try:
+        return Value(int(word.text), word.line, word.span)
+    except ValueError:
+        return Value(word.text, word.line, word.span)
