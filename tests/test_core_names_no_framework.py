@@ -11,6 +11,8 @@ from translator.frameworks import get, names
 TRANSLATOR = Path(__file__).resolve().parent.parent / "translator"
 CORE = [
     TRANSLATOR / "inspection.py",
+    TRANSLATOR / "job.py",
+    TRANSLATOR / "detection.py",
     TRANSLATOR / "update.py",
     TRANSLATOR / "render.py",
     TRANSLATOR / "layouts.py",

@@ -74,6 +74,15 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "a key is set twice in a YAML file; the loader keeps the last one silently",
     ),
     "missing-file": ("error", "a file the config points to does not exist"),
+    "job-file-not-found": (
+        "warning",
+        "a file the job names is not where it was looked for; what it sets is unknown",
+    ),
+    "job-file-unreadable": ("warning", "a file the job names does not read as its program's"),
+    "job-defaults": (
+        "info",
+        "the batch rests on defaults the script takes when a variable or argument is not set",
+    ),
     "framework-accepts": ("info", "the framework's own validator accepts the file"),
     "framework-refuses": ("error", "the framework's own validator refuses the file"),
     "framework-not-installed": (

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from translator import solve
 from translator.advice import general_findings
+from translator.detection import detect
 from translator.errors import BatchspecError, ConfigError, InputError
 from translator.files import read_text
 from translator.findings import Finding, finding, has_errors
@@ -63,25 +64,6 @@ class Inspection:
                 "findings": [f.as_dict() for f in self.findings],
             }
         )
-
-
-def detect(path: str, text: str) -> Framework:
-    """The framework for a file: the one that claims its extension; when several do (a YAML),
-    the first of them to claim its content; with none, the first to claim its content."""
-    suffix = Path(path).suffix.lower()
-    frameworks = by_claim_order()
-    by_suffix = [f for f in frameworks if suffix in f.extensions]
-    if len(by_suffix) == 1:
-        return by_suffix[0]
-    for framework in by_suffix or frameworks:  # several claim .yaml: the content decides
-        if framework.claims(text):
-            return framework
-    if by_suffix:
-        return by_suffix[0]
-    raise InputError(
-        f"{path}: cannot tell which framework this config is for; "
-        f"give --framework {'|'.join(FRAMEWORKS)}"
-    )
 
 
 def is_batch_config(path: str, text: str, framework: str | None = None) -> bool:
@@ -168,7 +150,9 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
     if not has_errors(findings):
         findings += wrong
     if not has_errors(findings) and (
-        unknown or not any(f.code in framework.explains for f in findings)
+        unknown
+        or not any(f.code in framework.explains for f in findings)
+        or any(f.code == "world-unknown" for f in missing)
     ):
         findings += missing
     if spec is not None and spec.is_decided:

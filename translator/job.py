@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from translator import shell
+from translator.detection import detect
 from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import finding
@@ -79,7 +80,7 @@ def read_job(
                 claimed.append((i, f, reading, call))
                 break
     if not claimed:
-        return _without_launch(text, path, frameworks)
+        return _without_launch(text, path, frameworks, sorted(commands))
     setting = [c for c in claimed if c[2].values or c[2].partners]
     index, chosen, reading, call = (setting or claimed)[-1]
     _finish(reading, call, script, locate)
@@ -96,14 +97,15 @@ def _parse_options(run_as: RunAs) -> tuple:
     return ()
 
 
-def _without_launch(text: str, path: str, frameworks: list[Framework]) -> tuple[Framework, Reading]:
+def _without_launch(
+    text: str, path: str, frameworks: list[Framework], tools: list[str]
+) -> tuple[Framework, Reading]:
     for f in frameworks:
         if f.claims(text) and f.holds_batch(text):
             return f, f.read(text, path)
     raise InputError(
-        f"{path}: no launch of a training program found (read as run with no arguments: "
-        "torchrun, deepspeed, accelerate launch, srun, mpirun, python, or a framework's tool "
-        "such as llamafactory-cli, axolotl, trl)"
+        f"{path}: no launch of a training program found (read as run with no arguments; "
+        f"launchers read: {', '.join(launchers.LAUNCHERS)}, python; tools: {', '.join(tools)})"
     )
 
 
@@ -145,7 +147,9 @@ def _finish(reading: Reading, call: Call, script: shell.Script, locate) -> None:
         if reading.world_size is not None:
             flags = [key for key, _ in sizes.words.values()] or [f"{sizes.launcher} defaults"]
             reading.sources.append(
-                Source("world_size", reading.world_size, f"{call.path}:{call.line} {', '.join(flags)}")
+                Source(
+                    "world_size", reading.world_size, f"{call.path}:{call.line} {', '.join(flags)}"
+                )
             )
     config = sizes.options.get("--config_file") or sizes.options.get("--config-file")
     if config is not None:
@@ -165,15 +169,17 @@ def _launcher_config(reading: Reading, call: Call, config, locate) -> None:
     """The launcher's own config file (accelerate's ``--config_file``): read by the framework
     that claims it; its world counts unless the launcher's flags give one (a launcher's flag
     beats its config file), and its other sizes and accumulation reach the program."""
-    from translator.inspection import detect
-
     where = f"{call.path}:{config.line}"
     if config.text is None:
-        reading.notes.append(Note(config.line, f"the launcher's config file is {config.why_unknown}"))
+        reading.notes.append(
+            Note(config.line, f"the launcher's config file is {config.why_unknown}")
+        )
         return
     found, looked = locate(config.text)
     if found is None:
-        reading.findings.append(_not_found(config.text, looked, where, "the launcher's config file"))
+        reading.findings.append(
+            not_found(f"the launcher's config file {config.text}", looked, where)
+        )
         if not reading.world_size:
             reading.world_unknown = Note(
                 config.line, f"the launcher's config file {config.text} is not found"
@@ -188,7 +194,11 @@ def _launcher_config(reading: Reading, call: Call, config, locate) -> None:
     reading.findings += [f for f in config_reading.findings if f.severity != "info"]
     from_flags = "total" in call.sizes.words
     if given.world_size is not None:
-        shown = f"{found}:{config_reading.values['num_processes'].line}" if "num_processes" in config_reading.values else str(found)
+        shown = (
+            f"{found}:{config_reading.values['num_processes'].line}"
+            if "num_processes" in config_reading.values
+            else str(found)
+        )
         if from_flags:
             reading.sources.append(
                 Source(
@@ -212,10 +222,11 @@ def _launcher_config(reading: Reading, call: Call, config, locate) -> None:
     )
 
 
-def _not_found(name: str, looked: str, where: str, what: str):
+def not_found(name: str, looked: str, where: str):
+    """The warning for a file the job names that is not where it was looked for."""
     return finding(
         "job-file-not-found",
-        f"{what} {name} is not found (looked for {looked}); the values it would set are unknown",
+        f"{name} is not found (looked for {looked}); the values it would set are unknown",
         hint="run batchspec from the folder the job runs in, or give --run-dir",
         where=where,
     )
@@ -230,7 +241,11 @@ def _either_way(reading: Reading, script: shell.Script, chosen: int, others: lis
     for other in others:
         theirs = dict(script.paths[other])
         split = next(
-            (what for (n, what), k in mine.items() if (n, what) in theirs and theirs[(n, what)] != k),
+            (
+                what
+                for (n, what), k in mine.items()
+                if (n, what) in theirs and theirs[(n, what)] != k
+            ),
             None,
         )
         if split is None:

@@ -34,6 +34,9 @@ class Value:
     """Character offsets ``[start, end)`` of the literal in the text, when it is a literal."""
     why_unknown: str | None = None
     """For ``None`` values: what stood there (``$1``, an unknown variable...)."""
+    file: str | None = None
+    """The file it was read from when that is not the reading's own (a job's YAML); its
+    ``line`` and ``span`` are then in that file."""
 
     @property
     def count(self) -> int | None:
@@ -131,7 +134,8 @@ class Reading:
     def where(self, key: str) -> str:
         """``path:line`` of a key, or just ``path``."""
         v = self.values.get(key)
-        return f"{self.path}:{v.line}" if v is not None and v.line else self.path
+        path = v.file if v is not None and v.file else self.path
+        return f"{path}:{v.line}" if v is not None and v.line else path
 
     def count(self, key: str) -> int | None:
         """The key's value when it is a usable count, else ``None``."""

@@ -252,9 +252,9 @@ def update_file(path: str, framework: str | None, from_world_size: int | None, *
     """``update``'s use case: ``path`` read (as ``framework``, or detected) on
     ``from_world_size``, re-solved for ``target`` (:func:`target_spec`'s keywords), edited;
     the new text, the changes and the re-read inspection (nothing is written here)."""
+    from translator.detection import detect
     from translator.files import read_text
     from translator.frameworks import FRAMEWORKS
-    from translator.inspection import detect
 
     text = read_text(path)
     chosen = FRAMEWORKS[framework] if framework else detect(path, text)

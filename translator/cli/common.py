@@ -141,6 +141,18 @@ def print_table(rows: Sequence[tuple[str, object]], title: str | None = None) ->
         click.echo(f"  {key.ljust(width)}  {value}")
 
 
+def print_sources(sources) -> None:
+    """Where each batch value of a job comes from; a source that lost says to which and why."""
+    if not sources:
+        return
+    click.echo("  from")
+    for s in sources:
+        line = f"    {s.name.replace('_', ' ')} {s.value}: {s.where}"
+        if not s.won:
+            line += f" (not used: {s.why})" if s.why else " (not used)"
+        click.echo(printable(line))
+
+
 def print_findings(findings: list[Finding]) -> None:
     """Each finding as a line (and its fix on the next), control characters escaped."""
     for f in findings:

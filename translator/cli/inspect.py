@@ -12,6 +12,7 @@ from translator.cli.common import (
     launch_options,
     pop_launch,
     print_findings,
+    print_sources,
     print_table,
     printable,
 )
@@ -36,6 +37,8 @@ def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **para
             out = i.output()
             click.echo(printable(f"{out.pop('file')} ({out.pop('framework')})"))
             out.pop("findings")
+            out.pop("sources")
             print_table([(k.replace("_", " "), v) for k, v in out.items()])
+            print_sources(i.reading.sources)
             print_findings(i.findings)
     raise SystemExit(exit_code(inspections, unusable))

@@ -136,7 +136,8 @@ class Sizes:
         """``(processes started, None)``, or ``(None, why it is unknown)``."""
         if self.launcher is None:
             return None, Note(
-                None, "no launcher (torchrun, deepspeed, accelerate, srun, mpirun) starts the program"
+                None,
+                "no launcher (torchrun, deepspeed, accelerate, srun, mpirun) starts the program",
             )
         counts = self.counts()
         bad = next(

@@ -4,6 +4,7 @@
 from pathlib import Path
 
 from translator.frameworks.contract import Engine, from_module
+from translator.frameworks.hf import program
 from translator.frameworks.shared import deepspeed_json, hf_deepspeed, hf_trainer, hf_verdict
 
 FRAMEWORK = from_module(
@@ -24,4 +25,6 @@ FRAMEWORK = from_module(
         environment={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
     ),
     partner_files=hf_deepspeed.partner_files,
+    program=program.program,
+    commands=program.TOOLS,
 )

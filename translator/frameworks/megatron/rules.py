@@ -176,7 +176,9 @@ def read(text: str, where: str) -> Reading:
         and not getattr(c[0], "absent", False)
         and (c[0].maybe is None or any(map(_may_hold_flags, c[0].maybe)))
     ]
-    reading.world_unknown = Note(None, "no launcher (torchrun, deepspeed, srun, mpirun) starts the program")
+    reading.world_unknown = Note(
+        None, "no launcher (torchrun, deepspeed, srun, mpirun) starts the program"
+    )
     for note in reading.notes:
         reading.findings.append(
             finding(

@@ -90,7 +90,7 @@ def pair(
             finding(
                 "hf-auto",
                 f'the "auto" batch values in {ds.path} are filled by the HF Trainer from '
-                f"this YAML: {filled}",
+                f"{reading.path}: {filled}",
                 where=ds.path,
             )
         )

@@ -148,6 +148,9 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     accumulation, over ``world / (tp × cp × sp)`` data-parallel ranks."""
     findings = list(reading.findings)
     values: dict = {}
+    unknown = [k for k in KEYS if k in reading.values and reading.values[k].value is None]
+    if unknown:
+        return _unknown(reading, unknown, launch, findings)
     per_device = _count(
         reading, "per_device_train_batch_size", findings, DEFAULTS["per_device_train_batch_size"]
     )
@@ -183,11 +186,38 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     else:
         values["micro_batch_size"] = per_device
         values["gradient_accumulation_steps"] = accumulation
-    findings += _traps(reading, per_device, dataparallel=reading.framework == NAME)
+    findings += _traps(
+        reading, per_device, dataparallel=reading.framework == NAME and reading.launcher is None
+    )
     for partner in reading.partners:
         findings += partner.findings + hf_deepspeed.pair(
             reading, partner, values, launch.world_size, "hf-deepspeed-mismatch"
         )
+    return values, findings
+
+
+def _unknown(
+    reading: Reading, unknown: list[str], launch: Launch, findings: list[Finding]
+) -> tuple[dict, list[Finding]]:
+    """A batch key the job leaves unknown (a flag it does not pass, a variable it does not
+    set): that field is unknown, the rest as read."""
+    values: dict = {}
+    for key, field in KEYS.items():
+        v = reading.values.get(key)
+        if key in unknown and v is not None:
+            values[field] = None
+            findings.append(
+                finding(
+                    "unknown-value",
+                    f"{key} is {v.why_unknown}",
+                    hint=f"pass --{key} with a literal value",
+                    where=reading.where(key),
+                )
+            )
+        else:
+            values[field] = reading.count(key) or DEFAULTS[key]
+    for partner in reading.partners:
+        findings += partner.findings
     return values, findings
 
 
@@ -297,6 +327,8 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
 
 def insertion(reading: Reading, key: str) -> tuple[int, int]:
     """Where ``update`` writes a key the YAML lacks (the Trainer's default was in force)."""
+    if reading.launcher is not None:
+        raise InputError(f"{reading.path}: the job does not pass --{key}; add it by hand")
     if reading.text.lstrip().startswith("{"):
         raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
     return yaml_insert.after_key(reading, key, "per_device_train_batch_size")

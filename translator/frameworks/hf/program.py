@@ -1,0 +1,318 @@
+"""A Hugging Face Trainer program in a launch script: any program given TrainingArguments flags
+(``train.py --per_device_train_batch_size 4 --deepspeed ds.json``), one whose single argument
+is a TrainingArguments JSON or YAML, and the ``trl`` command-line tool (``trl sft --config
+x.yaml --flag v``).
+
+Its arguments are read as ``HfArgumentParser`` (argparse) reads them: ``--flag value`` or
+``--flag=value``, the dashed spelling too, the last occurrence winning; a single ``.json``
+/``.yaml`` argument is the whole arguments file; TRL's ``--config`` file gives defaults that
+the flags override. A batch flag the script does not pass takes the program's own default,
+which the script cannot show, so it is unknown; only the ``trl`` tool has documented defaults
+(its configs keep the TrainingArguments ones). The world is the launcher's, except under plain
+``python``: one process, on which the Trainer runs DataParallel over every visible GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from translator.errors import InputError
+from translator.files import read_text
+from translator.findings import finding
+from translator.frameworks.shared import deepspeed_json, hf_trainer
+from translator.job import not_found
+from translator.reading import Call, Note, Reading, Source, Value
+from translator.shell.values import Word
+
+#: TrainingArguments flags that mark a program as the Trainer's (its arguments' dataclass).
+MARKS = {
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "deepspeed",
+    "auto_find_batch_size",
+    "num_train_epochs",
+    "max_steps",
+    "output_dir",
+    "do_train",
+    "lr_scheduler_type",
+    "warmup_ratio",
+    "save_strategy",
+    "evaluation_strategy",
+    "eval_strategy",
+    "logging_steps",
+    "gradient_checkpointing",
+    "report_to",
+}
+#: The batch flags: a missing one is the program's own default (unknown).
+BATCH = ("per_device_train_batch_size", "gradient_accumulation_steps")
+#: Flags read beside the batch ones (as the TrainingArguments YAML reader reads them).
+READ = (*BATCH, "auto_find_batch_size", "deepspeed", *hf_trainer.SEQUENCE_KEYS)
+#: The command-line tool whose defaults are documented.
+TOOLS = ("trl",)
+#: Spec field each batch flag sets (for the sources list).
+FIELDS = {
+    "per_device_train_batch_size": "micro_batch_size",
+    "gradient_accumulation_steps": "gradient_accumulation_steps",
+}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One ``--key value`` of the program's arguments."""
+
+    key: str
+    """The TrainingArguments field (``per_device_train_batch_size``)."""
+    word: Word
+    """The flag's own word."""
+    value: Word | None
+    """Its value; ``None`` for a bare switch (``--bf16``)."""
+
+
+def program(call: Call) -> Reading | None:
+    """The Trainer's arguments from one launch command, or ``None`` when it runs no Trainer."""
+    tool = call.program.rsplit("/", 1)[-1] in TOOLS
+    arguments = call.arguments[1:] if tool and call.arguments else call.arguments
+    flags, positional, opaque = _parse(arguments)
+    named = _arguments_file(flags, positional, tool)
+    if not tool and named is None and not any(f.key in MARKS for f in flags):
+        return None
+    reading = Reading(call.path, hf_trainer.NAME, call.text)
+    reading.opaque = opaque
+    if named is not None:
+        if not _read_file(reading, call, named) and not tool and not flags:
+            return None
+    for flag in flags:  # argparse: the last occurrence wins
+        if flag.key in READ:
+            _set(reading, flag, call)
+    _missing_batch(reading, call, tool)
+    _deepspeed(reading, call)
+    _world(reading, call, tool)
+    return reading
+
+
+def _parse(words: list[Word]) -> tuple[list[Flag], list[Word], list[str]]:
+    """``(flags, positional arguments, unknown words that may hold flags)``."""
+    flags: list[Flag] = []
+    positional: list[Word] = []
+    opaque: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        text = word.text
+        if text is None:
+            head = word.parts[0].text if word.parts and word.parts[0].text else ""
+            if head.startswith("--") and "=" in head:  # --flag=$X
+                key = head[2:].split("=", 1)[0].replace("-", "_")
+                flags.append(Flag(key, word, Word(None, word.line, why_unknown=word.why_unknown)))
+            elif not getattr(word, "absent", False):
+                opaque.append(f"line {word.line}: {word.why_unknown}")
+            i += 1
+            continue
+        if not text.startswith("--") or len(text) == 2:
+            positional.append(word)
+            i += 1
+            continue
+        key, eq, inline = text[2:].partition("=")
+        key = key.replace("-", "_")
+        if eq:
+            span = None if word.span is None else (word.span[1] - len(inline), word.span[1])
+            flags.append(Flag(key, word, Word(inline, word.line, span, sources=word.sources)))
+            i += 1
+            continue
+        following = words[i + 1] if i + 1 < len(words) else None
+        if following is not None and not (following.text or "-").startswith("--"):
+            flags.append(Flag(key, word, following))
+            i += 2
+        elif following is not None and following.text is None:  # --flag $X (unknown, absent)
+            flags.append(Flag(key, word, following))
+            i += 2
+        else:
+            flags.append(Flag(key, word, None))
+            i += 1
+    return flags, positional, opaque
+
+
+def _arguments_file(flags: list[Flag], positional: list[Word], tool: bool) -> Word | None:
+    """The arguments file: TRL's ``--config FILE``, or the single ``.json``/``.yaml``
+    argument ``HfArgumentParser`` reads instead of flags."""
+    config = [f.value for f in flags if f.key == "config" and f.value is not None]
+    if config:
+        return config[-1]
+    if len(positional) == 1 and not flags:
+        name = positional[0].text or ""
+        if name.endswith((".json", ".yaml", ".yml")):
+            return positional[0]
+    return None
+
+
+def _read_file(reading: Reading, call: Call, named: Word) -> bool:
+    """The arguments file's values (in that file, at their lines); whether it holds any."""
+    if named.text is None:
+        reading.notes.append(Note(named.line, f"the arguments file is {named.why_unknown}"))
+        return True
+    found, looked = call.locate(named.text)
+    if found is None:
+        reading.findings.append(not_found(named.text, looked, f"{call.path}:{named.line}"))
+        return True
+    text = read_text(found)
+    if not hf_trainer.claims(text) and not hf_trainer.holds_batch(text):
+        return False
+    try:
+        inner = hf_trainer.read_as(
+            hf_trainer.NAME, text, str(found), _bases(call), extra=("num_processes",)
+        )
+    except InputError as exc:
+        reading.findings.append(
+            finding("job-file-unreadable", str(exc), where=f"{call.path}:{named.line}")
+        )
+        return True
+    for key, v in inner.values.items():
+        reading.values[key] = Value(v.value, v.line, None, v.why_unknown, str(found))
+        if key in FIELDS:
+            reading.sources.append(Source(FIELDS[key], v.value, f"{found}:{v.line} {key}"))
+    reading.partners += inner.partners
+    reading.findings += inner.findings
+    return True
+
+
+def _bases(call: Call) -> list:
+    """Where a path the arguments file names is looked for: where the job runs."""
+    found, looked = call.locate(".")
+    return [found] if found is not None else []
+
+
+def _set(reading: Reading, flag: Flag, call: Call) -> None:
+    """One flag's value, over the arguments file's and any earlier occurrence."""
+    value = flag.value
+    if value is None:
+        parsed = Value(True, flag.word.line)
+    elif value.text is None:
+        why = value.why_unknown or "not known"
+        parsed = Value(None, value.line, None, why)
+    else:
+        parsed = Value(_literal(value.text), value.line, value.span)
+    before = reading.values.get(flag.key)
+    reading.values[flag.key] = parsed
+    field = FIELDS.get(flag.key)
+    if field is None:
+        return
+    where = f"{call.path}:{flag.word.line} --{flag.key}"
+    if before is not None:
+        earlier = [s for s in reading.sources if s.name == field and s.won]
+        reading.sources = [s for s in reading.sources if not (s.name == field and s.won)]
+        why = (
+            "a flag overrides the arguments file (TrlParser)"
+            if before.file
+            else "the last occurrence of a flag wins (argparse)"
+        )
+        reading.sources += [Source(s.name, s.value, s.where, False, why) for s in earlier]
+    reading.sources.append(Source(field, parsed.value, where))
+
+
+def _literal(text: str) -> object:
+    """A flag's text as argparse would convert it for the fields batchspec reads."""
+    if text.isascii() and text.lstrip("-").isdigit():
+        return int(text)
+    if text in ("True", "true"):
+        return True
+    if text in ("False", "false"):
+        return False
+    return text
+
+
+def _missing_batch(reading: Reading, call: Call, tool: bool) -> None:
+    """A batch flag the job does not give is the program's own default: unknown, unless the
+    program is the ``trl`` tool (the TrainingArguments default) or an unknown word may hold
+    it (then unknown either way)."""
+    for key in BATCH:
+        if key in reading.values:
+            continue
+        if reading.opaque:
+            why = f"not given, and {reading.opaque[0]} may hold it"
+        elif tool:
+            continue
+        else:
+            why = f"not given: {call.program}'s own default, which the job does not show"
+        reading.values[key] = Value(None, call.line, None, why)
+
+
+def _deepspeed(reading: Reading, call: Call) -> None:
+    """The DeepSpeed JSON of ``--deepspeed`` (or of ``accelerate launch
+    --deepspeed_config_file``), read as a partner the Trainer fills and checks."""
+    if reading.partners:
+        return
+    v = reading.values.get("deepspeed")
+    name = v.value if v is not None and not v.file else None
+    line = v.line if v is not None else call.line
+    if name is None:
+        option = call.sizes.options.get("--deepspeed_config_file")
+        name = option.text if option is not None else None
+        line = option.line if option is not None else line
+    if not isinstance(name, str) or not name.endswith(".json"):
+        return
+    found, looked = call.locate(name)
+    if found is None:
+        reading.findings.append(not_found(name, looked, f"{call.path}:{line}"))
+        return
+    try:
+        reading.partners.append(deepspeed_json.read(read_text(found), str(found)))
+    except InputError as exc:
+        reading.findings.append(
+            finding("job-file-unreadable", str(exc), where=f"{call.path}:{line}")
+        )
+
+
+def _world(reading: Reading, call: Call, tool: bool) -> None:
+    """Plain ``python``: one process; without DeepSpeed the Trainer runs DataParallel over the
+    visible GPUs, so the batch counts each of them. The ``trl`` tool starts ``accelerate
+    launch``, sized by its ``--num_processes`` (or its config's ``num_processes``)."""
+    if tool:
+        _tool_world(reading, call)
+        return
+    if call.sizes.launcher != "python":
+        return
+    if "deepspeed" in reading.values or reading.partners:
+        reading.world_size = 1  # DeepSpeed makes its own one-process group
+        return
+    count, why = call.sizes.visible_count()
+    if count is None:
+        reading.world_unknown = Note(
+            call.line,
+            "python starts one process and the HF Trainer runs DataParallel over every visible "
+            f"GPU, and {why}",
+        )
+        return
+    reading.world_size = count
+    reading.sources.append(
+        Source("world_size", count, f"{call.path}:{call.line} CUDA_VISIBLE_DEVICES")
+    )
+    if count > 1:
+        reading.findings.append(
+            finding(
+                "hf-dataparallel",
+                f"python starts one process and the HF Trainer runs DataParallel over the {count} "
+                "GPUs CUDA_VISIBLE_DEVICES lists: each step takes per-device × "
+                f"{count} × accumulation samples",
+                hint="launch with torchrun or accelerate launch for one process per GPU",
+                where=f"{call.path}:{call.line}",
+            )
+        )
+
+
+def _tool_world(reading: Reading, call: Call) -> None:
+    """``trl sft ... --num_processes N`` (or ``num_processes`` in its ``--config`` YAML): the
+    options TRL hands to ``accelerate launch``."""
+    flags, _, _ = _parse(call.arguments[1:])
+    processes = [f.value.text for f in flags if f.key == "num_processes" and f.value is not None]
+    if processes and processes[-1] is not None and processes[-1].isdigit():
+        reading.world_size = int(processes[-1])
+        return
+    v = reading.values.get("num_processes")
+    if v is not None and v.count:
+        reading.world_size = v.count
+        return
+    reading.world_unknown = Note(
+        call.line,
+        "trl starts accelerate launch, and without --num_processes it takes the number of "
+        "processes from accelerate's default config, which the job does not show",
+    )
