@@ -33,7 +33,9 @@ for e in entries:
     if style not in styles:
         continue
     root = tree / e["repo"].replace("/", "__")
-    target = root / e["path"]
+    # A command block of a README or a docstring is run as a script of its own: saved as one.
+    block = e["saved"].endswith(".sh") and not e["path"].endswith(".sh")
+    target = root / (e["path"] + ".sh" if block else e["path"])
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(FILES / e["saved"], target)
     for named in e.get("named_files") or []:
@@ -45,7 +47,10 @@ for e in entries:
 
     cmd = os.environ.get("BATCHSPEC", "batchspec").split()
     out = subprocess.run(
-        [*cmd, "inspect", "--json", e["path"]], cwd=root, capture_output=True, text=True
+        [*cmd, "inspect", "--json", str(target.relative_to(root))],
+        cwd=root,
+        capture_output=True,
+        text=True,
     )
     try:
         got = json.loads(out.stdout)

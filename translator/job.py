@@ -81,11 +81,17 @@ def read_job(
                 break
     if not claimed:
         return _without_launch(text, path, frameworks, sorted(commands))
-    setting = [c for c in claimed if c[2].values or c[2].partners]
+    setting = [c for c in claimed if _sets(c[2])]
     index, chosen, reading, call = (setting or claimed)[-1]
     _finish(reading, call, script, locate)
     _either_way(reading, script, index, [c[0] for c in claimed])
     return chosen, reading
+
+
+def _sets(reading: Reading) -> bool:
+    """Whether a program's reading sets a value where the job stands (a value it only
+    implies, such as a flag not given, has no line) or names a file that does."""
+    return bool(reading.partners) or any(v.line is not None for v in reading.values.values())
 
 
 def _parse_options(run_as: RunAs) -> tuple:
@@ -145,15 +151,27 @@ def _finish(reading: Reading, call: Call, script: shell.Script, locate) -> None:
         reading.launch_counts = sizes.counts()
         reading.world_size, reading.world_unknown = sizes.world()
         if reading.world_size is not None:
-            flags = [key for key, _ in sizes.words.values()] or [f"{sizes.launcher} defaults"]
-            reading.sources.append(
-                Source(
-                    "world_size", reading.world_size, f"{call.path}:{call.line} {', '.join(flags)}"
-                )
+            where = (
+                "; ".join(f"{call.path}:{word.line} {key}" for key, word in sizes.words.values())
+                or f"{call.path}:{call.line} ({sizes.launcher}'s defaults)"
             )
+            reading.sources.append(Source("world_size", reading.world_size, where))
     config = sizes.options.get("--config_file") or sizes.options.get("--config-file")
     if config is not None:
         _launcher_config(reading, call, config, locate)
+    imposed = sizes.accumulation()
+    count = imposed[1].text if imposed is not None else None
+    if imposed is not None and count is not None and count.isdigit():
+        flag, word = imposed
+        base = reading.launch or Launch()
+        reading.launch = Launch(
+            None,
+            base.tensor_parallel_size,
+            base.pipeline_parallel_size,
+            base.context_parallel_size,
+            int(count),
+            f"{call.path}:{word.line} ({sizes.launcher} {flag})",
+        )
     for note in reading.notes:
         reading.findings.append(
             finding(

@@ -162,6 +162,21 @@ class Sizes:
             f"processes: {bad or self.missing or 'nothing gives its ' + lacking}",
         )
 
+    def accumulation(self) -> tuple[str, Word] | None:
+        """``(flag, value)`` of an accumulation the launcher imposes on the program:
+        ``accelerate launch --gradient_accumulation_steps N`` on a DeepSpeed launch, exported
+        as ``ACCELERATE_GRADIENT_ACCUMULATION_STEPS`` (it wins over the program's own)."""
+        if self.launcher != "accelerate":
+            return None
+        deepspeed = any(
+            f in self.options
+            for f in ("--use_deepspeed", "--use-deepspeed", "--deepspeed_config_file")
+        )
+        for flag in ("--gradient_accumulation_steps", "--gradient-accumulation-steps"):
+            if deepspeed and flag in self.options:
+                return flag, self.options[flag]
+        return None
+
     def visible_count(self) -> tuple[int | None, str]:
         """``(GPUs CUDA_VISIBLE_DEVICES lists, "")`` or ``(None, why not known)``."""
         if self.visible is None:

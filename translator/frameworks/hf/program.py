@@ -233,7 +233,7 @@ def _missing_batch(reading: Reading, call: Call, tool: bool) -> None:
             continue
         else:
             why = f"not given: {call.program}'s own default, which the job does not show"
-        reading.values[key] = Value(None, call.line, None, why)
+        reading.values[key] = Value(None, None, None, why)  # no line: nothing stands there
 
 
 def _deepspeed(reading: Reading, call: Call) -> None:
@@ -248,8 +248,8 @@ def _deepspeed(reading: Reading, call: Call) -> None:
         option = call.sizes.options.get("--deepspeed_config_file")
         name = option.text if option is not None else None
         line = option.line if option is not None else line
-    if not isinstance(name, str) or not name.endswith(".json"):
-        return
+    if not isinstance(name, str) or name.lstrip().startswith("{"):
+        return  # none, or a JSON string (its values are not read)
     found, looked = call.locate(name)
     if found is None:
         reading.findings.append(not_found(name, looked, f"{call.path}:{line}"))
