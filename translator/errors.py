@@ -21,6 +21,10 @@ class InputError(BatchspecError):
     exit_code = 2
 
 
+class NotAJob(InputError):
+    """A launch script that launches no training program a framework reads."""
+
+
 class ConfigError(BatchspecError):
     """The input reads, but the configuration it describes is wrong.
 

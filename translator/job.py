@@ -18,7 +18,7 @@ from pathlib import Path
 
 from translator import shell
 from translator.detection import detect
-from translator.errors import InputError
+from translator.errors import NotAJob
 from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks import FRAMEWORKS, Framework, by_claim_order
@@ -109,7 +109,7 @@ def _without_launch(
     for f in frameworks:
         if f.claims(text) and f.holds_batch(text):
             return f, f.read(text, path)
-    raise InputError(
+    raise NotAJob(
         f"{path}: no launch of a training program found (read as run with no arguments; "
         f"launchers read: {', '.join(launchers.LAUNCHERS)}, python; tools: {', '.join(tools)})"
     )

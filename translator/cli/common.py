@@ -17,11 +17,23 @@ from translator.errors import BatchspecError, ConfigError
 from translator.findings import Finding
 
 
+class ScriptArguments(click.Command):
+    """A command whose words after ``--`` are a launch script's own arguments
+    (``inspect job.sh -- --mbs 2``), kept apart from the command's."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            at = args.index("--")
+            ctx.meta["batchspec.script_args"] = tuple(args[at + 1 :])
+            args = args[:at]
+        return super().parse_args(ctx, args)
+
+
 def command(name: str, **kwargs):
     """A click command with ``--json`` and ``--debug``; the only place errors become exit codes."""
 
     def decorate(fn):
-        @click.command(name, **kwargs)
+        @click.command(name, cls=ScriptArguments, **kwargs)
         @click.option(
             "--json",
             "as_json",
@@ -194,6 +206,44 @@ def launch_options(fn):
     return fn
 
 
+def job_options(fn):
+    """How a launch script is run: ``--env NAME=VALUE``, ``--run-dir``; its own arguments go
+    after ``--``."""
+    fn = click.option(
+        "--run-dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="The folder the job runs in, where the paths it names start (default: the "
+        "current folder, then the script's).",
+    )(fn)
+    return click.option(
+        "--env",
+        "environment",
+        multiple=True,
+        metavar="NAME=VALUE",
+        help="Read a launch script with this variable set in its environment (repeatable); "
+        "its arguments go after --.",
+    )(fn)
+
+
+def pop_run_as(params: dict):
+    """Take the job options out of a command's parameters as a :class:`~translator.job.RunAs`;
+    the script's arguments are what followed ``--``."""
+    import re
+
+    from translator.errors import InputError
+    from translator.job import RunAs
+
+    environment = {}
+    for item in params.pop("environment", ()):
+        name, eq, value = item.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_]\w*", name):
+            raise InputError(f"--env {item!r}: give NAME=VALUE")
+        environment[name] = value
+    args = click.get_current_context().meta.get("batchspec.script_args")
+    return RunAs(args, environment, params.pop("run_dir", None))
+
+
 def pop_launch(params: dict):
     """Take the launch flags out of a command's parameters as a :class:`Launch`."""
     from translator.errors import InputError
@@ -209,20 +259,26 @@ def pop_launch(params: dict):
     return Launch(world, params.pop("tp"), params.pop("pp"), params.pop("cp"))
 
 
-def inspect_all(files, framework, launch, skip_others: bool = False):
+def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None):
     """``(inspections, unusable)``: each readable file inspected; each unusable one's error.
-    With ``skip_others``, files that hold no batch settings are passed over."""
-    from translator.errors import InputError
+    With ``skip_others``, files that are neither configs with batch settings nor jobs that
+    launch a training program are passed over."""
+    from translator.errors import InputError, NotAJob
     from translator.files import read_text
     from translator.inspection import inspect_together, is_batch_config, read_file
+    from translator.job import is_job
 
     loaded, unusable = [], []
     for path in files:
         try:
-            if skip_others and not is_batch_config(path, read_text(path), framework):
-                continue
-            loaded.append(read_file(path, framework))
+            if skip_others:
+                text = read_text(path)
+                if not is_job(path, text) and not is_batch_config(path, text, framework):
+                    continue
+            loaded.append(read_file(path, framework, run_as))
         except InputError as exc:
+            if skip_others and isinstance(exc, NotAJob):
+                continue
             if len(files) == 1:
                 raise
             click.echo(f"batchspec: error: {printable(exc)}", err=True)

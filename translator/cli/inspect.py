@@ -9,8 +9,10 @@ from translator.cli.common import (
     emit_json,
     exit_code,
     inspect_all,
+    job_options,
     launch_options,
     pop_launch,
+    pop_run_as,
     print_findings,
     print_sources,
     print_table,
@@ -21,14 +23,19 @@ from translator.cli.common import (
 @command("inspect")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @launch_options
+@job_options
 def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **params) -> None:
-    """Resolve the batch of framework configs: DeepSpeed JSON, Axolotl, HF Trainer, LLaMA-Factory
-    and accelerate YAML, Megatron launch scripts (and any plugin framework).
+    """Resolve the batch of framework configs and jobs: DeepSpeed JSON, Axolotl, HF Trainer,
+    LLaMA-Factory and accelerate YAML, and launch scripts of any of them (and of any plugin
+    framework), read with the files they name.
 
-    Unknown values are shown as null/-; every finding names its file and line.
+    A launch script is read as it runs with no arguments in an environment that sets nothing:
+    give its arguments after -- (inspect job.sh -- --mbs 2) and variables with --env. Unknown
+    values are shown as null/-; every finding names its file and line.
     """
     launch = pop_launch(params)
-    inspections, unusable = inspect_all(files, framework, launch)
+    run_as = pop_run_as(params)
+    inspections, unusable = inspect_all(files, framework, launch, run_as=run_as)
     if as_json:
         outputs = [i.output() for i in inspections] + unusable
         emit_json(outputs[0] if len(files) == 1 else {"files": outputs})

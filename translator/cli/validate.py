@@ -9,8 +9,10 @@ from translator.cli.common import (
     emit_json,
     exit_code,
     inspect_all,
+    job_options,
     launch_options,
     pop_launch,
+    pop_run_as,
     print_findings,
 )
 
@@ -18,6 +20,7 @@ from translator.cli.common import (
 @command("validate")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @launch_options
+@job_options
 @click.option(
     "--with-framework",
     is_flag=True,
@@ -39,7 +42,8 @@ def validate(
 ) -> None:
     """Check configs for batch mistakes, with the fix for each."""
     launch = pop_launch(params)
-    inspections, unusable = inspect_all(files, framework, launch, skip_other_files)
+    run_as = pop_run_as(params)
+    inspections, unusable = inspect_all(files, framework, launch, skip_other_files, run_as)
     if with_framework:
         from translator.verdict import framework_verdict
 
