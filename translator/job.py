@@ -117,8 +117,8 @@ def _without_launch(
 
 def _locator(script: str, run_dir: str | None):
     """``locate(name)`` for the files the job names."""
-    here = Path(script).parent if script != "-" else Path.cwd()
-    bases = [Path(run_dir)] if run_dir else list(dict.fromkeys([Path.cwd(), here]))
+    here = Path(script).parent if script != "-" else Path()
+    bases = [Path(run_dir)] if run_dir else list(dict.fromkeys([Path(), here]))
 
     def locate(name: str) -> tuple[Path | None, str]:
         if Path(name).is_absolute():

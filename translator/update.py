@@ -15,6 +15,7 @@ from translator.errors import ConfigError, InputError
 from translator.findings import finding
 from translator.frameworks import Framework
 from translator.inspection import Inspection, inspect_reading
+from translator.job import RunAs, is_job, read_job
 from translator.reading import Launch, Reading
 from translator.spec import BatchSpec
 
@@ -136,7 +137,7 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
     """The file's new text and the changes made; every other byte unchanged."""
     replacements: dict[tuple[int, int], str] = {}
     changes = []
-    edits = framework.edits(reading, spec)
+    edits = framework.edits(reading, spec) | launcher_edits(reading, spec)
     for key, new in edits.items():
         old = reading.values.get(key)
         if old is not None and old.value == new:
@@ -149,6 +150,11 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
             replacements[at] = f"{key}: {new}{_line_ending(reading.text, at[0])}"
         elif new is None:
             replacements[_line_span(reading.text, old.span, reading.path, key)] = ""
+        elif old.file is not None:
+            raise InputError(
+                f"{reading.where(key)}: {key} is set in {old.file}, not in {reading.path}; "
+                f"update that file (to {new})"
+            )
         elif old.span is None:
             raise InputError(
                 f"{reading.where(key)}: cannot change {key}: its value "
@@ -171,6 +177,33 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
     return text, changes
 
 
+def launcher_edits(reading: Reading, spec: BatchSpec) -> dict[str, int]:
+    """A job's launcher words for a new world: its total, or its processes per node and its
+    nodes; refused when the launch line cannot make the world."""
+    world = spec.world
+    if reading.world_size is None or reading.world_size == world or not reading.launch_keys:
+        return {}
+    keys = reading.launch_keys
+    if "total" in keys:
+        return {keys["total"]: world}
+    if "nodes" not in keys and "per_node" in keys and spec.gpus_per_node is None:
+        return {keys["per_node"]: world}  # one node: all of them there
+    per_node = spec.gpus_per_node or reading.launch_counts["per_node"]
+    if world % per_node or "nodes" not in keys and world != per_node:
+        raise InputError(
+            f"{reading.path}: the {reading.launcher} line starts {per_node} "
+            f"processes per node{'' if 'nodes' in keys else ' on one node'}, which "
+            f"cannot make world {world}; give --nnodes and "
+            "--nproc-per-node, or edit the launch line by hand"
+        )
+    out = {}
+    if "per_node" in keys:
+        out[keys["per_node"]] = per_node
+    if "nodes" in keys:
+        out[keys["nodes"]] = world // per_node
+    return out
+
+
 def _insertion(reading: Reading, key: str) -> tuple[int, int]:
     """Where a key the file lacks goes: where its framework says (``insertion``), if it can."""
     from translator.frameworks import get
@@ -191,8 +224,11 @@ def _refuse_shared(reading: Reading, key: str, old, edits: dict) -> None:
     ``--micro-batch-size $N --seq-length $N``): the edit would change them silently."""
     if old is None or old.span is None:
         return
+    mine = {_flag_name(k) for k in edits}
     others = {
-        str(u) for u in reading.uses.get(old.span, []) if u.word != key and u.word not in edits
+        str(u)
+        for u in reading.uses.get(old.span, [])
+        if _flag_name(u.word) != _flag_name(key) and _flag_name(u.word) not in mine
     }
     if others:
         raise InputError(
@@ -200,6 +236,11 @@ def _refuse_shared(reading: Reading, key: str, old, edits: dict) -> None:
             f"once and also used by {', '.join(sorted(others))}; changing it "
             f"would change those too. Give {key} a value of its own, then update"
         )
+
+
+def _flag_name(word: str) -> str:
+    """A key or the flag that sets it, one way (``--per-device-x`` is ``per_device_x``)."""
+    return word.lstrip("-").replace("-", "_")
 
 
 def _without_line_end(text: str, span: tuple[int, int]) -> tuple[int, int]:
@@ -219,10 +260,15 @@ def _line_span(text: str, span, path: str, key: str) -> tuple[int, int]:
     return start, len(text) if end < 0 else end + 1
 
 
-def update(framework: Framework, old: Inspection, spec: BatchSpec):
+def update(framework: Framework, old: Inspection, spec: BatchSpec, run_as: RunAs | None = None):
     """New text, changes and the re-read inspection; refuses when the result is not exact."""
     text, changes = apply(framework, old.reading, spec)
-    again = inspect_reading(framework, framework.read(text, old.reading.path), Launch.of(spec))
+    path = old.reading.path
+    if is_job(path, text):
+        _, reading = read_job(text, path, run_as, framework.name)
+    else:
+        reading = framework.read(text, path)
+    again = inspect_reading(framework, reading, Launch.of(spec))
     errors = [f for f in again.findings if f.severity == "error"]
     if errors:
         raise ConfigError(errors)
@@ -248,15 +294,19 @@ def update(framework: Framework, old: Inspection, spec: BatchSpec):
     return text, changes, again
 
 
-def update_file(path: str, framework: str | None, from_world_size: int | None, **target):
-    """``update``'s use case: ``path`` read (as ``framework``, or detected) on
-    ``from_world_size``, re-solved for ``target`` (:func:`target_spec`'s keywords), edited;
-    the new text, the changes and the re-read inspection (nothing is written here)."""
-    from translator.detection import detect
-    from translator.files import read_text
-    from translator.frameworks import FRAMEWORKS
+def update_file(
+    path: str,
+    framework: str | None,
+    from_world_size: int | None,
+    run_as: RunAs | None = None,
+    **target,
+):
+    """``update``'s use case: ``path`` read (as ``framework``, or detected; a job as run by
+    ``run_as``) on ``from_world_size``, re-solved for ``target`` (:func:`target_spec`'s
+    keywords), edited; the new text, the changes and the re-read inspection (nothing is
+    written here)."""
+    from translator.inspection import read_file
 
-    text = read_text(path)
-    chosen = FRAMEWORKS[framework] if framework else detect(path, text)
-    old = inspect_reading(chosen, chosen.read(text, path), Launch(from_world_size))
-    return update(chosen, old, target_spec(old, **target))
+    chosen, reading = read_file(path, framework, run_as)
+    old = inspect_reading(chosen, reading, Launch(from_world_size))
+    return update(chosen, old, target_spec(old, **target), run_as)

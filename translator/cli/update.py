@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from translator import frameworks
-from translator.cli.common import COUNT, command, emit_json
+from translator.cli.common import COUNT, command, emit_json, job_options, pop_run_as
 
 
 @command("update")
@@ -43,6 +43,7 @@ from translator.cli.common import COUNT, command, emit_json
     help="Replace FILE atomically, keeping its mode and owner (a symlink: its target).",
 )
 @click.option("--force", is_flag=True, help="Let --out replace an existing file.")
+@job_options
 def update(
     as_json: bool,
     file: str,
@@ -59,6 +60,7 @@ def update(
     out_path,
     in_place,
     force,
+    **params,
 ) -> None:
     """Re-solve FILE's accumulation for a new world size or batch; only batch values change.
 
@@ -79,6 +81,7 @@ def update(
         file,
         framework,
         from_world_size,
+        pop_run_as(params),
         global_batch=global_batch,
         micro=micro_batch,
         world=world_size,

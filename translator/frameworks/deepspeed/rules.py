@@ -267,8 +267,11 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
 
 
 def claims(text: str) -> bool:
-    """A JSON object, by its first character."""
-    return text.lstrip().startswith("{")
+    """A JSON object, by its first character, unless it is TrainingArguments (the Trainer's
+    per-device key and none of DeepSpeed's batch keys: a ``deepspeed`` key names the JSON)."""
+    trainer = '"per_device_train_batch_size"' in text or '"output_dir"' in text
+    own = '"train_batch_size"' in text or '"train_micro_batch_size_per_gpu"' in text
+    return text.lstrip().startswith("{") and not (trainer and not own)
 
 
 def holds_batch(text: str) -> bool:

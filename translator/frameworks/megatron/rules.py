@@ -558,7 +558,7 @@ def check(spec: BatchSpec) -> list[Finding]:
 
 
 def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
-    """New values for the batch flags, and torchrun's sizes when the world changes."""
+    """New values for the batch and parallel flags (the launcher's sizes are the job's)."""
     out = {
         "--micro-batch-size": spec.micro_batch_size,
         "--global-batch-size": spec.global_batch_size,
@@ -578,25 +578,6 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
         value = getattr(spec, FLAGS[flag])
         if flag in reading.values or value != 1:
             out[flag] = value
-    world = spec.world
-    if reading.world_size is None or reading.world_size == world:
-        return out
-    keys = reading.launch_keys
-    if "total" in keys:
-        out[keys["total"]] = world
-        return out
-    per_node = spec.gpus_per_node or reading.launch_counts["per_node"]
-    if world % per_node or "nodes" not in keys and world != per_node:
-        raise InputError(
-            f"{reading.path}: the {reading.launcher} line starts {per_node} "
-            f"processes per node{'' if 'nodes' in keys else ' on one node'}, which "
-            f"cannot make world {world}; give --nnodes and "
-            "--nproc-per-node, or edit the launch line by hand"
-        )
-    if "per_node" in keys:
-        out[keys["per_node"]] = per_node
-    if "nodes" in keys:
-        out[keys["nodes"]] = world // per_node
     return out
 
 

@@ -1,0 +1,109 @@
+"""Each launcher's world rule on a job: how many processes the launch line starts, read from
+its words the way the launcher counts them, and unknown where the machine decides."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from translator.cli import main
+
+HF = "train.py --per_device_train_batch_size 2 --gradient_accumulation_steps 4 --output_dir o"
+
+
+def inspect(tmp_path, monkeypatch, script: str, *args: str):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.sh").write_text("#!/bin/bash\n" + script)
+    result = CliRunner().invoke(main, ["inspect", "job.sh", "--json", *args])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    "launch, world",
+    [
+        ("torchrun --nproc_per_node 4 --nnodes 2", 8),
+        ("torchrun --standalone --nproc_per_node=8", 8),  # a switch, then its value
+        ("python -m torch.distributed.run --nproc_per_node 2", 2),
+        ("deepspeed --num_gpus 4", 4),  # no host file: this node alone
+        ("deepspeed --num_gpus 4 --num_nodes 2 --hostfile hosts", 8),
+        ("deepspeed --hostfile hosts", None),  # every host of the file
+        ("deepspeed", None),  # every GPU it finds
+        ("deepspeed --include localhost:0,1,2", 3),
+        ("deepspeed --exclude localhost:0", None),
+        ("export CUDA_VISIBLE_DEVICES=0,1,2,3\ndeepspeed", 4),  # becomes --include
+        ("accelerate launch --num_processes 8", 8),  # the total
+        ("accelerate launch --num_processes=16 --num_machines 2", 16),
+        ("accelerate launch --multi_gpu", None),  # every GPU it finds
+        ("accelerate launch", None),  # its default config
+        ("srun --ntasks 8 python", 8),
+        ("mpirun -np 4 python", 4),
+    ],
+)
+def test_each_launcher_sizes_the_world(tmp_path, monkeypatch, launch, world):
+    out = inspect(tmp_path, monkeypatch, f"{launch} {HF}\n")
+    assert out["world_size"] == world
+    assert out["framework"] == "hf"
+    if world is None:
+        assert any(f["code"] == "world-unknown" for f in out["findings"])
+    else:
+        assert out["global_batch_size"] == 2 * 4 * world
+
+
+def test_plain_python_is_dataparallel_over_the_visible_gpus(tmp_path, monkeypatch):
+    out = inspect(tmp_path, monkeypatch, f"CUDA_VISIBLE_DEVICES=0,1 python {HF}\n")
+    assert out["world_size"] == 2 and out["global_batch_size"] == 16
+    assert any(f["code"] == "hf-dataparallel" for f in out["findings"])
+    unknown = inspect(tmp_path, monkeypatch, f"python {HF}\n")
+    assert unknown["world_size"] is None and unknown["global_batch_size"] is None
+    assert "DataParallel" in next(
+        f["message"] for f in unknown["findings"] if f["code"] == "world-unknown"
+    )
+
+
+def test_plain_python_with_deepspeed_is_one_process(tmp_path, monkeypatch):
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": "auto"}')
+    out = inspect(tmp_path, monkeypatch, f"python {HF} --deepspeed ds.json\n")
+    assert out["world_size"] == 1 and out["global_batch_size"] == 8
+
+
+def test_accelerate_takes_the_world_from_its_config_file_unless_its_flag_says(
+    tmp_path, monkeypatch
+):
+    (tmp_path / "cfg.yaml").write_text(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 4\n"
+    )
+    out = inspect(tmp_path, monkeypatch, f"accelerate launch --config_file cfg.yaml {HF}\n")
+    assert out["world_size"] == 4 and out["global_batch_size"] == 32
+    flagged = inspect(
+        tmp_path, monkeypatch, f"accelerate launch --config_file cfg.yaml --num_processes 2 {HF}\n"
+    )
+    assert flagged["world_size"] == 2
+    lost = [s for s in flagged["sources"] if s["field"] == "world_size" and not s["won"]]
+    assert lost and "cfg.yaml" in lost[0]["where"] and "flags win" in lost[0]["why"]
+
+
+def test_a_missing_launcher_config_is_a_warning_naming_where_it_looked(tmp_path, monkeypatch):
+    out = inspect(tmp_path, monkeypatch, f"accelerate launch --config_file nope.yaml {HF}\n")
+    missing = [f for f in out["findings"] if f["code"] == "job-file-not-found"]
+    assert missing and missing[0]["severity"] == "warning"
+    assert "nope.yaml is not found (looked for nope.yaml)" in missing[0]["message"]
+    assert out["world_size"] is None
+
+
+def test_accelerate_deepspeed_accumulation_wins_over_the_program(tmp_path, monkeypatch):
+    out = inspect(
+        tmp_path,
+        monkeypatch,
+        f"accelerate launch --num_processes 2 --use_deepspeed --gradient_accumulation_steps 8 {HF}\n",
+    )
+    assert out["gradient_accumulation_steps"] == 8 and out["global_batch_size"] == 32
+    assert any(f["code"] == "accelerate-accumulation-override" for f in out["findings"])
+
+
+def test_a_script_that_launches_nothing_is_one_line_exit_2(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.sh").write_text("#!/bin/bash\necho hello\nls -l\n")
+    result = CliRunner().invoke(main, ["inspect", "job.sh"])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "no launch of a training program" in result.output
