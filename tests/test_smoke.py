@@ -809,6 +809,33 @@ def test_the_hf_trainer_runs_a_published_style_config_as_written(tmp_path):
 
 
 @pytest.mark.framework
+def test_an_hf_trainer_launch_script_runs_through_the_hf_engine(tmp_path):
+    """A torchrun launch of a Trainer program: the TrainingArguments its flags give run in the
+    real Trainer on 2 CPU ranks, 2 per device × accumulation 3 × 2 = 12 samples per step."""
+    job = tmp_path / "train.sh"
+    job.write_text(
+        "#!/bin/bash\ntorchrun --nproc_per_node 2 train.py --output_dir out \\\n"
+        "    --per_device_train_batch_size 2 --gradient_accumulation_steps 3\n"
+    )
+    code, out, err = smoke_json(
+        job,
+        "--nproc",
+        2,
+        "--steps",
+        2,
+        "--seq-len",
+        16,
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+        timeout=600,
+    )
+    assert code == 0, err
+    assert out["framework"] == "hf" and out["samples_per_optimizer_step"] == [12, 12]
+
+
+@pytest.mark.framework
 def test_deepspeed_ulysses_counts_each_sequence_group_once(tmp_path):
     """4 CPU ranks, sequence parallel 2 (DeepSpeed-Ulysses on a data × sequence mesh): the two
     ranks of a group take the same samples, each half of the sequence, and count once, so a step

@@ -101,6 +101,9 @@ class Framework:
     """Its launch-program reading: for one command of a launch script, the reading of its
     program's arguments (and the files they name) when the program is this framework's, else
     ``None``. The world is the launcher's unless the reading sets its own."""
+    job_config: Callable[[Reading], str] | None = None
+    """For a job read from a launch script: the config its engine runs (the TrainingArguments
+    the flags give, as a YAML); None: the engine takes the job's own file."""
     commands: tuple[str, ...] = ()
     """Its command-line tools that a launch line may run (``llamafactory-cli``), so the
     script reader knows them for programs."""

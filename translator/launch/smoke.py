@@ -83,6 +83,8 @@ def prepare(
     elif config_of == source:
         own = get(source)
         config_name, config_text = own.filename, text
+        if inspection.reading.launcher is not None and own.job_config is not None:
+            config_text = own.job_config(inspection.reading)  # a job: what its flags say
         if own.partner_files is not None:
             partners = own.partner_files(inspection.reading)
     else:

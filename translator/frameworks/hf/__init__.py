@@ -26,5 +26,6 @@ FRAMEWORK = from_module(
     ),
     partner_files=hf_deepspeed.partner_files,
     program=program.program,
+    job_config=program.job_config,
     commands=program.TOOLS,
 )

@@ -316,3 +316,12 @@ def _tool_world(reading: Reading, call: Call) -> None:
         "trl starts accelerate launch, and without --num_processes it takes the number of "
         "processes from accelerate's default config, which the job does not show",
     )
+
+
+def job_config(reading: Reading) -> str:
+    """The TrainingArguments a job's flags and arguments file give, as the YAML the engine
+    runs (values the job leaves unknown are left out: the engine would refuse them)."""
+    import yaml
+
+    given = {k: v.value for k, v in reading.values.items() if k in READ and v.value is not None}
+    return yaml.safe_dump(given, sort_keys=False)
