@@ -40,6 +40,44 @@ def long_script(path: Path, lines: int) -> Path:
     return path
 
 
+#: Launch scripts in the styles repositories publish (a HF Trainer program under deepspeed,
+#: torchrun, accelerate launch and python; a Megatron pretrain script), {i} varying them.
+STYLES = [
+    "#!/bin/bash\nexport CUDA_VISIBLE_DEVICES=0,1,2,3\nBS=${{BS:-{i}}}\n"
+    "deepspeed llava/train/train_mem.py --deepspeed ./scripts/zero3.json \\\n"
+    "    --per_device_train_batch_size $BS --gradient_accumulation_steps 2 --output_dir o\n",
+    "#!/bin/bash\nGPUS_PER_NODE=8\nNNODES=${{NNODES:-1}}\n"
+    "torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES finetune.py \\\n"
+    "    --per_device_train_batch_size {i} --gradient_accumulation_steps 4 \\\n"
+    "    --deepspeed ./scripts/zero3.json --bf16 True --output_dir out\n",
+    "#!/bin/bash\nNUM_GPUS=4\nBATCH_SIZE_PER_GPU={i}\nTOTAL_BATCH_SIZE=$((BATCH_SIZE_PER_GPU*NUM_GPUS*8))\n"
+    "GRADIENT_ACC_STEPS=$(($TOTAL_BATCH_SIZE/$NUM_GPUS/$BATCH_SIZE_PER_GPU))\n"
+    "accelerate launch --mixed_precision bf16 --num_machines 1 --num_processes $NUM_GPUS \\\n"
+    "    open_instruct/finetune.py --per_device_train_batch_size $BATCH_SIZE_PER_GPU \\\n"
+    "    --gradient_accumulation_steps $GRADIENT_ACC_STEPS --output_dir out\n",
+    "#!/bin/bash\nCUDA_VISIBLE_DEVICES=0 python finetune.py --per_device_train_batch_size {i} "
+    "--gradient_accumulation_steps 8 --output_dir o\n",
+    "#!/bin/bash\nGPUS_PER_NODE=8\nMBS={i}\nGBS=$((MBS*64))\nGPT_ARGS=(\n  --micro-batch-size $MBS\n"
+    "  --global-batch-size $GBS\n  --tensor-model-parallel-size 2\n)\n"
+    "torchrun --nproc_per_node $GPUS_PER_NODE pretrain_gpt.py ${{GPT_ARGS[@]}} \"$@\"\n",
+]
+
+
+def repository(folder: Path, count: int) -> list[Path]:
+    """``count`` launch scripts of the published styles, with the DeepSpeed JSON they name."""
+    (folder / "scripts").mkdir(parents=True, exist_ok=True)
+    (folder / "scripts" / "zero3.json").write_text(
+        '{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", '
+        '"gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 3}}'
+    )
+    paths = []
+    for i in range(count):
+        path = folder / "scripts" / f"train_{i}.sh"
+        path.write_text(STYLES[i % len(STYLES)].format(i=1 + i % 8))
+        paths.append(path)
+    return paths
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=2.0)
@@ -62,6 +100,22 @@ def main() -> None:
         print(
             f"  megatron   4,000-line script ({size / 1024:.0f} KiB)  {rate:8.1f} files/s  "
             f"({rate * size / 2**20:.2f} MiB/s)"
+        )
+        import os
+
+        here = os.getcwd()
+        os.chdir(tmp)  # relative paths start where the job runs, as people run them
+        try:
+            jobs = repository(Path(tmp), 100)
+            start = time.perf_counter()
+            for job in jobs:
+                inspect_file(str(job.relative_to(tmp)))
+            took = time.perf_counter() - start
+        finally:
+            os.chdir(here)
+        print(
+            f"  jobs       a repository's 100 launch scripts ({len(STYLES)} styles, with the "
+            f"JSON they name)  {took:6.2f} s in all"
         )
         print("launch-script reader, seconds per read (linear: 10x input, ~10x time)")
         for lines in (400, 4_000, 40_000):
