@@ -202,12 +202,20 @@ def test_the_heredoc_json_is_checked_against_the_flags(tmp_path):
     assert mismatch["where"].endswith("run.sh:8")
 
 
-def test_a_json_the_script_does_not_write_is_noted(tmp_path):
-    text = f"deepspeed --num_gpus 8 --num_nodes 1 {PROGRAM} --deepspeed_config ds.json\n"
-    reading = megatron.read(text, "run.sh")
-    assert reading.notes == [
-        "line 1: the DeepSpeed JSON ds.json is not written by the script, so it is not read"
-    ]
+def test_a_json_the_script_names_is_read_where_the_job_runs(tmp_path, monkeypatch):
+    """``--deepspeed_config ds.json`` that the script does not write: read from the folder the
+    job runs in and checked against the flags; a missing one is a warning naming where."""
+    monkeypatch.chdir(tmp_path)
+    script = f"deepspeed --num_gpus 8 --num_nodes 1 {PROGRAM} --deepspeed_config ds.json\n"
+    code, out = inspect(tmp_path, script)
+    missing = [f for f in out["findings"] if f["code"] == "job-file-not-found"]
+    assert code == 0 and missing and "ds.json" in missing[0]["message"]
+    (tmp_path / "ds.json").write_text('{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2}')
+    code, out = inspect(tmp_path, script)
+    assert code == 1
+    assert "train_batch_size 32 where --global-batch-size gives 64" in next(
+        f["message"] for f in out["findings"] if f["code"] == "megatron-deepspeed-mismatch"
+    )
 
 
 def test_srun_fills_what_its_line_leaves_out_from_the_sbatch_lines(tmp_path):

@@ -198,7 +198,7 @@ def program(call: Call) -> Reading | None:
         return None
     reading = Reading(call.path, NAME, call.text)
     words = [call.split.program, *call.arguments]
-    _read_words(reading, words, call.script)
+    _read_words(reading, words, call.script, call.locate)
     reading.opaque = _opaque(words)
     return reading
 
@@ -226,7 +226,7 @@ FORK_MARKS = {
 }
 
 
-def _read_words(reading: Reading, words: list[bash.Word], script: bash.Script) -> None:
+def _read_words(reading: Reading, words: list[bash.Word], script: bash.Script, locate=None) -> None:
     """Megatron's flags among ``words`` into ``reading``, with the typos, ``--yaml-cfg`` and
     the DeepSpeed JSON the script writes."""
     wanted = set(FLAGS) | OTHER_FLAGS
@@ -262,25 +262,23 @@ def _read_words(reading: Reading, words: list[bash.Word], script: bash.Script) -
         cutoff=0.9,
     )  # programs add flags of their own (--total-seq-length): only near misses
     _yaml_config(reading, words)
-    _read_deepspeed(reading, script, words)
+    _read_deepspeed(reading, script, words, locate)
 
 
-def _read_deepspeed(reading: Reading, script: bash.Script, words: list[bash.Word]) -> None:
-    """The DeepSpeed JSON that ``--deepspeed_config`` names, when the script writes it itself
-    (``cat <<EOT > $config_json``, Megatron-DeepSpeed's examples): its batch keys join the
-    reading, at the spans of the literals they come from."""
+def _read_deepspeed(
+    reading: Reading, script: bash.Script, words: list[bash.Word], locate=None
+) -> None:
+    """The DeepSpeed JSON that ``--deepspeed_config`` names: written by the script itself
+    (``cat <<EOT > $config_json``, Megatron-DeepSpeed's examples), its batch keys join the
+    reading at the spans of the literals they come from; else the file, where the job runs
+    (``locate``), its values marked as that file's."""
     found = _flag_argument(words, ("--deepspeed_config", "--deepspeed-config"))
     if found is None:
         return
     word, name = found
     docs = [d for d in script.heredocs if name is None or d.target.text in (None, name)]
     if not docs:
-        reading.notes.append(
-            Note(
-                word.line,
-                f"the DeepSpeed JSON {name} is not written by the script, so it is not read",
-            )
-        )
+        _deepspeed_file(reading, word.line, name, locate)
         return
     doc = docs[-1]
     text, table = "", []
@@ -300,6 +298,35 @@ def _read_deepspeed(reading: Reading, script: bash.Script, words: list[bash.Word
             reading.values[key] = Value(
                 v.value, doc.line + (v.line or 0), _file_span(table, v.span)
             )
+    reading.findings += [f for f in ds.findings if f.severity != "info"]
+
+
+def _deepspeed_file(reading: Reading, line: int, name: str | None, locate) -> None:
+    """``--deepspeed_config FILE`` that the script does not write: read where the job runs."""
+    from translator.files import read_text
+    from translator.job import not_found
+
+    if name is None or locate is None:
+        why = "is not known" if name is None else "is not written by the script"
+        reading.notes.append(
+            Note(line, f"the DeepSpeed JSON {name or ''} {why}, so it is not read")
+        )
+        return
+    path, looked = locate(name)
+    if path is None:
+        reading.findings.append(
+            not_found(f"the DeepSpeed JSON {name}", looked, f"{reading.path}:{line}")
+        )
+        return
+    try:
+        ds = deepspeed.read(read_text(path), str(path))
+    except InputError as exc:
+        reading.notes.append(Note(line, f"the DeepSpeed JSON {name} does not read ({exc})"))
+        return
+    for key in deepspeed.BATCH_KEYS:
+        if key in ds.values:
+            v = ds.values[key]
+            reading.values[key] = Value(v.value, v.line, None, v.why_unknown, str(path))
     reading.findings += [f for f in ds.findings if f.severity != "info"]
 
 
