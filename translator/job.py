@@ -64,6 +64,7 @@ def read_job(
     commands = {c for f in readers for c in f.commands}
     locate = _locator(path, run_as.run_dir)
     claimed: list[tuple[int, Framework, Reading, Call]] = []
+    unread: list[str] = []  # programs launched that no framework reads
     environments = getattr(script, "environments", None) or [{}] * len(script.commands)
     for i, words in enumerate(script.commands):
         if not words or words[0].text in PRINTERS:
@@ -79,8 +80,10 @@ def read_job(
             if reading is not None:
                 claimed.append((i, f, reading, call))
                 break
+        else:
+            unread.append(f"{call.program} (line {call.line})")
     if not claimed:
-        return _without_launch(text, path, frameworks, sorted(commands))
+        return _without_launch(text, path, frameworks, sorted(commands), unread)
     setting = [c for c in claimed if _sets(c[2])]
     index, chosen, reading, call = (setting or claimed)[-1]
     _finish(reading, call, script, locate)
@@ -104,11 +107,16 @@ def _parse_options(run_as: RunAs) -> tuple:
 
 
 def _without_launch(
-    text: str, path: str, frameworks: list[Framework], tools: list[str]
+    text: str, path: str, frameworks: list[Framework], tools: list[str], unread: list[str]
 ) -> tuple[Framework, Reading]:
     for f in frameworks:
         if f.claims(text) and f.holds_batch(text):
             return f, f.read(text, path)
+    if unread:
+        raise NotAJob(
+            f"{path}: it launches {', '.join(unread[-3:])}, a program none of the frameworks "
+            f"batchspec reads ({', '.join(f.name for f in frameworks)}) knows by its arguments"
+        )
     raise NotAJob(
         f"{path}: no launch of a training program found (read as run with no arguments; "
         f"launchers read: {', '.join(launchers.LAUNCHERS)}, python; tools: {', '.join(tools)})"

@@ -73,7 +73,7 @@ def program(call: Call) -> Reading | None:
     tool = call.program.rsplit("/", 1)[-1] in TOOLS
     arguments = call.arguments[1:] if tool and call.arguments else call.arguments
     flags, positional, opaque = _parse(arguments)
-    named = _arguments_file(flags, positional, tool)
+    named = _arguments_file(flags, positional, tool) or _named_arguments(call, flags, positional)
     if not tool and named is None and not any(f.key in MARKS for f in flags):
         return None
     reading = Reading(call.path, hf_trainer.NAME, call.text)
@@ -142,6 +142,21 @@ def _arguments_file(flags: list[Flag], positional: list[Word], tool: bool) -> Wo
         name = positional[0].text or ""
         if name.endswith((".json", ".yaml", ".yml")):
             return positional[0]
+    return None
+
+
+def _named_arguments(call: Call, flags: list[Flag], positional: list[Word]) -> Word | None:
+    """A JSON or YAML the program is given (``--train_args_file x.json``, a positional
+    ``configs/lora.yaml``) that holds TrainingArguments' batch keys: the program builds its
+    TrainingArguments from it (not the DeepSpeed JSON of ``--deepspeed``)."""
+    given = [f.value for f in flags if f.key != "deepspeed" and f.value is not None]
+    for word in [*given, *positional]:
+        name = word.text or ""
+        if not name.endswith((".json", ".yaml", ".yml")):
+            continue
+        found, _ = call.locate(name)
+        if found is not None and hf_trainer.holds_batch(read_text(found)):
+            return word
     return None
 
 
