@@ -206,3 +206,26 @@ def test_a_training_arguments_json_with_a_deepspeed_key_is_the_trainers(tmp_path
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["framework"] == "hf" and out["global_batch_size"] == 16
+
+
+@pytest.mark.framework
+def test_transformers_own_check_agrees_on_a_job(tmp_path, monkeypatch):
+    """validate --with-framework feeds the TrainingArguments the job's flags give, and the JSON
+    it names, to transformers' HfArgumentParser and HfTrainerDeepSpeedConfig."""
+    (tmp_path / "bad.json").write_text('{"train_micro_batch_size_per_gpu": 8}')
+    (tmp_path / "auto.json").write_text(AUTO)
+    job = "torchrun --nproc_per_node 2 train.py --deepspeed {} --per_device_train_batch_size 4 --gradient_accumulation_steps 2 --output_dir o\n"
+    (tmp_path / "good.sh").write_text(job.format("auto.json"))
+    (tmp_path / "bad.sh").write_text(job.format("bad.json"))
+    result = run(
+        tmp_path, monkeypatch, "validate", "--with-framework", "--json", "good.sh", "bad.sh"
+    )
+    assert result.exit_code == 1, result.output
+    good, bad = json.loads(result.stdout)["files"]
+    accepts = next(f for f in good["findings"] if f["code"] == "framework-accepts")
+    assert "total train batch size at world 2: 16" in accepts["message"]
+    refuses = next(f for f in bad["findings"] if f["code"] == "framework-refuses")
+    assert (
+        "ds train_micro_batch_size_per_gpu=8 vs hf per_device_train_batch_size=4"
+        in refuses["message"]
+    )

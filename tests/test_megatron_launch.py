@@ -210,7 +210,9 @@ def test_a_json_the_script_names_is_read_where_the_job_runs(tmp_path, monkeypatc
     code, out = inspect(tmp_path, script)
     missing = [f for f in out["findings"] if f["code"] == "job-file-not-found"]
     assert code == 0 and missing and "ds.json" in missing[0]["message"]
-    (tmp_path / "ds.json").write_text('{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2}')
+    (tmp_path / "ds.json").write_text(
+        '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2}'
+    )
     code, out = inspect(tmp_path, script)
     assert code == 1
     assert "train_batch_size 32 where --global-batch-size gives 64" in next(

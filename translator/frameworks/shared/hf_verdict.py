@@ -10,17 +10,19 @@ from translator.reading import Reading
 
 
 def training_arguments(reading: Reading, world: int):
-    """The file parsed the way ``HfArgumentParser.parse_dict`` parses it (extra keys, such as
-    TRL's, allowed); the DeepSpeed JSON is checked as the Trainer checks it at ``world``
+    """The file (for a job: the TrainingArguments its flags give) parsed the way
+    ``HfArgumentParser.parse_dict`` parses it (extra keys, such as TRL's, allowed); the DeepSpeed JSON is checked as the Trainer checks it at ``world``
     processes and its mismatch raised in transformers' words."""
     import yaml
     from transformers import HfArgumentParser, TrainingArguments
 
-    data = (
-        json.loads(reading.text)
-        if reading.text.lstrip().startswith("{")
-        else yaml.safe_load(reading.text)
-    ) or {}
+    text = reading.text
+    if reading.launcher is not None:  # a job: the TrainingArguments its flags and files give
+        from translator.frameworks import get
+
+        job_config = get(reading.framework).job_config
+        text = job_config(reading) if job_config is not None else text
+    data = (json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)) or {}
     data = {k: v for k, v in data.items() if k != "deepspeed"} | {
         "use_cpu": True,
         "report_to": "none",
