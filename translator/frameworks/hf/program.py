@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from translator.errors import InputError
 from translator.files import read_text
-from translator.findings import finding
+from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json, hf_trainer
 from translator.job import not_found
 from translator.reading import Call, Note, Reading, Source, Value
@@ -84,6 +84,8 @@ def program(call: Call) -> Reading | None:
     for flag in flags:  # argparse: the last occurrence wins
         if flag.key in READ:
             _set(reading, flag, call)
+        elif flag.value is not None and getattr(flag.value, "absent", False):
+            reading.findings.append(_empty_value(flag, call.path))
     _missing_batch(reading, call, tool)
     _deepspeed(reading, call)
     _world(reading, call, tool)
@@ -222,6 +224,19 @@ def _set(reading: Reading, flag: Flag, call: Call) -> None:
         )
         reading.sources += [Source(s.name, s.value, s.where, False, why) for s in earlier]
     reading.sources.append(Source(field, parsed.value, where))
+
+
+def _empty_value(flag: Flag, path: str) -> Finding:
+    """A flag whose value is a variable nothing sets: as run it is empty, and argparse stops
+    (``expected one argument``) unless the environment sets it."""
+    assert flag.value is not None
+    return finding(
+        "hf-flag-value-unset",
+        f"--{flag.key} takes {flag.value.why_unknown}: read as run it is empty, so argparse "
+        f"stops (argument --{flag.key}: expected one argument) unless the environment sets it",
+        hint="set the variable in the script, or give it with --env NAME=VALUE",
+        where=f"{path}:{flag.word.line}",
+    )
 
 
 def _literal(text: str) -> object:

@@ -53,6 +53,10 @@ CODES: dict[str, tuple[Severity, str]] = {
         "warning",
         "the accelerate config's DeepSpeed accumulation overrides the code's",
     ),
+    "hf-flag-value-unset": (
+        "warning",
+        "a flag's value is a variable nothing sets: read as run, argparse stops",
+    ),
     "hf-deepspeed-mismatch": (
         "error",
         "the DeepSpeed JSON disagrees with the TrainingArguments the Trainer fills it from",
