@@ -2,7 +2,8 @@
 path, commit) with hand-derived readings; the files themselves are not committed. Fetch them into
 a folder, each named as its entry's ``saved`` (and ``named_files[].saved``), then
 
-    python scripts/score_published.py FOLDER [STYLE...]      # BATCHSPEC="python -m translator"
+    python scripts/score_published.py FOLDER [STYLE...] [--index INDEX.yaml]
+    # BATCHSPEC="python -m translator" to run a checkout's own batchspec
 
 lays each script out at its repository path with the files it names, runs ``batchspec inspect
 --json`` from the repository root (as people run their scripts) and prints how many read right:
@@ -20,11 +21,17 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent.parent / "fixtures" / "published"
-FILES = Path(sys.argv[1])
+args = sys.argv[1:]
+index = HERE / "INDEX.yaml"
+if "--index" in args:  # another list of published jobs in the same format
+    at = args.index("--index")
+    index = Path(args[at + 1])
+    del args[at : at + 2]
+FILES = Path(args[0])
 KEYS = ("world_size", "micro_batch_size", "gradient_accumulation_steps", "global_batch_size")
-entries = yaml.safe_load((HERE / "INDEX.yaml").read_text())
+entries = yaml.safe_load(index.read_text())
 tree = Path(tempfile.mkdtemp(prefix="batchspec-published-"))
-styles = set(sys.argv[2:]) or {"1", "2", "3", "4", "5", "6", "7"}
+styles = set(args[1:]) or {"1", "2", "3", "4", "5", "6", "7"}
 per = collections.defaultdict(lambda: [0, 0])
 wrong_rows = []
 false_errors = 0
