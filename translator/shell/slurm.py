@@ -24,17 +24,22 @@ OPTION = re.compile(r"(--[a-z-]+|-[A-Za-z])(?:[= ]\s*)(\S+)")
 TRAILING_COUNT = ("--gres", "--gpus-per-node")
 
 
-def sbatch_variables(text: str, env: Env) -> None:
-    """Set in ``env`` what the ``#SBATCH`` lines before the first command give the job."""
+def sbatch_variables(text: str, env: Env) -> bool:
+    """Set in ``env`` what the ``#SBATCH`` lines before the first command give the job;
+    whether there is one (the script is then a batch job: Slurm sets more ``SLURM_*``
+    names, with values the reader does not know)."""
     pos = 0
+    found = False
     for line in text.splitlines(keepends=True):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             break
         m = re.match(r"\s*#SBATCH\s+(.*)", line)
         if m:
+            found = True
             _option(m.group(1), pos + m.start(1), env)
         pos += len(line)
+    return found
 
 
 def _option(rest: str, at: int, env: Env) -> None:
