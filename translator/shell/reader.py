@@ -556,8 +556,8 @@ class Reader:
             self.block(root, scope, Source(data, text, line, pieces))
         finally:
             self.evals -= 1
-        for hole in holes:
-            scope.own.pop(hole, None)
+            for hole in holes:
+                scope.own.pop(hole, None)
 
     # -- control flow ---------------------------------------------------------------------------
     def branches(self, env: Env, paths: list, src: Source, line: int, what: str) -> None:
