@@ -482,3 +482,13 @@ def test_real_syntax_errors_still_raise(text, message):
 def test_run_text_reads_absent_words_as_empty():
     command = last('p "$X" x$Y $(ls)\n')
     assert [run_text(w) for w in command] == ["p", "", "x", None]
+
+
+def test_an_sbatch_line_may_hold_several_options_and_a_placeholder():
+    text = (
+        "#SBATCH <SLURM OPTIONS> --nodes=128 --exclusive --ntasks-per-node=8\necho $SLURM_NNODES\n"
+    )
+    script = parse(text, "t.sh")
+    word = script.commands[-1][1]
+    assert word.text == "128" and text[slice(*word.span)] == "128"
+    assert script.environments[-1]["SLURM_NTASKS_PER_NODE"].text == "8"

@@ -20,6 +20,8 @@ VARIABLES = {
     "--cpus-per-task": ["SLURM_CPUS_PER_TASK"],
 }
 OPTION = re.compile(r"(--[a-z-]+|-[A-Za-z])(?:[= ]\s*)(\S+)")
+#: Where an option starts in a ``#SBATCH`` line (``#SBATCH <SLURM OPTIONS> --nodes=128``).
+STARTS = re.compile(r"(?<!\S)(?:--[a-z-]+|-[A-Za-z])(?=[= ])")
 #: Options whose count ends the value (``--gres=gpu:a100:8``, ``--gpus-per-node=h100:4``).
 TRAILING_COUNT = ("--gres", "--gpus-per-node")
 
@@ -37,7 +39,9 @@ def sbatch_variables(text: str, env: Env) -> bool:
         m = re.match(r"\s*#SBATCH\s+(.*)", line)
         if m:
             found = True
-            _option(m.group(1), pos + m.start(1), env)
+            rest, at = m.group(1), pos + m.start(1)
+            for opt in STARTS.finditer(rest):  # a line may hold several options
+                _option(rest[opt.start() :], at + opt.start(), env)
         pos += len(line)
     return found
 
