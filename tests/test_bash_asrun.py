@@ -492,3 +492,20 @@ def test_an_sbatch_line_may_hold_several_options_and_a_placeholder():
     word = script.commands[-1][1]
     assert word.text == "128" and text[slice(*word.span)] == "128"
     assert script.environments[-1]["SLURM_NTASKS_PER_NODE"].text == "8"
+
+
+@pytest.mark.parametrize(
+    "text, words, prefix",
+    [
+        ("X=1 Y=2\necho $X $Y\n", ["echo", "1", "2"], {}),
+        ("X=1 Y=2\nZ=3 true\necho $X $Z\n", ["echo", "1", None], {"Z": "3"}),
+        ("X=1 \\\n Y=2 true\necho $X $Y\n", ["echo", None, None], {"X": "1", "Y": "2"}),
+    ],
+)
+def test_assignments_on_a_line_of_their_own_are_no_prefix(text, words, prefix):
+    """tree-sitter-bash reads ``X=1 Y=2``, a newline, then a command as one command."""
+    script = parse(text, "t.sh")
+    assert [w.text for w in script.commands[-1]] == words
+    assert {k: w.text for k, w in script.environments[0].items()} == prefix
+    if HAS_BASH:
+        assert env_i_bash(text)[1:] == [w or "" for w in words[1:]]

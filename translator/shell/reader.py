@@ -296,11 +296,14 @@ class Reader:
 
     # -- simple commands ------------------------------------------------------------------------
     def command(self, node, env: Env, src: Source) -> None:
-        if node.child_by_field_name("name") is None:  # only assignments (X=1 Y=2)
+        name_node = node.child_by_field_name("name")
+        if name_node is None:  # only assignments (X=1 Y=2)
             for child in node.named_children:
                 if child.type == "variable_assignment":
                     assign.assign(self.ex, child, env, src)
             return
+        for child in _own_line(node, name_node, src):  # X=1 Y=2, then a command below
+            assign.assign(self.ex, child, env, src)
         words = self.command_words(node, env, src)
         if not words:
             return
@@ -347,7 +350,11 @@ class Reader:
         """The variables the process of the command ``node`` sees: the exported ones, then
         its own ``X=1 cmd`` prefix (assigned in a fork: the script's variables stay)."""
         base = self.exported(env)
-        prefix = [c for c in node.named_children if c.type == "variable_assignment"]
+        name_node = node.child_by_field_name("name")
+        alone = _own_line(node, name_node, src) if name_node is not None else []
+        prefix = [
+            c for c in node.named_children if c.type == "variable_assignment" and c not in alone
+        ]
         if not prefix and self.outer is None:
             return base
         out = dict(base)
@@ -719,6 +726,22 @@ def _frame(env: Env, words: list[Word]) -> Env:
     frame.locals.update({"@", "#"})
     _set_args(frame, [pieces_of(w) for w in words[1:]])
     return frame
+
+
+def _own_line(node, name_node, src: Source) -> list:
+    """The assignments of a command that stand on lines of their own before it:
+    tree-sitter-bash reads ``X=1 Y=2``, a newline, then ``echo`` as one command (bash: two)."""
+    assignments = [
+        c
+        for c in node.named_children
+        if c.type == "variable_assignment" and c.end_byte <= name_node.start_byte
+    ]
+    ends = [c.start_byte for c in assignments[1:]] + [name_node.start_byte]
+    alone = 0
+    for i, (c, end) in enumerate(zip(assignments, ends)):
+        if b"\n" in src.data[c.end_byte : end].replace(b"\\\n", b""):
+            alone = i + 1
+    return assignments[:alone]
 
 
 def _let(words: list[Word], env: Env) -> None:
