@@ -508,4 +508,4 @@ def test_assignments_on_a_line_of_their_own_are_no_prefix(text, words, prefix):
     assert [w.text for w in script.commands[-1]] == words
     assert {k: w.text for k, w in script.environments[0].items()} == prefix
     if HAS_BASH:
-        assert env_i_bash(text)[1:] == [w or "" for w in words[1:]]
+        assert env_i_bash(text)[1:] == [w for w in words[1:] if w]  # absent: no word
