@@ -499,7 +499,7 @@ def test_an_sbatch_line_may_hold_several_options_and_a_placeholder():
     [
         ("X=1 Y=2\necho $X $Y\n", ["echo", "1", "2"], {}),
         ("X=1 Y=2\nZ=3 true\necho $X $Z\n", ["echo", "1", None], {"Z": "3"}),
-        ("X=1 \\\n Y=2 true\necho $X $Y\n", ["echo", None, None], {"X": "1", "Y": "2"}),
+        ("X=1 \\\n Y=2 true\necho $X $Y .\n", ["echo", None, None, "."], {"X": "1", "Y": "2"}),
     ],
 )
 def test_assignments_on_a_line_of_their_own_are_no_prefix(text, words, prefix):
