@@ -509,3 +509,11 @@ def test_assignments_on_a_line_of_their_own_are_no_prefix(text, words, prefix):
     assert {k: w.text for k, w in script.environments[0].items()} == prefix
     if HAS_BASH:
         assert env_i_bash(text)[1:] == [w for w in words[1:] if w]  # absent: no word
+
+
+def test_arguments_in_arithmetic():
+    text = "N=$#\nwhile (( $# )); do shift; done\necho $N $# $(( ${1} * 2 ))\n"
+    assert texts(text, args=["3", "4"]) == ["echo", "2", "0", None]
+    assert texts("echo $(( $1 * 2 )) $(( $# + 1 ))\n", args=["3"]) == ["echo", "6", "2"]
+    word = last("echo $(( $1 * 2 ))\n")[1]
+    assert word.text is None and not word.absent and "none given" in word.why_unknown

@@ -51,6 +51,8 @@ SPLITS = {"simple_expansion", "expansion", "command_substitution", "brace_expres
 #: Characters that make an unquoted word a glob pattern.
 GLOB = re.compile(r"[*?\[]")
 #: ``$X``, ``${X}`` and ``${X:-n}`` inside arithmetic.
+#: ``$#``, ``$1`` and ``${12}`` inside arithmetic.
+PARAMETER_REFS = re.compile(r"\$(#|[1-9])|\$\{(#|[1-9][0-9]*)\}")
 ARITH_REFS = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\$\{([A-Za-z_]\w*):?-([^{}$]*)\}")
 #: An arithmetic assignment (``=``, ``+=``..., ``++``, ``--``) and a subscript (``A[``).
 ARITH_TARGET = re.compile(
@@ -666,7 +668,19 @@ def dollar_refs(expr: str, env: Env, found: list | None = None) -> str:
             raise arith.Unknown(why(var.scalar))
         return f"({text})" if text.strip() else "0"
 
+    def parameter(m: re.Match) -> str:  # $#, $1, ${12}
+        name = m.group(1) or m.group(2)
+        var = lookup(env, name)
+        if var is None:
+            raise arith.Unknown(_not_set(name, env).why or name)
+        text = text_of(var.scalar) if isinstance(var, Var) else ""
+        if text is None:
+            raise arith.Unknown(why(var.scalar))
+        return f"({text})" if text.strip() else "0"
+
     out = ARITH_REFS.sub(value, expr)
+    if "$" in out:
+        out = PARAMETER_REFS.sub(parameter, out)
     if "$" in out:
         raise arith.Unknown(f"{clip(expr)} needs the running script")
     return out
