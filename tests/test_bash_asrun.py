@@ -122,6 +122,10 @@ def test_a_condition_on_a_name_never_set_is_decided():
         ('[ -n "$X" -o $# -eq 0 ]', True),
         ('[ ! -n "$X" ]', True),
         ("[ $X -gt 1 ]", False),
+        # tree-sitter-bash reads these as $X = ("" || $Y) = y: parsed again in order
+        ('[[ $X = "" || $Y = y ]]', True),
+        ("[[ ( -n $X || -z $Y ) && $# -eq 0 ]]", True),
+        ("[[ ! -z $X && $Y != y ]]", False),
     ],
 )
 def test_conditions_take_absent_values_as_empty(condition, holds):

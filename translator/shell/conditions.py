@@ -91,41 +91,80 @@ def _flat(ex: Expander, node, env: Env, src: Source) -> list:
 
 
 def test(ex: Expander, node, env: Env, src: Source) -> bool | None:
-    """The expression inside ``[[ ... ]]``."""
+    """The expression inside ``[[ ... ]]``. Its words and operators are taken in order and
+    parsed again with bash's precedence (``||`` below ``&&`` below ``!`` below comparisons):
+    tree-sitter-bash reads ``[[ $V = "" || $W = y ]]`` as ``$V = ("" || $W) = y``."""
+    tokens = _tokens(ex, node, env, src)
+    try:
+        value, at = _or(tokens, 0)
+    except IndexError:
+        return None
+    return value if at == len(tokens) else None
+
+
+class _Op(str):
+    """An operator of ``[[ ... ]]`` as the tree has it (an operand's text is a plain str)."""
+
+
+def _tokens(ex: Expander, node, env: Env, src: Source) -> list:
+    """The operands (their text run as read, unsplit) and operators of a ``[[`` expression."""
     kind = node.type
-    if kind == "parenthesized_expression" and node.named_children:
-        return test(ex, node.named_children[0], env, src)
-    if kind == "unary_expression":
-        op = src.of(node.children[0])
-        if op == "!":
-            inner = test(ex, node.named_children[-1], env, src)
-            return None if inner is None else not inner
-        args = [
-            run_text(w)
+    if kind == "binary_expression":
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        op = node.child_by_field_name("operator")
+        if left is None or right is None or op is None:
+            return [None]
+        return [*_tokens(ex, left, env, src), _Op(src.of(op)), *_tokens(ex, right, env, src)]
+    if kind == "unary_expression" and node.children:
+        rest = [
+            t
             for c in node.named_children
             if c.type != "test_operator"
-            for w in ex.words(c, env, src, True)
+            for t in _tokens(ex, c, env, src)
         ]
-        return test_words([op, *args])
-    if kind == "binary_expression":
-        return _binary_test(ex, node, env, src)
-    return test_words([run_text(w) for w in ex.words(node, env, src, True)])
+        return [_Op(src.of(node.children[0])), *rest]
+    if kind == "parenthesized_expression":
+        inner = [t for c in node.named_children for t in _tokens(ex, c, env, src)]
+        return [_Op("("), *inner, _Op(")")]
+    return [_text(ex.words(node, env, src, True))]
 
 
-def _binary_test(ex: Expander, node, env: Env, src: Source) -> bool | None:
-    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-    op_node = node.child_by_field_name("operator")
-    if left is None or right is None or op_node is None:
-        return None
-    op = src.of(op_node)
-    if op in ("&&", "-a", "||", "-o"):
-        a, b = test(ex, left, env, src), test(ex, right, env, src)
-        if op in ("&&", "-a"):
-            return False if False in (a, b) else None if None in (a, b) else True
-        return True if True in (a, b) else None if None in (a, b) else False
-    return test_words(
-        [_text(ex.words(left, env, src, True)), op, _text(ex.words(right, env, src, True))]
-    )
+def _or(tokens: list, at: int) -> tuple:
+    value, at = _and(tokens, at)
+    while at < len(tokens) and isinstance(tokens[at], _Op) and tokens[at] == "||":
+        other, at = _and(tokens, at + 1)
+        value = _both(value, "-o", other)
+    return value, at
+
+
+def _and(tokens: list, at: int) -> tuple:
+    value, at = _not(tokens, at)
+    while at < len(tokens) and isinstance(tokens[at], _Op) and tokens[at] == "&&":
+        other, at = _not(tokens, at + 1)
+        value = _both(value, "-a", other)
+    return value, at
+
+
+def _not(tokens: list, at: int) -> tuple:
+    if isinstance(tokens[at], _Op) and tokens[at] == "!":
+        value, at = _not(tokens, at + 1)
+        return (None if value is None else not value), at
+    return _primary(tokens, at)
+
+
+def _primary(tokens: list, at: int) -> tuple:
+    first = tokens[at]
+    if isinstance(first, _Op) and first == "(":
+        value, at = _or(tokens, at + 1)
+        if not (isinstance(tokens[at], _Op) and tokens[at] == ")"):
+            raise IndexError("no )")
+        return value, at + 1
+    if isinstance(first, _Op):  # -z X, -f X...
+        return test_words([first, tokens[at + 1]]), at + 2
+    nxt = tokens[at + 1] if at + 1 < len(tokens) else None
+    if isinstance(nxt, _Op) and nxt not in ("||", "&&", ")"):
+        return test_words([first, nxt, tokens[at + 2]]), at + 3
+    return test_words([first]), at + 1
 
 
 def _text(words: list[Word]) -> str | None:
