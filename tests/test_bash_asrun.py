@@ -521,3 +521,34 @@ def test_arguments_in_arithmetic():
     assert texts("echo $(( $1 * 2 )) $(( $# + 1 ))\n", args=["3"]) == ["echo", "6", "2"]
     word = last("echo $(( $1 * 2 ))\n")[1]
     assert word.text is None and not word.absent and "none given" in word.why_unknown
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (
+            "X=a.b.c\necho ${X#*.} ${X##*.} ${X%.*} ${X%%.*} ${X#z} ${X%}\n",
+            "b.c c a.b a a.b.c a.b.c",
+        ),
+        ('A=--gbs=7\necho "${A#*=}" ${A%=*}\n', "7 --gbs"),
+        ('X=8\nwhile (( "$#" )); do X=9; shift; done\necho $X\n', "8"),
+    ],
+)
+def test_trimming_and_quotes_in_arithmetic_as_bash(text, words):
+    assert texts(text) == ["echo", *words.split()]
+    if HAS_BASH:
+        assert env_i_bash(text) == ["echo", *words.split()]
+
+
+def test_a_trimmed_literal_keeps_its_span_and_an_absent_value_stays_absent():
+    text = "A=--mbs=4\np ${A#*=} ${NOPE#x}\n"
+    command = last(text)
+    assert command[1].text == "4" and text[slice(*command[1].span)] == "4"
+    assert command[2].absent
+
+
+def test_the_argument_loop_with_key_value_options():
+    text = LOOP.replace('--gbs) GBS="$2"; shift; shift;;', '--gbs=*) GBS="${1#*=}"; shift;;')
+    command = last(text, args=["--gbs=256", "--mbs", "2"])
+    assert after(command, "--global-batch-size").text == "256"
+    assert after(command, "--micro-batch-size").text == "2"

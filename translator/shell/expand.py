@@ -7,6 +7,7 @@ value."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 
 from translator.shell import arith, arrays
@@ -40,6 +41,10 @@ EXPANSIONS = {
     "arithmetic_expansion",
     "process_substitution",
 }
+#: ``${X#p}``, ``${X##p}``, ``${X%p}``, ``${X%%p}`` with a pattern of plain characters.
+TRIM = re.compile(r"(##?|%%?)([^$`'\"\\]*)", re.S)
+#: The longest value trimmed (each cut is matched apart).
+MAX_TRIM = 4096
 #: Nodes whose text is the word's text, backslashes aside.
 PLAIN = {"word", "number", "extglob_pattern", "special_variable_name", "variable_name", "regex"}
 LEADING_BLANKS = re.compile(r"(?:\s|\\\n)*")
@@ -269,6 +274,9 @@ class Expander:
         if prefix:
             return _length(raw, name, sub, rest, env)
         op = re.match(r"(:?[-=+?])", rest)
+        trim = TRIM.fullmatch(rest) if rest and not op else None
+        if trim is not None:
+            return self._trim(raw, name, sub, trim.group(1), trim.group(2), env, quoted)
         if rest and not op:
             return [Piece(None, None, f"{clip(raw)} is not evaluated")]
         if not op:
@@ -276,6 +284,27 @@ class Expander:
         # where the word after the operator starts, as an offset into the node
         after = 2 + len(body) - len(rest) + len(op.group(1))
         return self._operator(node, raw, (name, sub, op.group(1), after), env, src, quoted)
+
+    def _trim(
+        self, raw: str, name: str, sub, op: str, pattern: str, env: Env, quoted: bool
+    ) -> list:
+        """``${X#p}``, ``${X##p}``, ``${X%p}``, ``${X%%p}``: the value without its shortest
+        (longest) prefix (suffix) that matches the pattern ``p``."""
+        if sub in ("@", "*") or name in ("@", "*"):
+            return [Piece(None, None, f"{clip(raw)} is not evaluated")]
+        pieces = joined(self.parameter(name, sub, env, True))
+        text = text_of(pieces)
+        if text is None:
+            if as_run(pieces) == "":  # nothing to trim, run as read; still no value
+                return [(p, not quoted) for p in pieces]
+            return [Piece(None, None, f"{clip(raw)} ({why(pieces)})", merge_sources(pieces))]
+        if len(text) > MAX_TRIM:
+            return [Piece(None, None, f"{clip(raw)} (a value too long to trim)")]
+        start, end = _trimmed(text, op, pattern)
+        one = pieces[0] if len(pieces) == 1 else None
+        span = (one.span[0] + start, one.span[0] + end) if one and one.span else None
+        sources = merge_sources(pieces)
+        return [(Piece(text[start:end], span, None, sources), not quoted)]
 
     def _operator(self, node, raw: str, form: tuple, env: Env, src: Source, quoted: bool) -> list:
         """``${X-w}``, ``${X:=w}``, ``${X:+w}``, ``${X?}``...: ``form`` is ``(name, index,
@@ -407,6 +436,16 @@ def _verbatim(src: Source, start: int, end: int, text: str) -> Piece:
     """Text that stands in the source as written, with its span when there is one."""
     span = src.span(start, end)
     return Piece(text, span, None, frozenset({span}) if span else frozenset())
+
+
+def _trimmed(text: str, op: str, pattern: str) -> tuple[int, int]:
+    """Where ``text`` starts and ends once ``${X#p}`` (``##``, ``%``, ``%%``) trims it."""
+    n = len(text)
+    if op[0] == "#":
+        cuts = range(n + 1) if op == "#" else range(n, -1, -1)
+        return next(((i, n) for i in cuts if fnmatch.fnmatchcase(text[:i], pattern)), (0, n))
+    cuts = range(n, -1, -1) if op == "%" else range(n + 1)
+    return next(((0, i) for i in cuts if fnmatch.fnmatchcase(text[i:], pattern)), (0, n))
 
 
 def _length(raw: str, name: str, sub, rest: str, env: Env) -> list:
@@ -678,7 +717,7 @@ def dollar_refs(expr: str, env: Env, found: list | None = None) -> str:
             raise arith.Unknown(why(var.scalar))
         return f"({text})" if text.strip() else "0"
 
-    out = ARITH_REFS.sub(value, expr)
+    out = ARITH_REFS.sub(value, expr.replace('"', ""))  # (( "$#" )): quotes go
     if "$" in out:
         out = PARAMETER_REFS.sub(parameter, out)
     if "$" in out:
