@@ -213,6 +213,9 @@ class Expander:
         if found:  # ${X:-n} inside, X not set: where n stands, as bytes of the source
             at = node.end_byte - len(raw.encode()) + len(raw[:inner].encode())
             for name, start, end in found:
+                if start is None:
+                    self.default(name, src, node, None)
+                    continue
                 b0 = at + len(expr[:start].encode())
                 self.default(name, src, node, b0, b0 + len(expr[start:end].encode()))
         return [piece]
@@ -693,8 +696,8 @@ def dollar_refs(expr: str, env: Env, found: list | None = None) -> str:
         var = env.get(name)
         empty = var is None or var == UNSET or as_run(var.scalar) == ""
         if empty and default is not None:
-            if var is None and found is not None:
-                found.append((name, m.start(4), m.end(4)))
+            if var is None and found is not None:  # (offsets into expr, when they are)
+                found.append((name, None if quoted else m.start(4), m.end(4)))
             return f"({default})"
         if var is None:
             raise arith.Unknown(
@@ -717,7 +720,8 @@ def dollar_refs(expr: str, env: Env, found: list | None = None) -> str:
             raise arith.Unknown(why(var.scalar))
         return f"({text})" if text.strip() else "0"
 
-    out = ARITH_REFS.sub(value, expr.replace('"', ""))  # (( "$#" )): quotes go
+    quoted = '"' in expr
+    out = ARITH_REFS.sub(value, expr.replace('"', "") if quoted else expr)  # (( "$#" ))
     if "$" in out:
         out = PARAMETER_REFS.sub(parameter, out)
     if "$" in out:
