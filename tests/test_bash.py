@@ -73,9 +73,11 @@ def test_words_remember_where_their_literal_is():
 
 def test_unknowns_are_not_guessed():
     (cmd,) = parse("echo $1 $(hostname) ${UNSET} $NOPE ${X:+y} $((Y*2))", "x").commands
-    assert [w.text for w in cmd] == ["echo", None, None, None, None, None, None]
-    assert cmd[1].why_unknown == "$1 (set when the script runs)"
-    assert cmd[4].why_unknown == "$NOPE (not set in the script)"
+    # read as run: ${X:+y} with X never set is nothing; $1, $NOPE are absent (still unknown)
+    assert [w.text for w in cmd] == ["echo", None, None, None, None, None]
+    assert cmd[1].why_unknown == "$1 (an argument of the script; none given)"
+    assert cmd[4].why_unknown == "$NOPE (not set in the script: only the environment can set it)"
+    assert [w.absent for w in cmd[1:]] == [True, False, True, True, False]
 
 
 def test_defaults_and_assigning_defaults():

@@ -59,8 +59,8 @@ def test_source_makes_what_was_set_before_it_unknown():
 def test_a_value_one_path_extends_keeps_what_every_path_shares():
     script = parse(
         'opts="--mbs 2 --gbs 16"\n'
-        'if [[ $Z -gt 1 ]]; then opts="${opts} --no-pp"; fi\n'
-        'if [ -n "$N" ]; then opts="nsys profile $opts --profile"; fi\n'
+        'if [[ $(nproc) -gt 1 ]]; then opts="${opts} --no-pp"; fi\n'
+        'if [ -n "$(hostname)" ]; then opts="nsys profile $opts --profile"; fi\n'
         "echo $opts\n",
         "t.sh",
     )
@@ -72,7 +72,7 @@ def test_a_value_one_path_extends_keeps_what_every_path_shares():
 
 def test_an_array_one_path_extends_keeps_its_shared_items():
     script = parse(
-        "A=(--tp 2 --pp 4)\nif [ $X -gt 1 ]; then A+=(--vp $Y); fi\necho ${A[@]}\n", "t.sh"
+        "A=(--tp 2 --pp 4)\nif [ $(nproc) -gt 1 ]; then A+=(--vp $Y); fi\necho ${A[@]}\n", "t.sh"
     )
     words = script.commands[-1]
     assert [w.text for w in words] == ["echo", "--tp", "2", "--pp", "4", None]
@@ -80,7 +80,7 @@ def test_an_array_one_path_extends_keeps_its_shared_items():
 
 
 def test_paths_that_disagree_are_not_merged_into_a_guess():
-    words = last_words('if [ "$1" = a ]; then X="--tp 2"; else X="--pp 4"; fi\necho $X\n')
+    words = last_words('if [ "$(hostname)" = a ]; then X="--tp 2"; else X="--pp 4"; fi\necho $X\n')
     assert words == ["echo", None]
 
 

@@ -148,6 +148,7 @@ def declaration(ex: Expander, node, env: Env, src: Source) -> None:
     options = [src.of(c) for c in node.named_children if c.type == "word"]
     integer = any(o.startswith("-") and "i" in o for o in options)
     associative = any(o.startswith("-") and "A" in o for o in options)
+    exports = _exports(keyword, options)
     for child in node.named_children:
         if child.type not in ("variable_assignment", "variable_name"):
             continue
@@ -159,6 +160,22 @@ def declaration(ex: Expander, node, env: Env, src: Source) -> None:
         if associative and name is not None:  # -A: not followed
             base = src.of(name).split("[", 1)[0]
             env.set(base, arrays.associative(base))
+        if exports is not None and name is not None and name.type == "variable_name":
+            env.export(src.of(name), exports)
+
+
+def _exports(keyword: str, options: list[str]) -> bool | None:
+    """Whether a declaration exports its names (``export``, ``declare -x``), stops exporting
+    them (``export -n``, ``declare +x``), or neither (``None``)."""
+    if any(o.startswith("-") and "f" in o for o in options):
+        return None  # functions
+    if keyword == "export":
+        return not any(o.startswith("-") and "n" in o for o in options)
+    if any(o.startswith("-") and "x" in o for o in options):
+        return True
+    if any(o.startswith("+") and "x" in o for o in options):
+        return False
+    return None
 
 
 def unknown_outputs(words: list[Word], env: Env) -> None:

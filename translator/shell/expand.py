@@ -1,27 +1,35 @@
 """Expansion of one argument as bash does it, without running anything: quotes, ``$X``,
 ``${X:-d}``, ``${X:=d}``, ``${X:+w}``, ``${X?}``, ``${#X}``, arrays, ``$((...))`` and
-heredoc bodies. What needs running (``$(...)``, ``$1``, a name the script never sets) is an
-unknown piece that says why."""
+heredoc bodies. What needs running (``$(...)``) is an unknown piece that says why; a name
+the script never sets, or an argument not given, is an *absent* one: empty when the script
+runs as read (``${X:-d}`` takes ``d``, and records it as a :class:`Default`), unknown as a
+value."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 
 from translator.shell import arith, arrays
 from translator.shell.fields import BREAK, At, joined, split_fields
 from translator.shell.syntax import Source, literal
 from translator.shell.values import (
+    ARGS_GIVEN,
     MAX_DEPTH,
+    SOURCED,
     UNSET,
+    Default,
     Env,
     Heredoc,
     Piece,
     Var,
     Word,
+    as_run,
     clip,
     merge_sources,
     text_of,
     to_word,
+    unknown,
     why,
 )
 
@@ -33,6 +41,10 @@ EXPANSIONS = {
     "arithmetic_expansion",
     "process_substitution",
 }
+#: ``${X#p}``, ``${X##p}``, ``${X%p}``, ``${X%%p}`` with a pattern of plain characters.
+TRIM = re.compile(r"(##?|%%?)([^$`'\"\\]*)", re.S)
+#: The longest value trimmed (each cut is matched apart).
+MAX_TRIM = 4096
 #: Nodes whose text is the word's text, backslashes aside.
 PLAIN = {"word", "number", "extglob_pattern", "special_variable_name", "variable_name", "regex"}
 LEADING_BLANKS = re.compile(r"(?:\s|\\\n)*")
@@ -44,6 +56,8 @@ SPLITS = {"simple_expansion", "expansion", "command_substitution", "brace_expres
 #: Characters that make an unquoted word a glob pattern.
 GLOB = re.compile(r"[*?\[]")
 #: ``$X``, ``${X}`` and ``${X:-n}`` inside arithmetic.
+#: ``$#``, ``$1`` and ``${12}`` inside arithmetic.
+PARAMETER_REFS = re.compile(r"\$(#|[1-9])|\$\{(#|[1-9][0-9]*)\}")
 ARITH_REFS = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\$\{([A-Za-z_]\w*):?-([^{}$]*)\}")
 #: An arithmetic assignment (``=``, ``+=``..., ``++``, ``--``) and a subscript (``A[``).
 ARITH_TARGET = re.compile(
@@ -53,6 +67,17 @@ ARITH_TARGET = re.compile(
 ARITH_SUBSCRIPT = re.compile(r"[A-Za-z_]\w*\s*\[")
 #: An index that is its own value (no leading zero: ``010`` is octal).
 DECIMAL = re.compile(r"0|[1-9][0-9]{0,17}")
+#: Variables bash itself sets (``env -i bash`` has them): never absent.
+BASH_SETS = frozenset(
+    "PATH PWD OLDPWD HOSTNAME HOSTTYPE SHELL TERM RANDOM SRANDOM SHLVL IFS OPTIND OPTERR PS1 PS2 "
+    "PS4 UID EUID PPID BASH BASH_VERSION BASH_VERSINFO OSTYPE MACHTYPE LINENO SECONDS "
+    "BASH_SOURCE BASH_LINENO FUNCNAME BASHPID BASH_SUBSHELL BASH_COMMAND BASH_ARGV BASH_ARGC "
+    "BASH_ARGV0 BASHOPTS SHELLOPTS GROUPS EPOCHSECONDS EPOCHREALTIME PIPESTATUS DIRSTACK "
+    "HISTCMD COLUMNS LINES OPTARG _".split()
+)
+#: Set in the outermost scope when the script has ``#SBATCH`` lines: Slurm then sets
+#: ``SLURM_*`` names the reader does not know (plain unknown, not absent).
+SBATCH = "__batchspec_sbatch"
 ANSI_C = {
     "n": "\n",
     "t": "\t",
@@ -76,6 +101,9 @@ class Expander:
         self.spread = False
         """Set when a field expanded may stand for any number of fields (an unquoted
         ``$(...)``, a glob, a vague array's items): an array's count is then unknown."""
+        self.defaults: dict[tuple, Default] = {}
+        """The defaults taken because a name was not set, each once (see
+        :attr:`~translator.shell.values.Script.defaults`)."""
         self.handlers = {
             "raw_string": self._raw_string,
             "ansi_c_string": self._ansi_c_string,
@@ -127,6 +155,10 @@ class Expander:
         raw = src.data[node.start_byte : node.end_byte].decode(errors="replace")
         blanks = LEADING_BLANKS.match(raw)  # always matches (perhaps the empty string)
         lead = blanks.end() if blanks else 0
+        if src.holes and kind in ("expansion", "simple_expansion"):
+            hole = src.holes.get(node.start_byte + lead)  # a statement bash cannot parse
+            if hole is not None:
+                return literal(src, node.start_byte, node.start_byte + lead) + [hole]
         if lead and kind in EXPANSIONS:
             # tree-sitter-bash puts the blanks before a ``$`` inside a string into the
             # expansion's node (``"$X $Y"``): they are text of the string.
@@ -174,7 +206,26 @@ class Expander:
         return self.parameter(raw[1:], None, env, quoted)
 
     def _arithmetic(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
-        return [arith_piece(raw[3:-2] if raw.startswith("$((") else raw[2:-1], env)]
+        inner = 3 if raw.startswith("$((") else 2
+        expr = raw[inner : len(raw) - inner + 1]
+        found: list = []
+        piece = arith_piece(expr, env, found)
+        if found:  # ${X:-n} inside, X not set: where n stands, as bytes of the source
+            at = node.end_byte - len(raw.encode()) + len(raw[:inner].encode())
+            for name, start, end in found:
+                if start is None:
+                    self.default(name, src, node, None)
+                    continue
+                b0 = at + len(expr[:start].encode())
+                self.default(name, src, node, b0, b0 + len(expr[start:end].encode()))
+        return [piece]
+
+    def default(self, name: str, src: Source, node, start: int | None, end: int = 0) -> None:
+        """Record a default taken for ``name`` (not set), its text between the bytes ``start``
+        and ``end`` of ``src`` when it is one literal there (``start`` ``None``: it is not)."""
+        span = src.span(start, end) if start is not None and end > start else None
+        entry = Default(name, src.line(node.start_byte), span)
+        self.defaults.setdefault((entry.name, entry.line, entry.span), entry)
 
     def _substitution(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
         if raw.startswith("$((") and raw.endswith("))"):  # tree-sitter's reading of $(( (...) ))
@@ -226,6 +277,9 @@ class Expander:
         if prefix:
             return _length(raw, name, sub, rest, env)
         op = re.match(r"(:?[-=+?])", rest)
+        trim = TRIM.fullmatch(rest) if rest and not op else None
+        if trim is not None:
+            return self._trim(raw, name, sub, trim.group(1), trim.group(2), env, quoted)
         if rest and not op:
             return [Piece(None, None, f"{clip(raw)} is not evaluated")]
         if not op:
@@ -234,17 +288,42 @@ class Expander:
         after = 2 + len(body) - len(rest) + len(op.group(1))
         return self._operator(node, raw, (name, sub, op.group(1), after), env, src, quoted)
 
+    def _trim(
+        self, raw: str, name: str, sub, op: str, pattern: str, env: Env, quoted: bool
+    ) -> list:
+        """``${X#p}``, ``${X##p}``, ``${X%p}``, ``${X%%p}``: the value without its shortest
+        (longest) prefix (suffix) that matches the pattern ``p``."""
+        if sub in ("@", "*") or name in ("@", "*"):
+            return [Piece(None, None, f"{clip(raw)} is not evaluated")]
+        pieces = joined(self.parameter(name, sub, env, True))
+        text = text_of(pieces)
+        if text is None:
+            if as_run(pieces) == "":  # nothing to trim, run as read; still no value
+                return [(p, not quoted) for p in pieces]
+            return [Piece(None, None, f"{clip(raw)} ({why(pieces)})", merge_sources(pieces))]
+        if len(text) > MAX_TRIM:
+            return [Piece(None, None, f"{clip(raw)} (a value too long to trim)")]
+        start, end = _trimmed(text, op, pattern)
+        one = pieces[0] if len(pieces) == 1 else None
+        span = (one.span[0] + start, one.span[0] + end) if one and one.span else None
+        sources = merge_sources(pieces)
+        return [(Piece(text[start:end], span, None, sources), not quoted)]
+
     def _operator(self, node, raw: str, form: tuple, env: Env, src: Source, quoted: bool) -> list:
         """``${X-w}``, ``${X:=w}``, ``${X:+w}``, ``${X?}``...: ``form`` is ``(name, index,
         operator, offset of the word after it)``."""
         name, sub, operator, after = form
         colon, kind = operator.startswith(":"), operator[-1]
-        var = env.get(name)
-        if var is None and (name.isdigit() or name in "@*#?$!-"):
+        var = lookup(env, name)
+        if var is None and name in ("0", "?", "$", "!", "-"):
             return [Piece(None, None, f"{clip(raw)} (${name} is set when the script runs)")]
         if kind == "=" and (sub in ("@", "*") or isinstance(sub, Piece)):
             return [Piece(None, None, f"{clip(raw)} assigns to an index bash refuses or not known")]
+        if kind == "=" and (name.isdigit() or name in ("@", "*", "#")):
+            return [Piece(None, None, f"{clip(raw)} assigns to a parameter: an error in bash")]
         state = _state(var, name if name in ("@", "*") else sub)
+        if state == "notset" and kind == "+" and not _absent(name, env):
+            state = "unknown"  # the environment (or a file sourced) may set it
         missing = state in ("notset", "unset") or (colon and state == "empty")
         decided = _without_word(raw, name, kind, colon, state, missing)
         if decided is not None:
@@ -252,18 +331,28 @@ class Expander:
         if kind == "?" or kind != "+" and not missing:
             return self.parameter(name, sub, env, quoted)
         return self._alternative(
-            node, after, (name, sub) if kind == "=" else None, env, src, quoted
+            node,
+            after,
+            (name, sub) if kind == "=" else None,
+            env,
+            src,
+            quoted,
+            name if state == "notset" and sub is None else None,
         )
 
-    def _alternative(self, node, after: int, target: tuple | None, env, src, quoted) -> list:
+    def _alternative(
+        self, node, after: int, target: tuple | None, env, src, quoted, default=None
+    ) -> list:
         """The word after the operator, which ``${X:=w}`` also assigns to ``target`` (``(name,
-        index)``)."""
+        index)``); ``default``: the name not set whose default it is (recorded)."""
         words = [
             c
             for c in node.children
             if c.start_byte >= node.start_byte + after and c.end_byte <= node.end_byte - 1
         ]
         pieces = list(joined(self._all(words, env, src, quoted=True))) or [Piece("")]
+        if default is not None:
+            self._default_of(default, node, pieces, src)
         if target is not None:
             name, sub = target
             if sub is None:
@@ -272,15 +361,27 @@ class Expander:
                 arrays.set_element(env, name, sub, tuple(pieces), 0, f"${{{name}[...]}}")
         return [(p, not quoted) for p in pieces]
 
+    def _default_of(self, name: str, node, pieces: list, src: Source) -> None:
+        """Record the default ``pieces`` taken for ``name``, with the span of its literal when
+        it is one literal inside ``node``."""
+        spans = [p.span for p in pieces if p.text]
+        span = spans[0] if len(spans) == 1 and len(pieces) == 1 else None
+        outer = src.span(node.start_byte, node.end_byte)
+        if span is not None and outer is not None and outer[0] <= span[0] <= span[1] <= outer[1]:
+            entry = Default(name, src.line(node.start_byte), span)
+        else:
+            entry = Default(name, src.line(node.start_byte), None)
+        self.defaults.setdefault((entry.name, entry.line, entry.span), entry)
+
     def parameter(self, name: str, sub, env: Env, quoted: bool) -> list:
         """``$NAME``, ``${NAME[k]}``, ``${NAME[@]}``: the value's segments. ``sub``: ``None``
         (no index), ``"@"``, ``"*"``, an index, or the unknown piece an index gave."""
-        var = env.get(name)
+        var = lookup(env, name)
         every = sub in ("@", "*") or name in ("@", "*")
         one_word = quoted and "*" in (sub, name)  # "${A[*]}": one word whatever the count
         if var is None:
             self.spread |= every and not one_word
-            return [_not_set(name)]
+            return [_not_set(name, env)]
         if isinstance(sub, Piece):
             return [sub]
         if every:
@@ -340,11 +441,21 @@ def _verbatim(src: Source, start: int, end: int, text: str) -> Piece:
     return Piece(text, span, None, frozenset({span}) if span else frozenset())
 
 
+def _trimmed(text: str, op: str, pattern: str) -> tuple[int, int]:
+    """Where ``text`` starts and ends once ``${X#p}`` (``##``, ``%``, ``%%``) trims it."""
+    n = len(text)
+    if op[0] == "#":
+        cuts = range(n + 1) if op == "#" else range(n, -1, -1)
+        return next(((i, n) for i in cuts if fnmatch.fnmatchcase(text[:i], pattern)), (0, n))
+    cuts = range(n, -1, -1) if op == "%" else range(n + 1)
+    return next(((0, i) for i in cuts if fnmatch.fnmatchcase(text[i:], pattern)), (0, n))
+
+
 def _length(raw: str, name: str, sub, rest: str, env: Env) -> list:
     """``${#NAME}``, ``${#NAME[k]}`` and ``${#NAME[@]}``."""
     if rest:
         return [Piece(None, None, f"{clip(raw)} is not evaluated")]
-    var = env.get(name)
+    var = lookup(env, name)
     if var == UNSET:
         return [Piece("0")]
     if not isinstance(var, Var):
@@ -386,7 +497,7 @@ def _state(var, sub=None) -> str:
             return "unknown"
     if item is None:
         return "unset"
-    text = text_of(item)
+    text = as_run(item)  # a value the environment alone gives is empty, run as read
     return "unknown" if text is None else "empty" if text == "" else "set"
 
 
@@ -395,10 +506,8 @@ def _without_word(raw: str, name: str, kind: str, colon: bool, state: str, missi
     after the operator is used (the value is unknown, the script stops...); else ``None``."""
     if state == "unknown" and (colon or kind == "+"):
         return [Piece(None, None, f"{clip(raw)} (${name} is not known)")]
-    if kind == "+" and state == "notset":  # the environment may set it
-        return [Piece(None, None, f"{clip(raw)} (${name} is not set in the script)")]
-    if kind == "+" and missing:
-        return [Piece("")]
+    if kind == "+" and missing:  # nothing: unquoted, no word at all
+        return [(Piece(""), True)]
     if kind == "?" and missing:
         return [Piece(None, None, f"{clip(raw)} stops the script")]
     return None
@@ -436,13 +545,70 @@ def _all_items(node) -> bool:
     )
 
 
-def _not_set(name: str) -> Piece:
-    """The unknown value of a name the script never sets."""
+def lookup(env: Env, name: str):
+    """What ``$name`` reads (as :meth:`Env.get`): ``$1``... are the items of ``$@`` (the
+    script's arguments, or a function's), ``$*`` is ``$@``. Past the last argument: ``None``
+    (not set) for the script's, the empty string for a function's."""
+    if name == "*":
+        return env.get("@")
+    if not name.isdigit() or name == "0":
+        return env.get(name)
+    args = env.get("@")
+    if not isinstance(args, Var):
+        return None
+    state, item = arrays.element(args, int(name) - 1)
+    if state == arrays.SET:
+        return Var((item,))
+    if state == arrays.UNKNOWN:
+        return Var((unknown(f"${name} (the arguments are not known)"),))
+    return Var(((Piece(""),),)) if _in_function(env) else None
+
+
+def _in_function(env: Env) -> bool:
+    """Whether ``env`` is inside a function's frame."""
+    layer: Env | None = env
+    while layer is not None:
+        if layer.function:
+            return True
+        layer = layer.parent
+    return False
+
+
+def _absent(name: str, env: Env) -> bool:
+    """Whether a name the script never set is empty when the script runs as read: not after
+    a ``source`` (the file may set it), nor for what bash, or Slurm under ``#SBATCH``, sets."""
+    if name.isdigit() and name != "0" or name in ("@", "*"):
+        return True
+    if name in BASH_SETS or not (name[:1].isalpha() or name[:1] == "_"):
+        return False
+    if name.startswith("SLURM_") and env.get(SBATCH) is not None:
+        return False
+    return env.get(SOURCED) is None
+
+
+def _not_set(name: str, env: Env) -> Piece:
+    """The value of a name the script never sets: absent (empty when run as read, unknown as a
+    value) or, for what the running system sets, unknown."""
+    if name[:1].isalpha() or name[:1] == "_":
+        if name in BASH_SETS:
+            return Piece(None, None, f"${name} (set by bash when the script runs)")
+        if name.startswith("SLURM_") and env.get(SBATCH) is not None:
+            return Piece(None, None, f"${name} (set by Slurm when the job runs)")
+        if env.get(SOURCED) is not None:
+            return Piece(
+                None, None, f"${name} (not set in the script; a file it sources may set it)"
+            )
+        return Piece(None, None, NOT_SET.format(name), absent=True)
+    given = "not given" if env.get(ARGS_GIVEN) is not None else "none given"
     if name in ("@", "*"):
-        return Piece(None, None, f"${name} (the script's arguments)")
-    if name.isdigit() or name in "#?$!-0":
-        return Piece(None, None, f"${name} (set when the script runs)")
-    return Piece(None, None, f"${name} (not set in the script)")
+        return Piece(None, None, f"${name} (the script's arguments; {given})", absent=True)
+    if name.isdigit() and name != "0":
+        return Piece(None, None, f"${name} (an argument of the script; {given})", absent=True)
+    return Piece(None, None, f"${name} (set when the script runs)")
+
+
+#: Why a name the script never sets is not known as a value.
+NOT_SET = "${} (not set in the script: only the environment can set it)"
 
 
 def _items(var: Var, index: list, quoted: bool) -> list:
@@ -461,9 +627,12 @@ def _items(var: Var, index: list, quoted: bool) -> list:
 
 
 # -- $((...)) -----------------------------------------------------------------------------------
-def arith_piece(expr: str, env: Env) -> Piece:
+def arith_piece(expr: str, env: Env, found: list | None = None) -> Piece:
     """``$((expr))``: its value, or an unknown piece that says why (a value the script does
-    not fix, or an error bash would stop on). Assignments in it change ``env``."""
+    not fix, or an error bash would stop on). Assignments in it change ``env``. A name not
+    set (nor given) is unknown, not 0: only the environment supplies it. ``found`` gets
+    ``(name, start, end)`` for each ``${X:-n}`` inside whose default ``n`` (at those offsets
+    of ``expr``) is taken."""
     sources: set = set()
 
     def get(name: str) -> str:
@@ -471,7 +640,9 @@ def arith_piece(expr: str, env: Env) -> Piece:
         if var == UNSET:
             return ""
         if var is None:
-            raise arith.Unknown(f"${name} (not set in the script)")
+            raise arith.Unknown(
+                NOT_SET.format(name) if _absent(name, env) else f"${name} (not set in the script)"
+            )
         text = text_of(var.scalar)
         sources.update(merge_sources(var.scalar))
         if text is None:
@@ -482,7 +653,7 @@ def arith_piece(expr: str, env: Env) -> Piece:
         arrays.set_scalar(env, name, (Piece(str(value), None, None, frozenset(sources)),), False, 0)
 
     try:
-        value = arith.Evaluator(get, put).evaluate(dollar_refs(expr, env))
+        value = arith.Evaluator(get, put).evaluate(dollar_refs(expr, env, found))
     except (arith.Unknown, arith.ArithError) as exc:
         return _arith_failed(expr, exc, env, frozenset(sources))
     return Piece(str(value), None, None, merge_sources([Piece("", None, None, frozenset(sources))]))
@@ -514,26 +685,45 @@ def forget_targets(expr: str, env: Env, why_: str, sources=frozenset()) -> None:
             arrays.set_scalar(env, name, (Piece(None, None, why_, sources),), False, 0)
 
 
-def dollar_refs(expr: str, env: Env) -> str:
+def dollar_refs(expr: str, env: Env, found: list | None = None) -> str:
     """``$X``, ``${X}`` and ``${X:-n}`` inside arithmetic become their text (bash expands them
-    before it evaluates); anything else in ``$`` form is unknown."""
+    before it evaluates); anything else in ``$`` form is unknown. ``found``: see
+    :func:`arith_piece`."""
 
     def value(m: re.Match) -> str:
         name = m.group(1) or m.group(2) or m.group(3)
         default = m.group(4)
         var = env.get(name)
-        if var is None or var == UNSET or (isinstance(var, Var) and text_of(var.scalar) == ""):
-            if default is not None:
-                return f"({default})"
-            if var is None:
-                raise arith.Unknown(f"${name} (not set in the script)")
+        empty = var is None or var == UNSET or as_run(var.scalar) == ""
+        if empty and default is not None:
+            if var is None and found is not None:  # (offsets into expr, when they are)
+                found.append((name, None if quoted else m.start(4), m.end(4)))
+            return f"({default})"
+        if var is None:
+            raise arith.Unknown(
+                NOT_SET.format(name) if _absent(name, env) else f"${name} (not set in the script)"
+            )
+        if var == UNSET or text_of(var.scalar) == "":
             return "0"
         text = text_of(var.scalar)
         if text is None:
             raise arith.Unknown(why(var.scalar))
         return f"({text})" if text.strip() else "0"
 
-    out = ARITH_REFS.sub(value, expr)
+    def parameter(m: re.Match) -> str:  # $#, $1, ${12}
+        name = m.group(1) or m.group(2)
+        var = lookup(env, name)
+        if var is None:
+            raise arith.Unknown(_not_set(name, env).why or name)
+        text = text_of(var.scalar) if isinstance(var, Var) else ""
+        if text is None:
+            raise arith.Unknown(why(var.scalar))
+        return f"({text})" if text.strip() else "0"
+
+    quoted = '"' in expr
+    out = ARITH_REFS.sub(value, expr.replace('"', "") if quoted else expr)  # (( "$#" ))
+    if "$" in out:
+        out = PARAMETER_REFS.sub(parameter, out)
     if "$" in out:
         raise arith.Unknown(f"{clip(expr)} needs the running script")
     return out

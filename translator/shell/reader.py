@@ -1,27 +1,40 @@
 """The walk over a parsed script: statements in the order bash runs them, each simple command
-kept with its expanded words.
+kept with its expanded words and the environment its process sees.
 
-Subshells, pipeline elements and a command's own ``X=1 cmd`` environment do not change the
-script's variables; ``unset`` does; functions run when called, with their arguments as
-``$1``...; ``local`` stays inside the function; ``eval STRING`` and ``bash -c STRING`` (also
-behind ``srun``) are parsed again and read; ``source FILE`` is not read and makes what was set
-before it unknown. Paths the reader cannot decide between (an ``if`` on an unknown value, a
-loop body) are each followed in a fork of the variables.
+The script runs as read: with the arguments and environment :func:`parse` is given (none by
+default) and what ``#SBATCH`` sets. Subshells, pipeline elements and a command's own ``X=1
+cmd`` environment do not change the script's variables; ``unset`` does; functions run when
+called, with their arguments as ``$1``...; ``local`` stays inside the function; ``shift`` and
+``set --`` move the arguments; ``eval STRING`` and ``bash -c STRING`` (also behind ``srun``)
+are parsed again and read; ``source FILE`` is not read and makes what was set before it
+unknown. A ``while``/``until`` loop whose condition known values decide runs for real (up
+to MAX_LOOPS times); ``break``, ``continue``, ``return`` and ``exit`` end what they end.
+Paths the reader cannot decide between (an ``if`` on an unknown value, a loop body that may
+run or not) are each followed in a fork of the variables.
 """
 
 from __future__ import annotations
 
+import bisect
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from translator.errors import InputError
 from translator.reading import Note
 from translator.shell import arrays, assign, conditions, flow
-from translator.shell.expand import Expander, arith_piece, forget_targets
+from translator.shell.expand import SBATCH, Expander, arith_piece, forget_targets
 from translator.shell.merge import agree
 from translator.shell.slurm import sbatch_variables
-from translator.shell.syntax import Source, check_syntax, tree
+from translator.shell.syntax import Source, repair, tree
 from translator.shell.values import (
+    ARGS_GIVEN,
+    MANY,
     MAX_CALL_DEPTH,
     MAX_EVALS,
     MAX_TEXT,
+    OWN,
+    SOURCED,
     UNSET,
     Env,
     Piece,
@@ -30,7 +43,8 @@ from translator.shell.values import (
     Word,
     clip,
     pieces_of,
-    text_of,
+    run_text,
+    scalar,
     to_word,
     unknown,
 )
@@ -57,14 +71,56 @@ NOT_WORDS = {
 }
 #: Commands that set the variables they name to what only the running script knows.
 READERS = {"read", "mapfile", "readarray", "printf", "getopts"}
+#: Commands that end what runs: the loop's body, the function, the script.
+STOPS = frozenset({"break", "continue", "return", "exit"})
+LOOP = frozenset({"break", "continue"})
+#: Times one ``while`` loop whose condition is decided runs for real (then: may run or not),
+#: and such runs in the whole reading.
+MAX_LOOPS = 100
+MAX_ITERATIONS = 2000
+#: Exported variables kept in one command's environment.
+MAX_EXPORTS = 256
+NAME = re.compile(r"[A-Za-z_]\w*")
+#: A value set by the reader itself (markers, the arguments).
+MARK = Var(((Piece("1"),),))
+
+
+class _Stop(Exception):
+    """``break``, ``continue``, ``return`` or ``exit`` ran: what follows it does not.
+    ``recorded``: what the paths that stopped set is already kept by the statement that
+    catches them (every path of an undecided choice stopped)."""
+
+    def __init__(self, kind: str, line: int, recorded: bool = False):
+        super().__init__(kind)
+        self.kind, self.line, self.recorded = kind, line, recorded
+
+
+@dataclass
+class _Catcher:
+    """A statement that catches stops (a loop: ``break``, ``continue``; a function call:
+    ``return``; a subshell: all of them; the script: ``exit``)."""
+
+    kinds: frozenset
+    env: Env | None
+    """The scope it runs in: what a path that stopped set is kept relative to it."""
+    pending: list | None
+    """``(kind, variables)`` of each path that stopped inside an undecided choice; ``None``
+    where they do not matter (a subshell, the script's end)."""
 
 
 class Reader:
     """Reads one script; the state of the walk (functions defined, calls and ``eval``
     strings being read, the undecided paths it is in)."""
 
-    def __init__(self, where: str, budget: int):
+    def __init__(
+        self,
+        where: str,
+        budget: int,
+        args: list[str] | None = None,
+        environment: dict[str, str] | None = None,
+    ):
         self.where = where
+        self.args, self.environment_given = args, environment or {}
         self.script = Script()
         self.ex = Expander()
         self.functions: dict[str, tuple] = {}
@@ -72,8 +128,16 @@ class Reader:
         self.evals = 0
         self.steps, self.budget = 0, budget
         self.prefix: list[Word] = []  # the launcher words before ``bash -c`` being read
+        self.outer: dict[str, Word] | None = None  # and the environment it gives the string
         self.path: tuple = ()  # the undecided branches the reader is in, see Script.paths
         self.choices = 0
+        self.catchers: list[_Catcher] = []
+        self.iterations = 0
+        self.newlines: list[int] | None = None  # character offsets of the text's newlines
+        self.file_text = ""
+        self._exports: tuple | None = None  # (scope, Env.version, environment) last computed
+        self._words: dict[int, tuple] = {}  # id of an exported Var -> (Var, its word)
+        self._many_exports = False
         self.handlers = {
             "variable_assignment": self._assign,
             "variable_assignments": self._assignments,
@@ -97,18 +161,45 @@ class Reader:
         }
 
     def read(self, text: str) -> Script:
-        data = text.encode()
+        self.file_text = text
+        data, root, holes, notes = repair(text.encode(), text, self.where)
         src = Source(data, text, 1, None)
-        root = tree(data).root_node
-        check_syntax(root, src, self.where)
-        env = Env()
-        sbatch_variables(text, env)
-        self.block(root, env, src)
+        src.holes = holes
+        self.script.notes.extend(notes)
+        env = self.outermost(text)
+        self.catchers.append(_Catcher(frozenset({"exit"}), env, None))
+        try:
+            self.block(root, env, src)
+        except _Stop as stop:
+            self.script.notes.append(
+                Note(stop.line, "the script exits here when run as read; what follows is not read")
+            )
+        self.script.defaults = list(self.ex.defaults.values())
         for name, var in env.own.items():
-            if isinstance(var, Var):
+            if isinstance(var, Var) and NAME.fullmatch(name) and not name.startswith(OWN):
                 lines = var.lines or (0,) * len(var.items)
                 self.script.variables[name] = [to_word(s, n) for s, n in zip(var.items, lines)]
         return self.script
+
+    def outermost(self, text: str) -> Env:
+        """The scope the script starts in: what ``#SBATCH`` sets, the environment and the
+        arguments given (values that are no literal of the file: nothing edits them)."""
+        env = Env()
+        if sbatch_variables(text, env):
+            env.set(SBATCH, MARK)
+        for name, value in self.environment_given.items():
+            if not NAME.fullmatch(name) or name.startswith(OWN):
+                raise InputError(f"{self.where}: {name!r} is not a variable name bash accepts")
+            env.set(name, Var(((Piece(value),),)))
+        for name in list(env.own):
+            if not name.startswith(OWN):
+                env.export(name)
+        if self.args is None:
+            env.set("#", scalar("0"))
+        else:
+            env.set(ARGS_GIVEN, MARK)
+            _set_args(env, [(Piece(a),) for a in self.args])
+        return env
 
     # -- statements -----------------------------------------------------------------------------
     def tick(self, node, src: Source) -> None:
@@ -153,6 +244,8 @@ class Reader:
         for name in assign.unset_targets(self.ex, node, env, src):
             if "[" not in name:
                 env.set(name, UNSET)
+                if name in env.exported():
+                    env.export(name, False)
                 continue
             base = name.split("[", 1)[0]
             k, why = assign.index_of(name, env)
@@ -178,11 +271,22 @@ class Reader:
         self.block(node, env, src)
 
     def _subshell(self, node, env: Env, src: Source) -> None:
-        self.block(node, env.fork(), src)
+        self.apart(lambda: self.block(node, env.fork(), src))
 
     def _pipeline(self, node, env: Env, src: Source) -> None:
         for child in node.named_children:
-            self.statement(child, env.fork(), src)
+            self.apart(lambda: self.statement(child, env.fork(), src))  # noqa: B023
+
+    def apart(self, run) -> None:
+        """Run what a process of its own runs (a subshell): an ``exit``, ``break``... in it
+        ends it only."""
+        self.catchers.append(_Catcher(STOPS, None, None))
+        try:
+            run()
+        except _Stop:
+            pass
+        finally:
+            self.catchers.pop()
 
     def _function(self, node, env: Env, src: Source) -> None:
         name = node.child_by_field_name("name")
@@ -192,11 +296,14 @@ class Reader:
 
     # -- simple commands ------------------------------------------------------------------------
     def command(self, node, env: Env, src: Source) -> None:
-        if node.child_by_field_name("name") is None:  # only assignments (X=1 Y=2)
+        name_node = node.child_by_field_name("name")
+        if name_node is None:  # only assignments (X=1 Y=2)
             for child in node.named_children:
                 if child.type == "variable_assignment":
                     assign.assign(self.ex, child, env, src)
             return
+        for child in _own_line(node, name_node, src):  # X=1 Y=2, then a command below
+            assign.assign(self.ex, child, env, src)
         words = self.command_words(node, env, src)
         if not words:
             return
@@ -212,23 +319,105 @@ class Reader:
             return
         if name in READERS:
             assign.unknown_outputs(words, env)
-        if name == "let":  # let x=1 y++: each word is arithmetic
-            for w in words[1:]:
-                if w.text is not None:
-                    arith_piece(w.text, env)
-                else:  # what it assigns is not known
-                    text = "".join(" 0 " if p.text is None else p.text for p in w.parts)
-                    forget_targets(text, env, f"let {clip(text)}: {w.why_unknown}")
+        if name == "let":
+            _let(words, env)
+        environment = self.environment(node, env, src)
         self.script.commands.append(self.prefix + words)
+        self.script.environments.append(environment)
         self.script.paths.append(self.path)
+        self.builtin(name, words, env)
         shell = _shell_string(words)
         if shell is not None:  # the string runs with the words before bash as its launcher
             at, inner = shell
             outer, self.prefix = self.prefix, self.prefix + words[:at]
+            outer_env, self.outer = self.outer, environment
             try:
-                self.reparse([inner], env, fork=True)
+                self.apart(lambda: self.reparse([inner], env, fork=True))
             finally:
-                self.prefix = outer
+                self.prefix, self.outer = outer, outer_env
+
+    def builtin(self, name: str | None, words: list[Word], env: Env) -> None:
+        """``shift``, ``set --``, and the commands that stop what runs."""
+        if name == "shift":
+            _shift(words, env)
+        elif name == "set":
+            _set(words, env)
+        elif name in STOPS and self.catcher(name) is not None:
+            raise _Stop(name, words[0].line)
+
+    # -- the environment of a command -----------------------------------------------------------
+    def environment(self, node, env: Env, src: Source) -> dict[str, Word]:
+        """The variables the process of the command ``node`` sees: the exported ones, then
+        its own ``X=1 cmd`` prefix (assigned in a fork: the script's variables stay)."""
+        base = self.exported(env)
+        name_node = node.child_by_field_name("name")
+        alone = _own_line(node, name_node, src) if name_node is not None else []
+        prefix = [
+            c for c in node.named_children if c.type == "variable_assignment" and c not in alone
+        ]
+        if not prefix and self.outer is None:
+            return base
+        out = dict(base)
+        out.update(self.outer or {})
+        scope = env.fork()
+        for child in prefix:
+            name_node = child.child_by_field_name("name")
+            if name_node is None or name_node.type == "subscript":
+                continue
+            assign.assign(self.ex, child, scope, src)
+            name = src.of(name_node)
+            var = scope.get(name)
+            if isinstance(var, Var):
+                out[name] = to_word(var.scalar, src.line(child.start_byte))
+        return out
+
+    def exported(self, env: Env) -> dict[str, Word]:
+        """The exported scalars of ``env`` as words (the same dict while nothing changed; on
+        the same scope, only the names changed since are looked at again)."""
+        cached = self._exports
+        if cached is not None and cached[0] is env and cached[1] == Env.version:
+            return cached[2]
+        if cached is not None and cached[0] is env:
+            out = dict(cached[2])
+            names: Iterable[str] = [n for n in env.dirty if env.is_exported(n)]
+            for name in env.dirty:
+                out.pop(name, None)
+        else:
+            out = {}
+            names = [n for n, on in env.exported().items() if on]
+        env.dirty.clear()
+        for name in names:
+            var = env.get(name)
+            if not isinstance(var, Var) or var.array:
+                continue
+            if len(out) >= MAX_EXPORTS:
+                if not self._many_exports:
+                    self._many_exports = True
+                    self.script.notes.append(
+                        Note(None, f"over {MAX_EXPORTS} exported variables: the rest not kept")
+                    )
+                break
+            out[name] = self.exported_word(var)
+        self._exports = (env, Env.version, out)
+        return out
+
+    def exported_word(self, var: Var) -> Word:
+        """An exported variable's value as a word, on the line of its literal."""
+        hit = self._words.get(id(var))
+        if hit is not None and hit[0] is var:
+            return hit[1]
+        pieces = var.scalar
+        spans = [p.span for p in pieces if p.span is not None and p.span != MANY]
+        spans += sorted(s for p in pieces for s in p.sources if s != MANY)
+        word = to_word(pieces, self.line_of(spans[0][0]) if spans else 0)
+        self._words[id(var)] = (var, word)
+        return word
+
+    def line_of(self, char: int) -> int:
+        """The line of a character offset of the file."""
+        if self.newlines is None:
+            self.newlines = [i for i, c in enumerate(self.file_text) if c == "\n"]
+        return bisect.bisect_left(self.newlines, char) + 1
 
     def command_words(self, node, env: Env, src: Source) -> list[Word]:
         """The words of a command, its own ``X=1`` environment and redirections left out."""
@@ -246,9 +435,10 @@ class Reader:
         unknown (the ones Slurm sets from ``#SBATCH`` aside)."""
         what = f"{words[0].text} {clip(words[1].text or '?') if len(words) > 1 else ''}"
         self.script.notes.append(Note(words[0].line, f"{what} is not read"))
+        env.root().set(SOURCED, MARK)  # names never set may be set by it: not absent now
         for n in env.names():
             old = env.get(n)
-            if not n.startswith(("SLURM_", "__batchspec_")) and isinstance(old, Var):
+            if NAME.fullmatch(n) and not n.startswith(("SLURM_", OWN)) and isinstance(old, Var):
                 why = f"${n} may be changed by {what} on line {words[0].line}"
                 # a scalar stays one, but its count and indices (an array now?) are unknown
                 env.set(n, arrays.vague(why) if old.array else Var((unknown(why),), keys=()))
@@ -261,14 +451,90 @@ class Reader:
             self.script.notes.append(Note(words[0].line, f"{name} calls itself too deep to follow"))
             return
         frame = _frame(env, words)
+        catcher = _Catcher(frozenset({"return"}), env, [])
+        self.catchers.append(catcher)
         self.calls += 1
+        stop = None
         try:
             self.statement(body, frame, body_src)
+        except _Stop as s:
+            stop = s
         finally:
             self.calls -= 1
-        for key, value in frame.own.items():
-            if key not in frame.locals:
-                env.set(key, value)
+            self.catchers.pop()
+        self.caught(env, frame, stop, catcher, f"a return in {name}", ("return",))
+
+    def caught(self, env: Env, inner: Env, stop, catcher: _Catcher, what: str, kinds) -> set:
+        """After a statement that catches ``kinds`` ran in the fork ``inner`` of ``env``:
+        keep what the paths that go on after it set (the one that ran to its end or was
+        stopped by one of ``kinds``, and those kept in ``catcher``); a stop it does not catch
+        goes on, unless some path does. The kinds that ended the paths kept (``"end"``)."""
+        states, ends = [], set()
+        if stop is None or stop.kind in kinds and not stop.recorded:
+            states.append(_flatten(inner, env))
+            ends.add("end" if stop is None else stop.kind)
+            self._commit_exports(env, inner)
+        elif not stop.recorded:
+            self.pend(stop.kind, inner)
+        for kind, state in catcher.pending or ():
+            states.append(state)
+            ends.add(kind)
+        if not states:
+            assert stop is not None
+            raise _Stop(stop.kind, stop.line, recorded=True)
+        if stop is not None and stop.kind not in kinds:
+            ends.add("stopped")
+        self.settle(env, states, what)
+        return ends
+
+    def _commit_exports(self, env: Env, inner: Env) -> None:
+        layer: Env | None = inner
+        found = []
+        while layer is not None and layer is not env:
+            found.append(layer.exports)
+            layer = layer.parent
+        for exports in reversed(found):
+            for name, on in exports.items():
+                env.export(name, on)
+
+    def settle(self, env: Env, states: list[dict], what: str) -> None:
+        """Set in ``env`` what paths that all go on from here set (``states``: each path's
+        variables, relative to ``env``); a variable the paths disagree on is unknown."""
+        if len(states) == 1:
+            for name, value in states[0].items():
+                env.set(name, value)
+            return
+        for name in set().union(*states):
+            values = [s.get(name, env.get(name)) for s in states]
+            value = agree(values, name, what)
+            if value is not env.get(name) or name in env.own:
+                env.set(name, value)
+
+    def catcher(self, kind: str) -> _Catcher | None:
+        """The innermost statement that catches ``kind``."""
+        for c in reversed(self.catchers):
+            if kind in c.kinds:
+                return c
+        return None
+
+    def pend(self, kind: str, env: Env) -> None:
+        """A path stopped by ``kind`` in ``env``: keep what it set for the statement that
+        catches it."""
+        c = self.catcher(kind)
+        if c is not None and c.pending is not None and c.env is not None:
+            c.pending.append((kind, _flatten(env, c.env)))
+
+    def innermost(self, stops: list[_Stop]) -> _Stop:
+        """Of stops that ended every path of a choice, the one caught first."""
+
+        def depth(stop: _Stop) -> int:
+            for i in range(len(self.catchers) - 1, -1, -1):
+                if stop.kind in self.catchers[i].kinds:
+                    return i
+            return -1
+
+        first = max(stops, key=depth)
+        return _Stop(first.kind, first.line, recorded=True)
 
     def reparse(self, words: list[Word], env: Env, fork: bool) -> None:
         """``eval`` / ``bash -c``: read the string as a script, unknown parts kept unknown."""
@@ -297,14 +563,14 @@ class Reader:
             self.block(root, scope, Source(data, text, line, pieces))
         finally:
             self.evals -= 1
-        for hole in holes:
-            scope.own.pop(hole, None)
+            for hole in holes:
+                scope.own.pop(hole, None)
 
     # -- control flow ---------------------------------------------------------------------------
     def branches(self, env: Env, paths: list, src: Source, line: int, what: str) -> None:
         """Run each possible path in a fork of ``env``; keep a variable only where every path
         agrees. ``paths``: statement lists, ``None`` for a path that runs nothing."""
-        deltas = []
+        deltas, exports, stops = [], [], []
         self.choices += 1
         choice = (self.choices, f"{what} on line {line}")
         for k, statements in enumerate(paths):
@@ -312,9 +578,19 @@ class Reader:
             outer, self.path = self.path, self.path + ((choice, k),)
             try:
                 self.block_list(statements or (), branch, src)
+            except _Stop as stop:  # this path goes on elsewhere, or not at all
+                if not stop.recorded:
+                    self.pend(stop.kind, branch)
+                stops.append(stop)
+                continue
             finally:
                 self.path = outer
             deltas.append(branch.own)
+            exports.append(branch.exports)
+        if not deltas:
+            raise self.innermost(stops)
+        for name in {n for e in exports for n in e}:
+            env.export(name, any(e.get(name, False) for e in exports))
         for name in set().union(*deltas):
             values = [d.get(name, env.get(name)) for d in deltas]
             value = agree(values, name, f"{what} on line {line}")
@@ -342,19 +618,94 @@ class Reader:
         self.follow(paths, env, src, node, "the case")
 
     def text(self, node, env: Env, src: Source) -> str | None:
-        """The text a node expands to as one quoted word (``None`` when not known)."""
-        return text_of([p for w in self.ex.words(node, env, src, True) for p in pieces_of(w)])
+        """The text a node expands to as one quoted word, run as read (``None`` when not
+        known)."""
+        texts = [run_text(w) for w in self.ex.words(node, env, src, True)]
+        return None if None in texts else "".join(t for t in texts if t is not None)
 
     def loop(self, node, env: Env, src: Source) -> None:
-        """A loop body may run or not (its variable is unknown)."""
+        """A ``while``/``until`` loop runs for real while known values decide its condition;
+        else, as a ``for`` loop, its body may run or not (its variable is unknown)."""
         body = node.child_by_field_name("body")
         variable = node.child_by_field_name("variable")
-        paths = [[body] if body is not None else None, None]
+        line = src.line(node.start_byte)
+        if node.type == "while_statement":
+            self.while_loop(node, body, env, src, line)
+            return
+        if node.type == "for_statement" and variable is not None and self._no_items(node, env, src):
+            return  # for x in $NEVER_SET: no round when run as read
         if variable is not None:
             name = src.of(variable)
             why = f"${name} (a loop variable)"
-            arrays.set_scalar(env, name, unknown(why), False, src.line(node.start_byte))
-        self.branches(env, paths, src, src.line(node.start_byte), "the loop")
+            arrays.set_scalar(env, name, unknown(why), False, line)
+        self.maybe_loop(env, body, src, line)
+
+    def _no_items(self, node, env: Env, src: Source) -> bool:
+        """Whether a ``for`` loop's words are none when run as read (``"$@"`` with no
+        arguments, ``$X`` never set)."""
+        values = [
+            c
+            for i, c in enumerate(node.children)
+            if node.field_name_for_child(i) == "value" and c.is_named
+        ]
+        if not values:
+            args = env.get("@")  # no ``in``: ``"$@"``
+            return args is None or isinstance(args, Var) and arrays.count(args) == 0
+        words = [w for v in values for w in self.ex.words(v, env, src)]
+        return all(w.absent for w in words)
+
+    def maybe_loop(self, env: Env, body, src: Source, line: int) -> None:
+        """A loop body that may run or not."""
+        catcher = _Catcher(LOOP, env, [])
+        self.catchers.append(catcher)
+        try:
+            self.branches(env, [[body] if body is not None else None, None], src, line, "the loop")
+        finally:
+            self.catchers.pop()
+        if catcher.pending:
+            self.settle(env, [{}] + [st for _, st in catcher.pending], f"the loop on line {line}")
+
+    def while_loop(self, node, body, env: Env, src: Source, line: int) -> None:
+        """``while``/``until``: each round decides the condition again; decided false, the
+        loop ends; undecided (or past MAX_LOOPS rounds), the rest may run or not."""
+        cond = [
+            c
+            for i, c in enumerate(node.children)
+            if node.field_name_for_child(i) == "condition" and c.is_named and c.type != "comment"
+        ]
+        until = node.children[0].type == "until"
+        for _ in range(MAX_LOOPS if len(cond) == 1 and body is not None else 0):
+            if self.iterations >= MAX_ITERATIONS or self.steps > self.budget // 2:
+                break
+            holds = conditions.status(self.ex, cond[0], env, src)
+            if holds is not None and until:
+                holds = not holds
+            if holds is False:
+                return
+            if holds is None:
+                break
+            self.iterations += 1
+            ends = self.round(body, env, src, line)
+            if ends == {"break"}:
+                return
+            if ends & {"break", "stopped"}:
+                break  # some paths leave the loop, others go on
+        self.maybe_loop(env, body, src, line)
+
+    def round(self, body, env: Env, src: Source, line: int) -> set:
+        """One round of a loop body, run for real in a fork of ``env`` (what it sets is kept
+        after it); how its paths ended (``"end"``, ``"break"``, ``"continue"``...)."""
+        inner = env.fork()
+        catcher = _Catcher(LOOP, env, [])
+        self.catchers.append(catcher)
+        stop = None
+        try:
+            self.statement(body, inner, src)
+        except _Stop as s:
+            stop = s
+        finally:
+            self.catchers.pop()
+        return self.caught(env, inner, stop, catcher, f"the loop on line {line}", LOOP)
 
     def and_or(self, node, env: Env, src: Source) -> None:
         """``a && b``, ``a || b``: ``b`` runs when known values say it does, else maybe."""
@@ -370,14 +721,110 @@ class Reader:
 
 
 def _frame(env: Env, words: list[Word]) -> Env:
-    """A function's frame: ``$1``...``$9`` and ``$@`` from the call's words."""
+    """A function's frame: ``$@`` (so ``$1``...) and ``$#`` from the call's words."""
     frame = env.fork(function=True)
-    frame.locals.update(map(str, range(1, 10)), {"@"})
-    for i in range(1, 10):
-        value = pieces_of(words[i]) if i < len(words) else (Piece("", None),)
-        frame.set(str(i), Var((value,)))
-    frame.set("@", Var(tuple(pieces_of(w) for w in words[1:]), True))
+    frame.locals.update({"@", "#"})
+    _set_args(frame, [pieces_of(w) for w in words[1:]])
     return frame
+
+
+def _own_line(node, name_node, src: Source) -> list:
+    """The assignments of a command that stand on lines of their own before it:
+    tree-sitter-bash reads ``X=1 Y=2``, a newline, then ``echo`` as one command (bash: two)."""
+    assignments = [
+        c
+        for c in node.named_children
+        if c.type == "variable_assignment" and c.end_byte <= name_node.start_byte
+    ]
+    ends = [c.start_byte for c in assignments[1:]] + [name_node.start_byte]
+    alone = 0
+    for i, (c, end) in enumerate(zip(assignments, ends)):
+        if b"\n" in src.data[c.end_byte : end].replace(b"\\\n", b""):
+            alone = i + 1
+    return assignments[:alone]
+
+
+def _let(words: list[Word], env: Env) -> None:
+    """``let x=1 y++``: each word is arithmetic."""
+    for w in words[1:]:
+        if w.text is not None:
+            arith_piece(w.text, env)
+        else:  # what it assigns is not known
+            text = "".join(" 0 " if p.text is None else p.text for p in w.parts)
+            forget_targets(text, env, f"let {clip(text)}: {w.why_unknown}")
+
+
+def _set_args(env: Env, items: list[tuple]) -> None:
+    """``$@`` and ``$#`` of a scope (``$1``... are the items of ``$@``)."""
+    env.set("@", Var(tuple(items), True))
+    env.set("#", scalar(str(len(items))))
+
+
+def _forget_args(env: Env, why: str) -> None:
+    env.set("@", arrays.vague(why))
+    env.set("#", Var((unknown(why),)))
+
+
+def _shift(words: list[Word], env: Env) -> None:
+    """``shift [n]``: the arguments move down ``n`` places (none when fewer are left, as in
+    bash)."""
+    n = 1
+    if len(words) > 1:
+        text = words[1].text
+        if text is None or not text.isdigit():
+            _forget_args(
+                env, f"the arguments after shift {clip(text or '?')} (line {words[0].line})"
+            )
+            return
+        n = int(text)
+    args = env.get("@")
+    if args is None:  # none given
+        return
+    if not isinstance(args, Var) or not arrays.exact(args):
+        _forget_args(
+            env, f"the arguments after a shift of arguments not known (line {words[0].line})"
+        )
+        return
+    if n <= len(args.items):
+        _set_args(env, list(args.items[n:]))
+
+
+def _set(words: list[Word], env: Env) -> None:
+    """``set -- ARGS``: the arguments become ``ARGS``."""
+    texts = [w.text for w in words]
+    if "--" not in texts:
+        return
+    rest = words[texts.index("--") + 1 :]
+    if all(w.text is not None for w in rest):
+        _set_args(env, [pieces_of(w) for w in rest])
+    else:
+        _forget_args(env, f"the arguments set on line {words[0].line} (not all known)")
+
+
+def _flatten(env: Env, upto: Env | None) -> dict:
+    """What the layers from ``env`` up to ``upto`` (not included) set, innermost first: a
+    path's variables relative to ``upto`` (a function's ``local`` names left out)."""
+    out: dict = {}
+    layer: Env | None = env
+    while layer is not None and layer is not upto:
+        for name, value in layer.own.items():
+            if name not in out:
+                out[name] = _frozen(value)
+        if layer.function:
+            for name in layer.locals:
+                out.pop(name, None)
+        layer = layer.parent
+    return out
+
+
+def _frozen(value):
+    """A value that its scope may no longer change in place (an array's lists copied)."""
+    if isinstance(value, Var) and isinstance(value.items, list):
+        keys = None if value.keys is None else tuple(value.keys)
+        return Var(
+            tuple(value.items), value.array, tuple(value.lines), value.overflow, keys, value.assoc
+        )
+    return value
 
 
 def _eval_string(words: list[Word]) -> tuple[str, list, dict]:
@@ -418,10 +865,20 @@ def _shell_string(words: list[Word]) -> tuple[int, Word] | None:
     return None
 
 
-def parse(text: str, where: str) -> Script:
-    """The commands and variables of ``text``; an :class:`InputError` naming the line when the
-    script is not valid bash (an unterminated quote, array or heredoc)."""
+def parse(
+    text: str,
+    where: str,
+    args: list[str] | None = None,
+    environment: dict[str, str] | None = None,
+) -> Script:
+    """The commands and variables of ``text`` as it runs with the arguments ``args`` (``None``:
+    none given) in an environment that sets only ``environment`` (NAME -> value, what the
+    user sets) and what the script's ``#SBATCH`` lines set. An :class:`InputError` naming the
+    line when the script is not valid bash (an unterminated quote, array or heredoc);
+    statements bash cannot parse (a template's ``<Specify path>``) are read as unknown, with
+    a note."""
     try:
-        return Reader(where, budget=20 * len(text) + 10_000).read(text)
+        reader = Reader(where, 20 * len(text) + 10_000, args, environment)
+        return reader.read(text)
     except RecursionError:
         raise InputError(f"{where}: blocks nested too deeply to follow") from None

@@ -20,21 +20,30 @@ VARIABLES = {
     "--cpus-per-task": ["SLURM_CPUS_PER_TASK"],
 }
 OPTION = re.compile(r"(--[a-z-]+|-[A-Za-z])(?:[= ]\s*)(\S+)")
+#: Where an option starts in a ``#SBATCH`` line (``#SBATCH <SLURM OPTIONS> --nodes=128``).
+STARTS = re.compile(r"(?<!\S)(?:--[a-z-]+|-[A-Za-z])(?=[= ])")
 #: Options whose count ends the value (``--gres=gpu:a100:8``, ``--gpus-per-node=h100:4``).
 TRAILING_COUNT = ("--gres", "--gpus-per-node")
 
 
-def sbatch_variables(text: str, env: Env) -> None:
-    """Set in ``env`` what the ``#SBATCH`` lines before the first command give the job."""
+def sbatch_variables(text: str, env: Env) -> bool:
+    """Set in ``env`` what the ``#SBATCH`` lines before the first command give the job;
+    whether there is one (the script is then a batch job: Slurm sets more ``SLURM_*``
+    names, with values the reader does not know)."""
     pos = 0
+    found = False
     for line in text.splitlines(keepends=True):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             break
         m = re.match(r"\s*#SBATCH\s+(.*)", line)
         if m:
-            _option(m.group(1), pos + m.start(1), env)
+            found = True
+            rest, at = m.group(1), pos + m.start(1)
+            for opt in STARTS.finditer(rest):  # a line may hold several options
+                _option(rest[opt.start() :], at + opt.start(), env)
         pos += len(line)
+    return found
 
 
 def _option(rest: str, at: int, env: Env) -> None:

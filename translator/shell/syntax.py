@@ -7,6 +7,7 @@ import bisect
 import re
 
 from translator.errors import InputError
+from translator.reading import Note
 from translator.shell.values import Piece, Span, clip
 
 _PARSER = None
@@ -21,6 +22,9 @@ class Source:
         self.data, self.text, self.line0, self.pieces = data, text, line0, pieces
         """``pieces``: for a string re-read by ``eval``, ``(offset, piece)`` for each of its
         stretches that is a literal of the file; ``None`` for the file itself."""
+        self.holes: dict[int, Piece] = {}
+        """For the file: the unknown piece that each ``${__...}`` written over a statement
+        bash cannot parse stands for, by the byte offset of its ``$`` (see :func:`repair`)."""
         self.ascii = text.isascii()
         if not self.ascii:
             self._byte_index()
@@ -103,6 +107,185 @@ def literal(src: Source, start: int, end: int) -> list[Piece]:
             return [Piece(text)]
     span = src.span(start, end)
     return [Piece(raw, span, None, frozenset({span}) if span else frozenset())]
+
+
+#: A template's placeholder (``<Specify path>``, ``--port=<your_port>``, ``<DIR>/train``),
+#: which bash would take for redirections: ``<`` starting a word, closed by a ``>`` right
+#: after its last character.
+PLACEHOLDER = re.compile(rb"(?<![^\s=:,])<[^\s<>()&|;][^<>\n]*?(?<=[^\s\\])>(?![>&|(])")
+#: Where a ``<...>`` is text, not code.
+TEXT_NODES = {
+    "string",
+    "raw_string",
+    "ansi_c_string",
+    "translated_string",
+    "comment",
+    "heredoc_body",
+    "heredoc_content",
+    "heredoc_redirect",
+    "arithmetic_expansion",
+    "test_command",
+}
+#: ``NAME=`` (``export NAME=``...) at the start of a line.
+ASSIGNMENT = re.compile(
+    rb"[ \t]*(?:(?:export|local|readonly|declare|typeset)[ \t]+(?:-\w+[ \t]+)*)?"
+    rb"[A-Za-z_]\w*\+?="
+)
+#: Rounds of repair before a script that still does not parse is refused.
+MAX_REPAIRS = 50
+
+
+def repair(data: bytes, text: str, where: str) -> tuple:
+    """What tree-sitter is given for a script whose templates hold statements bash cannot
+    parse (``DATA_PATH=<Specify path>``, ``--data-path <path> \\`` in a continued command):
+    ``(data, root, holes, notes)``. Each placeholder ``<...>`` is written over with a
+    reference ``${__}`` of the same length, standing for an unknown piece (``holes``, by the
+    byte offset of its ``$``); each statement that still does not parse is written over
+    with spaces (a name it assigns, ``NAME=${__}``: unknown from there on), up to
+    MAX_REPAIRS rounds. Every offset stays the same, so the spans of the other literals are
+    exact; ``notes`` say what was read as unknown. An :class:`InputError` for a real error
+    (an unterminated quote, ``if`` without ``fi``, an unclosed heredoc or array)."""
+    root = tree(data).root_node
+    holes: dict[int, Piece] = {}
+    notes: dict[int, Note] = {}
+    if not root.has_error and b"<" not in data:
+        return data, root, holes, []
+    buf = bytearray(data)
+    orig = Source(data, text, 1, None)
+    changed = False
+    for m in PLACEHOLDER.finditer(data):
+        if _is_code(root, m.start()):
+            changed |= _write_hole(buf, m.start(), m.end(), orig, holes, notes)
+    for _ in range(MAX_REPAIRS):
+        if changed:
+            root = tree(bytes(buf)).root_node
+        if not root.has_error:
+            break
+        errors = _errors(root, Source(bytes(buf), text, 1, None), where)
+        changed = False
+        for node in errors:
+            changed |= _blank(buf, node, orig, holes, notes)
+        if not changed:
+            break
+    out = bytes(buf)
+    if root.has_error:
+        check_syntax(root, Source(out, text, 1, None), where)
+    return out, root, holes, sorted(notes.values(), key=lambda n: n.line or 0)
+
+
+def _is_code(root, at: int) -> bool:
+    """Whether the byte at ``at`` stands in code (not in a string, comment or heredoc)."""
+    node = root.descendant_for_byte_range(at, at + 1)
+    while node is not None:
+        if node.type in TEXT_NODES:
+            return False
+        node = node.parent
+    return True
+
+
+def _statement(src: Source, start: int, end: int) -> str:
+    """The text of the lines from byte ``start`` to byte ``end``, for messages."""
+    a = src.data.rfind(b"\n", 0, start) + 1
+    b = src.data.find(b"\n", end)
+    line = src.data[a : b if b >= 0 else len(src.data)].decode(errors="replace").strip()
+    return line[:-1].rstrip() if line.endswith("\\") else line
+
+
+def _unparsed(src: Source, start: int, end: int, notes: dict) -> Piece:
+    """The unknown piece for a statement bash cannot parse, and its note."""
+    line = src.line(start)
+    what = clip(_statement(src, start, end))
+    notes.setdefault(
+        line, Note(line, f"bash cannot parse this statement (`{what}`); read as unknown")
+    )
+    return Piece(None, None, f"line {line}: bash cannot parse this statement ({what})")
+
+
+def _write_hole(buf: bytearray, start: int, end: int, src: Source, holes, notes) -> bool:
+    """Write ``${__}`` over ``buf[start:end]`` (a reference to an unknown piece)."""
+    ref = _reference(end - start, bytes(buf[end : end + 1]))
+    if ref is None:
+        return False
+    buf[start:end] = ref
+    holes[start] = _unparsed(src, start, end, notes)
+    return True
+
+
+def _reference(n: int, after: bytes) -> bytes | None:
+    """A variable reference ``n`` bytes long (``${___}``, or ``$__`` before a character that
+    cannot continue a name); ``None`` when none fits."""
+    if n >= 4:
+        return b"${" + b"_" * (n - 3) + b"}"
+    if n >= 2 and not re.match(rb"\w", after):
+        return b"$" + b"_" * (n - 1)
+    return None
+
+
+def _errors(root, src: Source, where: str) -> list:
+    """The statements tree-sitter could not parse, outermost ones; an :class:`InputError` for
+    a construct left open (a token tree-sitter had to invent, an unterminated quote)."""
+    out = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_missing:
+            opener = node.parent
+            line = src.line(opener.start_byte) if opener is not None else src.line(node.start_byte)
+            raise InputError(f"{where}:{line}: {_missing(node.type, opener, src)}")
+        if node.type == "ERROR":
+            text = src.data[node.start_byte : node.end_byte].decode(errors="replace").strip()
+            what = _error(text)
+            if not what.startswith("bash cannot parse"):
+                raise InputError(f"{where}:{src.line(node.start_byte)}: {what}")
+            out.append(node)
+            continue
+        if node.has_error:
+            stack.extend(reversed(node.children))
+    return out
+
+
+def _blank(buf: bytearray, node, src: Source, holes, notes) -> bool:
+    """Write spaces over a statement that does not parse (``src``: the file as written); in a
+    continued command (``\\`` lines), only from the error to its line's end, backslash kept.
+    Whether anything changed."""
+    start, end = node.start_byte, max(node.end_byte, node.start_byte + 1)
+    first = buf.rfind(b"\n", 0, start) + 1
+    eol = buf.find(b"\n", start)
+    eol = len(buf) if eol < 0 else eol
+    continues = buf[first:eol].rstrip().endswith(b"\\")
+    continued = first >= 2 and buf[: first - 1].rstrip(b" \t").endswith(b"\\")
+    if continues or continued:
+        stop = eol - (len(buf[first:eol]) - len(buf[first:eol].rstrip()))
+        stop -= 1 if continues else 0
+        return _spaces(buf, start, stop, src, notes) is not None
+    last = buf.find(b"\n", end - 1)
+    last = len(buf) if last < 0 else last
+    assignment = ASSIGNMENT.match(buf, first, eol)
+    head = bytes(buf[first : assignment.end()]) if assignment is not None else b""
+    piece = _spaces(buf, first, last, src, notes)
+    if piece is None:
+        return False
+    ref = _reference(min(eol - assignment.end(), 4), b" ") if assignment is not None else None
+    if assignment is not None and ref is not None:
+        at = assignment.end()
+        buf[first:at] = head
+        buf[at : at + len(ref)] = ref
+        holes[at] = piece
+    return True
+
+
+def _spaces(buf: bytearray, start: int, stop: int, src: Source, notes) -> Piece | None:
+    """Write spaces over ``buf[start:stop]``, newlines and line-ending backslashes kept; the
+    unknown piece of the statement, ``None`` when nothing changed."""
+    old = bytes(buf[start:stop])
+    lines = old.split(b"\n")
+    new = b"\n".join(
+        b" " * (len(ln) - 1) + b"\\" if ln.endswith(b"\\") else b" " * len(ln) for ln in lines
+    )
+    if new == old:
+        return None
+    buf[start:stop] = new
+    return _unparsed(src, start, stop, notes)
 
 
 def check_syntax(root, src: Source, where: str) -> None:

@@ -26,6 +26,13 @@ MANY: Span = (-1, -1)
 UNSET = "unset"
 #: Stands for an unknown stretch in the alternatives of an undecided value.
 UNKNOWN_MARK = "\0"
+#: Set in the outermost scope once the script sources a file: a name the script never sets
+#: may then have been set by that file (plain unknown from then on, not absent).
+SOURCED = "__batchspec_sourced"
+#: Set in the outermost scope when the script is read with arguments (``parse(args=...)``).
+ARGS_GIVEN = "__batchspec_args"
+#: Names the reader keeps for itself start so (left out of :attr:`Script.variables`).
+OWN = "__batchspec_"
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,10 @@ class Piece:
     maybe: tuple[tuple[str, ...], ...] | None = None
     """For an unknown value that is one of a few (an ``if`` the reader cannot decide set it
     either way): each possible value's items, unknown stretches as ``UNKNOWN_MARK``."""
+    absent: bool = False
+    """For unknown text: what a name the script never sets (or an argument not given) gives.
+    Run as read, with nothing set, it is empty (conditions and ``${X:-d}`` take it so); as a
+    batch value it stays unknown, since only the environment or an argument supplies it."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,11 @@ class Word:
     maybe: tuple[tuple[str, ...], ...] | None = None
     """For an unknown word that is all one undecided value: the items of each value it may
     have, unknown stretches as ``UNKNOWN_MARK``."""
+    absent: bool = False
+    """For an unknown word: it is made only of absent pieces (a name the script never sets, an
+    argument not given) and empty text, so run as read it is empty. ``--micro-batch-size
+    $MBS`` then has no value when run as-is, and a lone ``$EXTRA_ARGS`` adds nothing; the
+    word's ``text`` stays ``None`` (the environment may give it a value)."""
 
 
 @dataclass
@@ -84,6 +100,29 @@ class Script:
     choice never both run."""
     heredocs: list[Heredoc] = field(default_factory=list)
     """Here-documents written to a file (``cat <<EOT > $config_json``), expanded."""
+    defaults: list[Default] = field(default_factory=list)
+    """Each default the script takes because a name is not set (``${GPUS_PER_NODE:-8}``,
+    ``${1:-4}`` with no argument given), once each, in the order first taken: what the batch
+    rests on when the environment (``--env``) or the arguments do not set the name."""
+    environments: list[dict[str, Word]] = field(default_factory=list)
+    """For each command (parallel to :attr:`commands`): the variables its process sees, each
+    as a word with the line and span of its literal: the script's exported variables, the
+    user's environment, what ``#SBATCH`` sets, and the command's own ``X=1 cmd`` prefix.
+    Commands that see the same variables may share one dict: do not change them."""
+
+
+@dataclass(frozen=True)
+class Default:
+    """A default taken because a name is not set: ``${X:-d}``, ``${X-d}``, ``${X:=d}``,
+    ``${1:-d}``."""
+
+    name: str
+    """The name not set (``GPUS_PER_NODE``, ``1``)."""
+    line: int
+    """1-based line of the ``${...}``."""
+    span: Span | None
+    """Character offsets of the literal default text ``d`` in the file; ``None`` when the
+    default is not one literal (``${X:-$Y}``, ``${X:-}``)."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +177,10 @@ class Var:
 class Env:
     """Variables in layers: a fork sees its parent and keeps its own changes apart."""
 
+    version = 0
+    """Counts every change to an exported name's value or to what is exported, in any scope
+    (a command's environment is computed again only after one)."""
+
     def __init__(self, parent: Env | None = None, function: bool = False):
         self.parent = parent
         self.own: dict[str, Var | str] = {}
@@ -146,6 +189,12 @@ class Env:
         """A function's frame: ``local`` names belong to the innermost one."""
         self.locals: set[str] = set()
         """For a function's frame: the names declared ``local`` in it (else empty)."""
+        self.exports: dict[str, bool] = {}
+        """Names exported (``True``) or no longer exported (``False``) in this layer."""
+        self.watch: builtins.set[str] = parent.watch if parent is not None else set()
+        """Every name exported so far in any scope of the reading (shared by all of them)."""
+        self.dirty: builtins.set[str] = parent.dirty if parent is not None else set()
+        """The names of :attr:`watch` set or exported since the reader last looked (shared)."""
 
     def get(self, name: str):
         """The innermost value of ``name``: a :class:`Var`, ``UNSET``, or ``None`` when the
@@ -159,9 +208,19 @@ class Env:
 
     def set(self, name: str, value) -> None:
         self.own[name] = value
+        if name in self.watch:
+            self.dirty.add(name)
+            Env.version += 1
 
     def fork(self, function: bool = False) -> Env:
         return Env(self, function)
+
+    def root(self) -> Env:
+        """The outermost scope (the script's own, where the environment is)."""
+        env = self
+        while env.parent is not None:
+            env = env.parent
+        return env
 
     def declare_local(self, name: str) -> None:
         """``local NAME``: the name belongs to the innermost function frame."""
@@ -171,6 +230,35 @@ class Env:
                 env.locals.add(name)
                 return
             env = env.parent
+
+    def export(self, name: str, on: bool = True) -> None:
+        """``export NAME`` (``on``), or ``export -n NAME`` / ``unset NAME`` (not ``on``)."""
+        self.exports[name] = on
+        self.watch.add(name)
+        self.dirty.add(name)
+        Env.version += 1
+
+    def is_exported(self, name: str) -> bool:
+        env: Env | None = self
+        while env is not None:
+            if name in env.exports:
+                return env.exports[name]
+            env = env.parent
+        return False
+
+    def exported(self) -> dict[str, bool]:
+        """Every name exported (or no longer) in this scope or one around it, the outermost
+        first."""
+        layers = []
+        env: Env | None = self
+        while env is not None:
+            if env.exports:
+                layers.append(env.exports)
+            env = env.parent
+        out: dict[str, bool] = {}
+        for layer in reversed(layers):
+            out.update(layer)
+        return out
 
     def names(self) -> builtins.set[str]:  # plain ``set`` here is the method Env.set
         """Every name set in this scope or one around it."""
@@ -207,6 +295,23 @@ def text_of(pieces) -> str | None:
     if any(p.text is None for p in pieces):
         return None
     return "".join(p.text for p in pieces)
+
+
+def as_run(pieces) -> str | None:
+    """The text of ``pieces`` when the script runs as read: absent pieces (names never set,
+    arguments not given) are empty; ``None`` when another piece is unknown."""
+    if any(p.text is None and not p.absent for p in pieces):
+        return None
+    return "".join(p.text or "" for p in pieces)
+
+
+def run_text(word: Word) -> str | None:
+    """A word's text when the script runs as read (see :func:`as_run`)."""
+    if word.text is not None:
+        return word.text
+    if word.absent:
+        return ""
+    return as_run(word.parts) if word.parts else None
 
 
 def why(pieces) -> str | None:
@@ -251,7 +356,7 @@ def _known_runs(pieces: tuple) -> tuple:
 
 def pieces_of(word: Word) -> tuple[Piece, ...]:
     """A word as one piece."""
-    return (Piece(word.text, word.span, word.why_unknown, word.sources),)
+    return (Piece(word.text, word.span, word.why_unknown, word.sources, absent=word.absent),)
 
 
 def to_word(pieces: tuple, line: int) -> Word:
@@ -263,7 +368,10 @@ def to_word(pieces: tuple, line: int) -> Word:
     if text is None:
         unknowns = [p for p in pieces if p.text != ""]
         maybe = unknowns[0].maybe if len(unknowns) == 1 else None
-        return Word(None, line, None, why(pieces), sources, parts=pieces, maybe=maybe)
+        absent = all(p.absent for p in unknowns)
+        return Word(
+            None, line, None, why(pieces), sources, parts=pieces, maybe=maybe, absent=absent
+        )
     meaningful = [p for p in pieces if p.text]
     span = meaningful[0].span if len(meaningful) == 1 else None
     if not meaningful and len(pieces) == 1:
