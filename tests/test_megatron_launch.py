@@ -51,7 +51,8 @@ PROGRAM = "pretrain_gpt.py --micro-batch-size 2 --global-batch-size 64"
         ("jsrun -n 8 -a 2 python", 16),
         ("deepspeed --hostfile hosts --include a:0,1,2,3@b:0,1,2,3", 8),
         ("deepspeed --hostfile hosts --include a@b", None),  # all slots of each host
-        ("torchrun ${LAUNCH_ARGS[@]}", None),  # may hold --nproc_per_node
+        ("torchrun $(cat launch_args)", None),  # may hold --nproc_per_node
+        ("torchrun ${LAUNCH_ARGS[@]}", 1),  # never set: empty as run, torchrun's defaults
         ("torchrun --nproc_per_node 8 --rdzv_id=$SLURM_JOB_ID", 8),  # a value, not more flags
         ("srun --label singularity exec $IMAGE python", None),  # no sizes at all
     ],
@@ -239,14 +240,15 @@ def test_a_flag_with_an_unknown_value_after_equals_is_one_word(tmp_path):
 
 def test_an_unknown_program_word_still_starts_the_program(tmp_path):
     """``python3 ${EXEC} ...``: the words after it are Megatron's, and an unknown one among
-    them may hold flags."""
-    _, out = inspect(
-        tmp_path,
-        "srun -n 4 python3 ${EXEC} --micro-batch-size 1 --global-batch-size 8 ${LLAMA_ARGS}\n",
-    )
+    them may hold flags; one never set is empty as run."""
+    line = "srun -n 4 python3 ${EXEC} --micro-batch-size 1 --global-batch-size 8 "
+    _, out = inspect(tmp_path, line + "$(cat llama_args)\n")
     assert out["world_size"] == 4
     assert out["micro_batch_size"] == 1 and out["global_batch_size"] == 8
     assert out["tensor_parallel_size"] is None
+    _, out = inspect(tmp_path, line + "${LLAMA_ARGS}\n")
+    assert out["tensor_parallel_size"] == 1 and out["gradient_accumulation_steps"] == 2
+    assert any(f["code"] == "job-defaults" for f in out["findings"])
 
 
 def test_yaml_cfg_replaces_every_argument(tmp_path):

@@ -58,21 +58,21 @@ def read_job(
     when given). A script with no launch of a known program is an input error, unless a
     framework claims the whole text (Megatron's arrays of flags without a launch line)."""
     run_as = run_as or RunAs()
-    script = shell.parse(text, path, *_parse_options(run_as))
+    args = None if run_as.args is None else list(run_as.args)
+    script = shell.parse(text, path, args, dict(run_as.environment))
     frameworks = [FRAMEWORKS[framework]] if framework else by_claim_order()
     readers = [f for f in frameworks if f.program is not None]
     commands = {c for f in readers for c in f.commands}
     locate = _locator(path, run_as.run_dir)
     claimed: list[tuple[int, Framework, Reading, Call]] = []
     unread: list[str] = []  # programs launched that no framework reads
-    environments = getattr(script, "environments", None) or [{}] * len(script.commands)
     for i, words in enumerate(script.commands):
         if not words or words[0].text in PRINTERS:
             continue
         split = launchers.call_of(words, commands)
         if split is None:
             continue
-        environment = environments[i]
+        environment = script.environments[i]
         sizes = launchers.sizes(split.launch, script.variables, environment)
         call = Call(path, text, words[0].line, split, sizes, environment, script, locate)
         for f in readers:
@@ -95,15 +95,6 @@ def _sets(reading: Reading) -> bool:
     """Whether a program's reading sets a value where the job stands (a value it only
     implies, such as a flag not given, has no line) or names a file that does."""
     return bool(reading.partners) or any(v.line is not None for v in reading.values.values())
-
-
-def _parse_options(run_as: RunAs) -> tuple:
-    """The arguments and environment for :func:`shell.parse`, when it takes them."""
-    import inspect as introspect
-
-    if len(introspect.signature(shell.parse).parameters) > 2:
-        return (None if run_as.args is None else list(run_as.args), dict(run_as.environment))
-    return ()
 
 
 def _without_launch(
@@ -180,6 +171,18 @@ def _finish(reading: Reading, call: Call, script: shell.Script, locate) -> None:
             int(count),
             f"{call.path}:{word.line} ({sizes.launcher} {flag})",
         )
+    rests = _rests_on(reading, call, script)
+    if rests:
+        reading.findings.append(
+            finding(
+                "job-defaults",
+                "read as run with no arguments and an empty environment, the batch rests on: "
+                + "; ".join(rests),
+                hint="give the script's arguments after -- and variables with --env to read it "
+                "as you run it",
+                where=call.path,
+            )
+        )
     for note in reading.notes:
         reading.findings.append(
             finding(
@@ -189,6 +192,25 @@ def _finish(reading: Reading, call: Call, script: shell.Script, locate) -> None:
                 where=call.path if note.line is None else f"{call.path}:{note.line}",
             )
         )
+
+
+def _rests_on(reading: Reading, call: Call, script: shell.Script) -> list[str]:
+    """The defaults the read values take because a variable or argument is not set, and the
+    words that are empty as run where the program or launcher would take more flags."""
+    spans = {v.span: (key, v.value) for key, v in reading.values.items() if v.span is not None}
+    out = [
+        f"{spans[d.span][0]} {spans[d.span][1]}, the default of ${{{d.name}}} (line {d.line}), "
+        "which is not set"
+        for d in script.defaults
+        if d.span in spans
+    ]
+    words = [*call.split.launch, *call.arguments]
+    for i, word in enumerate(words):
+        before = words[i - 1].text or "" if i else ""
+        if word.absent and not (before.startswith("-") and "=" not in before):
+            shown = (word.why_unknown or "a word").split(" (")[0]
+            out.append(f"{shown} (line {word.line}) empty, so no flags there")
+    return list(dict.fromkeys(out))
 
 
 def _launcher_config(reading: Reading, call: Call, config, locate) -> None:

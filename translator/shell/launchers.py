@@ -383,7 +383,7 @@ def _read_flags(out: Sizes, launcher: Launcher, flags: list[Word]) -> None:
             else:
                 out.options[flag] = following
         if word.text is None and not after_option and not text.startswith("-"):
-            if not getattr(word, "absent", False):  # as run, it is no word at all
+            if not word.absent:  # as run, it is no word at all
                 out.missing = (
                     f"{word.why_unknown} may hold {launcher.name}'s own flags "
                     "(how many processes it starts)"

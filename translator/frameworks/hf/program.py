@@ -84,7 +84,7 @@ def program(call: Call) -> Reading | None:
     for flag in flags:  # argparse: the last occurrence wins
         if flag.key in READ:
             _set(reading, flag, call)
-        elif flag.value is not None and getattr(flag.value, "absent", False):
+        elif flag.value is not None and flag.value.absent:
             reading.findings.append(_empty_value(flag, call.path))
     _missing_batch(reading, call, tool)
     _deepspeed(reading, call)
@@ -106,7 +106,7 @@ def _parse(words: list[Word]) -> tuple[list[Flag], list[Word], list[str]]:
             if head.startswith("--") and "=" in head:  # --flag=$X
                 key = head[2:].split("=", 1)[0].replace("-", "_")
                 flags.append(Flag(key, word, Word(None, word.line, why_unknown=word.why_unknown)))
-            elif not getattr(word, "absent", False):
+            elif not word.absent:
                 opaque.append(f"line {word.line}: {word.why_unknown}")
             i += 1
             continue

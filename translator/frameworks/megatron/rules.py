@@ -87,7 +87,7 @@ def _opaque(words: list[bash.Word]) -> list[str]:
         f"line {w.line}: {w.why_unknown}"
         for i, w in enumerate(words[1:], 1)
         if w.text is None
-        and not getattr(w, "absent", False)  # as run, no word at all
+        and not w.absent  # as run, no word at all
         and not _after_flag(words[i - 1].text)
         and not ("=" in _known_start(w) and _known_start(w).startswith("--"))
         and (w.maybe is None or any(_may_hold_flags(items) for items in w.maybe))
@@ -173,7 +173,7 @@ def read(text: str, where: str) -> Reading:
         f"line {c[0].line}: {c[0].why_unknown}"
         for c in script.commands
         if c[0].text is None
-        and not getattr(c[0], "absent", False)
+        and not c[0].absent
         and (c[0].maybe is None or any(map(_may_hold_flags, c[0].maybe)))
     ]
     reading.world_unknown = Note(
