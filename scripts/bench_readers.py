@@ -59,7 +59,7 @@ STYLES = [
     "--gradient_accumulation_steps 8 --output_dir o\n",
     "#!/bin/bash\nGPUS_PER_NODE=8\nMBS={i}\nGBS=$((MBS*64))\nGPT_ARGS=(\n  --micro-batch-size $MBS\n"
     "  --global-batch-size $GBS\n  --tensor-model-parallel-size 2\n)\n"
-    "torchrun --nproc_per_node $GPUS_PER_NODE pretrain_gpt.py ${{GPT_ARGS[@]}} \"$@\"\n",
+    'torchrun --nproc_per_node $GPUS_PER_NODE pretrain_gpt.py ${{GPT_ARGS[@]}} "$@"\n',
 ]
 
 
