@@ -37,8 +37,10 @@ MODULE = "axolotl.cli.train"
 TOOLS = ("axolotl",)
 #: The entry point of Axolotl before its CLI (``accelerate launch scripts/finetune.py x.yml``).
 LEGACY = "finetune.py"
+#: Ray's keys (``axolotl train --use-ray``).
+RAY = ("use_ray", "ray_num_workers")
 #: The keys read from the YAML and its overrides (the reader's, and Ray's).
-READ = (*rules.KEYS, *rules.OTHER_KEYS, "use_ray", "ray_num_workers")
+READ = (*rules.KEYS, *rules.OTHER_KEYS, *RAY)
 #: ``axolotl train``'s own switches (no value).
 SWITCHES = {"use_ray", "debug", "no_debug", "debug_text_only", "no_debug_text_only", "shard"}
 #: Dashed spellings of launcher flags: not Axolotl options, so click hands them to the launcher.
@@ -270,7 +272,7 @@ def _read_config(reading: Reading, call: Call, named: Word | None) -> dict | Non
     if found is not None:
         assert named is not None
         try:
-            inner, config = rules.read_yaml(read_text(found), str(found))
+            inner, config = rules.read_yaml(read_text(found), str(found), RAY)
         except InputError as exc:
             reading.findings.append(
                 finding("job-file-unreadable", str(exc), where=f"{call.path}:{named.line}")

@@ -75,9 +75,9 @@ def read(text: str, where: str) -> Reading:
     return reading
 
 
-def read_yaml(text: str, where: str) -> tuple[Reading, dict]:
-    """An Axolotl YAML's batch values, typos and duplicate keys (the DeepSpeed JSON it names is
-    not read), and the whole mapping as loaded."""
+def read_yaml(text: str, where: str, extra: tuple[str, ...] = ()) -> tuple[Reading, dict]:
+    """An Axolotl YAML's batch values (and those of its ``extra`` keys), typos and duplicate
+    keys (the DeepSpeed JSON it names is not read), and the whole mapping as loaded."""
     doc = parsing.load_yaml(text, where)
     config = doc.data
     if not isinstance(config, dict):
@@ -85,7 +85,7 @@ def read_yaml(text: str, where: str) -> tuple[Reading, dict]:
             f"{where}: an Axolotl config must be a YAML mapping, not {type(config).__name__}"
         )
     reading = Reading(where, NAME, text)
-    for key in list(KEYS) + OTHER_KEYS:
+    for key in [*KEYS, *OTHER_KEYS, *extra]:
         if key in config:
             line, span = doc.positions.get(key, (None, None))
             reading.values[key] = Value(config[key], line, span)
