@@ -181,6 +181,36 @@ def test_deepspeed_in_one_process_is_refused(run_dir):
     assert not [f for f in got.findings if f.severity == "error"]
 
 
+MOE = YAML + "pipeline_model_parallel_size: 4\nexpert_model_parallel_size: 2\n"
+
+
+@pytest.mark.parametrize(
+    "path, accumulation, global_batch, code",
+    [
+        ("USE_MCA", 8, 16, "llamafactory-megatron-batch"),  # 1 × 8 × DP (8 / PP 4)
+        ("USE_MEGATRON_BRIDGE", 4, 8, "llamafactory-megatron-batch"),  # 1 × 8 × 8 // (4 × 2)
+        (None, None, None, "llamafactory-megatron-paths"),  # the YAML alone cannot say
+    ],
+)
+def test_the_environment_picks_the_megatron_path(run_dir, path, accumulation, global_batch, code):
+    Path("moe.yaml").write_text(MOE)
+    environment = {"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "8"} | ({path: "1"} if path else {})
+    got = with_environment("llamafactory-cli train moe.yaml", environment)
+    assert got.values["world_size"] == 8
+    assert got.values.get("gradient_accumulation_steps") == accumulation
+    assert got.values.get("global_batch_size") == global_batch
+    assert code in {f.code for f in got.findings}
+
+
+def test_the_bridge_path_refuses_a_global_batch_megatron_cannot_split(run_dir):
+    Path("moe.yaml").write_text(MOE.replace("accumulation_steps: 8", "accumulation_steps: 3"))
+    got = with_environment(
+        "llamafactory-cli train moe.yaml", {"USE_MEGATRON_BRIDGE": "1", "NPROC_PER_NODE": "8"}
+    )
+    (error,) = [f for f in got.findings if f.severity == "error"]
+    assert error.code == "global-not-divisible" and "= 3," in error.message
+
+
 def test_the_world_sizes_are_the_variables_update_edits(run_dir):
     got = with_environment(
         "llamafactory-cli train examples/train_lora/sft.yaml",

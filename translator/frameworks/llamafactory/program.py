@@ -80,6 +80,7 @@ def program(call: Call) -> Reading | None:
     else:
         _flags(reading, call, arguments)
     _deepspeed(reading, call)
+    _megatron_path(reading, call)
     if tool:
         _cli_world(reading, call)
     else:
@@ -286,6 +287,14 @@ def _deepspeed(reading: Reading, call: Call) -> None:
 
 
 # The world ---------------------------------------------------------------------------------
+
+
+def _megatron_path(reading: Reading, call: Call) -> None:
+    """The Megatron path the environment picks (``USE_MCA`` first, as LLaMA-Factory checks)."""
+    for name in rules.PATHS:
+        if _on(call.environment, name):
+            reading.values[name] = Value(True, call.environment[name].line)
+            return
 
 
 def _on(environment: Mapping[str, Word], name: str) -> bool | None:
