@@ -123,6 +123,19 @@ def test_an_underscore_option_of_axolotl_train_goes_to_the_launcher_and_is_refus
     assert out["micro_batch_size"] == 2
 
 
+def test_switches_take_no_value_so_the_yaml_after_them_is_the_config(run_dir):
+    _, out = inspect("axolotl train --debug --sample-packing examples/lora.yml --num-processes 2\n")
+    assert batch(out) == (2, 2, 4, 16) and "axolotl-sample-packing" in codes(out)
+    _, out = inspect("axolotl train examples/lora.yml --no-sample-packing --num-processes 2\n")
+    assert "axolotl-sample-packing" not in codes(out)
+
+
+def test_an_unknown_launcher_leaves_the_world_unknown(run_dir):
+    _, out = inspect("axolotl train examples/lora.yml --launcher $LAUNCHER\n")
+    assert out["world_size"] is None
+    assert "axolotl train's --launcher is $LAUNCHER" in codes(out)["world-unknown"]["message"]
+
+
 def test_an_override_from_an_unset_variable_is_unknown(run_dir):
     _, out = inspect("axolotl train examples/lora.yml --micro-batch-size $MBS --num-processes 2\n")
     assert out["micro_batch_size"] is None and out["global_batch_size"] is None

@@ -41,8 +41,19 @@ LEGACY = "finetune.py"
 RAY = ("use_ray", "ray_num_workers")
 #: The keys read from the YAML and its overrides (the reader's, and Ray's).
 READ = (*rules.KEYS, *rules.OTHER_KEYS, *RAY)
-#: ``axolotl train``'s own switches (no value).
-SWITCHES = {"use_ray", "debug", "no_debug", "debug_text_only", "no_debug_text_only", "shard"}
+#: ``axolotl train``'s switches (no value): its own, and common boolean config options (click
+#: spells them ``--x/--no-x``).
+SWITCHES = frozenset(
+    {
+        *("use_ray", "debug", "debug_text_only", "shard"),
+        *("sample_packing", "eval_sample_packing", "pad_to_sequence_len", "train_on_inputs"),
+        *("flash_attention", "flex_attention", "sdp_attention", "xformers_attention"),
+        *("load_in_8bit", "load_in_4bit", "strict", "group_by_length", "auto_find_batch_size"),
+        "fp16",
+    }
+)
+#: Of them, ``axolotl train``'s own (not config keys).
+OWN_SWITCHES = {"use_ray", "debug", "debug_text_only", "shard"}
 #: Dashed spellings of launcher flags: not Axolotl options, so click hands them to the launcher.
 LAUNCHER_FLAGS = {
     flag.replace("_", "-")
@@ -127,10 +138,11 @@ def program(call: Call) -> Reading | None:
 # The command line --------------------------------------------------------------------------
 
 
-def _scan(words: list[Word]):
+def _scan(words: list[Word], switches: frozenset[str] = frozenset()):
     """``(kind, word, flag, value, words)`` for each argument: a ``--flag`` with its value (the
-    next word unless it is another ``--flag``; inline after ``=``), a positional word, or an
-    unknown word; ``words``: the words it stood as."""
+    next word unless it is another ``--flag`` or the flag is one of ``switches`` or a
+    ``--no-`` one; inline after ``=``), a positional word, or an unknown word; ``words``: the
+    words it stood as."""
     i = 0
     while i < len(words):
         word = words[i]
@@ -155,7 +167,8 @@ def _scan(words: list[Word]):
             i += 1
             continue
         following = words[i + 1] if i + 1 < len(words) else None
-        if following is not None and not (following.text or "-").startswith("--"):
+        switch = name.replace("-", "_") in switches or (bool(switches) and name.startswith("no-"))
+        if following is not None and not switch and not (following.text or "-").startswith("--"):
             yield "flag", word, name, following, [word, following]
             i += 2
         else:
@@ -183,7 +196,7 @@ def _click(words: list[Word]) -> Command:
     have, an extra positional word and everything after ``--`` go to the launcher."""
     command = Command(launcher="accelerate")
     end = next((i for i, w in enumerate(words) if w.text == "--"), len(words))
-    for kind, word, name, value, stood in _scan(words[:end]):
+    for kind, word, name, value, stood in _scan(words[:end], SWITCHES):
         if kind == "unknown":
             command.opaque.append(f"line {word.line}: {word.why_unknown}")
             command.launcher_args.append(word)
@@ -202,12 +215,12 @@ def _click_option(command: Command, stood: list[Word], name: str, value: Word | 
     """One ``--option`` of ``axolotl train`` (``stood``: its words)."""
     word, key = stood[0], name.replace("-", "_")
     if name == "launcher" and value is not None:
-        command.launcher, command.launcher_given = value.text, True
+        command.launcher_given = True
+        command.launcher = value.text if value.text is not None else value.why_unknown
     elif name == "cloud":
         command.cloud = value or word
-    elif key in SWITCHES:
+    elif key in OWN_SWITCHES or key.removeprefix("no_") in OWN_SWITCHES:
         command.ray = command.ray or key == "use_ray"
-        command.launcher_args += stood[1:]  # a switch takes no value: the word is the launcher's
     elif "_" in name or f"--{name}" in LAUNCHER_FLAGS:
         command.launcher_args += stood
         if "_" in name and key in READ:
@@ -442,9 +455,7 @@ def _world(reading: Reading, call: Call, command: Command) -> None:
         )
         return
     if command.launcher not in ("accelerate", "torchrun"):
-        reading.world_unknown = Note(
-            call.line, f"axolotl train's launcher is {command.launcher or 'not known'}"
-        )
+        reading.world_unknown = Note(call.line, f"axolotl train's --launcher is {command.launcher}")
         return
     _launched(reading, call, command)
 
