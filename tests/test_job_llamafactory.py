@@ -223,7 +223,7 @@ def test_the_world_sizes_are_the_variables_update_edits(run_dir):
         start, end = reading.values[key].span
         assert text[start:end] == literal and text[start - len(key) - 1 : start] == f"{key}="
     (source,) = [s for s in reading.sources if s.name == "world_size"]
-    assert source.where == "job.sh:5 NNODES, NPROC_PER_NODE" and source.value == 16
+    assert source.where == "job.sh:3 NNODES; job.sh:4 NPROC_PER_NODE" and source.value == 16
 
 
 @NEEDS_ENVIRONMENT
@@ -254,10 +254,7 @@ def test_a_key_value_override_wins_over_the_yaml_and_both_are_listed(run_dir):
     assert batch(out) == (None, 4, 8, None)
     micro = [s for s in out["sources"] if s["field"] == "micro_batch_size"]
     assert [(s["value"], s["won"]) for s in micro] == [(1, False), (4, True)]
-    assert (
-        micro[0]["where"]
-        == f"{run_dir / 'examples/train_lora/sft.yaml'}:7 per_device_train_batch_size"
-    )
+    assert micro[0]["where"] == "examples/train_lora/sft.yaml:7 per_device_train_batch_size"
     assert "OmegaConf.merge" in micro[0]["why"]
     assert micro[1]["where"] == "job.sh:2 per_device_train_batch_size"
 
@@ -346,9 +343,8 @@ def test_a_missing_deepspeed_json_is_a_warning_naming_where_it_was_looked_for(ru
     rc, out = inspect("torchrun --nproc_per_node 2 src/train.py ds.yaml\n")
     assert rc == 0
     f = codes(out)["job-file-not-found"]
-    assert "PATH-TO-DS-CONFIG is not found" in f["message"]
-    assert str(run_dir / "PATH-TO-DS-CONFIG") in f["message"]
-    assert f["where"] == f"{run_dir / 'ds.yaml'}:9"
+    assert "PATH-TO-DS-CONFIG is not found (looked for PATH-TO-DS-CONFIG)" in f["message"]
+    assert f["where"] == "ds.yaml:9"
 
 
 def test_a_missing_yaml_leaves_the_batch_unknown(run_dir):
@@ -360,10 +356,13 @@ def test_a_missing_yaml_leaves_the_batch_unknown(run_dir):
     )
 
 
-def test_other_subcommands_are_not_training(run_dir):
-    Path("job.sh").write_text("#!/bin/bash\nllamafactory-cli export examples/train_lora/sft.yaml\n")
-    result = CliRunner().invoke(main, ["inspect", "job.sh"])
-    assert result.exit_code == 2
+def test_other_subcommands_are_not_its_training(run_dir):
+    text = "#!/bin/bash\nllamafactory-cli export examples/train_lora/sft.yaml\n"
+    script = shell.parse(text, "job.sh")
+    split = launchers.call_of(script.commands[0], program.TOOLS)
+    assert split is not None
+    call = Call("job.sh", text, 2, split, launchers.sizes(split.launch, {}), {}, script, None)
+    assert program.program(call) is None
 
 
 # update ------------------------------------------------------------------------------------
@@ -380,19 +379,20 @@ def test_update_edits_the_override_and_refuses_the_yamls_value(run_dir):
     text, changes = update.apply(
         framework, reading, BatchSpec(global_batch_size=64, micro_batch_size=1, world_size=16)
     )
-    assert text == job.replace("steps=8", "steps=4")
-    assert [(c.key, c.old, c.new) for c in changes] == [("gradient_accumulation_steps", 8, 4)]
-    with pytest.raises(InputError, match="sft.yaml:7: cannot change per_device_train_batch_size"):
+    assert text == job.replace("steps=8", "steps=4").replace("node 8", "node 16")
+    assert [(c.key, c.old, c.new) for c in changes] == [
+        ("gradient_accumulation_steps", 8, 4),
+        ("--nproc_per_node", 8, 16),
+    ]
+    with pytest.raises(
+        InputError,
+        match="sft.yaml:7: per_device_train_batch_size is set in examples/train_lora/sft.yaml, not in",
+    ):
         update.apply(
             framework, reading, BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8)
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="waits on update reading a launch script as a job (translator/update.py: "
-    "update_file through read_job, the launcher's words among the edits)",
-)
 def test_update_in_place_changes_the_override_and_keeps_every_other_byte(run_dir):
     job = (
         "#!/bin/bash\n# two nodes\ntorchrun --nproc_per_node 8 --nnodes 1 src/train.py "

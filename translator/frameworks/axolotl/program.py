@@ -482,8 +482,9 @@ def _launched(reading: Reading, call: Call, command: Command) -> None:
         reading.world_unknown = Note(call.line, f"{started}, and {why.text if why else ''}")
         return
     reading.world_size = world
-    flags = ", ".join(key for key, _ in sizes.words.values()) or f"{name}'s defaults"
-    reading.sources.append(Source("world_size", world, f"{call.path}:{call.line} {flags}"))
+    where = "; ".join(f"{call.path}:{word.line} {key}" for key, word in sizes.words.values())
+    shown = where or f"{call.path}:{call.line} ({name}'s defaults)"
+    reading.sources.append(Source("world_size", world, shown))
 
 
 def _count(text: str | None) -> object:

@@ -386,12 +386,11 @@ def _torchrun_world(reading: Reading, call: Call, count: int | None, why_count: 
         )
         return
     reading.world_size = nodes * per_node
-    given = [k for k in ("NNODES", "NPROC_PER_NODE") if k in env]
-    if "NPROC_PER_NODE" not in env:
-        given.append("CUDA_VISIBLE_DEVICES")
-    reading.sources.append(
-        Source("world_size", reading.world_size, f"{call.path}:{call.line} {', '.join(given)}")
-    )
+    given = [(k, env[k].line) for k in ("NNODES", "NPROC_PER_NODE") if k in env]
+    if "NPROC_PER_NODE" not in env and call.sizes.visible is not None:
+        given.append(("CUDA_VISIBLE_DEVICES", call.sizes.visible.line))
+    where = "; ".join(f"{call.path}:{line} {k}" for k, line in given)
+    reading.sources.append(Source("world_size", reading.world_size, where))
 
 
 def _count_of(env: Mapping[str, Word], name: str, default: int | None) -> tuple[int | None, str]:
