@@ -224,6 +224,10 @@ def test_the_world_sizes_are_the_variables_update_edits(run_dir):
         assert text[start:end] == literal and text[start - len(key) - 1 : start] == f"{key}="
     (source,) = [s for s in reading.sources if s.name == "world_size"]
     assert source.where == "job.sh:3 NNODES; job.sh:4 NPROC_PER_NODE" and source.value == 16
+    spec = BatchSpec(global_batch_size=256, micro_batch_size=1, world_size=32)
+    new, changes = update.apply(LF, reading, spec)  # the YAML's accumulation 8 stays
+    assert new == text.replace("NNODES=2", "NNODES=4")
+    assert [(c.key, c.old, c.new) for c in changes] == [("NNODES", 2, 4)]
 
 
 @NEEDS_ENVIRONMENT
