@@ -1,9 +1,10 @@
 """Axolotl: a YAML with ``micro_batch_size`` and ``gradient_accumulation_steps`` per rank; the
-world comes from the launcher's ``WORLD_SIZE``."""
+world comes from the launcher's ``WORLD_SIZE``. In a job: ``axolotl train`` and the
+``axolotl.cli.train`` module, with their overrides (:mod:`.program`)."""
 
 from pathlib import Path
 
-from translator.frameworks.axolotl import rules, verdict
+from translator.frameworks.axolotl import program, rules, verdict
 from translator.frameworks.axolotl.codes import CODES
 from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.shared import deepspeed_json, hf_deepspeed
@@ -27,4 +28,6 @@ FRAMEWORK = from_module(
         environment=verdict.OFFLINE_ENV,
     ),
     partner_files=hf_deepspeed.partner_files,
+    program=program.program,
+    commands=program.TOOLS,
 )

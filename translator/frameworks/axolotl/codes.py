@@ -33,6 +33,10 @@ CODES: dict[str, tuple[Severity, str]] = {
         "with sample packing a micro-batch holds packed rows, not samples",
     ),
     "axolotl-null-batch": ("error", "a batch key is null, which Axolotl keeps and then fails on"),
+    "axolotl-option-to-launcher": (
+        "error",
+        "an underscore option of axolotl train is not Axolotl's: it goes to the launcher",
+    ),
     "axolotl-accumulation-from-batch-size": (
         "info",
         "gradient_accumulation_steps is null, so Axolotl derives it from batch_size",

@@ -7,6 +7,7 @@ validation fills accumulation 1 first, so training ignores it), so it is never w
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from translator import parsing
 from translator.errors import InputError
@@ -63,7 +64,20 @@ def context(spec: BatchSpec) -> dict:
 
 
 def read(text: str, where: str) -> Reading:
-    """An Axolotl YAML, and the DeepSpeed JSON its ``deepspeed:`` key points to."""
+    """An Axolotl YAML, and the DeepSpeed JSON its ``deepspeed:`` key points to. Axolotl opens
+    that path from the folder it runs in; a YAML read alone does not say which folder that is,
+    so the current one is tried first, then the YAML's own and those above it (a repository's
+    ``examples/`` YAMLs name ``deepspeed_configs/`` at its root)."""
+    reading, config = read_yaml(text, where)
+    if "deepspeed" in config:
+        here = Path(where).resolve().parent if where != "-" else Path.cwd()
+        hf_deepspeed.read_partner(reading, config["deepspeed"], [Path.cwd(), here, *here.parents])
+    return reading
+
+
+def read_yaml(text: str, where: str, extra: tuple[str, ...] = ()) -> tuple[Reading, dict]:
+    """An Axolotl YAML's batch values (and those of its ``extra`` keys), typos and duplicate
+    keys (the DeepSpeed JSON it names is not read), and the whole mapping as loaded."""
     doc = parsing.load_yaml(text, where)
     config = doc.data
     if not isinstance(config, dict):
@@ -71,16 +85,14 @@ def read(text: str, where: str) -> Reading:
             f"{where}: an Axolotl config must be a YAML mapping, not {type(config).__name__}"
         )
     reading = Reading(where, NAME, text)
-    for key in list(KEYS) + OTHER_KEYS:
+    for key in [*KEYS, *OTHER_KEYS, *extra]:
         if key in config:
             line, span = doc.positions.get(key, (None, None))
             reading.values[key] = Value(config[key], line, span)
     keys = {str(k): doc.positions.get(str(k), (None,))[0] for k in config}
     reading.findings += typo_findings(keys, BATCH_KEYS, LOOKALIKES, where)
     reading.findings += [_duplicate(dup, where) for dup in doc.duplicates]
-    if "deepspeed" in config:
-        hf_deepspeed.read_partner(reading, config["deepspeed"])
-    return reading
+    return reading, config
 
 
 def _duplicate(dup: parsing.Duplicate, where: str) -> Finding:
@@ -101,6 +113,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     """Spec values as Axolotl's ``validate_config`` + ``normalize_config`` compute them."""
     findings = list(reading.findings)
     counts: dict[str, int] = {}
+    unknown = _unknown(reading, findings)
     for key in BATCH_KEYS:
         v = reading.values.get(key)
         if v is None or v.value is None:
@@ -132,7 +145,10 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     elif bs is not None:
         findings.append(_batch_size_alone(reading, bs, micro))
     # Axolotl's schema defaults both to 1.
-    values = {field: counts[key] for key, field in KEYS.items() if key in counts}
+    values: dict[str, int | None] = {
+        field: counts[key] for key, field in KEYS.items() if key in counts
+    }
+    values |= {KEYS[key]: None for key in unknown}
     if not any(f.code in ("invalid-value", "axolotl-null-batch") for f in findings):
         values.setdefault("micro_batch_size", 1)
         values.setdefault("gradient_accumulation_steps", 1)
@@ -143,6 +159,26 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             reading, partner, values, launch.world_size, "axolotl-deepspeed-mismatch"
         )
     return values, findings
+
+
+def _unknown(reading: Reading, findings: list[Finding]) -> list[str]:
+    """The batch keys a job leaves unknown (a YAML not found, a variable not set): each is a
+    finding, and its field is unknown (not Axolotl's default)."""
+    out = []
+    for key in KEYS:
+        v = reading.values.get(key)
+        if v is None or v.value is not None or v.why_unknown is None:
+            continue
+        out.append(key)
+        findings.append(
+            finding(
+                "unknown-value",
+                f"{key} is {v.why_unknown}",
+                hint=f"write {key} in the YAML, or pass --{key.replace('_', '-')} with a literal",
+                where=reading.where(key),
+            )
+        )
+    return out
 
 
 def _batch_size_alone(reading: Reading, bs: int, micro: int | None) -> Finding:
@@ -187,8 +223,8 @@ def _nulls(reading: Reading, micro: int | None, bs: int | None) -> list[Finding]
     out = []
     for key in ("micro_batch_size", "gradient_accumulation_steps"):
         v = reading.values.get(key)
-        if v is None or v.value is not None:
-            continue
+        if v is None or v.value is not None or v.why_unknown is not None:
+            continue  # unknown (a job's value the script does not fix) is not a null
         if key == "gradient_accumulation_steps" and micro is not None and bs is not None:
             floors = (
                 ""

@@ -1,10 +1,11 @@
 """LLaMA-Factory: ``llamafactory-cli train config.yaml``, a YAML of the HF Trainer's keys beside
-its own (``finetuning_type``, ``stage``, ``template``)."""
+its own (``finetuning_type``, ``stage``, ``template``). In a job: the CLI with its overrides and
+the variables that size its torchrun, or a program given its YAML (:mod:`.program`)."""
 
 from pathlib import Path
 
 from translator.frameworks.contract import from_module
-from translator.frameworks.llamafactory import rules
+from translator.frameworks.llamafactory import program, rules
 from translator.frameworks.llamafactory.codes import CODES
 from translator.frameworks.shared import deepspeed_json, hf_trainer, hf_verdict
 
@@ -23,4 +24,6 @@ FRAMEWORK = from_module(
     requires=("torch", "transformers"),
     extra="hf",
     verdict=hf_verdict.verdict,
+    program=program.program,
+    commands=program.TOOLS,
 )

@@ -20,6 +20,9 @@ from translator.frameworks.shared import hf_trainer as hf
 from translator.reading import Launch, Reading
 
 NAME = "llamafactory"
+#: The variables that pick a Megatron path, as a job's environment gives them (a reading of a
+#: job holds the one set, so the count does not have to name both).
+PATHS = ("USE_MCA", "USE_MEGATRON_BRIDGE")
 #: The Megatron keys of its mcore_adapter / Megatron-Bridge path -> spec field.
 MCORE = {
     "tensor_model_parallel_size": "tensor_parallel_size",
@@ -99,6 +102,19 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             )
         )
         return values, findings
+    if PATHS[0] in reading.values:  # a job whose environment says: USE_MCA wins
+        findings.append(
+            finding(
+                "llamafactory-megatron-batch",
+                f"USE_MCA=1 (mcore_adapter): per_device {micro} × accumulation {accumulation} on "
+                f"each of world / {model} (tensor × pipeline × context) data-parallel ranks; "
+                f"expert parallel {experts} does not enter",
+                where=where,
+            )
+        )
+        return values, findings
+    if PATHS[1] in reading.values:
+        return _bridge(values, findings, micro * accumulation, world, model, experts, where)
     mca = "?" if world is None else micro * accumulation * (world // model)
     bridge = "?" if world is None else max(micro * accumulation * world // (model * experts), micro)
     values["global_batch_size"] = values["gradient_accumulation_steps"] = None
@@ -112,6 +128,50 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             f"(tensor × pipeline × context × expert = {model * experts}) = {bridge}",
             hint="set expert_model_parallel_size to 1, or know which of the two variables your "
             "launch sets",
+            where=where,
+        )
+    )
+    return values, findings
+
+
+def _bridge(
+    values: dict,
+    findings: list[Finding],
+    per_rank: int,
+    world: int | None,
+    model: int,
+    experts: int,
+    where: str,
+) -> tuple[dict, list[Finding]]:
+    """``USE_MEGATRON_BRIDGE=1`` (``_compute_train_schedule``): a global batch of ``micro ×
+    accumulation × world // (TP × PP × CP × EP)`` (at least the micro-batch), from which
+    Megatron derives its own accumulation over ``world / (TP × PP × CP)`` ranks."""
+    micro = values["micro_batch_size"]
+    values["gradient_accumulation_steps"] = None
+    if world is None:
+        return values, findings
+    global_batch = max(per_rank * world // (model * experts), micro)
+    dp = world // model
+    values["global_batch_size"] = global_batch
+    if global_batch % (micro * dp):
+        findings.append(
+            finding(
+                "global-not-divisible",
+                f"USE_MEGATRON_BRIDGE=1 sets the global batch to {per_rank} × {world} // "
+                f"(tensor × pipeline × context × expert = {model * experts}) = {global_batch}, "
+                f"which Megatron cannot split into micro-batches of {micro} on {dp} "
+                "data-parallel ranks (its calculator refuses it)",
+                where=where,
+            )
+        )
+        return values, findings
+    values["gradient_accumulation_steps"] = global_batch // (micro * dp)
+    findings.append(
+        finding(
+            "llamafactory-megatron-batch",
+            f"USE_MEGATRON_BRIDGE=1: the global batch is {per_rank} × world {world} // (tensor × "
+            f"pipeline × context × expert = {model * experts}) = {global_batch}, so Megatron runs "
+            f"{global_batch // (micro * dp)} micro-batches per step, not the YAML's accumulation",
             where=where,
         )
     )
