@@ -99,11 +99,7 @@ def with_environment(command: str, environment: dict[str, str]):
     assert split is not None
     sizes = launchers.sizes(split.launch, script.variables, env)
 
-    def locate(name):
-        path = Path(name)
-        return (path if path.is_file() else None), str(Path.cwd() / name)
-
-    call = Call("job.sh", text, words[0].line, split, sizes, env, script, locate)
+    call = Call("job.sh", text, words[0].line, split, sizes, env, script, (Path(),))
     reading = program.program(call)
     assert reading is not None
     return inspect_reading(LF, reading, Launch())
@@ -365,7 +361,7 @@ def test_other_subcommands_are_not_its_training(run_dir):
     script = shell.parse(text, "job.sh")
     split = launchers.call_of(script.commands[0], program.TOOLS)
     assert split is not None
-    call = Call("job.sh", text, 2, split, launchers.sizes(split.launch, {}), {}, script, None)
+    call = Call("job.sh", text, 2, split, launchers.sizes(split.launch, {}), {}, script, ())
     assert program.program(call) is None
 
 

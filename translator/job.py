@@ -63,7 +63,7 @@ def read_job(
     frameworks = [FRAMEWORKS[framework]] if framework else by_claim_order()
     readers = [f for f in frameworks if f.program is not None]
     commands = {c for f in readers for c in f.commands}
-    locate = _locator(path, run_as.run_dir)
+    folders = _folders(path, run_as.run_dir)
     claimed: list[tuple[int, Framework, Reading, Call]] = []
     unread: list[str] = []  # programs launched that no framework reads
     for i, words in enumerate(script.commands):
@@ -74,7 +74,7 @@ def read_job(
             continue
         environment = script.environments[i]
         sizes = launchers.sizes(split.launch, script.variables, environment)
-        call = Call(path, text, words[0].line, split, sizes, environment, script, locate)
+        call = Call(path, text, words[0].line, split, sizes, environment, script, folders)
         for f in readers:
             reading = f.program(call)  # type: ignore[misc]  # readers have one
             if reading is not None:
@@ -86,7 +86,7 @@ def read_job(
         return _without_launch(text, path, frameworks, sorted(commands), unread)
     setting = [c for c in claimed if _sets(c[2])]
     index, chosen, reading, call = (setting or claimed)[-1]
-    _finish(reading, call, script, locate)
+    _finish(reading, call, script)
     _either_way(reading, script, index, [c[0] for c in claimed])
     return chosen, reading
 
@@ -114,29 +114,16 @@ def _without_launch(
     )
 
 
-def _locator(script: str, run_dir: str | None):
-    """``locate(name)`` for the files the job names."""
+def _folders(script: str, run_dir: str | None) -> tuple[Path, ...]:
+    """Where the files a job names are looked for: ``run_dir``, else the current folder, then
+    the script's."""
+    if run_dir:
+        return (Path(run_dir),)
     here = Path(script).parent if script != "-" else Path()
-    bases = [Path(run_dir)] if run_dir else list(dict.fromkeys([Path(), here]))
-
-    def locate(name: str) -> tuple[Path | None, str]:
-        if Path(name).is_absolute():
-            candidates = [Path(name)]
-        else:
-            candidates = [base / name for base in bases]
-        looked = ", ".join(str(c) for c in candidates)
-        for candidate in candidates:
-            try:
-                if candidate.is_file():
-                    return candidate, looked
-            except (OSError, ValueError):  # a name too long, a NUL byte: not there either way
-                continue
-        return None, looked
-
-    return locate
+    return tuple(dict.fromkeys([Path(), here]))
 
 
-def _finish(reading: Reading, call: Call, script: shell.Script, locate) -> None:
+def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
     """What every job shares: the launcher's words and world, its config file, the notes."""
     reading.notes = list(script.notes) + reading.notes
     reading.uses = uses_of(script)
@@ -157,7 +144,7 @@ def _finish(reading: Reading, call: Call, script: shell.Script, locate) -> None:
             reading.sources.append(Source("world_size", reading.world_size, where))
     config = sizes.options.get("--config_file") or sizes.options.get("--config-file")
     if config is not None:
-        _launcher_config(reading, call, config, locate)
+        _launcher_config(reading, call, config)
     imposed = sizes.accumulation()
     count = imposed[1].text if imposed is not None else None
     if imposed is not None and count is not None and count.isdigit():
@@ -213,7 +200,7 @@ def _rests_on(reading: Reading, call: Call, script: shell.Script) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _launcher_config(reading: Reading, call: Call, config, locate) -> None:
+def _launcher_config(reading: Reading, call: Call, config) -> None:
     """The launcher's own config file (accelerate's ``--config_file``): read by the framework
     that claims it; its world counts unless the launcher's flags give one (a launcher's flag
     beats its config file), and its other sizes and accumulation reach the program."""
@@ -223,7 +210,7 @@ def _launcher_config(reading: Reading, call: Call, config, locate) -> None:
             Note(config.line, f"the launcher's config file is {config.why_unknown}")
         )
         return
-    found, looked = locate(config.text)
+    found, looked = call.locate(config.text)
     if found is None:
         reading.findings.append(
             not_found(f"the launcher's config file {config.text}", looked, where)

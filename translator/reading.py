@@ -6,7 +6,7 @@ character span of that literal, so ``update`` can change it and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -187,9 +187,22 @@ class Call:
     """The variables the command's processes see (its own ``X=1`` prefix, the exported ones)."""
     script: Script
     """The whole script (its variables, heredocs, notes)."""
-    locate: Callable[[str], tuple[Path | None, str]]
-    """A file the job names -> ``(its path, or None when not found; where it was looked for)``:
-    relative to the folder the job runs in first, then to the script's folder."""
+    folders: tuple[Path, ...]
+    """Where a relative path the job names is looked for, in order: the folder the job runs
+    in (the current one, or ``--run-dir``), then the script's own."""
+
+    def locate(self, name: str) -> tuple[Path | None, str]:
+        """A file the job names: ``(its path, or None when not found; where it was looked
+        for)``."""
+        candidates = [Path(name)] if Path(name).is_absolute() else [f / name for f in self.folders]
+        looked = ", ".join(str(c) for c in candidates)
+        for candidate in candidates:
+            try:
+                if candidate.is_file():
+                    return candidate, looked
+            except (OSError, ValueError):  # a name too long, a NUL byte: not there either way
+                continue
+        return None, looked
 
     @property
     def arguments(self) -> list[Word]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from translator.detection import detect
 from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import Finding, finding
@@ -158,7 +159,8 @@ def _named_arguments(call: Call, flags: list[Flag], positional: list[Word]) -> W
             continue
         found, _ = call.locate(name)
         if found is not None and hf_trainer.holds_batch(read_text(found)):
-            return word
+            if _trainers(str(found), read_text(found)):
+                return word
     return None
 
 
@@ -172,7 +174,7 @@ def _read_file(reading: Reading, call: Call, named: Word) -> bool:
         reading.findings.append(not_found(named.text, looked, f"{call.path}:{named.line}"))
         return True
     text = read_text(found)
-    if not hf_trainer.claims(text) and not hf_trainer.holds_batch(text):
+    if not _trainers(str(found), text):
         return False
     try:
         inner = hf_trainer.read_as(
@@ -192,10 +194,20 @@ def _read_file(reading: Reading, call: Call, named: Word) -> bool:
     return True
 
 
+def _trainers(path: str, text: str) -> bool:
+    """Whether a YAML or JSON is TrainingArguments: the Trainer's keys, and no framework
+    asked before the Trainer claims it (an Axolotl or LLaMA-Factory YAML holds such keys too)."""
+    if not hf_trainer.claims(text) and not hf_trainer.holds_batch(text):
+        return False
+    try:
+        return detect(path, text).name == hf_trainer.NAME
+    except InputError:
+        return True
+
+
 def _bases(call: Call) -> list:
     """Where a path the arguments file names is looked for: where the job runs."""
-    found, looked = call.locate(".")
-    return [found] if found is not None else []
+    return list(call.folders[:1])
 
 
 def _set(reading: Reading, flag: Flag, call: Call) -> None:

@@ -198,7 +198,7 @@ def program(call: Call) -> Reading | None:
         return None
     reading = Reading(call.path, NAME, call.text)
     words = [call.split.program, *call.arguments]
-    _read_words(reading, words, call.script, call.locate)
+    _read_words(reading, words, call.script, call)
     reading.opaque = _opaque(words)
     return reading
 
@@ -226,7 +226,9 @@ FORK_MARKS = {
 }
 
 
-def _read_words(reading: Reading, words: list[bash.Word], script: bash.Script, locate=None) -> None:
+def _read_words(
+    reading: Reading, words: list[bash.Word], script: bash.Script, call: Call | None = None
+) -> None:
     """Megatron's flags among ``words`` into ``reading``, with the typos, ``--yaml-cfg`` and
     the DeepSpeed JSON the script writes."""
     wanted = set(FLAGS) | OTHER_FLAGS
@@ -262,23 +264,23 @@ def _read_words(reading: Reading, words: list[bash.Word], script: bash.Script, l
         cutoff=0.9,
     )  # programs add flags of their own (--total-seq-length): only near misses
     _yaml_config(reading, words)
-    _read_deepspeed(reading, script, words, locate)
+    _read_deepspeed(reading, script, words, call)
 
 
 def _read_deepspeed(
-    reading: Reading, script: bash.Script, words: list[bash.Word], locate=None
+    reading: Reading, script: bash.Script, words: list[bash.Word], call: Call | None = None
 ) -> None:
     """The DeepSpeed JSON that ``--deepspeed_config`` names: written by the script itself
     (``cat <<EOT > $config_json``, Megatron-DeepSpeed's examples), its batch keys join the
     reading at the spans of the literals they come from; else the file, where the job runs
-    (``locate``), its values marked as that file's."""
+    (``call``'s folders), its values marked as that file's."""
     found = _flag_argument(words, ("--deepspeed_config", "--deepspeed-config"))
     if found is None:
         return
     word, name = found
     docs = [d for d in script.heredocs if name is None or d.target.text in (None, name)]
     if not docs:
-        _deepspeed_file(reading, word.line, name, locate)
+        _deepspeed_file(reading, word.line, name, call)
         return
     doc = docs[-1]
     text, table = "", []
@@ -301,18 +303,18 @@ def _read_deepspeed(
     reading.findings += [f for f in ds.findings if f.severity != "info"]
 
 
-def _deepspeed_file(reading: Reading, line: int, name: str | None, locate) -> None:
+def _deepspeed_file(reading: Reading, line: int, name: str | None, call: Call | None) -> None:
     """``--deepspeed_config FILE`` that the script does not write: read where the job runs."""
     from translator.files import read_text
     from translator.job import not_found
 
-    if name is None or locate is None:
+    if name is None or call is None:
         why = "is not known" if name is None else "is not written by the script"
         reading.notes.append(
             Note(line, f"the DeepSpeed JSON {name or ''} {why}, so it is not read")
         )
         return
-    path, looked = locate(name)
+    path, looked = call.locate(name)
     if path is None:
         reading.findings.append(
             not_found(f"the DeepSpeed JSON {name}", looked, f"{reading.path}:{line}")
