@@ -83,7 +83,7 @@ def read_job(
         else:
             unread.append(f"{call.program} (line {call.line})")
     if not claimed:
-        return _without_launch(text, path, frameworks, sorted(commands), unread)
+        return _without_launch(text, path, frameworks, sorted(commands), unread, script)
     setting = [c for c in claimed if _sets(c[2])]
     index, chosen, reading, call = (setting or claimed)[-1]
     _finish(reading, call, script)
@@ -98,11 +98,25 @@ def _sets(reading: Reading) -> bool:
 
 
 def _without_launch(
-    text: str, path: str, frameworks: list[Framework], tools: list[str], unread: list[str]
+    text: str,
+    path: str,
+    frameworks: list[Framework],
+    tools: list[str],
+    unread: list[str],
+    script: shell.Script,
 ) -> tuple[Framework, Reading]:
+    """A script with no launch a framework reads: a framework that reads such files whole
+    (Megatron's arrays of flags), else the reason, one line."""
+    suffix = Path(path).suffix.lower()
     for f in frameworks:
-        if f.claims(text) and f.holds_batch(text):
+        if suffix in f.extensions and f.claims(text) and f.holds_batch(text):
             return f, f.read(text, path)
+    stops = [str(n) for n in script.notes if "exits here" in n.text]
+    if stops:
+        raise NotAJob(
+            f"{path}: read as run with no arguments it stops before any launch ({stops[0]}); "
+            "give its arguments after --"
+        )
     if unread:
         raise NotAJob(
             f"{path}: it launches {', '.join(unread[-3:])}, a program none of the frameworks "
