@@ -107,3 +107,24 @@ def test_a_script_that_launches_nothing_is_one_line_exit_2(tmp_path, monkeypatch
     result = CliRunner().invoke(main, ["inspect", "job.sh"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "no launch of a training program" in result.output
+
+
+def test_deepspeed_counts_the_slots_of_the_host_file_it_names(tmp_path, monkeypatch):
+    (tmp_path / "hosts").write_text("# the cluster\nworker-0 slots=8\nworker-1 slots=8\n")
+    assert inspect(tmp_path, monkeypatch, f"deepspeed --hostfile hosts {HF}\n")["world_size"] == 16
+    trimmed = f"deepspeed --hostfile hosts --num_nodes 1 --num_gpus 4 {HF}\n"
+    assert inspect(tmp_path, monkeypatch, trimmed)["world_size"] == 4
+    out = inspect(tmp_path, monkeypatch, f"deepspeed --hostfile nowhere {HF}\n")
+    assert out["world_size"] is None
+    assert any(f["code"] == "job-file-not-found" for f in out["findings"])
+
+
+def test_windows_line_endings_are_read_and_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.sh").write_bytes(
+        b"torchrun --nproc_per_node 2 train.py \\\r\n  --per_device_train_batch_size 4 \\\r\n"
+        b"  --gradient_accumulation_steps 2 --output_dir o\r\n"
+    )
+    out = json.loads(CliRunner().invoke(main, ["inspect", "job.sh", "--json"]).stdout)
+    assert out["global_batch_size"] == 16
+    assert any("Windows line endings" in f["message"] for f in out["findings"])

@@ -144,6 +144,18 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
     sizes = call.sizes
     reading.launcher = reading.launcher or sizes.launcher
     own_world = reading.world_size is not None or reading.world_unknown is not None
+    if sizes.hostfile is not None and sizes.hostfile.text is not None and not own_world:
+        found, looked = call.locate(sizes.hostfile.text)
+        if found is None:
+            reading.findings.append(
+                not_found(
+                    f"the host file {sizes.hostfile.text}",
+                    looked,
+                    f"{call.path}:{sizes.hostfile.line}",
+                )
+            )
+        else:
+            sizes.use_hostfile(read_text(found), str(found))
     if not own_world:
         for role, (key, word) in sizes.words.items():
             reading.values[key] = _value(word)

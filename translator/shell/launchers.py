@@ -162,6 +162,28 @@ class Sizes:
             f"processes: {bad or self.missing or 'nothing gives its ' + lacking}",
         )
 
+    @property
+    def hostfile(self) -> Word | None:
+        """The host file a ``deepspeed`` launch names (``--hostfile``), when it names one."""
+        word = self.options.get("--hostfile") if self.launcher == "deepspeed" else None
+        return word if word is not None and word.text != "" else None
+
+    def use_hostfile(self, text: str, where: str) -> None:
+        """``deepspeed --hostfile``'s hosts, one ``host slots=N`` line each: every slot of
+        every host, the first ``--num_nodes`` hosts, ``--num_gpus`` slots of each."""
+        slots = [int(n) for n in HOST_LINE.findall(text)]
+        if not slots:
+            self.missing = f"the host file {where} lists no `host slots=N` line"
+            return
+        counts = self.counts()
+        hosts = slots[: counts["nodes"]] if "nodes" in self.words and "nodes" in counts else slots
+        per = counts.get("per_node") if "per_node" in self.words else None
+        line = self.hostfile.line if self.hostfile is not None else self.line or 0
+        self.words = {
+            "total": (f"{where} (its hosts' slots)", Word(str(sum(per or n for n in hosts)), line))
+        }
+        self.missing = None
+
     def accumulation(self) -> tuple[str, Word] | None:
         """``(flag, value)`` of an accumulation the launcher imposes on the program:
         ``accelerate launch --gradient_accumulation_steps N`` on a DeepSpeed launch, exported
@@ -188,6 +210,8 @@ class Sizes:
 
 
 PYTHONS = re.compile(r"python[0-9.]*")
+#: A host file's line: ``worker-1 slots=8`` (``#`` comments aside).
+HOST_LINE = re.compile(r"^[ \t]*[^#\s]\S*[ \t]+slots[ \t]*=[ \t]*(\d+)", re.M)
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,16 @@ class Reader:
 
     def read(self, text: str) -> Script:
         self.file_text = text
+        if "\r\n" in text:
+            text = _without_carriage_returns(text)
+            self.script.notes.append(
+                Note(
+                    None,
+                    "the file has Windows line endings (CRLF), on which bash stops ($'\\r': "
+                    "command not found); read as if each line ended in a plain newline "
+                    "(dos2unix fixes the file)",
+                )
+            )
         data, root, holes, notes = repair(text.encode(), text, self.where)
         src = Source(data, text, 1, None)
         src.holes = holes
@@ -863,6 +873,12 @@ def _shell_string(words: list[Word]) -> tuple[int, Word] | None:
         ):
             return i, words[i + 2]
     return None
+
+
+def _without_carriage_returns(text: str) -> str:
+    """``text`` with each CRLF line end read as LF, every offset kept: a continuation's
+    ``\\`` CR LF becomes space ``\\`` LF, any other CR a space."""
+    return text.replace("\\\r\n", " \\\n").replace("\r\n", " \n")
 
 
 def parse(
