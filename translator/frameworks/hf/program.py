@@ -190,8 +190,21 @@ def _read_file(reading: Reading, call: Call, named: Word) -> bool:
         if key in FIELDS:
             reading.sources.append(Source(FIELDS[key], v.value, f"{found}:{v.line} {key}"))
     reading.partners += inner.partners
-    reading.findings += inner.findings
+    reading.findings += [_as_job(f) for f in inner.findings]
     return True
+
+
+def _as_job(f: Finding) -> Finding:
+    """A file the arguments file names that is not found: a warning in a job, whose folder
+    batchspec may not be run from (the file alone makes it an error)."""
+    if f.code != "missing-file":
+        return f
+    return finding(
+        "job-file-not-found",
+        f"{f.message}; the values it would set are unknown",
+        hint="run batchspec from the folder the job runs in, or give --run-dir",
+        where=f.where,
+    )
 
 
 def _trainers(path: str, text: str) -> bool:
