@@ -6,9 +6,11 @@ import click
 
 from translator.cli.common import (
     command,
+    job_options,
     launch_options,
     output_options,
     pop_launch,
+    pop_run_as,
     write_rendered,
 )
 
@@ -17,6 +19,7 @@ from translator.cli.common import (
 @click.argument("file", metavar="FILE")
 @output_options
 @launch_options
+@job_options
 def convert(
     as_json: bool,
     file: str,
@@ -26,7 +29,8 @@ def convert(
     framework: str | None,
     **params,
 ) -> None:
-    """Read FILE (any framework's config), then render its batch for the --to frameworks.
+    """Read FILE (any framework's config, or a job's launch script), then render its batch for
+    the --to frameworks.
 
     All files are written or none, and no existing file is replaced without --force.
     """
@@ -35,7 +39,7 @@ def convert(
     from translator.render import render
 
     frameworks = get_many(targets)
-    inspection = inspect_file(file, framework, pop_launch(params))
+    inspection = inspect_file(file, framework, pop_launch(params), pop_run_as(params))
     spec = inspection.require_spec()
     rendered = [render(spec, b) for b in frameworks]
     write_rendered(as_json, inspection.output(), rendered, out_dir, force, inspection.findings)
