@@ -15,7 +15,13 @@ CODES: dict[str, tuple[Severity, str]] = {
     ),
     "megatron-deepspeed-mismatch": (
         "error",
-        "the DeepSpeed JSON a Megatron-DeepSpeed script writes counts another batch",
+        "the DeepSpeed JSON of a Megatron-DeepSpeed job counts its accumulation in another "
+        "micro-batch",
+    ),
+    "megatron-deepspeed-overridden": (
+        "warning",
+        "the DeepSpeed JSON's global batch differs from the flags; Megatron-DeepSpeed replaces "
+        "it every iteration",
     ),
     "megatron-fork-flag": (
         "info",

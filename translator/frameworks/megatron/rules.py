@@ -485,8 +485,12 @@ def _hidden(reading: Reading, values: dict, findings: list[Finding]) -> None:
 
 
 def _against_deepspeed(reading: Reading, values: dict, launch: Launch) -> list[Finding]:
-    """The DeepSpeed JSON the script writes must count the batch as Megatron's flags do:
-    DeepSpeed steps the optimizer on its own count."""
+    """The DeepSpeed JSON of a Megatron-DeepSpeed job against Megatron's flags. Each iteration
+    Megatron-DeepSpeed hands DeepSpeed its own global batch (``set_train_batch_size(DP ×
+    micro × micro-batches)``), from which DeepSpeed derives its accumulation with the JSON's
+    micro-batch: a JSON micro-batch that differs is wrong at every step; a JSON global batch
+    or accumulation that differs is replaced (a warning: DeepSpeed only checks it once, at
+    initialize)."""
     micro, global_ = values.get("micro_batch_size"), values.get("global_batch_size")
     model = [
         values.get(k, 1)
@@ -497,26 +501,45 @@ def _against_deepspeed(reading: Reading, values: dict, launch: Launch) -> list[F
         dp, rest = divmod(launch.world_size, model[0] * model[1] * model[2])
         if not rest and dp and global_ % (micro * dp) == 0:
             accumulation = global_ // (micro * dp)
-    wrong = []
-    for key, flag, expected in (
-        (deepspeed.TBS, "--global-batch-size", global_),
-        (deepspeed.MBS, "--micro-batch-size", micro),
-        (deepspeed.GAS, "micro-batches per step", accumulation),
-    ):
-        v = reading.values.get(key)
-        if v is not None and v.is_count and expected is not None and v.value != expected:
-            wrong.append(f"{key} {v.value} where {flag} gives {expected}")
-    if not wrong:
-        return []
-    return [
-        finding(
-            "megatron-deepspeed-mismatch",
-            f"the DeepSpeed JSON the script writes disagrees with Megatron's flags: "
-            f"{'; '.join(wrong)}; DeepSpeed steps the optimizer on its own count",
-            hint="write the JSON from the same variables as the flags",
-            where=reading.where(next(k for k in deepspeed.BATCH_KEYS if k in reading.values)),
+    out = []
+    v = reading.values.get(deepspeed.MBS)
+    if v is not None and v.is_count and micro is not None and v.value != micro:
+        out.append(
+            finding(
+                "megatron-deepspeed-mismatch",
+                f"the DeepSpeed JSON says {deepspeed.MBS} {v.value} where --micro-batch-size "
+                f"gives {micro}: each step DeepSpeed takes Megatron's global batch and counts "
+                f"its accumulation in micro-batches of {v.value}, so it steps the optimizer "
+                "at the wrong boundary",
+                hint="write the JSON's micro-batch from the same variable as the flag",
+                where=reading.where(deepspeed.MBS),
+            )
         )
+    replaced = [
+        f"{key} {v.value} where {flag} gives {expected}"
+        for key, flag, expected in (
+            (deepspeed.TBS, "--global-batch-size", global_),
+            (deepspeed.GAS, "micro-batches per step", accumulation),
+        )
+        if (v := reading.values.get(key)) is not None
+        and v.is_count
+        and expected is not None
+        and v.value != expected
     ]
+    if replaced:
+        key = next(k for k in (deepspeed.TBS, deepspeed.GAS) if k in reading.values)
+        out.append(
+            finding(
+                "megatron-deepspeed-overridden",
+                f"the DeepSpeed JSON disagrees with Megatron's flags: {'; '.join(replaced)}; "
+                "Megatron-DeepSpeed replaces it with its own global batch at every iteration "
+                "(set_train_batch_size), so the flags train, and DeepSpeed checks the JSON's "
+                "values only at initialize",
+                hint="write the JSON from the same variables as the flags",
+                where=reading.where(key),
+            )
+        )
+    return out
 
 
 def _virtual_from_layers(reading: Reading, values: dict) -> None:
