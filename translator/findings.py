@@ -42,8 +42,9 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "the number of micro-batches does not fit the interleaved pipeline schedule",
     ),
     "script-not-followed": (
-        "info",
-        "a part of the launch script that batchspec does not read (source, a bad eval)",
+        "warning",
+        "a part of the launch script that batchspec does not read (source, a statement bash "
+        "cannot parse, a bad eval, an exit as run)",
     ),
     "invalid-value": ("error", "a batch value is not a positive integer"),
     "batch-key-typo": (

@@ -107,16 +107,16 @@ def _without_launch(
 ) -> tuple[Framework, Reading]:
     """A script with no launch a framework reads: a framework that reads such files whole
     (Megatron's arrays of flags), else the reason, one line."""
-    suffix = Path(path).suffix.lower()
-    for f in frameworks:
-        if suffix in f.extensions and f.claims(text) and f.holds_batch(text):
-            return f, f.read(text, path)
     stops = [str(n) for n in script.notes if "exits here" in n.text]
     if stops:
         raise NotAJob(
-            f"{path}: read as run with no arguments it stops before any launch ({stops[0]}); "
-            "give its arguments after --"
+            f"{path}: read as run it stops before any launch ({stops[0]}); give the "
+            "arguments it is run with after --"
         )
+    suffix = Path(path).suffix.lower()
+    for f in frameworks:
+        if not unread and suffix in f.extensions and f.claims(text) and f.holds_batch(text):
+            return f, f.read(text, path)
     if unread:
         raise NotAJob(
             f"{path}: it launches {', '.join(unread[-3:])}, a program none of the frameworks "
