@@ -56,6 +56,12 @@ def test_the_hook_stops_a_bad_config_and_passes_over_other_files(tmp_path):
     (repo / "package.json").write_text('{"name": "web", "version": "1.0.0"}\n')
     (repo / ".github" / "workflows" / "ci.yml").write_text("on: push\njobs: {}\n")
     (repo / "build.sh").write_text("#!/bin/sh\nmake all\n")
+    (repo / "scripts").mkdir()
+    (repo / "scripts" / "zero3.json").write_text('{"train_micro_batch_size_per_gpu": "auto"}\n')
+    (repo / "scripts" / "finetune.sh").write_text(  # a sound HF Trainer job: no false error
+        "#!/bin/bash\ndeepspeed llava/train/train_mem.py --deepspeed ./scripts/zero3.json \\\n"
+        "    --per_device_train_batch_size 16 --gradient_accumulation_steps 1 --output_dir o\n"
+    )
     git(repo, "init", "-q")
     git(repo, "add", ".")
     home = tmp_path / "pre-commit-home"
@@ -65,6 +71,7 @@ def test_the_hook_stops_a_bad_config_and_passes_over_other_files(tmp_path):
     assert "configs/sft.yml (axolotl): 1 error(s)" in failed.stdout
     assert "gradient_acumulation_steps" in failed.stdout
     assert "configs/ds_zero2.json (deepspeed): ok" in failed.stdout
+    assert "scripts/finetune.sh (hf): ok" in failed.stdout
     for other in ("package.json", "ci.yml", "build.sh"):
         assert other not in failed.stdout
 
