@@ -836,6 +836,38 @@ def test_an_hf_trainer_launch_script_runs_through_the_hf_engine(tmp_path):
 
 
 @pytest.mark.framework
+def test_an_hf_launch_script_runs_the_deepspeed_json_it_names(tmp_path):
+    """``deepspeed train.py --deepspeed ds.json``: the Trainer steps through DeepSpeed's engine
+    with the job's JSON, its "auto" values filled from the flags: 2 × 2 × 2 = 8 per step."""
+    (tmp_path / "ds.json").write_text(
+        '{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", '
+        '"gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 1}}'
+    )
+    job = tmp_path / "train.sh"
+    job.write_text(
+        f"deepspeed --num_gpus 2 train.py --deepspeed {tmp_path / 'ds.json'} --output_dir o "
+        "--per_device_train_batch_size 2 --gradient_accumulation_steps 2\n"
+    )
+    code, out, err = smoke_json(
+        job,
+        "--nproc",
+        2,
+        "--steps",
+        2,
+        "--seq-len",
+        16,
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+        timeout=600,
+    )
+    assert code == 0, err
+    assert out["samples_per_optimizer_step"] == [8, 8]
+    assert out["stepped_by"] == "Trainer (DeepSpeedEngine)"
+
+
+@pytest.mark.framework
 def test_deepspeed_ulysses_counts_each_sequence_group_once(tmp_path):
     """4 CPU ranks, sequence parallel 2 (DeepSpeed-Ulysses on a data × sequence mesh): the two
     ranks of a group take the same samples, each half of the sequence, and count once, so a step
