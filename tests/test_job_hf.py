@@ -229,3 +229,19 @@ def test_transformers_own_check_agrees_on_a_job(tmp_path, monkeypatch):
         "ds train_micro_batch_size_per_gpu=8 vs hf per_device_train_batch_size=4"
         in refuses["message"]
     )
+
+
+def test_a_cd_before_the_launch_moves_where_its_files_are_looked_for(tmp_path, monkeypatch):
+    (tmp_path / "sub" / "conf").mkdir(parents=True)
+    (tmp_path / "sub" / "conf" / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 99}')
+    launch = (
+        "torchrun --nproc_per_node 2 train.py --deepspeed conf/ds.json "
+        "--per_device_train_batch_size 2 --gradient_accumulation_steps 1 --output_dir o\n"
+    )
+    code, _ = inspect(tmp_path, monkeypatch, "cd sub\n" + launch)
+    assert code == 1  # found there, and it disagrees
+    code, out = inspect(tmp_path, monkeypatch, "(cd sub && ls)\n" + launch)
+    assert code == 0  # a subshell's cd stays in it
+    assert any(f["code"] == "job-file-not-found" for f in out["findings"])
+    _, out = inspect(tmp_path, monkeypatch, 'cd "$(dirname "$0")"\n' + launch)
+    assert any("moves (cd) to a folder not known" in f["message"] for f in out["findings"])

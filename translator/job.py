@@ -74,7 +74,8 @@ def read_job(
             continue
         environment = script.environments[i]
         sizes = launchers.sizes(split.launch, script.variables, environment)
-        call = Call(path, text, words[0].line, split, sizes, environment, script, folders)
+        moved = _moved(folders, script.folders[i])
+        call = Call(path, text, words[0].line, split, sizes, environment, script, moved)
         for f in readers:
             reading = f.program(call)  # type: ignore[misc]  # readers have one
             if reading is not None:
@@ -86,6 +87,14 @@ def read_job(
         return _without_launch(text, path, frameworks, sorted(commands), unread, script)
     setting = [c for c in claimed if _sets(c[2])]
     index, chosen, reading, call = (setting or claimed)[-1]
+    if script.folders[index] is None:
+        reading.notes.append(
+            Note(
+                call.line,
+                "the script moves (cd) to a folder not known before this launch; the files it "
+                "names are looked for as if it had not (give --run-dir)",
+            )
+        )
     _finish(reading, call, script)
     _either_way(reading, script, index, [c[0] for c in claimed])
     return chosen, reading
@@ -135,6 +144,16 @@ def _folders(script: str, run_dir: str | None) -> tuple[Path, ...]:
         return (Path(run_dir),)
     here = Path(script).parent if script != "-" else Path()
     return tuple(dict.fromkeys([Path(), here]))
+
+
+def _moved(folders: tuple[Path, ...], folder: str | None) -> tuple[Path, ...]:
+    """Where a command's files are looked for once the script has moved to ``folder``
+    (relative to where it started; ``None``: not known, so where it started)."""
+    if not folder:
+        return folders
+    if folder.startswith("/"):
+        return (Path(folder),)
+    return tuple(dict.fromkeys(f / folder for f in folders))
 
 
 def _finish(reading: Reading, call: Call, script: shell.Script) -> None:

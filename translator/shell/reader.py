@@ -16,6 +16,7 @@ run or not) are each followed in a fork of the variables.
 from __future__ import annotations
 
 import bisect
+import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from translator.shell.values import (
     pieces_of,
     run_text,
     scalar,
+    text_of,
     to_word,
     unknown,
 )
@@ -334,6 +336,7 @@ class Reader:
         environment = self.environment(node, env, src)
         self.script.commands.append(self.prefix + words)
         self.script.environments.append(environment)
+        self.script.folders.append(_folder(env))
         self.script.paths.append(self.path)
         self.builtin(name, words, env)
         shell = _shell_string(words)
@@ -350,6 +353,8 @@ class Reader:
         """``shift``, ``set --``, and the commands that stop what runs."""
         if name == "shift":
             _shift(words, env)
+        elif name == "cd":
+            _cd(words, env)
         elif name == "set":
             _set(words, env)
         elif name in STOPS and self.catcher(name) is not None:
@@ -873,6 +878,33 @@ def _shell_string(words: list[Word]) -> tuple[int, Word] | None:
         ):
             return i, words[i + 2]
     return None
+
+
+#: The variable that holds the folder the script has moved to (``cd``), relative to where
+#: it started; in the scope of the ``cd``, so a subshell's stays its own.
+FOLDER = "__batchspec_folder"
+
+
+def _cd(words: list[Word], env: Env) -> None:
+    """``cd DIR``: where the commands after it run (``cd`` alone, ``cd -`` or a folder that
+    is not known: somewhere the reader cannot say)."""
+    target = words[1].text if len(words) > 1 else None
+    here = _folder(env)
+    if target is None or target in ("-", "~") or target.startswith("~") or here is None:
+        why = f"cd {clip(target or words[1].why_unknown or '') if len(words) > 1 else ''}"
+        env.set(FOLDER, Var((unknown(f"{why.strip()} on line {words[0].line}"),)))
+        return
+    moved = target if target.startswith("/") else posixpath.join(here, target)
+    env.set(FOLDER, Var(((Piece(posixpath.normpath(moved) if moved else ""),),)))
+
+
+def _folder(env: Env) -> str | None:
+    """The folder the script runs in now, relative to where it started ("" there); ``None``
+    when a ``cd`` went somewhere not known."""
+    var = env.get(FOLDER)
+    if not isinstance(var, Var):
+        return ""
+    return text_of(var.scalar)
 
 
 def _without_carriage_returns(text: str) -> str:

@@ -104,6 +104,9 @@ class Script:
     """Each default the script takes because a name is not set (``${GPUS_PER_NODE:-8}``,
     ``${1:-4}`` with no argument given), once each, in the order first taken: what the batch
     rests on when the environment (``--env``) or the arguments do not set the name."""
+    folders: list[str | None] = field(default_factory=list)
+    """For each command (parallel to :attr:`commands`): the folder it runs in, relative to
+    where the script started (``""``: there; ``None``: a ``cd`` went somewhere not known)."""
     environments: list[dict[str, Word]] = field(default_factory=list)
     """For each command (parallel to :attr:`commands`): the variables its process sees, each
     as a word with the line and span of its literal: the script's exported variables, the
