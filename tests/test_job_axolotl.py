@@ -311,3 +311,15 @@ def test_update_in_place_changes_the_launcher_flag_and_keeps_every_other_byte(ru
 def test_axolotl_is_asked_before_the_hf_trainer():
     assert FRAMEWORKS["axolotl"].claim_order < FRAMEWORKS["hf"].claim_order
     assert FRAMEWORKS["axolotl"].commands == ("axolotl",)
+
+
+def test_the_accelerate_config_axolotl_train_hands_its_launcher_sizes_the_world(run_dir):
+    (run_dir / "acc.yaml").write_text(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 4\n"
+    )
+    _, out = inspect("axolotl train examples/lora.yml -- --config_file acc.yaml\n")
+    assert batch(out) == (4, 2, 4, 32)
+    world = [s for s in out["sources"] if s["field"] == "world_size"]
+    assert world and world[0]["where"].endswith("acc.yaml:3 num_processes")
+    _, out = inspect("axolotl train examples/lora.yml -- --config_file nope.yaml\n")
+    assert out["world_size"] is None and "job-file-not-found" in codes(out)

@@ -189,7 +189,7 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
             reading.sources.append(Source("world_size", reading.world_size, where))
     config = sizes.options.get("--config_file") or sizes.options.get("--config-file")
     if config is not None:
-        _launcher_config(reading, call, config)
+        launcher_config(reading, call, sizes, config)
     imposed = sizes.accumulation()
     count = imposed[1].text if imposed is not None else None
     if imposed is not None and count is not None and count.isdigit():
@@ -245,10 +245,12 @@ def _rests_on(reading: Reading, call: Call, script: shell.Script) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _launcher_config(reading: Reading, call: Call, config) -> None:
-    """The launcher's own config file (accelerate's ``--config_file``): read by the framework
-    that claims it; its world counts unless the launcher's flags give one (a launcher's flag
-    beats its config file), and its other sizes and accumulation reach the program."""
+def launcher_config(reading: Reading, call: Call, sizes: launchers.Sizes, config) -> None:
+    """The config file of the launcher ``sizes`` describes (accelerate's ``--config_file``,
+    the word ``config``): read by the framework that claims it; its world counts unless the
+    launcher's flags give one (a launcher's flag beats its config file), and its other sizes
+    and accumulation reach the program. A framework whose tool starts a launcher itself
+    (``axolotl train ... -- --config_file x``) calls it with that launcher's sizes."""
     where = f"{call.path}:{config.line}"
     if config.text is None:
         reading.notes.append(
@@ -272,7 +274,7 @@ def _launcher_config(reading: Reading, call: Call, config) -> None:
     config_reading = framework.read(text, str(found))
     given = framework.launch_of(config_reading)
     reading.findings += [f for f in config_reading.findings if f.severity != "info"]
-    from_flags = "total" in call.sizes.words
+    from_flags = "total" in sizes.words
     if given.world_size is not None:
         shown = (
             f"{found}:{config_reading.values['num_processes'].line}"
@@ -286,7 +288,7 @@ def _launcher_config(reading: Reading, call: Call, config) -> None:
                     given.world_size,
                     f"{shown} num_processes",
                     won=False,
-                    why=f"{call.sizes.launcher} launch's flags win over its config file",
+                    why=f"{sizes.launcher} launch's flags win over its config file",
                 )
             )
         else:

@@ -26,7 +26,7 @@ from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.axolotl import rules
 from translator.frameworks.shared import deepspeed_json, hf_deepspeed
-from translator.job import not_found
+from translator.job import launcher_config, not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell import launchers
 from translator.shell.values import Word
@@ -478,6 +478,11 @@ def _launched(reading: Reading, call: Call, command: Command) -> None:
     started = f"axolotl train starts {'accelerate launch' if name == 'accelerate' else name}"
     if not command.launcher_given:
         started += " (its default launcher)"
+    config = sizes.options.get("--config_file") or sizes.options.get("--config-file")
+    if world is None and config is not None:
+        launcher_config(reading, call, sizes, config)  # its num_processes, as accelerate reads it
+        if reading.world_size is not None or reading.world_unknown is not None:
+            return
     if world is None:
         reading.world_unknown = Note(call.line, f"{started}, and {why.text if why else ''}")
         return
