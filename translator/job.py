@@ -148,12 +148,12 @@ def _folders(script: str, run_dir: str | None) -> tuple[Path, ...]:
 
 def _moved(folders: tuple[Path, ...], folder: str | None) -> tuple[Path, ...]:
     """Where a command's files are looked for once the script has moved to ``folder``
-    (relative to where it started; ``None``: not known, so where it started)."""
+    (relative to where it started; ``None``: not known): there first, then where it started
+    (a ``cd`` to the author's own checkout, ``/home/them/repo``, is this checkout here)."""
     if not folder:
         return folders
-    if folder.startswith("/"):
-        return (Path(folder),)
-    return tuple(dict.fromkeys(f / folder for f in folders))
+    there = [Path(folder)] if folder.startswith("/") else [f / folder for f in folders]
+    return tuple(dict.fromkeys([*there, *folders]))
 
 
 def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
