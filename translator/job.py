@@ -177,7 +177,7 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
             sizes.use_hostfile(read_text(found), str(found))
     if not own_world:
         for role, (key, word) in sizes.words.items():
-            reading.values[key] = _value(word)
+            reading.values[key] = Value.of_word(word)
             reading.launch_keys[role] = key
         reading.launch_counts = sizes.counts()
         reading.world_size, reading.world_unknown = sizes.world()
@@ -342,13 +342,3 @@ def _either_way(reading: Reading, script: shell.Script, chosen: int, others: lis
                 f"the script launches the program this way or another way depending on {split}",
             )
             return
-
-
-def _value(word: shell.Word) -> Value:
-    """A launcher's word as a value."""
-    if word.text is None:
-        return Value(None, word.line, None, word.why_unknown)
-    try:
-        return Value(int(word.text), word.line, word.span)
-    except ValueError:
-        return Value(word.text, word.line, word.span)

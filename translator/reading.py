@@ -38,6 +38,17 @@ class Value:
     """The file it was read from when that is not the reading's own (a job's YAML); its
     ``line`` and ``span`` are then in that file."""
 
+    @classmethod
+    def of_word(cls, word: Word) -> Value:
+        """A shell word as a value: an int when it is one, else its text (``None`` when not
+        known), with its line and literal span."""
+        if word.text is None:
+            return cls(None, word.line, None, word.why_unknown)
+        try:
+            return cls(int(word.text), word.line, word.span)
+        except ValueError:
+            return cls(word.text, word.line, word.span)
+
     @property
     def count(self) -> int | None:
         """The value when it is a usable positive integer (bools are not counts), else ``None``."""

@@ -28,7 +28,7 @@ from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.llamafactory import rules
-from translator.frameworks.shared import deepspeed_json, hf_deepspeed
+from translator.frameworks.shared import hf_deepspeed
 from translator.frameworks.shared import hf_trainer as hf
 from translator.job import not_found
 from translator.reading import Call, Note, Reading, Source, Value, typo_findings
@@ -275,15 +275,7 @@ def _deepspeed(reading: Reading, call: Call) -> None:
     if not isinstance(v.value, str):
         hf_deepspeed.read_partner(reading, v.value)
         return
-    where = f"{v.file or call.path}:{v.line}"
-    found, looked = call.locate(v.value)
-    if found is None:
-        reading.findings.append(not_found(f"the DeepSpeed config {v.value}", looked, where))
-        return
-    try:
-        reading.partners.append(deepspeed_json.read(read_text(found), str(found)))
-    except InputError as exc:
-        reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
+    hf_deepspeed.read_located(reading, call, v.value, f"{v.file or call.path}:{v.line}")
 
 
 # The world ---------------------------------------------------------------------------------

@@ -147,15 +147,6 @@ def _may_hold_flags(items: tuple) -> bool:
     )
 
 
-def _value(word: bash.Word) -> Value:
-    if word.text is None:
-        return Value(None, word.line, None, word.why_unknown)
-    try:
-        return Value(int(word.text), word.line, word.span)
-    except ValueError:
-        return Value(word.text, word.line, word.span)
-
-
 def read(text: str, where: str) -> Reading:
     """A launch script, an argument file, or a snippet of flags (arrays, no launch line):
     Megatron's batch flags. A script that launches a Megatron program is read as a job (the
@@ -252,9 +243,9 @@ def _read_words(
             if eq and word.text is None:  # --flag="$unknown"
                 reading.values[flag] = Value(None, word.line, None, word.why_unknown)
             elif eq:
-                reading.values[flag] = _value(bash.Word(inline, word.line))
+                reading.values[flag] = Value.of_word(bash.Word(inline, word.line))
             elif i + 1 < len(words):
-                reading.values[flag] = _value(words[i + 1])
+                reading.values[flag] = Value.of_word(words[i + 1])
     reading.findings += typo_findings(
         flags_seen,
         list(FLAGS),

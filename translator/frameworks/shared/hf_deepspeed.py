@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 
 from translator import parsing
+from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
-from translator.reading import Reading, invalid_value
+from translator.reading import Call, Reading, invalid_value
 
 
 def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> None:
@@ -54,6 +55,21 @@ def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> N
         )
         return
     reading.partners.append(deepspeed.read(read_text(path), str(path)))
+
+
+def read_located(reading: Reading, call: Call, name: str, where: str) -> None:
+    """The DeepSpeed JSON a job names (``name``, looked for where the job runs), read into
+    ``reading.partners``; one not found or not readable is a warning at ``where``."""
+    from translator.job import not_found
+
+    found, looked = call.locate(name)
+    if found is None:
+        reading.findings.append(not_found(f"the DeepSpeed config {name}", looked, where))
+        return
+    try:
+        reading.partners.append(deepspeed.read(read_text(found), str(found)))
+    except InputError as exc:
+        reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
 
 
 def pair(
