@@ -169,7 +169,7 @@ def test_update_refuses_a_value_that_feeds_another_flag(tmp_path):
     )
     script.write_text(text)
     result = CliRunner().invoke(main, ["update", str(script), "--micro-batch", "2", "--in-place"])
-    assert result.exit_code == 2 and "also used by --seq-length (line 2)" in result.stderr
+    assert result.exit_code == 1 and "also used by --seq-length (line 2)" in result.stderr
     assert script.read_text() == text
 
 

@@ -315,7 +315,10 @@ def test_a_dangling_symlink_is_never_replaced(spec, tmp_path, force, target):
 
 def test_a_device_is_never_replaced_even_with_force(tmp_path):
     path = tmp_path / "ds.json"
-    path.write_text('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2}\n')
+    path.write_text(
+        '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, '
+        '"gradient_accumulation_steps": 4}\n'
+    )
     result = run(
         "update", path, "--world-size", 4, "--from-world-size", 8, "-o", "/dev/null", "--force"
     )

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from translator import shell, update
 from translator.cli import main
-from translator.errors import InputError
+from translator.errors import ConfigError
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.axolotl import program
 from translator.inspection import read_file
@@ -293,7 +293,7 @@ def test_update_refuses_a_value_the_yaml_holds_and_names_the_yaml(run_dir):
     framework, reading = read_file("job.sh")
     spec = BatchSpec(global_batch_size=128, micro_batch_size=2, world_size=8)
     with pytest.raises(
-        InputError, match="gradient_accumulation_steps is set in examples/lora.yml, not in job.sh"
+        ConfigError, match="gradient_accumulation_steps is set in examples/lora.yml, not in job.sh"
     ):
         update.apply(framework, reading, spec)
     assert (run_dir / "job.sh").read_text().endswith("--num_processes 8\n")

@@ -175,7 +175,7 @@ def test_update_refuses_a_value_set_in_another_file(tmp_path, monkeypatch):
     )
     (tmp_path / "job.sh").write_text("torchrun --nproc_per_node 4 train.py args.yaml\n")
     result = run(tmp_path, monkeypatch, "update", "job.sh", "--world-size", "8")
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert "is set in args.yaml" in result.output and "update that file" in result.output
 
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from translator import shell, update
 from translator.cli import main
-from translator.errors import InputError
+from translator.errors import ConfigError
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.llamafactory import program
 from translator.inspection import inspect_reading, read_file
@@ -385,7 +385,7 @@ def test_update_edits_the_override_and_refuses_the_yamls_value(run_dir):
         ("--nproc_per_node", 8, 16),
     ]
     with pytest.raises(
-        InputError,
+        ConfigError,
         match="sft.yaml:7: per_device_train_batch_size is set in examples/train_lora/sft.yaml, not in",
     ):
         update.apply(

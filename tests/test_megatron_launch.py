@@ -133,17 +133,31 @@ NVIDIA_STYLE = (
 )
 
 
-def test_update_to_fewer_gpus_than_a_node_refuses_in_one_line_naming_the_launcher(tmp_path):
-    """8 processes per node cannot make world 4 by changing the node count alone: update
-    refuses (it used to crash on a ``Reading.launcher`` that did not exist)."""
+def test_update_to_fewer_gpus_than_a_node_takes_them_on_one_node(tmp_path):
+    """World 4 from one node of 8 is one node of 4: the per-node variable changes (this
+    used to crash on a ``Reading.launcher`` that did not exist, then to refuse)."""
     path = tmp_path / "train.sh"
     path.write_text(NVIDIA_STYLE)
     result = CliRunner().invoke(main, ["update", str(path), "--world-size", "4", "--in-place"])
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 0, result.output
     assert "internal error" not in result.output
     assert result.output.strip().splitlines() == [
+        f"{path}: --nproc_per_node (torchrun, line 4) ← GPUS_PER_NODE=8 → 4 (line 2)"
+    ]
+    assert path.read_text() == NVIDIA_STYLE.replace("GPUS_PER_NODE=8", "GPUS_PER_NODE=4")
+
+
+def test_update_to_a_world_no_node_count_makes_refuses_naming_the_shapes(tmp_path):
+    path = tmp_path / "train.sh"
+    path.write_text(NVIDIA_STYLE)
+    result = CliRunner().invoke(
+        main, ["update", str(path), "--world-size", "12", "--global-batch", "192", "--in-place"]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
         f"batchspec: error: {path}: the torchrun line starts 8 processes per node, which "
-        "cannot make world 4; give --nnodes and --nproc-per-node, or edit the launch line by hand"
+        "cannot make world 12; give --nnodes and --nproc-per-node (such as 2 × 6 or 3 × 4), "
+        "or edit the launch line by hand"
     ]
     assert path.read_text() == NVIDIA_STYLE
 

@@ -95,6 +95,10 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "the framework's own validator was not run (not installed, or too little known)",
     ),
     "update-impossible": ("error", "the requested update has no exact batch layout"),
+    "update-not-editable": (
+        "error",
+        "the requested update needs a value changed that the file does not write as a literal",
+    ),
     "smoke-world-mismatch": (
         "error",
         "the config is for another world size than the smoke run launches",

@@ -8,6 +8,7 @@ written.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from translator import solve
@@ -35,6 +36,21 @@ CARRIED = (
 
 
 @dataclass(frozen=True)
+class Edit:
+    """The text an update changed for one key: where, and the word before and after."""
+
+    line: int
+    """1-based line of the edit (in the file as it was; an added line: where it goes)."""
+    old: str | None
+    """The word as it was written (``NUM_NODES=1``); ``None`` for an added line."""
+    new: str | None
+    """The word as it is now (``NUM_NODES=2``); ``None`` for a removed line."""
+
+    def as_dict(self) -> dict:
+        return {"line": self.line, "old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True)
 class Change:
     """One edit of the file."""
 
@@ -45,10 +61,35 @@ class Change:
     new: object
     """Its value after (``None`` when the key was removed)."""
     line: int | None
-    """Where it is (or was) in the file."""
+    """Where the key is (or was) in the file: for a flag, the line of the flag."""
+    read_by: str | None = None
+    """The launcher whose sizing flag this is (``torchrun``), else ``None``."""
+    edit: Edit | None = None
+    """The text changed for it, which may stand elsewhere than the key (the variable behind a
+    flag); ``None`` when the file computes the value from one that was edited."""
 
     def as_dict(self) -> dict:
-        return {"key": self.key, "old": self.old, "new": self.new, "line": self.line}
+        return {
+            "key": self.key,
+            "old": self.old,
+            "new": self.new,
+            "line": self.line,
+            "read_by": self.read_by,
+            "edit": None if self.edit is None else self.edit.as_dict(),
+        }
+
+    def describe(self, path: object) -> str:
+        """One line of the change report: the key and its line, and where it was edited when
+        that is another line (``--nnodes (torchrun, line 40) ← NUM_NODES=1 → 2 (line 12)``)."""
+        if self.edit is None:
+            return f"{path}:{self.line}: {self.key} {self.old} → {self.new} (computed by the file)"
+        if self.line is None or self.edit.line == self.line or self.edit.old is None:
+            return f"{path}:{self.line or '+'}: {self.key} {self.old} → {self.new}"
+        by = f"{self.read_by}, " if self.read_by else ""
+        return (
+            f"{path}: {self.key} ({by}line {self.line}) ← {self.edit.old} → {self.new} "
+            f"(line {self.edit.line})"
+        )
 
 
 def target_spec(
@@ -128,80 +169,190 @@ def _options(g: int, m: int | None, fields: dict, message: str, where: str):
         if micros
         else f"; no micro-batch keeps global {g} on data-parallel {dp}"
     )
+    model = world // dp
+    worlds = _nearest_worlds(g if m is None else g // m if g % m == 0 else 0, model, world)
+    if worlds:
+        kept = f"global {g}" + ("" if m is None else f" and micro-batch {m}")
+        keep += f"; or keep {kept} on world {' or '.join(map(str, worlds))}"
     return finding(
         "update-impossible", f"cannot keep the batch exact: {message}", hint=lr + keep, where=where
     )
 
 
+def _nearest_worlds(per_replicas: int, model: int, world: int) -> list[int]:
+    """The worlds nearest ``world`` below and above it whose data-parallel size (world /
+    ``model``) divides ``per_replicas`` (the global batch over the micro-batch), so that the
+    batch stays exact there; none when ``per_replicas`` is 0."""
+    small = [d for d in range(1, math.isqrt(per_replicas) + 1) if per_replicas % d == 0]
+    worlds = sorted({x * model for d in small for x in (d, per_replicas // d)})
+    below = [w for w in worlds if w < world]
+    above = [w for w in worlds if w > world]
+    return ([below[-1]] if below else []) + ([above[0]] if above else [])
+
+
 def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str, list[Change]]:
-    """The file's new text and the changes made; every other byte unchanged."""
+    """The file's new text and the changes made; every other byte unchanged. A value the file
+    computes (``$((TOTAL / NUM_GPUS))``) is not edited: its change has no :class:`Edit`, and
+    :func:`update` checks that the re-read file computes the new value."""
     replacements: dict[tuple[int, int], str] = {}
     changes = []
     edits = framework.edits(reading, spec) | launcher_edits(reading, spec)
+    text = reading.text
     for key, new in edits.items():
         old = reading.values.get(key)
         if old is not None and old.value == new:
             continue
         _refuse_shared(reading, key, old, edits)
+        edit: Edit | None
         if old is None:
             if new is None:
                 continue
             at = _insertion(reading, key)
-            replacements[at] = f"{key}: {new}{_line_ending(reading.text, at[0])}"
+            replacements[at] = f"{key}: {new}{_line_ending(text, at[0])}"
+            edit = Edit(_line_of(text, at[0]), None, f"{key}: {new}")
         elif new is None:
-            replacements[_line_span(reading.text, old.span, reading.path, key)] = ""
+            at = _line_span(text, old.span, reading.path, key)
+            replacements[at] = ""
+            edit = Edit(_line_of(text, at[0]), text[at[0] : at[1]].strip(), None)
         elif old.file is not None:
-            raise InputError(
-                f"{reading.where(key)}: {key} is set in {old.file}, not in {reading.path}; "
-                f"update that file (to {new})"
+            raise cannot_edit(
+                reading.where(key),
+                f"{key} is set in {old.file}, not in {reading.path}; update that file (to {new})",
+            )
+        elif old.span is None and old.why_unknown:
+            raise cannot_edit(
+                reading.where(key),
+                f"cannot change {key}: its value is {old.why_unknown}; set it to {new} by hand",
             )
         elif old.span is None:
-            raise InputError(
-                f"{reading.where(key)}: cannot change {key}: its value "
-                f"{'is ' + old.why_unknown if old.why_unknown else 'is computed, not written'}"
-                f"; set it to {new} by hand"
-            )
-        elif replacements.get(_without_line_end(reading.text, old.span), str(new)) != str(new):
-            raise InputError(
-                f"{reading.where(key)}: {key} shares its value with another key "
-                "that needs a different one; edit it by hand"
+            edit = None
+        elif replacements.get(_without_line_end(text, old.span), str(new)) != str(new):
+            raise cannot_edit(
+                reading.where(key),
+                f"{key} shares its value with another key that needs a different one; "
+                "edit it by hand",
             )
         else:
-            replacements[_without_line_end(reading.text, old.span)] = str(new)
+            at = _without_line_end(text, old.span)
+            replacements[at] = str(new)
+            edit = Edit(_line_of(text, at[0]), *_written_as(text, at, str(new)))
         changes.append(
-            Change(key, None if old is None else old.value, new, None if old is None else old.line)
+            Change(
+                key,
+                None if old is None else old.value,
+                new,
+                None if old is None else old.line,
+                reading.launcher if key in reading.launch_keys.values() else None,
+                edit,
+            )
         )
-    text = reading.text
     for (start, end), new_text in sorted(replacements.items(), reverse=True):
         text = text[:start] + new_text + text[end:]
     return text, changes
 
 
+def cannot_edit(where: str, message: str) -> ConfigError:
+    """The error for a request update cannot carry out (exit 1): the file reads, but what it
+    would have to change is not a literal update can edit."""
+    return ConfigError([finding("update-not-editable", message, where=where)])
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+#: What stands before a literal that is a named value: a variable's (``NUM_NODES=``,
+#: ``N=${N:-``, ``N="``) or an option's written with ``=`` (``#SBATCH --nodes=``).
+ASSIGNMENT = re.compile(
+    r"(?:--?[A-Za-z][A-Za-z0-9_-]*|[A-Za-z_][A-Za-z0-9_]*)="
+    r"[\"']?(?:\$\{[A-Za-z_][A-Za-z0-9_]*:?[-=][\"']?)?"
+)
+
+
+def _written_as(text: str, span: tuple[int, int], new: str) -> tuple[str, str]:
+    """The word that holds the literal at ``span``, before and after it becomes ``new``: a
+    whole assignment (``NUM_NODES=1``, ``N=${N:-8}``, ``--nodes=2``), else the literal alone."""
+    start, end = span
+    line_start = text.rfind("\n", 0, start) + 1
+    word_start = max(text.rfind(c, line_start, start) for c in " \t;") + 1
+    word_start = max(word_start, line_start)
+    if not ASSIGNMENT.fullmatch(text, word_start, start):
+        return text[start:end], new
+    word_end = end
+    while word_end < len(text) and text[word_end] not in " \t;\r\n":
+        word_end += 1
+    before, after = text[word_start:start], text[end:word_end]
+    return before + text[start:end] + after, before + new + after
+
+
 def launcher_edits(reading: Reading, spec: BatchSpec) -> dict[str, int]:
-    """A job's launcher words for a new world: its total, or its processes per node and its
-    nodes; refused when the launch line cannot make the world."""
-    world = spec.world
-    if reading.world_size is None or reading.world_size == world or not reading.launch_keys:
+    """A job's launcher words for a new world: those of its sizes (processes per node, nodes,
+    or all processes) that differ from what the launch line gives now. Refused when a size
+    that must change has no word on the line (exit 1), and when a world alone does not say
+    how to spread over nodes (exit 2)."""
+    if reading.world_size is None:  # a config, or a job refused before (its world unknown)
         return {}
-    keys = reading.launch_keys
-    if "total" in keys:
-        return {keys["total"]: world}
-    if "nodes" not in keys and "per_node" in keys and spec.gpus_per_node is None:
-        return {keys["per_node"]: world}  # one node: all of them there
-    per_node = spec.gpus_per_node or reading.launch_counts["per_node"]
-    if world % per_node or "nodes" not in keys and world != per_node:
-        raise InputError(
-            f"{reading.path}: the {reading.launcher} line starts {per_node} "
-            f"processes per node{'' if 'nodes' in keys else ' on one node'}, which "
-            f"cannot make world {world}; give --nnodes and "
-            "--nproc-per-node, or edit the launch line by hand"
-        )
+    keys, counts = reading.launch_keys, reading.launch_counts
+    if not keys and not counts:  # the world is not the launch line's (an accelerate config)
+        if spec.world == reading.world_size:
+            return {}
+        raise _no_word(reading, "total", spec.world, spec)
     out = {}
-    if "per_node" in keys:
-        out[keys["per_node"]] = per_node
-    if "nodes" in keys:
-        out[keys["nodes"]] = world // per_node
+    for role, count in _wanted(reading, spec).items():
+        if counts.get(role) == count or (role not in keys and role not in counts and count == 1):
+            continue  # as now (a launcher that names no node count runs on one node)
+        if role not in keys:
+            raise _no_word(reading, role, count, spec)
+        out[keys[role]] = count
     return out
+
+
+#: A launcher's sizes (roles), as a message names them.
+ROLE_WORDS = {"per_node": "processes per node", "nodes": "nodes", "total": "processes"}
+
+
+def _wanted(reading: Reading, spec: BatchSpec) -> dict[str, int]:
+    """The sizes the launch line must give for ``spec``'s world: all processes for a launcher
+    that counts them at once (and its nodes, when given); else processes per node and nodes,
+    those given, or the line's own processes per node with as many nodes as the world takes,
+    or one node when the world is smaller than one."""
+    keys, counts, world = reading.launch_keys, reading.launch_counts, spec.world
+    if "total" in keys or "total" in counts:
+        return {"total": world} | ({} if spec.nodes is None else {"nodes": spec.nodes})
+    if spec.gpus_per_node is not None and spec.nodes is not None:
+        return {"per_node": spec.gpus_per_node, "nodes": spec.nodes}
+    per_node = counts["per_node"]
+    if ("nodes" not in keys and counts.get("nodes") == 1) or world < per_node:
+        return {"per_node": world, "nodes": 1}  # one node: all of them there
+    if world % per_node == 0:
+        return {"per_node": per_node, "nodes": world // per_node}
+    shapes = [(world // p, p) for p in range(per_node - 1, 0, -1) if world % p == 0][:2]
+    raise InputError(
+        f"{reading.path}: the {reading.launcher} line starts {per_node} processes per node, "
+        f"which cannot make world {world}; give --nnodes and --nproc-per-node (such as "
+        + " or ".join(f"{n} × {p}" for n, p in shapes)
+        + "), or edit the launch line by hand"
+    )
+
+
+def _no_word(reading: Reading, role: str, count: int, spec: BatchSpec) -> ConfigError:
+    """Why the launch cannot be edited to give ``count`` for ``role``: the world is set in
+    another file, or the line has no word for that size."""
+    world = next((s for s in reading.sources if s.name == "world_size" and s.won), None)
+    if world is not None and not world.where.startswith(f"{reading.path}:"):
+        return cannot_edit(
+            reading.path,
+            f"cannot launch world {spec.world}: its world {reading.world_size} is set at "
+            f"{world.where}, which update does not edit; set it there",
+        )
+    now = reading.launch_counts.get(role)
+    return cannot_edit(
+        reading.path,
+        f"cannot launch world {spec.world}: the {reading.launcher} line gives no word for its "
+        f"{ROLE_WORDS[role]}"
+        + ("" if now is None else f" (it takes {now})")
+        + f", and update does not add one; write it on the line (for {count}), then update",
+    )
 
 
 def _insertion(reading: Reading, key: str) -> tuple[int, int]:
@@ -210,7 +361,7 @@ def _insertion(reading: Reading, key: str) -> tuple[int, int]:
 
     framework = get(reading.framework)
     if framework.insertion is None:
-        raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
+        raise cannot_edit(reading.path, f"{key} is not in the file; add it by hand")
     return framework.insertion(reading, key)
 
 
@@ -231,10 +382,11 @@ def _refuse_shared(reading: Reading, key: str, old, edits: dict) -> None:
         if _flag_name(u.word) != _flag_name(key) and _flag_name(u.word) not in mine
     }
     if others:
-        raise InputError(
-            f"{reading.where(key)}: the value of {key} ({old.value}) is written "
-            f"once and also used by {', '.join(sorted(others))}; changing it "
-            f"would change those too. Give {key} a value of its own, then update"
+        raise cannot_edit(
+            reading.where(key),
+            f"the value of {key} ({old.value}) is written once and also used by "
+            f"{', '.join(sorted(others))}; changing it would change those too. Give {key} a "
+            "value of its own, then update",
         )
 
 
@@ -254,30 +406,73 @@ def _without_line_end(text: str, span: tuple[int, int]) -> tuple[int, int]:
 def _line_span(text: str, span, path: str, key: str) -> tuple[int, int]:
     """The whole line(s) of a top-level ``key: scalar`` entry."""
     if span is None:
-        raise InputError(f"{path}: cannot remove {key}: its value is not a plain scalar")
+        raise cannot_edit(path, f"cannot remove {key}: its value is not a plain scalar")
     start = text.rfind("\n", 0, span[0]) + 1
     end = text.find("\n", span[1])
     return start, len(text) if end < 0 else end + 1
 
 
-def update(framework: Framework, old: Inspection, spec: BatchSpec, run_as: RunAs | None = None):
-    """New text, changes and the re-read inspection; refuses when the result is not exact."""
+@dataclass(frozen=True)
+class Updated:
+    """What an update makes of a file (nothing is written here)."""
+
+    text: str
+    """The file's new text (its old text when nothing changes)."""
+    changes: list[Change]
+    """Each key changed, in the order the framework names them; empty when nothing changes."""
+    inspection: Inspection
+    """The new text read back."""
+
+    def already(self) -> str:
+        """What was already so when nothing changes (``nothing to change: it already launches
+        8 processes (1 node × 8) and gives global batch 128 (...)``)."""
+        spec, reading = self.inspection.spec, self.inspection.reading
+        assert spec is not None  # update() re-read the file as a whole spec
+        batch = (
+            f"global batch {spec.global_batch_size} (micro-batch {spec.micro_batch_size} × "
+            f"accumulation {spec.gradient_accumulation_steps} × data-parallel "
+            f"{spec.data_parallel_size})"
+        )
+        if reading.world_size is None:
+            return f"nothing to change: at world {spec.world} it already gives {batch}"
+        counts = reading.launch_counts
+        shape = ""
+        if "per_node" in counts and "nodes" in counts:
+            nodes = f"{counts['nodes']} node{'s' if counts['nodes'] > 1 else ''}"
+            shape = f" ({nodes} × {counts['per_node']})"
+        return f"nothing to change: it already launches {spec.world} processes{shape} and gives {batch}"
+
+
+def update(
+    framework: Framework, old: Inspection, spec: BatchSpec, run_as: RunAs | None = None
+) -> Updated:
+    """The new text, its changes and its re-read inspection; refused when the file cannot be
+    made to launch ``spec``'s world or give its batch exactly."""
+    _refuse_an_unwritten_world(old, spec)
     text, changes = apply(framework, old.reading, spec)
     path = old.reading.path
     if is_job(path, text):
         _, reading = read_job(text, path, run_as, framework.name)
     else:
         reading = framework.read(text, path)
+    for change in changes:
+        now = reading.values.get(change.key)
+        if change.edit is None and (now is None or now.value != change.new):
+            raise cannot_edit(
+                old.reading.where(change.key),
+                f"cannot change {change.key}: its value is computed, not written; "
+                f"set it to {change.new} by hand",
+            )
     again = inspect_reading(framework, reading, Launch.of(spec))
     errors = [f for f in again.findings if f.severity == "error"]
     if errors:
         raise ConfigError(errors)
     got = again.spec
     if again.reading.world_size not in (None, spec.world_size):
-        raise InputError(
-            f"{old.reading.path}: the launch line would still start "
-            f"{again.reading.world_size} processes, not {spec.world_size}; "
-            "give --nnodes and --nproc-per-node"
+        raise cannot_edit(
+            path,
+            f"the launch line would still start {again.reading.world_size} processes, not "
+            f"{spec.world_size}; edit it by hand",
         )
     for key in (
         "global_batch_size",
@@ -286,12 +481,29 @@ def update(framework: Framework, old: Inspection, spec: BatchSpec, run_as: RunAs
         "world_size",
     ):
         if got is None or getattr(got, key) != getattr(spec, key):
-            raise InputError(
-                f"{old.reading.path}: after the update the file would give {key} "
+            raise cannot_edit(
+                path,
+                f"after the update the file would give {key} "
                 f"{None if got is None else getattr(got, key)}, not "
-                f"{getattr(spec, key)}; edit it by hand"
+                f"{getattr(spec, key)}; edit it by hand",
             )
-    return text, changes, again
+    return Updated(text, changes, again)
+
+
+def _refuse_an_unwritten_world(old: Inspection, spec: BatchSpec) -> None:
+    """A job whose launcher starts a number of processes the file does not write (``--nnodes
+    $SLURM_NNODES``, every GPU deepspeed finds) cannot be moved to another world by an edit."""
+    reading = old.reading
+    if reading.world_size is not None or reading.world_unknown is None or not reading.launcher:
+        return  # it launches a world written in it, or no launcher runs it (a config)
+    if spec.world == old.values.get("world_size"):
+        return  # the batch alone changes, on the world it is said to run on (--from-world-size)
+    raise cannot_edit(
+        reading.path,
+        f"cannot launch world {spec.world}: {reading.world_unknown}, a number the file does "
+        "not write; write it on the launch line, or give the world it will run on as "
+        "--from-world-size too to re-solve the batch alone",
+    )
 
 
 def update_file(
@@ -300,11 +512,10 @@ def update_file(
     from_world_size: int | None,
     run_as: RunAs | None = None,
     **target,
-):
+) -> Updated:
     """``update``'s use case: ``path`` read (as ``framework``, or detected; a job as run by
     ``run_as``) on ``from_world_size``, re-solved for ``target`` (:func:`target_spec`'s
-    keywords), edited; the new text, the changes and the re-read inspection (nothing is
-    written here)."""
+    keywords), edited (nothing is written here)."""
     from translator.inspection import read_file
 
     chosen, reading = read_file(path, framework, run_as)

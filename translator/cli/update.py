@@ -7,7 +7,14 @@ from pathlib import Path
 import click
 
 from translator import frameworks
-from translator.cli.common import COUNT, command, emit_json, job_options, pop_run_as
+from translator.cli.common import (
+    COUNT,
+    command,
+    emit_json,
+    job_options,
+    pop_run_as,
+    printable,
+)
 
 
 @command("update")
@@ -62,10 +69,13 @@ def update(
     force,
     **params,
 ) -> None:
-    """Re-solve FILE's accumulation for a new world size or batch; only batch values change.
+    """Re-solve FILE for a new world size or batch; only its batch and launch sizes change.
 
-    Without -o/--in-place the new file is printed. An update that cannot keep the batch exact
-    is refused (exit 1) with the options, and nothing is written.
+    Without -o/--in-place the new file is printed. A job's launch line is edited to start the
+    new world (the literal its launcher reads: a flag's value, a variable, a ${X:-8} default).
+    An update that changes nothing says so and writes nothing. One that cannot keep the batch
+    exact, or needs a value the file does not write as a literal, is refused (exit 1) saying
+    why, and nothing is written.
     """
     from translator.errors import InputError
     from translator.files import write_files
@@ -77,7 +87,7 @@ def update(
         raise InputError("give both --nnodes and --nproc-per-node")
     if file == "-" and in_place:
         raise InputError("--in-place needs a file, not standard input")
-    new_text, changes, again = update_file(
+    updated = update_file(
         file,
         framework,
         from_world_size,
@@ -92,22 +102,26 @@ def update(
         context=cp,
     )
     target = Path(file) if in_place else Path(out_path) if out_path else None
+    unchanged = None if updated.changes else f"{file}: {updated.already()}"
     written = None
-    if target is not None:
-        (written,) = write_files([(target, new_text)], force=force or in_place)
+    if target is not None and unchanged is None:
+        (written,) = write_files([(target, updated.text)], force=force or in_place)
     if as_json:
         emit_json(
-            again.output()
+            updated.inspection.output()
             | {
-                "changes": [c.as_dict() for c in changes],
-                "written": None if target is None else str(target),
-                **({"text": new_text} if target is None else {}),
+                "changes": [c.as_dict() for c in updated.changes],
+                "nothing_to_change": unchanged,
+                "written": None if written is None else str(target),
+                **({"text": updated.text} if target is None else {}),
             }
         )
+    elif unchanged is not None:  # on stderr when stdout would carry the new file
+        click.echo(printable(unchanged), err=target is None)
     elif target is None:
-        click.echo(new_text, nl=False)
+        click.echo(updated.text, nl=False)
     elif written is not None:
-        for c in changes:
-            click.echo(f"{target}:{c.line or '+'}: {c.key} {c.old} → {c.new}")
+        for change in updated.changes:
+            click.echo(printable(change.describe(target)))
         if written.target != written.path:
             click.echo(f"wrote {written.describe()}")
