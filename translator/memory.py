@@ -3,8 +3,11 @@
 - Model states: bytes per parameter for weights, gradients and optimizer state (mixed
   precision: 2 + 4 + 12, Megatron's 18; fp32: 4 + 4 + 8), each divided by the data-parallel
   ranks where the ZeRO stage shards it (optimizer from stage 1, gradients from 2, weights at 3;
-  Megatron's distributed optimizer is stage 1), over the parameters of the most loaded rank
-  (its share of the layers over TP and PP, and the embedding on the first stage).
+  Megatron's distributed optimizer is stage 1: megatron-core shards its fp32 main weights and
+  Adam states, not its gradient buffer, which is Megatron's own ``6 + 12/DP``), over the
+  parameters of the most loaded rank (its share of the layers over TP and PP, and the embedding
+  on the first stage). A part offloaded to CPU memory takes nothing on the GPU (DeepSpeed's own
+  estimators: ZeRO-Offload's optimizer keeps its states and gradients on the CPU).
 - Activations per layer after Korthikanti et al. 2022 (arXiv:2205.05198, Table 2), generalised
   to the model's MLP width, gated MLPs and grouped-query attention: ``s·b·h·(10 + split/t)``
   16-bit bytes, where ``split`` holds what TP divides (Q, K, V, the projection input and the
@@ -168,6 +171,11 @@ class Run:
     """Micro-batches per optimizer step on a rank (the accumulation)."""
     zero_stage: int = 0
     """0-3; Megatron's distributed optimizer counts as 1."""
+    offload: frozenset[str] = frozenset()
+    """Model-state parts kept off the GPU, in CPU memory or on NVMe (of :data:`STATES`)."""
+    gradient_bytes: int = 4
+    """Bytes per gradient under bf16: fp32 main gradients (4), or 2 where they are kept and
+    reduced in bf16 (Megatron's ``--grad-reduce-in-bf16``); fp32 training keeps 4."""
     precision: str = "bf16"
     """``bf16`` (bf16 weights, fp32 gradients and master weights, Adam) or ``fp32``."""
     recompute: str = "none"
@@ -180,6 +188,37 @@ class Run:
     """Bytes no formula covers: CUDA context, NCCL, allocator slack."""
 
 
+#: The :class:`Run` fields a file may fix (:class:`Setting`).
+SETTINGS = ("zero_stage", "offload", "gradient_bytes", "sequence_parallel", "recompute")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One thing a file fixes about how it trains, as the memory model takes it."""
+
+    field: str
+    """The :class:`Run` field it sets (of :data:`SETTINGS`)."""
+    value: object
+    """As the field takes it: a ZeRO stage, a recompute mode, ``True``, or the parts offloaded
+    (a frozenset of :data:`STATES` names; several such settings add up)."""
+    where: str
+    """Where the file sets it: ``file:line`` and the key or flag (``ds.json:19
+    zero_optimization.stage``)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a file says about how it trains, as far as the memory model goes."""
+
+    given: tuple[Setting, ...] = ()
+    """The settings it fixes; what it does not fix is the framework's default or a flag's."""
+    unused: tuple[str, ...] = ()
+    """Settings it holds that the memory model cannot use, each a sentence naming where."""
+
+    def __add__(self, other: Settings) -> Settings:
+        return Settings(self.given + other.given, self.unused + other.unused)
+
+
 def run_of(
     spec: BatchSpec,
     sequence_length: int,
@@ -189,9 +228,15 @@ def run_of(
     attention: str = "flash",
     sequence_parallel: bool = False,
     distributed_optimizer: bool = False,
+    zero_stage: int | None = None,
+    offload: frozenset[str] = frozenset(),
+    gradient_bytes: int = 4,
     overhead: int = GIB,
 ) -> Run:
-    """The :class:`Run` of a solved :class:`~translator.spec.BatchSpec`."""
+    """The :class:`Run` of a solved :class:`~translator.spec.BatchSpec`; ``zero_stage``, when
+    given, replaces the spec's and ``distributed_optimizer``'s."""
+    if zero_stage is None:
+        zero_stage = max(spec.zero_stage or 0, 1 if distributed_optimizer else 0)
     return Run(
         micro_batch_size=spec.micro,
         sequence_length=sequence_length,
@@ -201,7 +246,9 @@ def run_of(
         context=spec.context_parallel_size,
         virtual_stages=spec.virtual_pipeline_stages,
         micro_batches=spec.accumulation,
-        zero_stage=max(spec.zero_stage or 0, 1 if distributed_optimizer else 0),
+        zero_stage=zero_stage,
+        offload=offload,
+        gradient_bytes=gradient_bytes,
         precision=precision,
         recompute=recompute,
         attention=attention,
@@ -249,21 +296,26 @@ def shard_parameters(model: Model, run: Run) -> int:
     return math.ceil(model.layers / p) * model.layer_parameters // t + (embedding + head) // t
 
 
+#: The model states' parts, in the order shown, with the ZeRO stage from which each is sharded.
+STATES = {"weights": 3, "gradients": 2, "optimizer": 1}
+
+
 def model_states(model: Model, run: Run) -> list[Part]:
     n, stage, shard = run.data_parallel, run.zero_stage, shard_parameters(model, run)
     mixed = run.precision == "bf16"
-    per = {"weights": 2 if mixed else 4, "gradients": 4, "optimizer": 12 if mixed else 8}
-    sharded_from = {"optimizer": 1, "gradients": 2, "weights": 3}
+    per = {
+        "weights": 2 if mixed else 4,
+        "gradients": run.gradient_bytes if mixed else 4,
+        "optimizer": 12 if mixed else 8,
+    }
     parts = []
-    for name, width in per.items():
-        divided = stage >= sharded_from[name] and n > 1
-        parts.append(
-            Part(
-                name,
-                shard * width // (n if divided else 1),
-                f"{shard:,} params × {width} B" + (f" / DP {n}" if divided else ""),
-            )
-        )
+    for name, sharded_from in STATES.items():
+        divided = stage >= sharded_from and n > 1
+        formula = f"{shard:,} params × {per[name]} B" + (f" / DP {n}" if divided else "")
+        if name in run.offload:
+            parts.append(Part(name, 0, formula + ", offloaded: not on the GPU"))
+        else:
+            parts.append(Part(name, shard * per[name] // (n if divided else 1), formula))
     return parts
 
 

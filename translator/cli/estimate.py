@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import click
 
+from translator import frameworks
 from translator.cli.common import (
+    SPEC_FLAGS,
     command,
     emit_json,
     exit_for,
     pop_spec_values,
     print_findings,
     print_table,
+    printable,
     spec_options,
 )
 from translator.cli.options import parse_memory, run_options
@@ -22,18 +25,34 @@ MODEL_HELP = (
     "nothing downloaded)."
 )
 
+#: How each run setting a file fixes is named in the table's header.
+LABELS = {
+    "zero_stage": "ZeRO",
+    "offload": "offload",
+    "gradient_bytes": "bytes per gradient",
+    "sequence_parallel": "sequence parallel",
+    "recompute": "recompute",
+}
+
 
 @command("estimate")
 @click.argument("file", required=False, metavar="[FILE]")
 @spec_options
-@click.option("--framework", help="Read FILE as this framework's config (default: detect).")
+@click.option(
+    "--framework",
+    type=click.Choice(frameworks.names()),
+    help="Read FILE as this framework's config (default: detect).",
+)
 @click.option("--model", default="125m", show_default=True, help=MODEL_HELP)
 @click.option(
     "--recompute",
     type=click.Choice(["none", "selective", "full"]),
-    default="none",
-    show_default=True,
-    help="Activation recomputation.",
+    help="Activation recomputation (default: the file's, else none).",
+)
+@click.option(
+    "--zero-stage",
+    type=click.Choice(["0", "1", "2", "3"]),
+    help="ZeRO stage the model states are sharded as (default: the file's sharding, else 0).",
 )
 @run_options
 @click.option(
@@ -47,6 +66,7 @@ def estimate(
     framework,
     model,
     recompute,
+    zero_stage,
     precision,
     attention,
     sequence_parallel,
@@ -55,26 +75,43 @@ def estimate(
     capacity,
     **params,
 ) -> None:
-    """Estimate memory per GPU for FILE's layout (a spec or a framework config) or the flags'
-    (micro-batch 1 on one GPU when nothing is given): model states by ZeRO stage, activations
-    (Korthikanti et al. 2022), the pipeline's in-flight micro-batches, logits, overhead."""
+    """Estimate memory per GPU for FILE's layout (a spec, or a framework's config or launch
+    script) or the flags' (micro-batch 1 on one GPU when nothing is given): model states by
+    ZeRO stage, activations (Korthikanti et al. 2022), the pipeline's in-flight micro-batches,
+    logits, overhead. FILE's sharding (ZeRO, Megatron's distributed optimizer, FSDP),
+    offload, sequence parallelism and recomputation are read; a flag beside FILE fills what
+    it does not say, or overrides what it does (and says so), or is refused."""
+    from translator.errors import InputError
+    from translator.estimation import Flag, layout_of_file, layout_of_flags
     from translator.estimation import estimate as estimate_layout
-    from translator.layouts import load_layout
 
-    values = pop_spec_values(params)
-    if file is None and not any(v is not None for v in values.values()):
-        values |= {"micro_batch_size": 1, "world_size": 1, "gradient_accumulation_steps": 1}
-    spec, _ = load_layout(file, framework, values)
+    names = {field: flag for flag, field, _, _ in SPEC_FLAGS}
+    flags = [Flag(names[k], k, v) for k, v in pop_spec_values(params).items() if v is not None]
+    if zero_stage is not None and distributed_optimizer and zero_stage != "1":
+        raise InputError(
+            f"--zero-stage {zero_stage} and --distributed-optimizer (ZeRO 1): give one of them"
+        )
+    if zero_stage is not None:
+        flags.append(Flag("--zero-stage", "zero_stage", int(zero_stage)))
+    elif distributed_optimizer:
+        flags.append(Flag("--distributed-optimizer", "zero_stage", 1, switch=True))
+    if recompute is not None:
+        flags.append(Flag("--recompute", "recompute", recompute))
+    if sequence_parallel:
+        flags.append(Flag("--sequence-parallel", "sequence_parallel", True, switch=True))
+    if file is None:
+        if framework is not None:
+            raise InputError("--framework names how to read FILE: give a FILE")
+        layout = layout_of_flags(flags)
+    else:
+        layout = layout_of_file(file, framework, flags)
     found = estimate_layout(
-        spec,
+        layout,
         model,
         capacity=parse_memory(capacity, "--capacity"),
         where=file,
         precision=precision or "bf16",
-        recompute=recompute,
         attention=attention,
-        sequence_parallel=sequence_parallel,
-        distributed_optimizer=distributed_optimizer,
         overhead=parse_memory(overhead or "1G", "--overhead") or 0,
     )
     if as_json:
@@ -85,14 +122,26 @@ def estimate(
 
 
 def _print(found) -> None:
-    shape, spec, run = found.shape, found.spec, found.run
+    from translator.estimation import shown
+
+    shape, spec, run, layout = found.shape, found.spec, found.run, found.layout
+    offload = f", offload {'+'.join(sorted(run.offload))}" if run.offload else ""
+    parallel = ", sequence parallel" if run.sequence_parallel else ""
     click.echo(
         f"{shape.name}: {shape.parameters:,} parameters; micro-batch "
         f"{spec.micro_batch_size}, sequence {found.sequence_length}, DP {spec.data_parallel_size}, TP "
         f"{spec.tensor_parallel_size}, PP {spec.pipeline_parallel_size}, CP "
-        f"{spec.context_parallel_size}, ZeRO {run.zero_stage}, {run.precision}, "
-        f"recompute {run.recompute}, {run.attention} attention"
+        f"{spec.context_parallel_size}, ZeRO {run.zero_stage}{offload}{parallel}, "
+        f"{run.precision}, recompute {run.recompute}, {run.attention} attention"
     )
+    for s in layout.settings:
+        click.echo(printable(f"  from the file: {LABELS[s.field]} {shown(s.value)}: {s.where}"))
+    for o in layout.overrides:
+        click.echo(printable(f"  {o}"))
+    if layout.rederived:
+        click.echo(f"  re-derived: {', '.join(layout.rederived)}")
+    for note in layout.notes:
+        click.echo(printable(f"  note: {note}"))
     print_table(
         [(p.name, f"{p.bytes / GIB:8.2f} GiB   {p.formula}") for p in found.result.parts]
         + [("total", f"{found.result.total / GIB:8.2f} GiB per GPU")]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from translator.findings import Finding, Severity
     from translator.inspection import Inspection
+    from translator.memory import Settings
     from translator.reading import Call, Launch, Reading
     from translator.spec import BatchSpec
 
@@ -107,6 +108,10 @@ class Framework:
     commands: tuple[str, ...] = ()
     """Its command-line tools that a launch line may run (``llamafactory-cli``), so the
     script reader knows them for programs."""
+    memory_settings: Callable[[Reading], Settings] | None = None
+    """What one of its files says about how it trains as far as memory goes (ZeRO stage,
+    offload, sequence parallelism, recomputation), for ``estimate``; None: nothing, so the
+    estimate takes its flags and their defaults."""
 
 
 #: Upper-case attributes of a plugin module -> field.
@@ -129,6 +134,7 @@ _MODULE_FUNCTIONS = (
     "launch_of",
     "verdict",
     "program",
+    "memory_settings",
 )
 
 

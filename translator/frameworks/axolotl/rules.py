@@ -13,7 +13,8 @@ from translator import parsing
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
-from translator.frameworks.shared import hf_deepspeed, yaml_insert
+from translator.frameworks.shared import fsdp, hf_deepspeed, yaml_insert
+from translator.memory import Setting, Settings
 from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
 
@@ -47,8 +48,10 @@ OTHER_KEYS = [
     "deepspeed",
     "fsdp",
     "fsdp_config",
+    "fsdp_version",
     "dp_shard_size",
     "dp_replicate_size",
+    "gradient_checkpointing",
 ]
 
 
@@ -329,3 +332,38 @@ def holds_batch(text: str) -> bool:
 def insertion(reading: Reading, key: str) -> tuple[int, int]:
     """Where ``update`` writes a key the YAML lacks: after ``micro_batch_size``."""
     return yaml_insert.after_key(reading, key, "micro_batch_size")
+
+
+def memory_settings(reading: Reading) -> Settings:
+    """What an Axolotl config says about memory: its DeepSpeed JSON's ZeRO stage and offload,
+    or its FSDP (``fsdp`` or ``fsdp_config``, which Axolotl hands the Trainer with
+    ``fsdp_version``, 1 when a ``fsdp_config`` gives none, and ``offload_params`` through
+    accelerate's environment), and ``gradient_checkpointing``."""
+    out = Settings()
+    for partner in reading.partners:
+        out += deepspeed.memory_settings(partner)
+    legacy, raw = (reading.values.get(k) for k in ("fsdp", "fsdp_config"))
+    if (legacy is not None and legacy.value) or (raw is not None and raw.value):
+        config = fsdp.config_of(raw.value if raw is not None else None)
+        version = reading.values.get("fsdp_version")
+        given = version.value if version is not None else config.get("version")
+        number = 2 if str(given) == "2" or (given is None and not config) else 1
+        fsdp.legacy(legacy.value if legacy is not None else None, config, number)
+        offload = any(
+            str(config.get(k)).lower() == "true" for k in ("offload_params", "cpu_offload")
+        )
+        key = "fsdp_config" if raw is not None else "fsdp"
+        out += fsdp.settings(config, number, offload, f"{reading.where(key)} {key}")
+        replicas = reading.count("dp_replicate_size")
+        if replicas and replicas > 1:
+            out += Settings(
+                unused=(
+                    f"{reading.where('dp_replicate_size')} dp_replicate_size {replicas}: FSDP "
+                    "shards over dp_shard_size ranks only (HSDP), and the estimate divides by DP",
+                )
+            )
+    checkpointing = reading.values.get("gradient_checkpointing")
+    if checkpointing is not None and checkpointing.value not in (None, False):
+        where = f"{reading.where('gradient_checkpointing')} gradient_checkpointing"
+        out += Settings((Setting("recompute", "full", where),))
+    return out

@@ -15,6 +15,7 @@ FRAMEWORK = from_module(
     filename=deepspeed_json.FILENAME,
     extensions=(".json",),
     read=deepspeed_json.read,
+    memory_settings=deepspeed_json.memory_settings,
     claim_order=10,
     codes=CODES | deepspeed_json.CODES,
     rewrites=frozenset({"deepspeed-batch-mismatch", "deepspeed-floor"}),

@@ -83,7 +83,7 @@ def program(call: Call) -> Reading | None:
         if not _read_file(reading, call, named) and not tool and not flags:
             return None
     for flag in flags:  # argparse: the last occurrence wins
-        if flag.key in READ:
+        if flag.key in READ or flag.key in hf_trainer.MEMORY_KEYS:
             _set(reading, flag, call)
         elif flag.value is not None and flag.value.absent:
             reading.findings.append(_empty_value(flag, call.path))

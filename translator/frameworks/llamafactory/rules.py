@@ -17,6 +17,7 @@ from pathlib import Path
 
 from translator.findings import Finding, finding
 from translator.frameworks.shared import hf_trainer as hf
+from translator.memory import Setting, Settings
 from translator.reading import Launch, Reading
 
 NAME = "llamafactory"
@@ -31,6 +32,10 @@ MCORE = {
     "expert_model_parallel_size": "expert_parallel_size",
 }
 
+#: The key that turns off the gradient checkpointing LLaMA-Factory turns on for training
+#: (``prepare_model_for_training``).
+CHECKPOINTING = "disable_gradient_checkpointing"
+
 
 def claims(text: str) -> bool:
     """LLaMA-Factory's own keys beside the HF ones."""
@@ -40,7 +45,11 @@ def claims(text: str) -> bool:
 def read(text: str, where: str) -> Reading:
     here = Path(where).resolve().parent if where != "-" else Path.cwd()
     reading = hf.read_as(
-        NAME, text, where, [Path.cwd(), here, *here.parents], extra=(*MCORE, "ray_num_workers")
+        NAME,
+        text,
+        where,
+        [Path.cwd(), here, *here.parents],
+        extra=(*MCORE, "ray_num_workers", CHECKPOINTING),
     )
     if reading.count("ray_num_workers"):  # Ray starts one training worker per GPU
         reading.world_size = reading.count("ray_num_workers")
@@ -176,3 +185,16 @@ def _bridge(
         )
     )
     return values, findings
+
+
+def memory_settings(reading: Reading) -> Settings:
+    """The Trainer's sharding (its DeepSpeed JSON, its FSDP), and LLaMA-Factory's gradient
+    checkpointing: on unless ``disable_gradient_checkpointing`` is true."""
+    off = reading.values.get(CHECKPOINTING)
+    if off is not None and off.value is True:
+        recompute = Setting("recompute", "none", f"{reading.where(CHECKPOINTING)} {CHECKPOINTING}")
+    else:
+        recompute = Setting(
+            "recompute", "full", f"{reading.path} (LLaMA-Factory checkpoints by default)"
+        )
+    return hf.sharding(reading) + Settings((recompute,))

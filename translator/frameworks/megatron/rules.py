@@ -13,6 +13,7 @@ from translator import solve
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
+from translator.memory import Setting, Settings
 from translator.reading import Call, Launch, Note, Reading, Value, invalid_value, typo_findings
 from translator.shell import launchers
 from translator.shell.uses import uses_of
@@ -39,6 +40,31 @@ FLAGS = {
 LAUNCH_ROLES = {"per_node": "gpus_per_node", "nodes": "nodes", "total": "world_size"}
 #: Flags read for their effect on the batch, beside FLAGS.
 OTHER_FLAGS = {"--num-layers", "--num-layers-per-virtual-pipeline-stage"}
+#: Switches (flags without a value) read for the memory estimate (:func:`memory_settings`).
+MEMORY_SWITCHES = {
+    "--use-distributed-optimizer",
+    "--use-megatron-fsdp",
+    "--use-torch-fsdp2",
+    "--torch-fsdp2-no-reshard-after-forward",
+    "--optimizer-cpu-offload",
+    "--sequence-parallel",
+    "--recompute-activations",
+    "--bf16",
+    "--grad-reduce-in-bf16",
+    "--fp8-param-gather",
+}
+#: Flags with a value read for the memory estimate.
+MEMORY_FLAGS = {
+    "--data-parallel-sharding-strategy",
+    "--num-distributed-optimizer-instances",
+    "--optimizer-offload-fraction",
+    "--recompute-granularity",
+    "--recompute-method",
+    "--recompute-num-layers",
+    "--fp8-format",
+}
+#: Switches read, each as ``True`` where it stands.
+SWITCHES = {"--decrease-batch-size-if-needed"} | MEMORY_SWITCHES
 #: Flags always written, even at their default, so the layout is explicit.
 ALWAYS = {
     "--micro-batch-size",
@@ -222,7 +248,7 @@ def _read_words(
 ) -> None:
     """Megatron's flags among ``words`` into ``reading``, with the typos, ``--yaml-cfg`` and
     the DeepSpeed JSON the script writes."""
-    wanted = set(FLAGS) | OTHER_FLAGS
+    wanted = set(FLAGS) | OTHER_FLAGS | MEMORY_FLAGS
     flags_seen: dict[str, int | None] = {}
     for i, word in enumerate(words):
         text = word.text if word.text is not None else _known_start(word)
@@ -237,7 +263,7 @@ def _read_words(
             reading.values[flag] = Value(
                 " ".join(w.text or "?" for w in words[i + 1 : i + 4]), word.line
             )
-        elif flag in ("--decrease-batch-size-if-needed", "--use-distributed-optimizer"):
+        elif flag in SWITCHES:
             reading.values[flag] = Value(True, word.line)
         elif flag in wanted:
             if eq and word.text is None:  # --flag="$unknown"
@@ -249,13 +275,18 @@ def _read_words(
     reading.findings += typo_findings(
         flags_seen,
         list(FLAGS),
-        LOOKALIKES | OTHER_FLAGS,
+        LOOKALIKES | OTHER_FLAGS | MEMORY_FLAGS | MEMORY_SWITCHES,
         reading.path,
         "so Megatron-LM stops at start (argparse: unrecognized arguments)",
         cutoff=0.9,
     )  # programs add flags of their own (--total-seq-length): only near misses
     _yaml_config(reading, words)
     _read_deepspeed(reading, script, words, call)
+
+
+#: What a Megatron-DeepSpeed job takes from its DeepSpeed JSON: the batch keys, and the ZeRO
+#: stage for the memory estimate.
+DEEPSPEED_KEYS = [*deepspeed.BATCH_KEYS, "zero_optimization.stage"]
 
 
 def _read_deepspeed(
@@ -285,7 +316,7 @@ def _read_deepspeed(
             Note(doc.line, f"the DeepSpeed JSON written here does not read ({exc})")
         )
         return
-    for key in deepspeed.BATCH_KEYS:
+    for key in DEEPSPEED_KEYS:
         if key in ds.values:
             v = ds.values[key]
             reading.values[key] = Value(
@@ -316,7 +347,7 @@ def _deepspeed_file(reading: Reading, line: int, name: str | None, call: Call | 
     except InputError as exc:
         reading.notes.append(Note(line, f"the DeepSpeed JSON {name} does not read ({exc})"))
         return
-    for key in deepspeed.BATCH_KEYS:
+    for key in DEEPSPEED_KEYS:
         if key in ds.values:
             v = ds.values[key]
             reading.values[key] = Value(v.value, v.line, None, v.why_unknown, str(path))
@@ -344,11 +375,7 @@ def _fork_spelling(reading: Reading, flag: str, line: int, wanted: set[str]) -> 
     if "_" not in flag:
         return flag
     upstream = _upstream(flag)
-    if upstream not in wanted | {
-        "--rampup-batch-size",
-        "--decrease-batch-size-if-needed",
-        "--use-distributed-optimizer",
-    }:
+    if upstream not in wanted | SWITCHES | {"--rampup-batch-size"}:
         return flag
     if not any(f.code == "megatron-fork-flag" for f in reading.findings):
         reading.findings.append(
@@ -622,6 +649,89 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
         if flag in reading.values or value != 1:
             out[flag] = value
     return out
+
+
+# The memory estimate's settings ---------------------------------------------------------------
+
+#: ``--data-parallel-sharding-strategy`` of Megatron FSDP -> the ZeRO stage it shards as
+#: (Megatron-LM's default is ``optim_grads_params``).
+FSDP_STAGES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+
+
+def memory_settings(reading: Reading) -> Settings:
+    """What Megatron's flags say about memory: the ZeRO stage its distributed optimizer or FSDP
+    shards as, the optimizer's CPU offload, sequence parallelism and recomputation."""
+    given, unused = [], []
+
+    def at(flag: str) -> str:
+        return f"{reading.where(flag)} {flag}"
+
+    def value(flag: str) -> object:
+        v = reading.values.get(flag)
+        if v is not None and v.value is None:
+            why = v.why_unknown or "not known"
+            unused.append(f"{at(flag)} is {why}, unknown until the script runs")
+        return None if v is None else v.value
+
+    strategy = FSDP_STAGES.get(
+        str(value("--data-parallel-sharding-strategy") or "optim_grads_params")
+    )
+    deepspeed_stage = value("zero_optimization.stage")  # a Megatron-DeepSpeed job's JSON
+    if value("--use-megatron-fsdp") and strategy is not None:
+        given.append(Setting("zero_stage", strategy, at("--use-megatron-fsdp")))
+    elif value("--use-torch-fsdp2"):
+        stage = 2 if value("--torch-fsdp2-no-reshard-after-forward") else 3
+        given.append(Setting("zero_stage", stage, at("--use-torch-fsdp2")))
+    elif value("--use-distributed-optimizer"):
+        # megatron-core's DistributedOptimizer shards the fp32 main weights and Adam states
+        # over DP; every rank keeps the whole gradient buffer: ZeRO 1.
+        given.append(Setting("zero_stage", 1, at("--use-distributed-optimizer")))
+    elif type(deepspeed_stage) is int and deepspeed_stage in (0, 1, 2, 3):
+        given.append(Setting("zero_stage", deepspeed_stage, at("zero_optimization.stage")))
+    instances = value("--num-distributed-optimizer-instances")
+    if isinstance(instances, int) and instances > 1:
+        unused.append(
+            f"{at('--num-distributed-optimizer-instances')} {instances}: the optimizer is "
+            "sharded over DP / instances, and the estimate divides by DP"
+        )
+    if value("--optimizer-cpu-offload"):
+        fraction = value("--optimizer-offload-fraction")
+        if fraction in (None, 1, "1", "1.0"):
+            given.append(
+                Setting("offload", frozenset({"optimizer"}), at("--optimizer-cpu-offload"))
+            )
+        else:
+            unused.append(
+                f"{at('--optimizer-offload-fraction')} {fraction}: part of the optimizer is "
+                "offloaded, which the estimate does not count"
+            )
+    if value("--bf16") and value("--grad-reduce-in-bf16"):
+        # megatron-core's gradient buffer takes the weights' dtype unless grad_reduce_in_fp32
+        given.append(Setting("gradient_bytes", 2, at("--grad-reduce-in-bf16")))
+    for flag in ("--fp8-format", "--fp8-param-gather"):
+        if value(flag) is not None:
+            unused.append(f"{at(flag)}: FP8 is not counted, the estimate takes bf16 weights")
+            break
+    if value("--sequence-parallel"):
+        given.append(Setting("sequence_parallel", True, at("--sequence-parallel")))
+    _recompute(value, at, given, unused)
+    return Settings(tuple(given), tuple(unused))
+
+
+def _recompute(value, at, given: list, unused: list) -> None:
+    """``--recompute-activations`` (selective) or ``--recompute-granularity``, and the
+    ``--recompute-method`` / ``--recompute-num-layers`` that the estimate cannot follow."""
+    granularity = value("--recompute-granularity")
+    if granularity in ("full", "selective"):
+        given.append(Setting("recompute", granularity, at("--recompute-granularity")))
+    elif value("--recompute-activations"):
+        given.append(Setting("recompute", "selective", at("--recompute-activations")))
+    method, layers = value("--recompute-method"), value("--recompute-num-layers")
+    if granularity == "full" and (method, layers) != ("uniform", 1) and method is not None:
+        unused.append(
+            f"{at('--recompute-method')} {method} with --recompute-num-layers {layers}: the "
+            "estimate counts full recomputation of every layer on its own (uniform, 1)"
+        )
 
 
 # The plugin contract's other parts -------------------------------------------------------------

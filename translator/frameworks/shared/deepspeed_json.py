@@ -13,6 +13,7 @@ from translator.reading import Reading, Value, typo_findings, values_at
 
 if TYPE_CHECKING:
     from translator.findings import Severity
+    from translator.memory import Settings
 
 #: The framework name a DeepSpeed JSON's reading carries.
 NAME = "deepspeed"
@@ -85,3 +86,50 @@ def read(text: str, where: str) -> Reading:
         )
     reading.findings += typo_findings(lines, BATCH_KEYS, LOOKALIKES, where)
     return reading
+
+
+#: ZeRO-Offload's blocks -> the model-state parts each keeps in CPU memory: the optimizer's
+#: states and gradients go with ``offload_optimizer``, the weights with ``offload_param``
+#: (stage 3 only), as DeepSpeed's own ``estimate_zero2/3_model_states_mem_needs`` count them.
+OFFLOAD = {
+    "zero_optimization.offload_optimizer": ("optimizer", "gradients"),
+    "zero_optimization.offload_param": ("weights",),
+}
+#: ZeRO keys that shard over fewer ranks than the data-parallel ones, which the memory model
+#: cannot count: ZeRO++'s secondary weight partition, MiCS's shard groups.
+PARTIAL = ("zero_optimization.zero_hpz_partition_size", "zero_optimization.mics_shard_size")
+
+
+def memory_settings(reading: Reading) -> Settings:
+    """A DeepSpeed JSON's ZeRO stage and offload, for the memory estimate."""
+    from translator.memory import Setting, Settings
+
+    doc = parsing.load_json(reading.text, reading.path)
+    zero = doc.data.get("zero_optimization") if isinstance(doc.data, dict) else None
+    if not isinstance(zero, dict):
+        return Settings()
+
+    def where(key: str) -> str:
+        line = doc.positions.get(key, (0,))[0]
+        return f"{reading.path}:{line} {key}" if line else f"{reading.path} {key}"
+
+    given, unused = [], []
+    stage = zero.get("stage")
+    if type(stage) is int and stage in (0, 1, 2, 3):
+        given.append(Setting("zero_stage", stage, where("zero_optimization.stage")))
+    elif "stage" in zero:
+        unused.append(f"{where('zero_optimization.stage')} is {stage!r}, not a ZeRO stage 0-3")
+    for key, parts in OFFLOAD.items():
+        block = zero.get(key.rpartition(".")[2])
+        device = block.get("device") if isinstance(block, dict) else None
+        if device in ("cpu", "nvme") and parts == ("weights",) and stage != 3:
+            unused.append(f"{where(key + '.device')} {device}: only ZeRO stage 3 offloads weights")
+        elif device in ("cpu", "nvme"):
+            given.append(Setting("offload", frozenset(parts), f"{where(key + '.device')} {device}"))
+    unused += [
+        f"{where(key)} {value}: ZeRO shards over groups smaller than the data-parallel ranks, "
+        "which the estimate does not count (it divides by DP)"
+        for key in PARTIAL
+        if isinstance(value := zero.get(key.rpartition(".")[2]), int) and value > 1
+    ]
+    return Settings(tuple(given), tuple(unused))

@@ -23,6 +23,7 @@ from translator.spec import BatchSpec
 
 if TYPE_CHECKING:
     from translator.findings import Severity
+    from translator.memory import Settings
 
 NAME = "hf"
 #: Codes of the HF Trainer's counting, registered by every framework built on it.
@@ -83,6 +84,8 @@ LOOKALIKES = {
 }
 #: ``parallelism_config`` sizes that share one batch (the ranks of such a group count once).
 SHARING = ("tp_size", "cp_size", "sp_size")
+#: Keys read for the memory estimate (:func:`memory_settings`) only.
+MEMORY_KEYS = ("fsdp", "fsdp_config", "gradient_checkpointing")
 
 
 def claims(text: str) -> bool:
@@ -122,6 +125,7 @@ def read_as(name: str, text: str, where: str, bases, extra: tuple[str, ...] = ()
             "accelerator_config.split_batches",
             "dataloader_drop_last",
             *(f"parallelism_config.{k}" for k in (*SHARING, "dp_shard_size", "dp_replicate_size")),
+            *MEMORY_KEYS,
         ),
     )
     lines = {key: doc.positions.get(key, (0,))[0] for key in config}
@@ -336,3 +340,40 @@ def insertion(reading: Reading, key: str) -> tuple[int, int]:
     if reading.text.lstrip().startswith("{"):
         raise InputError(f"{reading.path}: {key} is not in the file; add it by hand")
     return yaml_insert.after_key(reading, key, "per_device_train_batch_size")
+
+
+def memory_settings(reading: Reading) -> Settings:
+    """What the Trainer's arguments say about memory: the sharding (:func:`sharding`) and
+    ``gradient_checkpointing`` (each layer recomputed from its input)."""
+    from translator.memory import Setting, Settings
+
+    out = sharding(reading)
+    v = reading.values.get("gradient_checkpointing")
+    if v is not None and v.value is True:
+        where = f"{reading.where('gradient_checkpointing')} gradient_checkpointing"
+        out += Settings((Setting("recompute", "full", where),))
+    return out
+
+
+def sharding(reading: Reading) -> Settings:
+    """The ZeRO stage and offload of the DeepSpeed JSON the arguments name, or of their FSDP
+    (``fsdp`` with ``fsdp_config``, as transformers sets up accelerate's plugin)."""
+    from translator.frameworks.shared import deepspeed_json, fsdp
+    from translator.memory import Settings
+
+    out = Settings()
+    for partner in reading.partners:
+        out += deepspeed_json.memory_settings(partner)
+    on = reading.values.get("fsdp")
+    if on is None or not on.value:  # transformers: no FSDP without a true ``fsdp``
+        return out
+    raw = reading.values.get("fsdp_config")
+    if raw is not None and isinstance(raw.value, str):
+        out += Settings(
+            unused=(f"{reading.where('fsdp_config')} fsdp_config {raw.value} is not read",)
+        )
+    config = fsdp.config_of(raw.value if raw is not None else None)
+    version = 1 if str(config.get("version", 2)) == "1" else 2
+    fsdp.legacy(on.value, config, version)
+    offload = str(config.get("cpu_offload")).lower() == "true"
+    return out + fsdp.settings(config, version, offload, f"{reading.where('fsdp')} fsdp")
