@@ -208,7 +208,7 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
         reading.findings.append(
             finding(
                 "job-defaults",
-                "read as run with no arguments and an empty environment, the batch rests on: "
+                "read as run with no arguments and an empty environment, the reading rests on: "
                 + "; ".join(rests),
                 hint="give the script's arguments after -- and variables with --env to read it "
                 "as you run it",
