@@ -23,6 +23,11 @@ PARALLEL = "parallelism_config.parallelism_config_"
 #: parallelism_config sizes (accelerate's key suffix -> what it is).
 SIZES = ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "sp_size")
 KEYS = ["num_processes", "num_machines", "deepspeed_config.gradient_accumulation_steps"]
+#: Keys whose null is the same as their absence: ``accelerate launch`` copies the null into its
+#: ``--gradient_accumulation_steps`` (default None) and exports an accumulation only when that is
+#: not None. (A null ``parallelism_config_*_size`` is not: the launch exports the text "None",
+#: which the training process's ``ParallelismConfig`` fails to read as an int.)
+NULLABLE = frozenset({"deepspeed_config.gradient_accumulation_steps"})
 LOOKALIKES = {
     "machine_rank",
     "num_cpu_threads_per_process",
@@ -111,12 +116,16 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     for key, v in reading.values.items():
         if key in ("distributed_type", "deepspeed_config.deepspeed_config_file"):
             continue
-        if key == "num_processes" and v.value == -1:
+        if key in NULLABLE and v.value is None:
+            continue  # not set: accelerate launch exports no accumulation
+        if key == "num_processes" and v.value in (-1, None):
+            # null as -1: a --num_processes flag wins over either, and without one the launch
+            # fails (-1 in accelerate's words; null when torchrun gets nproc_per_node "None")
             findings.append(
                 finding(
                     "accelerate-processes-from-command-line",
-                    "num_processes is -1: accelerate launch needs --num_processes on the command "
-                    "line",
+                    f"num_processes is {'null' if v.value is None else -1}: accelerate launch "
+                    "needs --num_processes on the command line",
                     hint="give --world-size",
                     where=reading.where(key),
                 )
