@@ -93,7 +93,17 @@ def read(text: str, where: str) -> Reading:
         where,
         "so accelerate launch refuses it",
     )
+    total, machines = reading.count("num_processes"), reading.count("num_machines") or 1
+    if total is not None and _per_machine(total, machines):
+        reading.world_size = total  # the file launches its own world
     return reading
+
+
+def _per_machine(total: int, machines: int) -> int | None:
+    """The processes each machine starts, when ``total`` splits evenly over ``machines``
+    (accelerate starts ``total // machines`` on each)."""
+    per_machine = total // machines
+    return per_machine if per_machine and per_machine * machines == total else None
 
 
 def launch_of(reading: Reading) -> Launch:
@@ -137,8 +147,8 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         counts[key] = v.count
     total, machines = counts.get("num_processes"), counts.get("num_machines", 1)
     if total is not None:
-        per_machine = total // machines
-        if per_machine * machines != total or per_machine == 0:
+        if _per_machine(total, machines) is None:
+            per_machine = total // machines
             findings.append(
                 finding(
                     "accelerate-uneven-machines",
