@@ -2,9 +2,11 @@
 renders, TrainingArguments' field list bounds the typo check, and HfTrainerDeepSpeedConfig
 agrees with batchspec on which DeepSpeed JSONs the Trainer refuses."""
 
+import dataclasses
 import json
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from strategies import specs
 
@@ -25,12 +27,18 @@ pytestmark = pytest.mark.framework
 @settings(max_examples=60, deadline=None)
 @given(spec=specs(pipeline=False))
 def test_the_trainer_loads_the_rendered_yaml_and_counts_the_spec(tmp_path_factory, name, spec):
-    """Both files are TrainingArguments to transformers (LLaMA-Factory's are a subclass's)."""
+    """Both files are TrainingArguments to transformers (LLaMA-Factory's are a subclass's),
+    beside LLaMA-Factory's own ``stage`` (its FinetuningArguments field) in its file."""
     if spec.tensor_parallel_size > 1 or spec.context_parallel_size > 1:
         return  # refused by the backend (tests/test_render.py)
     path = tmp_path_factory.mktemp(name) / f"{name}.yaml"
-    path.write_text(render(spec, FRAMEWORKS[name]).text)
-    (args,) = HfArgumentParser(TrainingArguments).parse_yaml_file(str(path))
+    text = render(spec, FRAMEWORKS[name]).text
+    path.write_text(text)
+    own = {"stage"} if name == "llamafactory" else set()
+    assert (
+        set(yaml.safe_load(text)) - {f.name for f in dataclasses.fields(TrainingArguments)} == own
+    )
+    (args,) = HfArgumentParser(TrainingArguments).parse_yaml_file(str(path), allow_extra_keys=True)
     assert args.per_device_train_batch_size == spec.micro_batch_size
     assert args.gradient_accumulation_steps == spec.gradient_accumulation_steps
     # Trainer.get_total_train_batch_size: per device × accumulation × DP (= world here)

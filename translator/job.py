@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from translator import shell
-from translator.detection import detect
+from translator.detection import claimant
 from translator.errors import NotAJob
 from translator.files import read_text
 from translator.findings import finding
@@ -268,8 +268,8 @@ def launcher_config(reading: Reading, call: Call, sizes: launchers.Sizes, config
             )
         return
     text = read_text(found)
-    framework = detect(str(found), text)
-    if framework.launch_of is None:
+    framework = claimant(str(found), text)
+    if framework is None or framework.launch_of is None:
         return
     config_reading = framework.read(text, str(found))
     given = framework.launch_of(config_reading)

@@ -23,6 +23,11 @@ PARALLEL = "parallelism_config.parallelism_config_"
 #: parallelism_config sizes (accelerate's key suffix -> what it is).
 SIZES = ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "sp_size")
 KEYS = ["num_processes", "num_machines", "deepspeed_config.gradient_accumulation_steps"]
+#: Keys whose null is the same as their absence: ``accelerate launch`` copies the null into its
+#: ``--gradient_accumulation_steps`` (default None) and exports an accumulation only when that is
+#: not None. (A null ``parallelism_config_*_size`` is not: the launch exports the text "None",
+#: which the training process's ``ParallelismConfig`` fails to read as an int.)
+NULLABLE = frozenset({"deepspeed_config.gradient_accumulation_steps"})
 LOOKALIKES = {
     "machine_rank",
     "num_cpu_threads_per_process",
@@ -88,7 +93,17 @@ def read(text: str, where: str) -> Reading:
         where,
         "so accelerate launch refuses it",
     )
+    total, machines = reading.count("num_processes"), reading.count("num_machines") or 1
+    if total is not None and _per_machine(total, machines):
+        reading.world_size = total  # the file launches its own world
     return reading
+
+
+def _per_machine(total: int, machines: int) -> int | None:
+    """The processes each machine starts, when ``total`` splits evenly over ``machines``
+    (accelerate starts ``total // machines`` on each)."""
+    per_machine = total // machines
+    return per_machine if per_machine and per_machine * machines == total else None
 
 
 def launch_of(reading: Reading) -> Launch:
@@ -111,12 +126,16 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     for key, v in reading.values.items():
         if key in ("distributed_type", "deepspeed_config.deepspeed_config_file"):
             continue
-        if key == "num_processes" and v.value == -1:
+        if key in NULLABLE and v.value is None:
+            continue  # not set: accelerate launch exports no accumulation
+        if key == "num_processes" and v.value in (-1, None):
+            # null as -1: a --num_processes flag wins over either, and without one the launch
+            # fails (-1 in accelerate's words; null when torchrun gets nproc_per_node "None")
             findings.append(
                 finding(
                     "accelerate-processes-from-command-line",
-                    "num_processes is -1: accelerate launch needs --num_processes on the command "
-                    "line",
+                    f"num_processes is {'null' if v.value is None else -1}: accelerate launch "
+                    "needs --num_processes on the command line",
                     hint="give --world-size",
                     where=reading.where(key),
                 )
@@ -128,8 +147,8 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         counts[key] = v.count
     total, machines = counts.get("num_processes"), counts.get("num_machines", 1)
     if total is not None:
-        per_machine = total // machines
-        if per_machine * machines != total or per_machine == 0:
+        if _per_machine(total, machines) is None:
+            per_machine = total // machines
             findings.append(
                 finding(
                     "accelerate-uneven-machines",

@@ -40,6 +40,11 @@ LOOKALIKES = {
     "sequence_parallel_degree",
     "expert_parallel_size",
 }  # the last from the expert-parallel integration (plugins:)
+#: Keys Axolotl's schema types without ``None`` (``sequence_len: int = 512``): its pydantic
+#: validation refuses a null ("Input should be a valid integer"). Every other key read here is
+#: ``Optional`` there: a null is its default, except that ``micro_batch_size`` and
+#: ``gradient_accumulation_steps`` keep it and fail later (:func:`_nulls`).
+NOT_NULL = frozenset({"sequence_len"})
 #: Read too, for what they say about the batch.
 OTHER_KEYS = [
     "batch_size",
@@ -119,7 +124,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     unknown = _unknown(reading, findings)
     for key in BATCH_KEYS:
         v = reading.values.get(key)
-        if v is None or v.value is None:
+        if v is None or (v.value is None and (key not in NOT_NULL or v.why_unknown is not None)):
             continue
         if v.count is not None:
             counts[key] = v.count

@@ -54,8 +54,8 @@ def _counts(reading: Reading, findings: list[Finding]) -> tuple[dict[str, int], 
         "tensor_parallel.autotp_size",
     ]:
         v = reading.values.get(key)
-        if v is None:
-            continue
+        if v is None or (v.value is None and key in BATCH_KEYS):
+            continue  # a null batch key is not set (DeepSpeed's default for each is None)
         if v.value == "auto" and key in BATCH_KEYS:
             auto.add(key)
             findings.append(

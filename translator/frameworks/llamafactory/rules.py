@@ -13,6 +13,7 @@ batch by EP; the variable that picks the path is not in the YAML (see :func:`int
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 from translator.findings import Finding, finding
@@ -37,9 +38,14 @@ MCORE = {
 CHECKPOINTING = "disable_gradient_checkpointing"
 
 
+#: A top-level key of LLaMA-Factory's own that the HF Trainer does not have: its examples all
+#: carry ``stage:`` and ``finetuning_type:``, and a rendered file carries ``stage: sft``.
+_OWN_KEY = re.compile(r"^(stage|finetuning_type)\s*:", re.M)
+
+
 def claims(text: str) -> bool:
     """LLaMA-Factory's own keys beside the HF ones."""
-    return "finetuning_type:" in text or ("stage:" in text and "template:" in text)
+    return _OWN_KEY.search(text) is not None
 
 
 def read(text: str, where: str) -> Reading:

@@ -19,8 +19,12 @@ from translator.reading import Call, Reading, invalid_value
 def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> None:
     """The DeepSpeed JSON ``target`` names (a path relative to the config, or to the first of
     ``bases`` that has it; or an inline mapping), read into ``reading.partners``; a missing
-    file is a finding."""
+    file is a finding. A null ``target`` (``deepspeed:`` with no value) names no JSON: it is the
+    default of Axolotl's ``deepspeed: str | dict | None`` and of TrainingArguments'
+    ``deepspeed: dict | str | None``, and neither runs DeepSpeed then."""
     where = reading.where("deepspeed")
+    if target is None:
+        return
     if isinstance(target, dict):
         # default=str: a date or a set in the block becomes a string the reader then refuses
         text = json.dumps(target, indent=2, default=str)
@@ -121,7 +125,9 @@ def pair(
         ):  # "8": the Trainer compares with != and refuses it
             wrong.append(f'ds {key}="{v.value}" (a JSON string) vs hf {hf_name}={expected}')
             continue
-        if v is not None and v.value != "auto" and not v.is_count:
+        # null: the Trainer passes it over (it fills "auto" and compares only a value that is
+        # not None), and DeepSpeed takes it as not set
+        if v is not None and v.value not in ("auto", None) and not v.is_count:
             out.append(invalid_value(key, v, ds.path, 'a positive integer or "auto"'))
         if v is None or v.value == "auto" or expected is None or not v.is_count:
             continue

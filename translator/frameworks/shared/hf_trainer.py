@@ -86,6 +86,10 @@ LOOKALIKES = {
 SHARING = ("tp_size", "cp_size", "sp_size")
 #: Keys read for the memory estimate (:func:`memory_settings`) only.
 MEMORY_KEYS = ("fsdp", "fsdp_config", "gradient_checkpointing")
+#: Count keys whose null is their default: accelerate's ``ParallelismConfig`` types each size
+#: ``Optional[int]`` and makes a None 1 (``per_device_train_batch_size`` and
+#: ``gradient_accumulation_steps`` are plain ``int`` fields: null is an error).
+NULLABLE = frozenset(f"parallelism_config.{k}" for k in SHARING)
 
 
 def claims(text: str) -> bool:
@@ -142,8 +146,10 @@ def read_as(name: str, text: str, where: str, bases, extra: tuple[str, ...] = ()
 
 
 def _count(reading: Reading, key: str, findings: list[Finding], default=None):
+    """A count key's value: ``default`` when it is absent, or null where its dataclass field is
+    ``Optional`` (:data:`NULLABLE`); else an error unless it is a positive integer."""
     v = reading.values.get(key)
-    if v is None:
+    if v is None or (v.value is None and key in NULLABLE):
         return default
     if not v.is_count:
         findings.append(invalid_value(key, v, reading.path))
@@ -156,7 +162,9 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     accumulation, over ``world / (tp × cp × sp)`` data-parallel ranks."""
     findings = list(reading.findings)
     values: dict = {}
-    unknown = [k for k in KEYS if k in reading.values and reading.values[k].value is None]
+    # A job's value it does not fix is unknown; a file's null is a value (an error: the fields
+    # are ``int``, and the Trainer multiplies the None)
+    unknown = [k for k in KEYS if k in reading.values and reading.values[k].why_unknown is not None]
     if unknown:
         return _unknown(reading, unknown, launch, findings)
     per_device = _count(

@@ -1,0 +1,140 @@
+"""Every rendered file reads back, through the command line, as the framework it was rendered
+for, and our own ``validate`` finds nothing above info in it: ``render`` writes no file that
+``validate`` then warns about, and no file that detection gives to another framework."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from translator.cli import main
+from translator.frameworks import FRAMEWORKS
+from translator.spec import BatchSpec
+
+#: Specs in the shapes people render: plain data parallel, several nodes with a sequence
+#: length, tensor and context parallel, pipeline parallel, ZeRO and DeepSpeed's AutoTP.
+SPECS = {
+    "dp": {"global_batch_size": 64, "micro_batch_size": 2, "world_size": 8},
+    "nodes": {
+        "global_batch_size": 256,
+        "micro_batch_size": 4,
+        "nodes": 2,
+        "gpus_per_node": 8,
+        "sequence_length": 4096,
+    },
+    "tp-cp": {
+        "global_batch_size": 32,
+        "micro_batch_size": 1,
+        "world_size": 16,
+        "tensor_parallel_size": 2,
+        "context_parallel_size": 2,
+    },
+    "pp": {
+        "global_batch_size": 128,
+        "micro_batch_size": 2,
+        "world_size": 16,
+        "tensor_parallel_size": 2,
+        "pipeline_parallel_size": 2,
+    },
+    "zero3": {"global_batch_size": 96, "micro_batch_size": 3, "world_size": 4, "zero_stage": 3},
+    "autotp": {
+        "global_batch_size": 64,
+        "micro_batch_size": 2,
+        "world_size": 8,
+        "tensor_parallel_size": 2,
+        "deepspeed_autotp": True,
+    },
+}
+
+
+def launch_flags(spec: BatchSpec) -> list[str]:
+    """The launch a rendered file is for, as ``validate`` takes it."""
+    flags = ["--world-size", str(spec.world)]
+    for flag, size in (
+        ("--tp", spec.tensor_parallel_size),
+        ("--pp", spec.pipeline_parallel_size),
+        ("--cp", spec.context_parallel_size),
+    ):
+        if size > 1:
+            flags += [flag, str(size)]
+    return flags
+
+
+def run(*args) -> tuple[int, dict]:
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def above_info(out: dict) -> list[str]:
+    return [
+        f"{f['severity']} {f['code']}: {f['message']}"
+        for f in out["findings"]
+        if f["severity"] != "info"
+    ]
+
+
+def rendered_cases():
+    """``(spec name, framework)`` for each framework that takes the spec (the HF Trainer's file
+    cannot carry TP/CP sizes, Axolotl has no pipeline parallelism: they refuse those)."""
+    for name, fields in SPECS.items():
+        spec = BatchSpec(**fields)
+        for framework in FRAMEWORKS.values():
+            if not any(f.severity == "error" for f in framework.check(spec)):
+                marks = KNOWN.get((name, framework.name), ())
+                yield pytest.param(name, framework.name, id=f"{name}-{framework.name}", marks=marks)
+
+
+#: Rendered files our validate still warns about, each kept failing until it is fixed.
+KNOWN = {
+    ("autotp", "deepspeed"): pytest.mark.xfail(
+        strict=True,
+        reason="deepspeed-autotp-world is a warning on a correct AutoTP file (its twin for an "
+        "mpu, deepspeed-mpu-world, is info); DeepSpeed's AutoTP findings are being reworked",
+    )
+}
+
+
+@pytest.mark.parametrize("name, framework", list(rendered_cases()))
+def test_every_rendered_file_validates_as_its_framework(tmp_path, name, framework):
+    spec = BatchSpec(**SPECS[name])
+    (tmp_path / "spec.json").write_text(json.dumps(SPECS[name]))
+    code, _ = run("render", tmp_path / "spec.json", "--to", framework, "--out", tmp_path, "--json")
+    assert code == 0
+    path = tmp_path / FRAMEWORKS[framework].filename
+    code, out = run("validate", path, *launch_flags(spec), "--json")
+    (file,) = out["files"]
+    assert (code, file["framework"], above_info(file)) == (0, framework, [])
+
+
+def test_every_framework_is_rendered_for_some_spec():
+    assert {p.values[1] for p in rendered_cases()} == set(FRAMEWORKS)
+
+
+@pytest.mark.parametrize("name", ["dp", "nodes", "tp-cp", "zero3"])
+def test_a_rendered_accelerate_config_validates_alone(tmp_path, name):
+    """It carries its own world (num_processes), so ``validate`` needs no flag for it, and it
+    sets nothing the spec did not ask for: no mixed precision, no machine rank, and no DeepSpeed
+    accumulation (accelerate would export it over the training config's own)."""
+    (tmp_path / "spec.json").write_text(json.dumps(SPECS[name]))
+    run("render", tmp_path / "spec.json", "--to", "accelerate", "--out", tmp_path, "--json")
+    config = yaml.safe_load((tmp_path / "accelerate.yaml").read_text())
+    assert not {"mixed_precision", "machine_rank"} & set(config)
+    assert "gradient_accumulation_steps" not in (config.get("deepspeed_config") or {})
+    code, out = run("validate", tmp_path / "accelerate.yaml", "--json")
+    (file,) = out["files"]
+    assert (code, file["framework"], above_info(file)) == (0, "accelerate", [])
+
+
+def test_a_yaml_no_framework_claims_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "foo.yaml"
+    path.write_text("foo: 1\n")
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"batchspec: error: {path}: cannot tell which framework this config is for; give "
+        f"--framework {'|'.join(FRAMEWORKS)}"
+    ]
+    assert "Traceback" not in result.output
