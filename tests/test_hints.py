@@ -1,0 +1,193 @@
+"""Every fix batchspec offers can be followed as written: each value it names solves, and what
+it says cannot change really cannot (issue 18, item 6)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from translator.cli import main
+from translator.errors import ConfigError
+from translator.spec import BatchSpec
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def run_json(*args):
+    result = run(*args, "--json")
+    return result, json.loads(result.stdout)
+
+
+#: How a hint names each spec field it offers a value for.
+OFFERED = {
+    "global": "global_batch_size",
+    "micro-batch": "micro_batch_size",
+    "accumulation": "gradient_accumulation_steps",
+    "world size": "world_size",
+    "a world size of": "world_size",
+    "data-parallel size": "data_parallel_size",
+    "tensor-parallel size": "tensor_parallel_size",
+    "pipeline-parallel size": "pipeline_parallel_size",
+    "context-parallel size": "context_parallel_size",
+}
+
+
+_OFFER = re.compile(
+    r"(?:^use |, or )(" + "|".join(sorted(map(re.escape, OFFERED), key=len, reverse=True)) + r")"
+    r" (\d+(?: or \d+)*)"
+)
+
+
+def offers(hint: str) -> list[tuple[str, int]]:
+    """``(field, value)`` for every value the hint's "use ..." part offers (the clauses after
+    a ";" say what cannot change and offer nothing)."""
+    part = hint.split(";")[0]
+    out = [
+        (OFFERED[name], int(v))
+        for name, values in _OFFER.findall(part)
+        for v in values.split(" or ")
+    ]
+    assert out, f"no value offered in {hint!r}"
+    return out
+
+
+def refused(**values) -> ConfigError:
+    with pytest.raises(ConfigError) as err:
+        BatchSpec(**values)
+    return err.value
+
+
+def test_global_that_splits_on_no_micro_names_the_world_not_the_accumulation():
+    result = run("plan", "--global-batch", 100, "--micro-batch", 4, "--world-size", 8)
+    assert result.exit_code == 1
+    assert "change the accumulation" not in result.stderr
+    fix = "(fix: use global 96 or 128, or world size 5 or 25; no micro-batch gives global 100 "
+    assert fix in result.stderr
+
+
+def check_every_offer_solves(given_values: dict) -> None:
+    """The spec ``given_values`` is refused; each value its hint offers, put in alone, solves;
+    each factor the hint says cannot help has no value that would. (A world that does not
+    divide by the parallel sizes, beside a global that no world splits, needs two changes: an
+    offered world then leaves only the global's own error.)"""
+    err = refused(**given_values)
+    (f,) = err.findings
+    per_rank = given_values.get("micro_batch_size", 1)
+    two_changes = f.code == "world-not-divisible" and given_values["global_batch_size"] % per_rank
+    for field, value in offers(f.hint):
+        changed = given_values | {field: value}
+        if two_changes:
+            with pytest.raises(ConfigError) as then:
+                BatchSpec(**changed)
+            assert then.value.findings[0].code == "global-not-divisible"
+        else:
+            BatchSpec(**changed)  # raises if the offer does not solve
+    for name, field in (
+        ("micro-batch", "micro_batch_size"),
+        ("accumulation", "gradient_accumulation_steps"),
+    ):
+        if f"no {name} gives" in f.hint:
+            g = given_values["global_batch_size"]
+            for v in range(1, g + 1):
+                with pytest.raises(ConfigError):
+                    BatchSpec(**(given_values | {field: v}))
+    if "no world size gives" in f.hint:
+        tp = given_values.get("tensor_parallel_size", 1)
+        for dp in range(1, given_values["global_batch_size"] + 1):
+            with pytest.raises(ConfigError):
+                BatchSpec(**(given_values | {"world_size": dp * tp}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 600),
+    st.integers(1, 32),
+    st.integers(1, 64),
+    st.sampled_from([1, 2, 4]),
+)
+def test_every_offer_for_an_infeasible_global_micro_world_solves(g, micro, world, tp):
+    given_values = {
+        "global_batch_size": g,
+        "micro_batch_size": micro,
+        "world_size": world,
+        "tensor_parallel_size": tp,
+    }
+    assume(world % tp or g % (micro * world // tp))
+    check_every_offer_solves(given_values)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 600),
+    st.none() | st.integers(1, 32),
+    st.none() | st.integers(1, 32),
+    st.none() | st.integers(1, 64),
+)
+def test_every_offer_solves_whatever_three_or_four_are_given(g, micro, accumulation, world):
+    given_values = {
+        k: v
+        for k, v in {
+            "global_batch_size": g,
+            "micro_batch_size": micro,
+            "gradient_accumulation_steps": accumulation,
+            "world_size": world,
+        }.items()
+        if v is not None
+    }
+    assume(world is not None or (micro is not None and accumulation is not None))
+    try:
+        BatchSpec(**given_values)
+    except ConfigError:
+        check_every_offer_solves(given_values)
+
+
+def test_all_four_given_offer_only_the_values_that_make_the_global():
+    err = refused(
+        global_batch_size=128, micro_batch_size=4, gradient_accumulation_steps=3, world_size=8
+    )
+    assert err.findings[0].hint == "use global 96, or accumulation 4"
+
+
+def test_a_world_that_does_not_divide_names_worlds_and_parallel_sizes_that_do():
+    given_values = {"global_batch_size": 64, "world_size": 6, "tensor_parallel_size": 4}
+    (f,) = refused(**given_values).findings
+    assert f.hint == "use a world size of 4 or 8, or tensor-parallel size 3 or 6"
+    for field, value in offers(f.hint):
+        BatchSpec(**(given_values | {field: value}))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 64), st.sampled_from([1, 2, 4, 8]), st.integers(1, 12), st.sampled_from([1, 2])
+)
+def test_every_expert_parallel_size_or_world_offered_builds_the_expert_grid(experts, ep, dp, pp):
+    spec = BatchSpec(
+        global_batch_size=dp * 6,
+        world_size=dp * pp,
+        pipeline_parallel_size=pp,
+        num_experts=experts,
+        expert_parallel_size=ep,
+    )
+    from translator.advice import expert_findings
+
+    for f in expert_findings(spec):
+        sizes = re.search(r"expert-parallel size of ([\d, ]+)", f.hint).group(1)
+        for size in map(int, sizes.split(", ")):
+            assert expert_findings(spec.model_copy(update={"expert_parallel_size": size})) == []
+        for world in re.findall(r"world size of (\d+)(?: or (\d+))?", f.hint):
+            for w in filter(None, world):
+                moved = BatchSpec(
+                    global_batch_size=dp * 6,
+                    world_size=int(w),
+                    pipeline_parallel_size=pp,
+                    expert_parallel_size=ep,
+                )
+                assert not any(x.code == "expert-grid" for x in expert_findings(moved))
