@@ -164,6 +164,65 @@ def test_a_world_that_does_not_divide_names_worlds_and_parallel_sizes_that_do():
         BatchSpec(**(given_values | {field: value}))
 
 
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("global_batch_size: 100\nmicro_batch_size: 4\nworld_size: 8\n", "conflict.yaml:1"),
+        (
+            "micro_batch_size: 4\nworld_size: 6\ntensor_parallel_size: 4\nglobal_batch_size: 8\n",
+            "conflict.yaml:2",
+        ),
+        ("global_batch_size: 64\nworld_size: 8\nnodes: 2\ngpus_per_node: 2\n", "conflict.yaml:2"),
+    ],
+)
+def test_plan_of_a_file_whose_values_conflict_names_the_file_and_line(tmp_path, text, where):
+    path = tmp_path / "conflict.yaml"
+    path.write_text(text)
+    result, out = run_json("plan", path)
+    assert result.exit_code == 1
+    assert out["findings"][0]["where"] == f"{tmp_path}/{where}"
+    assert result.stderr.startswith(f"batchspec: error: {tmp_path}/{where}: ")
+
+
+def test_a_flag_that_replaces_the_value_is_not_blamed_on_its_line(tmp_path):
+    path = tmp_path / "conflict.yaml"
+    path.write_text("global_batch_size: 64\nmicro_batch_size: 4\nworld_size: 8\n")
+    result, out = run_json("plan", path, "--global-batch", 100)
+    assert result.exit_code == 1 and out["findings"][0]["where"] == str(path)
+
+
+def test_too_little_in_a_file_names_the_file(tmp_path):
+    path = tmp_path / "short.yaml"
+    path.write_text("global_batch_size: 64\n")
+    result = run("plan", path)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"batchspec: error: {path}: not enough to solve")
+
+
+def test_plan_lr_without_lr_batch_is_refused():
+    result = run("plan", "--global-batch", 256, "--micro-batch", 4, "--world-size", 8, "--lr", 3e-4)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip() == (
+        "batchspec: error: --lr needs --lr-batch, the global batch the learning rate was tuned "
+        "for: batchspec only scales it from that batch"
+    )
+
+
+def test_a_learning_rate_in_a_file_without_its_batch_is_refused_at_its_line(tmp_path):
+    path = tmp_path / "lr.yaml"
+    path.write_text("global_batch_size: 256\nworld_size: 8\nlearning_rate: 0.0003\n")
+    result = run("plan", path)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"batchspec: error: {path}:3: learning_rate needs reference_global_batch_size (or --lr-batch)"
+    )
+    # With the batch from a flag, or --lr beside the file's batch, it is advice again.
+    assert run("plan", path, "--lr-batch", 128).exit_code == 0
+    path.write_text("global_batch_size: 256\nworld_size: 8\nreference_global_batch_size: 128\n")
+    _, out = run_json("plan", path, "--lr", 1e-3)
+    assert [f["code"] for f in out["findings"]] == ["lr-scaling"]
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.integers(1, 64), st.sampled_from([1, 2, 4, 8]), st.integers(1, 12), st.sampled_from([1, 2])
