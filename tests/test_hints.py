@@ -223,6 +223,88 @@ def test_a_learning_rate_in_a_file_without_its_batch_is_refused_at_its_line(tmp_
     assert [f["code"] for f in out["findings"]] == ["lr-scaling"]
 
 
+def test_render_reports_the_learning_rate_advice_plan_gives(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        "global_batch_size: 256\nmicro_batch_size: 4\nworld_size: 8\nlearning_rate: 0.0003\n"
+        "reference_global_batch_size: 128\n"
+    )
+    _, planned = run_json("plan", path)
+    result, rendered = run_json("render", path, "--to", "deepspeed", "--out", tmp_path / "o")
+    assert result.exit_code == 0
+    (advice,) = [f for f in planned["findings"] if f["code"] == "lr-scaling"]
+    assert advice in rendered["findings"]
+    assert "0.0003 → 0.0004243" in advice["hint"]
+
+
+def test_render_stops_on_the_errors_plan_reports(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        "global_batch_size: 64\nmicro_batch_size: 2\nworld_size: 8\nnum_experts: 6\n"
+        "expert_parallel_size: 4\n"
+    )
+    assert run("plan", path).exit_code == 1
+    result = run("render", path, "--to", "deepspeed", "--out", tmp_path / "o")
+    assert result.exit_code == 1 and "experts-not-divisible" not in result.stderr
+    assert f"{path}: num_experts 6 does not divide" in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_json_of_auto_values_says_auto_not_give_the_world(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(
+        '{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", '
+        '"gradient_accumulation_steps": "auto"}'
+    )
+    result = run("convert", path, "--to", "axolotl", "--out", tmp_path / "o", "--world-size", 8)
+    assert result.exit_code == 2
+    assert "give --world-size" not in result.stderr
+    assert 'train_batch_size is "auto"' in result.stderr
+    assert "inspect the launch script that runs it, or the TrainingArguments file" in result.stderr
+    # Without the world both are missing; the world is named first.
+    result = run("convert", path, "--to", "axolotl", "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "give --world-size" in result.stderr
+
+
+def test_following_the_auto_hint_gives_the_batch(tmp_path):
+    (tmp_path / "ds.json").write_text(
+        '{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto"}'
+    )
+    args = tmp_path / "args.yaml"
+    args.write_text("output_dir: out\nper_device_train_batch_size: 4\ndeepspeed: ds.json\n")
+    _, out = run_json("inspect", args, "--world-size", 8)
+    assert out["global_batch_size"] == 32
+
+
+def test_a_deepspeed_json_valid_on_one_rank_says_rank(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(
+        '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4, '
+        '"gradient_accumulation_steps": 2}'
+    )
+    _, out = run_json("inspect", path)
+    (implied,) = [f for f in out["findings"] if f["code"] == "world-implied"]
+    assert implied["message"].endswith("only where it counts 1 rank")
+
+
+@pytest.mark.parametrize(
+    "path, flags",
+    [
+        (FIXTURES / "megatron/valid/mpirun_np.sh", ()),
+        (
+            FIXTURES / "deepspeed/valid/megatron_deepspeed_zero1.json",
+            ("--world-size", 16, "--tp", 2, "--pp", 2),
+        ),
+    ],
+)
+def test_convert_to_a_framework_that_refuses_the_layout_names_the_file(tmp_path, path, flags):
+    result, out = run_json("convert", path, "--to", "axolotl", "--out", tmp_path / "o", *flags)
+    assert result.exit_code == 1
+    assert out["findings"][0]["code"] == "axolotl-no-pipeline"
+    assert out["findings"][0]["where"] == str(path)
+    assert result.stderr.startswith(f"batchspec: error: {path}: Axolotl has no pipeline")
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.integers(1, 64), st.sampled_from([1, 2, 4, 8]), st.integers(1, 12), st.sampled_from([1, 2])
@@ -250,3 +332,32 @@ def test_every_expert_parallel_size_or_world_offered_builds_the_expert_grid(expe
                     expert_parallel_size=ep,
                 )
                 assert not any(x.code == "expert-grid" for x in expert_findings(moved))
+
+
+@pytest.mark.framework
+def test_a_deepspeed_floor_with_explicit_accumulation_offers_sizes_deepspeed_accepts(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_batch_size": 31, "gradient_accumulation_steps": 2}')
+    _, out = run_json("inspect", path, "--world-size", 8)
+    (f,) = [f for f in out["findings"] if f["code"] == "deepspeed-floor"]
+    assert f["hint"] == (
+        "with gradient_accumulation_steps 2 on 8 ranks use train_batch_size 16 "
+        "(train_micro_batch_size_per_gpu 1) or 32 (train_micro_batch_size_per_gpu 2)"
+    )
+    pytest.importorskip("deepspeed")
+    from translator.frameworks.deepspeed.verdict import resolve
+
+    for tbs in (16, 32):  # DeepSpeed's own DeepSpeedConfig takes each
+        got = resolve({"train_batch_size": tbs, "gradient_accumulation_steps": 2}, 8)
+        assert got["train_batch_size"] == tbs
+
+
+def test_an_unknown_accumulation_is_not_offered_a_layout_flag(tmp_path):
+    job = tmp_path / "job.sh"
+    job.write_text(
+        "#!/bin/bash\ntorchrun --nproc_per_node 8 train.py --per_device_train_batch_size 4 "
+        "--output_dir o\n"
+    )
+    _, out = run_json("inspect", job)
+    (f,) = [f for f in out["findings"] if f["code"] == "batch-depends-on-unknown"]
+    assert f["hint"] == "write the value as a literal"
