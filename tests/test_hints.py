@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from translator.cli import main
 from translator.errors import ConfigError
+from translator.findings import counted
+from translator.frameworks import get
 from translator.spec import BatchSpec
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -38,8 +40,6 @@ OFFERED = {
     "pipeline-parallel size": "pipeline_parallel_size",
     "context-parallel size": "context_parallel_size",
 }
-
-
 _OFFER = re.compile(
     r"(?:^use |, or )(" + "|".join(sorted(map(re.escape, OFFERED), key=len, reverse=True)) + r")"
     r" (\d+(?: or \d+)*)"
@@ -63,6 +63,9 @@ def refused(**values) -> ConfigError:
     with pytest.raises(ConfigError) as err:
         BatchSpec(**values)
     return err.value
+
+
+# The solver's hints ----------------------------------------------------------------------------
 
 
 def test_global_that_splits_on_no_micro_names_the_world_not_the_accumulation():
@@ -164,6 +167,9 @@ def test_a_world_that_does_not_divide_names_worlds_and_parallel_sizes_that_do():
         BatchSpec(**(given_values | {field: value}))
 
 
+# A spec file's conflicts name the file ------------------------------------------------------
+
+
 @pytest.mark.parametrize(
     "text, where",
     [
@@ -197,6 +203,9 @@ def test_too_little_in_a_file_names_the_file(tmp_path):
     result = run("plan", path)
     assert result.exit_code == 2
     assert result.stderr.startswith(f"batchspec: error: {path}: not enough to solve")
+
+
+# The learning rate ---------------------------------------------------------------------------
 
 
 def test_plan_lr_without_lr_batch_is_refused():
@@ -250,6 +259,9 @@ def test_render_stops_on_the_errors_plan_reports(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+# "auto" values ------------------------------------------------------------------------------
+
+
 def test_a_json_of_auto_values_says_auto_not_give_the_world(tmp_path):
     path = tmp_path / "ds.json"
     path.write_text(
@@ -276,6 +288,107 @@ def test_following_the_auto_hint_gives_the_batch(tmp_path):
     assert out["global_batch_size"] == 32
 
 
+# Megatron's interleaved schedule -------------------------------------------------------------
+
+
+megatron = get("megatron")
+
+
+def interleaved(**values) -> BatchSpec:
+    return BatchSpec(virtual_pipeline_stages=2, **values)
+
+
+def schedule_findings(spec):
+    return [f for f in megatron.check(spec) if f.code == "virtual-pipeline-microbatches"]
+
+
+def test_too_few_micro_batches_for_the_interleaved_schedule_is_said_plainly():
+    spec = interleaved(
+        global_batch_size=96, micro_batch_size=4, world_size=32, pipeline_parallel_size=4
+    )
+    (f,) = schedule_findings(spec)
+    assert "[PP=" not in f.message
+    assert f.message == (
+        "the interleaved pipeline schedule needs at least PP=4 micro-batches per step; this step "
+        "has 3"
+    )
+    assert f.hint == (
+        "use micro-batch 3 (4 micro-batches, global 96 kept), or global 128 (4 micro-batches of 4)"
+    )
+
+
+def follow(spec: BatchSpec, hint: str) -> list[BatchSpec]:
+    """The spec after each change the interleaved hint offers."""
+    base = {
+        "global_batch_size": spec.global_batch,
+        "micro_batch_size": spec.micro,
+        "data_parallel_size": spec.data_parallel,
+        "pipeline_parallel_size": spec.pipeline_parallel_size,
+        "virtual_pipeline_stages": spec.virtual_pipeline_stages,
+        "microbatch_group_size_per_vp_stage": spec.microbatch_group_size_per_vp_stage,
+    }
+    if hint.startswith("drop microbatch_group_size_per_vp_stage"):
+        base["microbatch_group_size_per_vp_stage"] = None
+        hint = hint.split(" and ", 1)[1]
+    out = []
+    offered = re.sub(r"\([^)]*\)", "", hint)  # what a parenthesis says is not an offer
+    for name, value in re.findall(
+        r"(micro-batch|global|microbatch_group_size_per_vp_stage|accumulation) (\d+)", offered
+    ):
+        value = int(value)
+        if name == "micro-batch":
+            change = {"micro_batch_size": value}
+        elif name == "global":
+            change = {"global_batch_size": value}
+        elif name == "accumulation":
+            change = {"global_batch_size": value * spec.micro * spec.data_parallel}
+        else:
+            change = {"microbatch_group_size_per_vp_stage": value}
+        out.append(BatchSpec(**{k: v for k, v in (base | change).items() if v is not None}))
+    assert out, hint
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(2, 8),
+    st.integers(1, 24),
+    st.none() | st.integers(1, 16),
+    st.integers(1, 6),
+    st.integers(1, 4),
+)
+def test_every_change_the_interleaved_hint_offers_satisfies_the_schedule(
+    pp, accumulation, group, micro, dp
+):
+    spec = interleaved(
+        micro_batch_size=micro,
+        gradient_accumulation_steps=accumulation,
+        data_parallel_size=dp,
+        pipeline_parallel_size=pp,
+        microbatch_group_size_per_vp_stage=group,
+    )
+    found = schedule_findings(spec)
+    assume(found)
+    for changed in follow(spec, found[0].hint):
+        assert schedule_findings(changed) == [], (found[0].hint, changed)
+
+
+# Counts read as English ---------------------------------------------------------------------
+
+
+def test_counts_are_pluralised():
+    assert counted(1, "micro-batch", "micro-batches") == "1 micro-batch"
+    assert counted(3, "micro-batch", "micro-batches") == "3 micro-batches"
+    assert counted(1, "rank") == "1 rank" and counted(2, "rank") == "2 ranks"
+    spec = BatchSpec(
+        global_batch_size=16, micro_batch_size=2, world_size=16, pipeline_parallel_size=2
+    )
+    (implied,) = [f for f in megatron.check(spec) if f.code == "megatron-accumulation-implied"]
+    assert implied.message.endswith("= 1 micro-batch per step")
+    (pipe,) = [f for f in get("deepspeed").check(spec) if "pipeline-accumulation" in f.code]
+    assert "gradient_accumulation_steps = 1 micro-batch per optimizer step" in pipe.message
+
+
 def test_a_deepspeed_json_valid_on_one_rank_says_rank(tmp_path):
     path = tmp_path / "ds.json"
     path.write_text(
@@ -285,6 +398,9 @@ def test_a_deepspeed_json_valid_on_one_rank_says_rank(tmp_path):
     _, out = run_json("inspect", path)
     (implied,) = [f for f in out["findings"] if f["code"] == "world-implied"]
     assert implied["message"].endswith("only where it counts 1 rank")
+
+
+# convert names the file it read ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -303,6 +419,28 @@ def test_convert_to_a_framework_that_refuses_the_layout_names_the_file(tmp_path,
     assert out["findings"][0]["code"] == "axolotl-no-pipeline"
     assert out["findings"][0]["where"] == str(path)
     assert result.stderr.startswith(f"batchspec: error: {path}: Axolotl has no pipeline")
+
+
+def test_axolotl_no_pipeline_hint_names_the_accumulation_that_keeps_the_global():
+    spec = BatchSpec(
+        global_batch_size=256, micro_batch_size=4, world_size=16, pipeline_parallel_size=2
+    )
+    (f,) = get("axolotl").check(spec)
+    assert f.hint.endswith("data-parallel 16: accumulation 4 keeps global 256")
+    BatchSpec(
+        global_batch_size=256, micro_batch_size=4, gradient_accumulation_steps=4, world_size=16
+    )
+    odd = BatchSpec(
+        global_batch_size=12, micro_batch_size=2, world_size=4, pipeline_parallel_size=2
+    )
+    (f,) = get("axolotl").check(odd)
+    for field, value in offers(f.hint.split(", so ", 1)[1]):
+        BatchSpec(
+            **({"global_batch_size": 12, "micro_batch_size": 2, "world_size": 4} | {field: value})
+        )
+
+
+# Other hints that named what could not be done ------------------------------------------------
 
 
 @settings(max_examples=200, deadline=None)
@@ -361,3 +499,15 @@ def test_an_unknown_accumulation_is_not_offered_a_layout_flag(tmp_path):
     _, out = run_json("inspect", job)
     (f,) = [f for f in out["findings"] if f["code"] == "batch-depends-on-unknown"]
     assert f["hint"] == "write the value as a literal"
+
+
+def test_uneven_machines_offer_process_counts_accelerate_splits(tmp_path):
+    path = tmp_path / "acc.yaml"
+    path.write_text("distributed_type: MULTI_GPU\nnum_processes: 6\nnum_machines: 4\n")
+    _, out = run_json("inspect", path)
+    (f,) = [f for f in out["findings"] if f["code"] == "accelerate-uneven-machines"]
+    assert f["hint"].startswith("use num_processes 4 or 8 ")
+    for n in (4, 8):
+        path.write_text(f"distributed_type: MULTI_GPU\nnum_processes: {n}\nnum_machines: 4\n")
+        _, out = run_json("inspect", path)
+        assert "accelerate-uneven-machines" not in [f["code"] for f in out["findings"]]
