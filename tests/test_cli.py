@@ -36,8 +36,8 @@ def test_plan_that_does_not_divide_exits_1_naming_96_and_128():
     assert result.exit_code == 1
     assert result.stderr.strip() == (
         "batchspec: error: global 100 does not split into micro 4 × DP 8 = 32: nearest are 96 "
-        "(accumulation 3) and 128 (accumulation 4) (fix: use global 96 or 128, or change the "
-        "accumulation)"
+        "(accumulation 3) and 128 (accumulation 4) (fix: use global 96 or 128, or world size 5 "
+        "or 25; no micro-batch gives global 100 with DP 8)"
     )
     assert result.stdout == ""
 

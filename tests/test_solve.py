@@ -117,3 +117,36 @@ def test_decompositions_are_exactly_the_divisors(g, dp):
     assert [m for m, _ in pairs] == sorted(
         {m for m in range(1, g // dp + 1) if (g // dp) % m == 0}, reverse=True
     )
+
+
+@given(st.integers(1, 5000), st.integers(1, 6000))
+def test_nearest_divisors_are_the_closest_on_each_side(value, target):
+    divisors = [d for d in range(1, value + 1) if value % d == 0]
+    below = [d for d in divisors if d < target]
+    above = [d for d in divisors if d > target]
+    assert solve.nearest_divisors(value, target) == below[-1:] + above[:1]
+
+
+def test_nearest_divisors_name_only_accepted_ones():
+    assert solve.nearest_divisors(100, 8) == [5, 10]
+    assert solve.nearest_divisors(100, 8, lambda d: d % 2 == 0) == [4, 10]
+    assert solve.nearest_divisors(7, 7) == [1]
+
+
+def test_a_hint_names_world_sizes_when_the_data_parallel_size_came_from_one():
+    with pytest.raises(ConfigError) as err:
+        solve.complete(100, 4, None, 8, model_parallel=2)
+    assert err.value.findings[0].hint == (
+        "use global 96 or 128, or world size 10 or 50; no micro-batch gives global 100 with DP 8"
+    )
+    with pytest.raises(ConfigError) as err:
+        solve.complete(100, 4, None, 8)
+    assert "or data-parallel size 5 or 25;" in err.value.findings[0].hint
+
+
+def test_a_world_hint_keeps_to_worlds_the_batch_splits_on():
+    # 60 splits over micro 2 on DP 1, 2, 3, 5, 6, 10, 15, 30: tensor 2 (DP 7) and 1 (DP 14)
+    # divide the world but not the batch, so 7 is the only tensor size named.
+    with pytest.raises(ConfigError) as err:
+        solve.data_parallel_size(14, 4, batch=(60, 2))
+    assert err.value.findings[0].hint == "use a world size of 12 or 20, or tensor-parallel size 7"

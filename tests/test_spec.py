@@ -108,6 +108,7 @@ def test_output_has_the_design_keys_in_order_then_set_extras():
         world_size=8,
         sequence_length=4096,
         learning_rate=3e-4,
+        reference_global_batch_size=128,
     )
     out = spec.output()
     assert tuple(out)[: len(OUTPUT_KEYS)] == OUTPUT_KEYS

@@ -24,26 +24,44 @@ def general_findings(spec: BatchSpec) -> list[Finding]:
 
 def expert_findings(spec: BatchSpec) -> list[Finding]:
     out = []
-    ep, pp = spec.expert_parallel_size, spec.pipeline_parallel_size
+    ep, pp, world = spec.expert_parallel_size, spec.pipeline_parallel_size, spec.world
+    # An expert-parallel size must divide the experts and fit the expert grid of this world.
+    fits = [
+        d
+        for d in range(1, world // pp + 1)
+        if (world // pp) % d == 0 and (spec.num_experts is None or spec.num_experts % d == 0)
+    ]
+    sizes = f"an expert-parallel size of {', '.join(map(str, fits))}"
     if spec.num_experts is not None and spec.num_experts % ep:
-        valid = [d for d in range(1, spec.num_experts + 1) if spec.num_experts % d == 0]
         out.append(
             finding(
                 "experts-not-divisible",
                 f"num_experts {spec.num_experts} does not divide by expert_parallel_size {ep}",
-                hint=f"use an expert-parallel size of {', '.join(map(str, valid))}",
+                hint=f"use {sizes}: each divides both the {spec.num_experts} experts and "
+                f"world {world} / pipeline {pp}",
             )
         )
-    if spec.world % (ep * pp):
+    if world % (ep * pp):
         out.append(
             finding(
                 "expert-grid",
-                f"world size {spec.world} does not divide by expert-parallel {ep} × "
+                f"world size {world} does not divide by expert-parallel {ep} × "
                 f"pipeline {pp} = {ep * pp}, so the expert grid cannot be built",
-                hint=f"use a world size that is a multiple of {ep * pp}",
+                hint=f"use {_expert_worlds(spec)}{sizes}",
             )
         )
     return out
+
+
+def _expert_worlds(spec: BatchSpec) -> str:
+    """The worlds nearest this one that build the expert grid and still split the global batch
+    over the micro-batch (the accumulation re-solved), as ``"a world size of A or B, or "``."""
+    model, grid = spec.model_parallel_size, spec.expert_parallel_size * spec.pipeline_parallel_size
+    per_replica = spec.global_batch // (spec.micro_batch_size or 1)
+    near = solve.nearest_divisors(
+        per_replica, spec.data_parallel, lambda dp: dp * model % grid == 0
+    )
+    return f"a world size of {' or '.join(str(dp * model) for dp in near)}, or " if near else ""
 
 
 def scaled_learning_rate(lr: float, scale: float, optimizer: str) -> float:
@@ -68,7 +86,8 @@ def learning_rate_findings(spec: BatchSpec) -> list[Finding]:
             finding(
                 "lr-scaling",
                 f"{ratio}; retune or scale the learning rate",
-                hint="give learning_rate to get the scaled value",
+                hint=f"give the learning rate tuned at global {ref} (learning_rate, or plan "
+                "--lr) to get its scaled value",
             )
         ]
     lr = spec.learning_rate

@@ -6,6 +6,7 @@ by the catalogue below, so the same problem is always an error (or always advice
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -145,6 +146,17 @@ def finding(code: str, message: str, hint: str | None = None, where: str | None 
     """A finding whose severity is the catalogue's for ``code``."""
     severity, _ = CATALOGUE[code]
     return Finding(code=code, severity=severity, message=message, where=where, hint=hint)
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` with its ``noun``, in the ``plural`` (else ``noun`` + "s") unless it is 1:
+    "1 micro-batch", "8 micro-batches"."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def located(findings: list[Finding], where: str) -> list[Finding]:
+    """``findings``, each that names no place naming ``where`` (the file they are about)."""
+    return [f if f.where else dataclasses.replace(f, where=where) for f in findings]
 
 
 def has_errors(findings: list[Finding]) -> bool:

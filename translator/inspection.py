@@ -43,10 +43,17 @@ class Inspection:
         if errors:
             raise ConfigError(errors)
         if self.spec is None or not self.spec.is_decided:
-            why = "; ".join(f.message for f in self.findings if f.severity == "warning")
+            # The warnings say what is unknown; without any, the notes that explain it do
+            # (a DeepSpeed JSON whose batch values are left to the launch to fill).
+            reasons = [f for f in self.findings if f.severity == "warning"] or [
+                f for f in self.findings if f.hint
+            ]
+            why = "; ".join(dict.fromkeys(f.message for f in reasons))
+            fixes = "; ".join(dict.fromkeys(f.hint for f in reasons if f.hint))
             raise InputError(
-                f"{self.reading.path}: its batch is not fully known "
-                f"({why or 'see batchspec inspect'}); give --world-size"
+                f"{self.reading.path}: its batch is not fully known"
+                + (f" ({why})" if why else "")
+                + f"; {fixes or f'see batchspec inspect {self.reading.path}'}"
             )
         return self.spec
 
@@ -292,14 +299,24 @@ def _depends_on(values: dict, unknown: list[str], reading: Reading) -> Finding:
         _fitting(values, unknown[0], CANDIDATES, f"{unknown[0]} ") if len(unknown) == 1 else []
     )
     names = ", ".join(unknown)
+    flags = [FLAG_OF[k] for k in unknown if k in FLAG_OF]
     return finding(
         "batch-depends-on-unknown",
         f"the batch depends on {names}, which the script does not fix"
         + (f"; for each value that fits: {'; '.join(options)}" if options else ""),
-        hint="write the value as a literal, or give it with a flag (--tp, --pp, --cp, "
-        "--world-size)",
+        hint="write the value as a literal"
+        + (f", or give it with {' and '.join(flags)}" if flags else ""),
         where=reading.path,
     )
+
+
+#: The inspect flag that gives each value a job may leave unknown (the others have none).
+FLAG_OF = {
+    "tensor_parallel_size": "--tp",
+    "pipeline_parallel_size": "--pp",
+    "context_parallel_size": "--cp",
+    "world_size": "--world-size",
+}
 
 
 def _world_unknown(values: dict, reading: Reading) -> Finding:

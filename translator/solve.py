@@ -7,6 +7,7 @@ message names the nearest valid values on both sides.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from translator.errors import ConfigError, InputError
 from translator.findings import finding
@@ -20,6 +21,26 @@ def nearest_multiples(value: int, unit: int) -> list[int]:
     return [v for v in (lower, lower + unit) if v > 0]
 
 
+def nearest_divisors(
+    value: int, target: float, accept: Callable[[int], bool] | None = None
+) -> list[int]:
+    """The divisors of ``value`` nearest ``target`` (``target`` itself left out): the largest
+    below it (when there is one) and the smallest above it (when there is one), in that order.
+    ``accept``, when given, says which divisors may be named."""
+    below, above = 0, 0
+    for d in range(1, math.isqrt(value) + 1):
+        if value % d:
+            continue
+        for x in (d, value // d):
+            if accept is not None and not accept(x):
+                continue
+            if x < target:
+                below = max(below, x)
+            elif x > target and (not above or x < above):
+                above = x
+    return [v for v in (below, above) if v]
+
+
 def _product_text(factors: dict[str, int]) -> str:
     text = " × ".join(f"{name} {value}" for name, value in factors.items())
     if len(factors) > 1:
@@ -27,52 +48,122 @@ def _product_text(factors: dict[str, int]) -> str:
     return text
 
 
-def split_error(code: str, subject: str, value: int, factors: dict[str, int], free: str):
-    """The error for ``value`` that is not a multiple of the product of ``factors``.
+#: How a hint names each factor of the global batch.
+_NAMES = {"micro": "micro-batch", "accumulation": "accumulation", "DP": "data-parallel size"}
 
-    ``free`` names the quantity that would be ``value / product`` if it divided.
+
+def alternatives(
+    global_batch: int, factors: dict[str, int], exact: bool, model_parallel: int | None = None
+) -> str:
+    """The fix for a ``global_batch`` that ``factors`` (the known ones of micro, accumulation
+    and DP, by those names) do not make: each one value to change, the others kept.
+
+    ``exact``: all four are known, so each changed value is the one that makes the global
+    batch; otherwise a changed value need only let the global batch split (its neighbours are
+    named), and a factor no value of which works is said so. With ``model_parallel`` a DP is
+    named as the world size it takes."""
+    g, unit = global_batch, math.prod(factors.values())
+    globals_ = [unit] if exact else nearest_multiples(g, unit)
+    options = [f"global {' or '.join(map(str, globals_))}"]
+    impossible = []
+    for name, value in factors.items():
+        others = {k: v for k, v in factors.items() if k != name}
+        rest = math.prod(others.values())
+        label, scale = _NAMES[name], 1
+        if name == "DP" and model_parallel is not None:
+            label, scale = "world size", model_parallel
+        if g % rest == 0:
+            values = [g // rest] if exact else nearest_divisors(g // rest, value)
+            options.append(f"{label} {' or '.join(str(v * scale) for v in values)}")
+        elif not exact:  # the one that cannot help, lest it be tried
+            impossible.append(f"no {label} gives global {g} with {_product_text(others)}")
+    return "use " + ", or ".join(options) + "".join(f"; {x}" for x in impossible)
+
+
+def split_error(
+    global_batch: int, factors: dict[str, int], free: str, model_parallel: int | None = None
+) -> ConfigError:
+    """The error for a ``global_batch`` that is not a multiple of the product of ``factors``.
+
+    ``free`` names the quantity that would be ``global / product`` if it divided; the hint
+    names, for each value the user gave, what it could be instead (:func:`alternatives`).
     """
     unit = math.prod(factors.values())
-    near = nearest_multiples(value, unit)
+    near = nearest_multiples(global_batch, unit)
     options = [f"{v} ({free} {v // unit})" for v in near]
     return ConfigError(
         [
             finding(
-                code,
-                f"{subject} {value} does not split into {_product_text(factors)}: "
+                "global-not-divisible",
+                f"global {global_batch} does not split into {_product_text(factors)}: "
                 f"nearest are {' and '.join(options)}",
-                hint=f"use {subject} {' or '.join(map(str, near))}, or change the {free}",
+                hint=alternatives(global_batch, factors, False, model_parallel),
             )
         ]
     )
 
 
-def data_parallel_size(world: int, tensor: int = 1, pipeline: int = 1, context: int = 1) -> int:
-    """``world / (tensor x pipeline x context)``; an error naming nearby valid worlds otherwise."""
+def data_parallel_size(
+    world: int,
+    tensor: int = 1,
+    pipeline: int = 1,
+    context: int = 1,
+    batch: tuple[int, int] | None = None,
+) -> int:
+    """``world / (tensor x pipeline x context)``; otherwise an error naming the nearest worlds
+    that divide, and for each parallel size above 1 the nearest sizes that divide this world.
+
+    ``batch``: ``(global, micro x accumulation)`` as far as they are known; the worlds and sizes
+    named are then those whose data-parallel size splits that global batch too (unless none
+    does: the split's own error then follows)."""
     model = tensor * pipeline * context
-    if world % model:
-        near = " or ".join(map(str, nearest_multiples(world, model)))
-        raise ConfigError(
-            [
-                finding(
-                    "world-not-divisible",
-                    f"world size {world} does not divide by tensor {tensor} × pipeline {pipeline} × "
-                    f"context {context} = {model}",
-                    hint=f"use a world size of {near}, or change the parallel sizes",
-                )
-            ]
-        )
-    return world // model
+    if world % model == 0:
+        return world // model
+    g, unit = batch or (0, 1)
+    replicas = g // unit if g and g % unit == 0 else None  # DP must divide this
+    if replicas is None:
+        worlds = nearest_multiples(world, model)
+    else:
+        worlds = [dp * model for dp in nearest_divisors(replicas, world / model)]
+    options = [f"a world size of {' or '.join(map(str, worlds))}"]
+    for name, size in {"tensor": tensor, "pipeline": pipeline, "context": context}.items():
+        rest = model // size
+        if size == 1 or world % rest:
+            continue
+        per_model = world // rest  # the size s leaves data-parallel per_model / s
+
+        def splits(s: int, per_model: int = per_model) -> bool:
+            return replicas is None or replicas % (per_model // s) == 0
+
+        near = nearest_divisors(per_model, size, splits)
+        if near:
+            options.append(f"{name}-parallel size {' or '.join(map(str, near))}")
+    raise ConfigError(
+        [
+            finding(
+                "world-not-divisible",
+                f"world size {world} does not divide by tensor {tensor} × pipeline {pipeline} × "
+                f"context {context} = {model}",
+                hint="use " + ", or ".join(options),
+            )
+        ]
+    )
 
 
 def complete(
-    global_batch: int | None, micro: int | None, accumulation: int | None, data_parallel: int | None
+    global_batch: int | None,
+    micro: int | None,
+    accumulation: int | None,
+    data_parallel: int | None,
+    model_parallel: int | None = None,
 ) -> tuple[int, int | None, int | None, int]:
     """Fill the missing one of the four numbers, or check all four.
 
     Returns ``(global, micro, accumulation, data_parallel)``. With only the global batch and
     the data-parallel size known, micro and accumulation stay ``None`` (see
-    :func:`decompositions`). Fewer known values raise :class:`InputError`.
+    :func:`decompositions`). Fewer known values raise :class:`InputError`. ``model_parallel``
+    (tensor x pipeline x context), when the data-parallel size comes from a world size, makes
+    a hint name world sizes rather than data-parallel sizes.
     """
     g, m, a, dp = global_batch, micro, accumulation, data_parallel
     if dp is None:
@@ -82,9 +173,7 @@ def complete(
                 "global batch, micro-batch, accumulation"
             )
         if g % (m * a):
-            raise split_error(
-                "global-not-divisible", "global", g, {"micro": m, "accumulation": a}, "DP"
-            )
+            raise split_error(g, {"micro": m, "accumulation": a}, "DP")
         return g, m, a, g // (m * a)
     if g is None:
         if m is None or a is None:
@@ -96,42 +185,32 @@ def complete(
     if m is None:
         if a is None:
             if g % dp:
-                raise split_error(
-                    "global-not-divisible", "global", g, {"DP": dp}, "micro × accumulation"
-                )
+                raise split_error(g, {"DP": dp}, "micro × accumulation", model_parallel)
             return g, None, None, dp
         if g % (a * dp):
-            raise split_error(
-                "global-not-divisible", "global", g, {"accumulation": a, "DP": dp}, "micro"
-            )
+            raise split_error(g, {"accumulation": a, "DP": dp}, "micro", model_parallel)
         return g, g // (a * dp), a, dp
+    if a is not None:
+        if g != m * a * dp:
+            factors = {"micro": m, "accumulation": a, "DP": dp}
+            raise ConfigError(
+                [
+                    finding(
+                        "global-not-divisible",
+                        f"global {g} ≠ {_product_text(factors)}",
+                        hint=alternatives(g, factors, True, model_parallel),
+                    )
+                ]
+            )
+        return g, m, a, dp
     if g % (m * dp):
-        raise split_error(
-            "global-not-divisible", "global", g, {"micro": m, "DP": dp}, "accumulation"
-        )
-    implied = g // (m * dp)
-    if a is not None and a != implied:
-        raise ConfigError(
-            [
-                finding(
-                    "global-not-divisible",
-                    f"global {g} ≠ micro {m} × accumulation {a} × DP {dp} = {m * a * dp}",
-                    hint=f"use accumulation {implied} for global {g}, or global {m * a * dp}",
-                )
-            ]
-        )
-    return g, m, implied, dp
+        raise split_error(g, {"micro": m, "DP": dp}, "accumulation", model_parallel)
+    return g, m, g // (m * dp), dp
 
 
 def decompositions(global_batch: int, data_parallel: int) -> list[tuple[int, int]]:
     """Every ``(micro, accumulation)`` with ``micro x accumulation x DP = global``, largest micro first."""
     if global_batch % data_parallel:
-        raise split_error(
-            "global-not-divisible",
-            "global",
-            global_batch,
-            {"DP": data_parallel},
-            "micro × accumulation",
-        )
+        raise split_error(global_batch, {"DP": data_parallel}, "micro × accumulation")
     per_rank = global_batch // data_parallel
     return [(m, per_rank // m) for m in range(per_rank, 0, -1) if per_rank % m == 0]

@@ -108,11 +108,13 @@ class BatchSpec(BaseModel):
         world = self._world_from_nodes()
         dp = self.data_parallel_size
         if world is not None:
+            known = (self.micro_batch_size or 1) * (self.gradient_accumulation_steps or 1)
             from_world = solve.data_parallel_size(
                 world,
                 self.tensor_parallel_size,
                 self.pipeline_parallel_size,
                 self.context_parallel_size,
+                None if self.global_batch_size is None else (self.global_batch_size, known),
             )
             if dp is not None and dp != from_world:
                 raise ConfigError(
@@ -128,7 +130,11 @@ class BatchSpec(BaseModel):
                 )
             dp = from_world
         g, m, a, dp = solve.complete(
-            self.global_batch_size, self.micro_batch_size, self.gradient_accumulation_steps, dp
+            self.global_batch_size,
+            self.micro_batch_size,
+            self.gradient_accumulation_steps,
+            dp,
+            self.model_parallel_size if world is not None else None,  # hints then name worlds
         )
         self.global_batch_size, self.micro_batch_size = g, m
         self.gradient_accumulation_steps, self.data_parallel_size = a, dp

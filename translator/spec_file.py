@@ -7,19 +7,30 @@ Malformed input (not a mapping, unknown key, a string where a count belongs...) 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+from collections.abc import Mapping
 
 from pydantic import ValidationError
 
 from translator import parsing
-from translator.errors import InputError
+from translator.errors import ConfigError, InputError
 from translator.files import read_text
+from translator.findings import Finding
 from translator.spec import BatchSpec, spec_fields
 
 #: Keys that say the same thing (the world size); a flag for one replaces all of the file's.
 WORLD_KEYS = {"world_size", "nodes", "gpus_per_node", "data_parallel_size"}
 #: Keys of a ``plan --json`` output that are recomputed, so such an output is a valid spec.
 DERIVED_KEYS = {"tokens_per_step", "findings", "options"}
+#: The ``where`` of values given as command-line flags alone: there is no file to name.
+FLAGS = "flags"
+#: The keys a solver error is about, by its code: the first the file sets gives its line.
+ERROR_KEYS = {
+    "global-not-divisible": ("global_batch_size", "effective_batch_size"),
+    "world-not-divisible": ("world_size", "nodes", "data_parallel_size"),
+    "world-nodes-mismatch": ("world_size", "nodes"),
+}
 
 
 def parse_mapping(text: str, where: str) -> tuple[dict, dict[str, int]]:
@@ -38,18 +49,71 @@ def parse_mapping(text: str, where: str) -> tuple[dict, dict[str, int]]:
     return doc.data, {key: line for key, (line, _) in doc.positions.items()}
 
 
-def build_spec(values: dict, where: str, lines: dict[str, int] | None = None) -> BatchSpec:
-    """Validate ``values`` as a BatchSpec; a field error becomes one line naming file and line."""
+def build_spec(
+    values: dict,
+    where: str,
+    lines: dict[str, int] | None = None,
+    flags: Mapping[str, str] | None = None,
+) -> BatchSpec:
+    """Validate ``values`` as a BatchSpec; a field error becomes one line naming file and line.
+
+    ``flags``: the command's flag for each field, so that a message about a value the file
+    does not give (no line in ``lines``) names the flag the user typed."""
     if "global_batch_size" in values and "effective_batch_size" in values:
         raise InputError(
             f"{where}: give global_batch_size or its alias effective_batch_size, not both"
         )
+    lines = lines or {}
     try:
-        return BatchSpec(
+        spec = BatchSpec(
             **{k: v for k, v in values.items() if k not in DERIVED_KEYS and v is not None}
         )
     except ValidationError as exc:
-        raise InputError(describe(exc, where, lines or {})) from None
+        raise InputError(describe(exc, where, lines)) from None
+    except ConfigError as exc:  # the values read, but do not fit together
+        if where == FLAGS:
+            raise
+        raise ConfigError([_located(f, where, lines) for f in exc.findings]) from None
+    except InputError as exc:  # too few values to solve
+        if where == FLAGS:
+            raise
+        raise InputError(f"{where}: {exc}") from None
+    _needs_reference(spec, where, lines, flags or {})
+    return spec
+
+
+#: Values that only say how to scale from the batch they were tuned at: without that batch
+#: (``reference_global_batch_size``) they would be ignored without a word.
+SCALED = ("learning_rate", "adam_beta2")
+
+
+def _needs_reference(spec: BatchSpec, where: str, lines: dict, flags: Mapping[str, str]) -> None:
+    if spec.reference_global_batch_size is not None:
+        return
+    for key in SCALED:
+        if getattr(spec, key) is None:
+            continue
+        reference = "reference_global_batch_size"
+        if key not in lines and key in flags:
+            in_file = "" if where == FLAGS else f" (or {reference} in {where})"
+            raise InputError(
+                f"{flags[key]} needs {flags.get(reference, reference)}{in_file}, the global "
+                "batch the learning rate was tuned for: batchspec only scales it from that batch"
+            )
+        at = f"{where}:{lines[key]}" if key in lines else where
+        also = f" (or {flags[reference]})" if reference in flags else ""
+        raise InputError(
+            f"{at}: {key} needs {reference}{also}, the global batch it was tuned for: "
+            "batchspec only scales it from that batch"
+        )
+
+
+def _located(f: Finding, where: str, lines: dict[str, int]) -> Finding:
+    """``f`` about ``where``, at the line of the key it is about when the file sets that key."""
+    if f.where:
+        return f
+    line = next((lines[k] for k in ERROR_KEYS.get(f.code, ()) if k in lines), None)
+    return dataclasses.replace(f, where=where if line is None else f"{where}:{line}")
 
 
 def describe(exc: ValidationError, where: str, lines: dict[str, int]) -> str:
@@ -69,14 +133,24 @@ def describe(exc: ValidationError, where: str, lines: dict[str, int]) -> str:
     return f"{at}: {text}{more}"
 
 
-def load_spec(path: str, overrides: dict | None = None) -> BatchSpec:
-    """The spec in ``path`` with ``overrides`` (flag values that are not None) on top."""
+def source_name(path: str) -> str:
+    """How messages name a spec file (``-`` is standard input)."""
+    return "<stdin>" if path == "-" else str(path)
+
+
+def load_spec(
+    path: str, overrides: dict | None = None, flags: Mapping[str, str] | None = None
+) -> BatchSpec:
+    """The spec in ``path`` with ``overrides`` (flag values that are not None) on top;
+    ``flags`` names the command's flag of each field (see :func:`build_spec`)."""
     text = read_text(path)
-    where = "<stdin>" if path == "-" else str(path)
+    where = source_name(path)
     values, lines = parse_mapping(text, where)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if given.keys() & WORLD_KEYS:
         values = {k: v for k, v in values.items() if k not in WORLD_KEYS}
     if "global_batch_size" in given:
         values.pop("effective_batch_size", None)
-    return build_spec(values | given, where, lines)
+    # A line is cited only for a value the file still gives (not one a flag replaced).
+    lines = {k: line for k, line in lines.items() if k in values and k not in given}
+    return build_spec(values | given, where, lines, flags)

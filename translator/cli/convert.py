@@ -34,6 +34,8 @@ def convert(
 
     All files are written or none, and no existing file is replaced without --force.
     """
+    from translator.errors import ConfigError
+    from translator.findings import located
     from translator.frameworks import get_many
     from translator.inspection import inspect_file
     from translator.render import render
@@ -41,5 +43,8 @@ def convert(
     frameworks = get_many(targets)
     inspection = inspect_file(file, framework, pop_launch(params), pop_run_as(params))
     spec = inspection.require_spec()
-    rendered = [render(spec, b) for b in frameworks]
+    try:
+        rendered = [render(spec, b) for b in frameworks]
+    except ConfigError as exc:  # a target framework refuses the file's batch: name the file
+        raise ConfigError(located(exc.findings, file)) from None
     write_rendered(as_json, inspection.output(), rendered, out_dir, force, inspection.findings)

@@ -32,16 +32,23 @@ def plan(as_json: bool, spec_file: str | None, targets: str | None, **params) ->
     """
     from translator import solve
     from translator.advice import general_findings
+    from translator.findings import located
     from translator.frameworks import get_many
-    from translator.spec_file import build_spec, load_spec
+    from translator.spec_file import FLAGS, build_spec, load_spec, source_name
 
     values = pop_spec_values(params)
-    spec = load_spec(spec_file, values) if spec_file else build_spec(values, "flags")
+    # Each field's flag as this command spells it, for messages about a flag's value.
+    flags = {p.name: p.opts[0] for p in click.get_current_context().command.params if p.name}
+    spec = (
+        load_spec(spec_file, values, flags) if spec_file else build_spec(values, FLAGS, flags=flags)
+    )
     findings = general_findings(spec)
     if targets:
         frameworks = get_many(targets)
         if spec.is_decided:
             findings += [f for b in frameworks for f in b.check(spec)]
+    if spec_file:  # what is found is about the file's spec
+        findings = located(findings, source_name(spec_file))
     options = None
     if not spec.is_decided:
         options = solve.decompositions(spec.global_batch, spec.data_parallel)

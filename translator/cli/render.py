@@ -17,11 +17,19 @@ def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: boo
     no existing file is replaced without --force (a symlink is written through to its target
     when that lies in --out; one that leads out of it is refused).
     """
+    from translator.advice import general_findings
+    from translator.errors import ConfigError
+    from translator.findings import has_errors, located
     from translator.frameworks import get_many
     from translator.render import render as render_one
-    from translator.spec_file import load_spec
+    from translator.spec_file import load_spec, source_name
 
     frameworks = get_many(targets)
     spec = load_spec(spec_file)
+    # What plan says of this spec beside any framework's quirks (learning rate, experts...);
+    # an error among it stops the render as a framework's error does.
+    findings = located(general_findings(spec), source_name(spec_file))
+    if has_errors(findings):
+        raise ConfigError([f for f in findings if f.severity == "error"])
     rendered = [render_one(spec, b) for b in frameworks]
-    write_rendered(as_json, spec.output(), rendered, out_dir, force)
+    write_rendered(as_json, spec.output(), rendered, out_dir, force, findings)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from translator import parsing
+from translator import parsing, solve
 from translator.findings import Finding, finding
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
@@ -155,7 +155,9 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
                     f"num_processes {total} over num_machines {machines}: accelerate starts "
                     f"{total} // {machines} = {per_machine} per machine, "
                     f"{per_machine * machines} in all (num_processes is the total over machines)",
-                    hint=f"use a multiple of {machines}",
+                    hint="use num_processes "
+                    + " or ".join(map(str, solve.nearest_multiples(total, machines)))
+                    + f" ({machines} machines × the processes each starts)",
                     where=reading.where("num_processes"),
                 )
             )

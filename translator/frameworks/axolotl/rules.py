@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from translator import parsing
+from translator import parsing, solve
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
@@ -216,8 +216,11 @@ def _batch_size_alone(reading: Reading, bs: int, micro: int | None) -> Finding:
         hint=(
             f"replace batch_size: {bs} with gradient_accumulation_steps: {bs // micro}"
             if bs % micro == 0
-            else f"replace batch_size with gradient_accumulation_steps (batch_size {bs} is not a "
-            f"multiple of micro_batch_size {micro})"
+            else "replace batch_size with gradient_accumulation_steps: "
+            + " or ".join(
+                f"{v // micro} (per rank {v})" for v in solve.nearest_multiples(bs, micro)
+            )
+            + f"; batch_size {bs} is not a multiple of micro_batch_size {micro}"
         ),
         where=reading.where("batch_size"),
     )
@@ -291,14 +294,23 @@ def _sample_packing(reading: Reading) -> list[Finding]:
 
 
 def check(spec: BatchSpec) -> list[Finding]:
-    if spec.pipeline_parallel_size > 1:
+    pp = spec.pipeline_parallel_size
+    if pp > 1:
+        g, micro, dp = spec.global_batch, spec.micro, spec.data_parallel * pp
+        keep = (
+            f"accumulation {g // (micro * dp)} keeps global {g}"
+            if g % (micro * dp) == 0
+            else f"global {g} does not split into micro {micro} × data-parallel {dp}, so "
+            + solve.alternatives(
+                g, {"micro": micro, "DP": dp}, False, spec.model_parallel_size // pp
+            )
+        )
         return [
             finding(
                 "axolotl-no-pipeline",
-                f"Axolotl has no pipeline parallelism, but the spec asks for pipeline "
-                f"{spec.pipeline_parallel_size}",
-                hint="render this spec for Megatron or DeepSpeed, or use pipeline_parallel_size 1 "
-                f"(data-parallel {spec.data_parallel * spec.pipeline_parallel_size})",
+                f"Axolotl has no pipeline parallelism, but the batch layout has pipeline {pp}",
+                hint="keep it for Megatron or DeepSpeed; for Axolotl use pipeline parallel size 1, "
+                f"which makes data-parallel {dp}: {keep}",
             )
         ]
     return []

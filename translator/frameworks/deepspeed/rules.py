@@ -6,7 +6,7 @@ engine), ``world / sequence_parallel_size`` without one, or every rank under Aut
 from __future__ import annotations
 
 from translator import solve
-from translator.findings import Finding, finding
+from translator.findings import Finding, counted, finding
 from translator.frameworks.shared.deepspeed_json import (
     BATCH_KEYS,
     GAS,
@@ -63,6 +63,9 @@ def _counts(reading: Reading, findings: list[Finding]) -> tuple[dict[str, int], 
                     "hf-auto",
                     f'{key} is "auto": the Hugging Face Trainer fills it from '
                     f'{HF_FILLS[key]}; DeepSpeed itself does not understand "auto"',
+                    hint='"auto" is filled at launch from the training program\'s arguments: '
+                    "inspect the launch script that runs it, or the TrainingArguments file that "
+                    "names this JSON",
                     where=reading.where(key),
                 )
             )
@@ -137,7 +140,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             finding(
                 "world-implied",
                 f"{TBS} {tbs} = {MBS} {mbs} × {GAS} {gas} × {ranks}: DeepSpeed accepts this file "
-                f"only where it counts {ranks} ranks",
+                f"only where it counts {counted(ranks, 'rank')}",
                 where=reading.where(TBS),
             )
         )
@@ -171,9 +174,11 @@ def _against_world(reading: Reading, tbs, mbs, gas, explicit_gas, w) -> list[Fin
     if mbs is not None:
         key, derived, formula = GAS, tbs // mbs // w, f"{tbs} // {mbs} // {w}"
         mbs_, gas_ = mbs, derived
+        fix = _fix(tbs, MBS, mbs, w, GAS)
     else:
         key, derived, formula = MBS, tbs // w // gas, f"{tbs} // {w} // {gas}"
         mbs_, gas_ = derived, gas
+        fix = _fix(tbs, GAS, gas, w, MBS)
     if derived >= 1 and tbs == mbs_ * gas_ * w:
         return []
     return [
@@ -181,7 +186,7 @@ def _against_world(reading: Reading, tbs, mbs, gas, explicit_gas, w) -> list[Fin
             "deepspeed-floor",
             f"DeepSpeed derives {key} = {formula} = {derived} and then fails its own check: "
             f"{tbs} != {mbs_} * {gas_} * {w}",
-            hint=_fix(tbs, max(mbs_, 1), w),
+            hint=fix,
             where=reading.where(TBS),
         )
     ]
@@ -191,13 +196,15 @@ def _mismatch_fix(tbs: int, mbs: int, gas: int, w: int) -> str:
     keep_gas = f"train_batch_size {mbs * gas * w} keeps accumulation {gas}"
     if tbs % (mbs * w) == 0:
         return f"{GAS} {tbs // (mbs * w)} keeps train_batch_size {tbs}; or {keep_gas}"
-    return f"{keep_gas}; {_fix(tbs, mbs, w)}"
+    return f"{keep_gas}; {_fix(tbs, MBS, mbs, w, GAS)}"
 
 
-def _fix(tbs: int, mbs: int, w: int) -> str:
-    unit = mbs * w
-    options = [f"{v} ({GAS} {v // unit})" for v in solve.nearest_multiples(tbs, unit)]
-    return f"with {MBS} {mbs} on {w} ranks use train_batch_size {' or '.join(options)}"
+def _fix(tbs: int, kept: str, value: int, w: int, derived: str) -> str:
+    """The train_batch_size values nearest ``tbs`` that DeepSpeed splits exactly when the file
+    keeps ``kept`` at ``value`` on ``w`` ranks, each with the ``derived`` value it gives."""
+    unit = value * w
+    options = [f"{v} ({derived} {v // unit})" for v in solve.nearest_multiples(tbs, unit)]
+    return f"with {kept} {value} on {w} ranks use train_batch_size {' or '.join(options)}"
 
 
 def check(spec: BatchSpec) -> list[Finding]:
@@ -208,8 +215,9 @@ def check(spec: BatchSpec) -> list[Finding]:
             finding(
                 "deepspeed-pipeline-accumulation",
                 f"with pipeline parallelism (PP {pp}) DeepSpeed's pipeline engine runs "
-                f"gradient_accumulation_steps = {spec.accumulation} micro-batches per "
-                "optimizer step through the pipeline; only engine.train_batch() may be called",
+                f"gradient_accumulation_steps = "
+                f"{counted(spec.accumulation, 'micro-batch', 'micro-batches')} per optimizer step "
+                "through the pipeline; only engine.train_batch() may be called",
                 hint=f"more micro-batches shrink the pipeline bubble: accumulation ≥ PP {pp} is "
                 "usually wanted",
             )

@@ -16,7 +16,7 @@ import math
 import re
 from pathlib import Path
 
-from translator.findings import Finding, finding
+from translator.findings import Finding, counted, finding
 from translator.frameworks.shared import hf_trainer as hf
 from translator.memory import Setting, Settings
 from translator.reading import Launch, Reading
@@ -186,7 +186,8 @@ def _bridge(
             "llamafactory-megatron-batch",
             f"USE_MEGATRON_BRIDGE=1: the global batch is {per_rank} × world {world} // (tensor × "
             f"pipeline × context × expert = {model * experts}) = {global_batch}, so Megatron runs "
-            f"{global_batch // (micro * dp)} micro-batches per step, not the YAML's accumulation",
+            f"{counted(global_batch // (micro * dp), 'micro-batch', 'micro-batches')} per step, "
+            "not the YAML's accumulation",
             where=where,
         )
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 
+from translator.findings import counted
+
 
 def num_microbatches(
     global_batch_size: int,
@@ -45,6 +47,6 @@ def verdict(inspection, world: int) -> str:
         raise NotEnoughKnown("global batch, micro-batch or data-parallel size unknown")
     m = num_microbatches(v["global_batch_size"], v["micro_batch_size"], v["data_parallel_size"])
     return (
-        f"megatron-core's micro-batch calculator runs {m} micro-batches per step (it checks "
-        "global against micro × data-parallel only)"
+        f"megatron-core's micro-batch calculator runs {counted(m, 'micro-batch', 'micro-batches')} "
+        "per step (it checks global against micro × data-parallel only)"
     )
