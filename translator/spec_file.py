@@ -143,9 +143,15 @@ def load_spec(
 ) -> BatchSpec:
     """The spec in ``path`` with ``overrides`` (flag values that are not None) on top;
     ``flags`` names the command's flag of each field (see :func:`build_spec`)."""
-    text = read_text(path)
+    values, where, lines = load_values(path, overrides)
+    return build_spec(values, where, lines, flags)
+
+
+def load_values(path: str, overrides: dict | None = None) -> tuple[dict, str, dict[str, int]]:
+    """The values of the spec file ``path`` with ``overrides`` on top, not yet validated: the
+    values, how messages name the file, and the line of each value the file still gives."""
     where = source_name(path)
-    values, lines = parse_mapping(text, where)
+    values, lines = parse_mapping(read_text(path), where)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if given.keys() & WORLD_KEYS:
         values = {k: v for k, v in values.items() if k not in WORLD_KEYS}
@@ -153,4 +159,4 @@ def load_spec(
         values.pop("effective_batch_size", None)
     # A line is cited only for a value the file still gives (not one a flag replaced).
     lines = {k: line for k, line in lines.items() if k in values and k not in given}
-    return build_spec(values | given, where, lines, flags)
+    return values | given, where, lines

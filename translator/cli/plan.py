@@ -13,6 +13,7 @@ from translator.cli.common import (
     print_table,
     spec_options,
 )
+from translator.errors import InputError
 
 
 @command("plan")
@@ -24,7 +25,25 @@ from translator.cli.common import (
     metavar="FRAMEWORKS",
     help="Also check these frameworks' quirks (comma-separated names, as for render --to).",
 )
-def plan(as_json: bool, spec_file: str | None, targets: str | None, **params) -> None:
+@click.option(
+    "--world-sizes",
+    metavar="SIZES",
+    help="List every world size of SIZES (8-128, 8,16,32 or both) on which the global batch "
+    "splits exactly; with the processes per node, whole nodes only.",
+)
+@click.option(
+    "--max-micro",
+    type=click.IntRange(min=1),
+    help="With --world-sizes: the largest micro-batch to list (one that fits in memory).",
+)
+def plan(
+    as_json: bool,
+    spec_file: str | None,
+    targets: str | None,
+    world_sizes: str | None,
+    max_micro: int | None,
+    **params,
+) -> None:
     """Solve global = micro × accumulation × data-parallel from SPEC and/or flags.
 
     Give any three of global batch, micro-batch, accumulation and world size; the fourth is
@@ -39,6 +58,13 @@ def plan(as_json: bool, spec_file: str | None, targets: str | None, **params) ->
     values = pop_spec_values(params)
     # Each field's flag as this command spells it, for messages about a flag's value.
     flags = {p.name: p.opts[0] for p in click.get_current_context().command.params if p.name}
+    if world_sizes is not None:
+        from translator.cli.elastic import plan_world_sizes
+
+        plan_world_sizes(spec_file, values, flags, world_sizes, max_micro, as_json)
+        return
+    if max_micro is not None:
+        raise InputError("--max-micro is for --world-sizes")
     spec = (
         load_spec(spec_file, values, flags) if spec_file else build_spec(values, FLAGS, flags=flags)
     )
