@@ -423,3 +423,39 @@ def test_python_m_translator_and_the_console_script_agree():
         [sys.executable, "-m", "translator", *args], capture_output=True, text=True, check=True
     )
     assert json.loads(out.stdout)["gradient_accumulation_steps"] == 2
+
+
+# no info that contradicts the input ------------------------------------------------------------
+
+HF_ARGS = "per_device_train_batch_size: 4\ngradient_accumulation_steps: 2\noutput_dir: out\n"
+ACCELERATE = "distributed_type: MULTI_GPU\nnum_machines: 1\nnum_processes: 4\n"
+
+
+def test_the_dataparallel_note_only_when_nothing_gives_the_world(tmp_path):
+    args = tmp_path / "args.yaml"
+    args.write_text(HF_ARGS)
+    alone = json.loads(run("inspect", args, "--json").stdout)
+    assert "hf-dataparallel" in {f["code"] for f in alone["findings"]}
+    given = json.loads(run("inspect", args, "--world-size", 8, "--json").stdout)
+    assert "hf-dataparallel" not in {f["code"] for f in given["findings"]}
+    (tmp_path / "acc.yaml").write_text(ACCELERATE)
+    together = json.loads(run("inspect", tmp_path / "acc.yaml", args, "--json").stdout)
+    hf = next(f for f in together["files"] if f["framework"] == "hf")
+    assert hf["world_size"] == 4 and "hf-dataparallel" not in {f["code"] for f in hf["findings"]}
+
+
+def test_an_accelerate_config_read_with_its_training_file_names_it(tmp_path):
+    (tmp_path / "acc.yaml").write_text(ACCELERATE)
+    (tmp_path / "args.yaml").write_text(HF_ARGS)
+    alone = json.loads(run("inspect", tmp_path / "acc.yaml", "--json").stdout)
+    assert [(f["code"], f["hint"]) for f in alone["findings"]] == [
+        ("accelerate-batch-elsewhere", "inspect the two files together")
+    ]  # and no world-unknown: the file says num_processes 4
+    assert alone["world_size"] == 4
+    together = json.loads(
+        run("inspect", tmp_path / "acc.yaml", tmp_path / "args.yaml", "--json").stdout
+    )
+    acc = next(f for f in together["files"] if f["framework"] == "accelerate")
+    (elsewhere,) = acc["findings"]
+    assert elsewhere["hint"] is None
+    assert elsewhere["message"].endswith(f"the per-device batch is in {tmp_path / 'args.yaml'}")
