@@ -57,7 +57,12 @@ def estimate(
 ) -> None:
     """Estimate memory per GPU for FILE's layout (a spec or a framework config) or the flags'
     (micro-batch 1 on one GPU when nothing is given): model states by ZeRO stage, activations
-    (Korthikanti et al. 2022), the pipeline's in-flight micro-batches, logits, overhead."""
+    (Korthikanti et al. 2022), the pipeline's in-flight micro-batches, logits, overhead.
+
+    Examples:
+      $ batchspec estimate ds_config.json --model llama3-8b --capacity 80G
+      $ batchspec estimate axolotl.yml --world-size 8 --recompute full
+    """
     from translator.estimation import estimate as estimate_layout
     from translator.layouts import load_layout
 

@@ -7,10 +7,17 @@ from pathlib import Path
 import click
 
 from translator import frameworks
-from translator.cli.common import COUNT, command, emit_json, job_options, pop_run_as
+from translator.cli.common import (
+    COUNT,
+    STDOUT,
+    command,
+    emit_json,
+    job_options,
+    pop_run_as,
+)
 
 
-@command("update")
+@command("update", findings=False)
 @click.argument("file", metavar="FILE")
 @click.option("--world-size", type=COUNT, help="The new number of processes.")
 @click.option("--nnodes", type=COUNT, help="The new number of nodes (with --nproc-per-node).")
@@ -35,7 +42,7 @@ from translator.cli.common import COUNT, command, emit_json, job_options, pop_ru
     "--out",
     "out_path",
     type=click.Path(dir_okay=False),
-    help="Write the updated config here.",
+    help="Write the updated config here (-: on stdout, as without it).",
 )
 @click.option(
     "--in-place",
@@ -66,11 +73,16 @@ def update(
 
     Without -o/--in-place the new file is printed. An update that cannot keep the batch exact
     is refused (exit 1) with the options, and nothing is written.
+
+    Examples:
+      $ batchspec update ds_config.json --world-size 32 --in-place
+      $ batchspec update axolotl.yml --from-world-size 8 --world-size 16
     """
     from translator.errors import InputError
     from translator.files import write_files
     from translator.update import update_file
 
+    out_path = None if out_path == STDOUT else out_path
     if out_path and in_place:
         raise InputError("give -o/--out or --in-place, not both")
     if (nnodes is None) != (nproc_per_node is None):
