@@ -1,4 +1,5 @@
 import importlib.abc
+import importlib.util
 import json
 import os
 import subprocess
@@ -423,3 +424,210 @@ def test_python_m_translator_and_the_console_script_agree():
         [sys.executable, "-m", "translator", *args], capture_output=True, text=True, check=True
     )
     assert json.loads(out.stdout)["gradient_accumulation_steps"] == 2
+
+
+# how much is printed: --quiet, --min-severity, --strict, an info once ----------------------------
+
+SOUND_DS = '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2}\n'  # world unknown
+AUTO_DS = '{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto"}\n'
+TYPO = "base_model: x\nmicro_batch_size: 2\ngradient_acumulation_steps: 4\n"
+HF_ARGS = "per_device_train_batch_size: 4\ngradient_accumulation_steps: 2\noutput_dir: out\n"
+ACCELERATE = "distributed_type: MULTI_GPU\nnum_machines: 1\nnum_processes: 4\n"
+
+
+@pytest.fixture
+def configs(tmp_path, monkeypatch):
+    """A sound DeepSpeed JSON (a warning: no world size), a misspelt Axolotl key (an error)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ds.json").write_text(SOUND_DS)
+    (tmp_path / "sft.yml").write_text(TYPO)
+    return ["ds.json", "sft.yml"]
+
+
+def test_validate_prints_everything_by_default(configs):
+    result = run("validate", *configs)
+    assert result.exit_code == 1
+    assert "ds.json (deepspeed): ok" in result.stdout
+    assert "warning: world-unknown [ds.json]" in result.stdout
+    assert "error: batch-key-typo [sft.yml:3]" in result.stdout
+
+
+def test_quiet_prints_the_errors_only(configs):
+    result = run("validate", *configs, "--quiet")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "sft.yml (axolotl): 1 error(s)",
+        "error: batch-key-typo [sft.yml:3]: 'gradient_acumulation_steps' is not a key the "
+        "framework reads, so it is silently ignored; it looks like a misspelt "
+        "'gradient_accumulation_steps'",
+        "  fix: rename 'gradient_acumulation_steps' to 'gradient_accumulation_steps'",
+    ]
+    assert run("validate", "ds.json", "-q").stdout == ""  # a file that is ok: not a word
+
+
+def test_min_severity_leaves_out_what_is_below_it(configs, tmp_path):
+    (tmp_path / "zero3.json").write_text(AUTO_DS)
+    everything = run("validate", "zero3.json", "--world-size", 8).stdout
+    assert "info: hf-auto" in everything
+    warnings = run("validate", "zero3.json", "ds.json", "--min-severity", "warning")
+    assert "info:" not in warnings.stdout and "warning: world-unknown [ds.json]" in warnings.stdout
+    assert "ds.json (deepspeed): ok" in warnings.stdout  # only --quiet drops the file lines
+    errors = run("inspect", *configs, "--min-severity", "error")
+    assert "warning:" not in errors.stdout and "error: batch-key-typo" in errors.stdout
+    assert "global batch size" in errors.stdout  # inspect's tables stay
+
+
+def test_min_severity_and_quiet_apply_to_every_command_that_prints_findings():
+    args = ["plan", "--global-batch", 256, "--micro-batch", 2, "--world-size", 8]
+    args += ["--lr", 3e-4, "--lr-batch", 128]
+    assert "warning: lr-scaling" in run(*args).stdout
+    quiet = run(*args, "--quiet")
+    assert quiet.exit_code == 0 and "lr-scaling" not in quiet.stdout
+    assert "global batch size" in quiet.stdout
+    as_json = json.loads(run(*args, "--quiet", "--json").stdout)  # JSON keeps every finding
+    assert [f["code"] for f in as_json["findings"]] == ["lr-scaling"]
+
+
+def test_quiet_and_min_severity_together_are_refused(configs):
+    result = run("validate", *configs, "--quiet", "--min-severity", "info")
+    assert result.exit_code == 2
+    assert result.stderr == "batchspec: error: give --quiet or --min-severity, not both\n"
+
+
+def test_strict_makes_every_warning_an_error(configs):
+    assert run("validate", "ds.json").exit_code == 0
+    strict = run("validate", "ds.json", "--strict")
+    assert strict.exit_code == 1
+    assert "ds.json (deepspeed): 1 error(s)" in strict.stdout
+    assert "error: world-unknown [ds.json]" in strict.stdout
+    out = json.loads(run("validate", "ds.json", "--strict", "--json").stdout)
+    assert [(f["code"], f["severity"]) for f in out["files"][0]["findings"]] == [
+        ("world-unknown", "error")
+    ]
+    assert run("validate", "ds.json", "--strict", "--world-size", 8).exit_code == 0
+
+
+def test_an_info_said_of_several_files_is_printed_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    names = ["a.json", "b.json", "c.json"]
+    for name in names:
+        (tmp_path / name).write_text(AUTO_DS)
+    result = run("validate", *names, "--world-size", 8)
+    assert result.exit_code == 0
+    lines = [line for line in result.stdout.splitlines() if line.startswith("info: hf-auto")]
+    assert len(lines) == 2  # one per "auto" key, each once for the three files
+    assert all(line.startswith("info: hf-auto (3 files): ") for line in lines)
+    assert [line for line in result.stdout.splitlines() if line.endswith(": ok")] == [
+        f"{name} (deepspeed): ok" for name in names
+    ]
+    out = json.loads(run("validate", *names, "--world-size", 8, "--json").stdout)
+    assert all(len(f["findings"]) == 2 for f in out["files"])  # JSON: each file its own
+
+
+# no info that contradicts the input ------------------------------------------------------------
+
+
+def test_the_dataparallel_note_only_when_nothing_gives_the_world(tmp_path):
+    args = tmp_path / "args.yaml"
+    args.write_text(HF_ARGS)
+    alone = json.loads(run("inspect", args, "--json").stdout)
+    assert "hf-dataparallel" in {f["code"] for f in alone["findings"]}
+    given = json.loads(run("inspect", args, "--world-size", 8, "--json").stdout)
+    assert "hf-dataparallel" not in {f["code"] for f in given["findings"]}
+    (tmp_path / "acc.yaml").write_text(ACCELERATE)
+    together = json.loads(run("inspect", tmp_path / "acc.yaml", args, "--json").stdout)
+    hf = next(f for f in together["files"] if f["framework"] == "hf")
+    assert hf["world_size"] == 4 and "hf-dataparallel" not in {f["code"] for f in hf["findings"]}
+
+
+def test_an_accelerate_config_read_with_its_training_file_names_it(tmp_path):
+    (tmp_path / "acc.yaml").write_text(ACCELERATE)
+    (tmp_path / "args.yaml").write_text(HF_ARGS)
+    alone = json.loads(run("inspect", tmp_path / "acc.yaml", "--json").stdout)
+    assert [(f["code"], f["hint"]) for f in alone["findings"]] == [
+        ("accelerate-batch-elsewhere", "inspect the two files together")
+    ]  # and no world-unknown: the file says num_processes 4
+    assert alone["world_size"] == 4
+    together = json.loads(
+        run("inspect", tmp_path / "acc.yaml", tmp_path / "args.yaml", "--json").stdout
+    )
+    acc = next(f for f in together["files"] if f["framework"] == "accelerate")
+    (elsewhere,) = acc["findings"]
+    assert elsewhere["hint"] is None
+    assert elsewhere["message"].endswith(f"the per-device batch is in {tmp_path / 'args.yaml'}")
+
+
+# the frameworks' own printing stays off our output ---------------------------------------------
+
+CHATTER = r"""
+import logging, os, sys, warnings
+from translator.chatter import framework_output
+
+held = logging.StreamHandler(sys.stderr)  # made before: it holds the real stderr
+logging.getLogger("held").addHandler(held)
+print("ours before", flush=True)
+with framework_output(shown=SHOWN):
+    print("chatter: print")
+    print("chatter: stderr", file=sys.stderr)
+    os.write(1, b"chatter: fd 1\n")
+    os.write(2, b"chatter: fd 2\n")
+    logging.getLogger("held").warning("chatter: a handler made before")
+    late = logging.StreamHandler(sys.stderr)  # made now: holds what stderr is now
+    logging.getLogger("late").addHandler(late)
+    logging.getLogger("late").warning("chatter: a handler made now")
+    warnings.warn("chatter: a warning")
+logging.getLogger("late").warning("chatter: later, through the handler made then")
+print("ours after")
+"""
+
+
+def chatter(shown: bool) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", CHATTER.replace("SHOWN", str(shown))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_what_a_framework_prints_is_kept_off_our_output():
+    quiet = chatter(False)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == "ours before\nours after\n" and quiet.stderr == ""
+
+
+def test_with_debug_what_a_framework_prints_goes_to_stderr():
+    shown = chatter(True)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == "ours before\nours after\n"  # stdout belongs to --json alone
+    for line in ("print", "stderr", "fd 1", "fd 2", "a handler made before", "a handler made now"):
+        assert f"chatter: {line}" in shown.stderr
+
+
+@pytest.mark.framework
+@pytest.mark.skipif(
+    importlib.util.find_spec("axolotl") is None, reason="needs axolotl (the axolotl extra)"
+)
+def test_axolotls_import_chatter_is_silent_unless_debug(tmp_path):
+    """Axolotl's validator imports torchao, deepspeed and transformers, which print warnings and
+    a progress bar (``Writing model shards``) while batchspec asks it."""
+    config = tmp_path / "sft.yml"
+    config.write_text("base_model: x\nmicro_batch_size: 2\ngradient_accumulation_steps: 4\n")
+
+    def validate(*extra):
+        return subprocess.run(
+            [sys.executable, "-m", "translator", "validate", str(config), "--world-size", "2"]
+            + ["--with-framework", *extra],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    quiet = validate()
+    assert quiet.returncode == 0, quiet.stderr
+    assert "info: framework-accepts" in quiet.stdout and "batch_size 16" in quiet.stdout
+    assert quiet.stderr == ""
+    debug = validate("--debug", "--json")
+    assert debug.returncode == 0
+    assert json.loads(debug.stdout)["files"][0]["findings"][-1]["code"] == "framework-accepts"
+    assert debug.stderr.strip()  # the chatter was there to silence

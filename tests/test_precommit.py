@@ -23,6 +23,12 @@ pytestmark = pytest.mark.skipif(
 
 GOOD_DS = '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2}\n'
 BAD_AXOLOTL = "base_model: x\nmicro_batch_size: 2\ngradient_acumulation_steps: 4\n"
+#: Two more errors: another misspelt key, and a global batch that no world size splits.
+BAD_AXOLOTL_TOO = "base_model: x\nmicro_batch_sise: 2\ngradient_accumulation_steps: 4\n"
+BAD_DS = (
+    '{"train_batch_size": 100, "train_micro_batch_size_per_gpu": 8, '
+    '"gradient_accumulation_steps": 4}\n'
+)
 
 
 def git(repo: Path, *args: str) -> None:
@@ -53,6 +59,8 @@ def test_the_hook_stops_a_bad_config_and_passes_over_other_files(tmp_path):
     (repo / "configs").mkdir()
     (repo / "configs" / "ds_zero2.json").write_text(GOOD_DS)
     (repo / "configs" / "sft.yml").write_text(BAD_AXOLOTL)
+    (repo / "configs" / "dpo.yml").write_text(BAD_AXOLOTL_TOO)
+    (repo / "configs" / "ds_bad.json").write_text(BAD_DS)
     (repo / "package.json").write_text('{"name": "web", "version": "1.0.0"}\n')
     (repo / ".github" / "workflows" / "ci.yml").write_text("on: push\njobs: {}\n")
     (repo / "build.sh").write_text("#!/bin/sh\nmake all\n")
@@ -68,14 +76,29 @@ def test_the_hook_stops_a_bad_config_and_passes_over_other_files(tmp_path):
 
     failed = try_repo(repo, home)
     assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert "configs/sft.yml (axolotl): 1 error(s)" in failed.stdout
+    # Errors only (--quiet): for each bad file its line, the error and its fix; nothing about
+    # the sound files (their world-unknown warnings and infos), nor about the other files.
+    ours = [
+        line
+        for line in failed.stdout.splitlines()
+        if line.startswith(("configs/", "scripts/", "error: ", "  fix: "))
+    ]
+    assert len(ours) == 9, failed.stdout
+    for bad in (
+        "configs/sft.yml (axolotl)",
+        "configs/dpo.yml (axolotl)",
+        "configs/ds_bad.json (deepspeed)",
+    ):
+        assert f"{bad}: 1 error(s)" in ours
     assert "gradient_acumulation_steps" in failed.stdout
-    assert "configs/ds_zero2.json (deepspeed): ok" in failed.stdout
-    assert "scripts/finetune.sh (hf): ok" in failed.stdout
+    for sound in ("ds_zero2.json", "finetune.sh", "zero3.json", "warning:", "info:"):
+        assert sound not in failed.stdout
     for other in ("package.json", "ci.yml", "build.sh"):
         assert other not in failed.stdout
 
     (repo / "configs" / "sft.yml").write_text(BAD_AXOLOTL.replace("acumulation", "accumulation"))
-    git(repo, "add", ".")
+    (repo / "configs" / "dpo.yml").unlink()
+    (repo / "configs" / "ds_bad.json").unlink()
+    git(repo, "add", "-A")
     passed = try_repo(repo, home)
     assert passed.returncode == 0, passed.stdout + passed.stderr

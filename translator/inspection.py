@@ -108,7 +108,7 @@ def read_file(
 def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) -> list[Inspection]:
     """Files of one job: a launcher's config among them (``accelerate launch --config_file``)
     gives the others its world size, parallel sizes and accumulation override, unless the
-    command line gave them."""
+    command line gave them; it is told which files it launches (:attr:`Launch.launches`)."""
     provider = next(((b.launch_of, r) for b, r in loaded if b.launch_of is not None), None)
     shared = launch
     if provider is not None:
@@ -122,8 +122,15 @@ def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) ->
             given.gradient_accumulation_steps,
             source.path,
         )
+    launched = tuple(r.path for b, r in loaded if b.launch_of is None)
     return [
-        inspect_reading(b, r, launch if provider and r is provider[1] else shared)
+        inspect_reading(
+            b,
+            r,
+            dataclasses.replace(launch, launches=launched)
+            if provider and r is provider[1]
+            else shared,
+        )
         for b, r in loaded
     ]
 
@@ -151,7 +158,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
         findings.append(_depends_on(values, unknown, reading))
         findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
         return Inspection(reading, _known_values(values, unknown), None, findings)
-    spec, wrong, missing = _solve(values, world, reading)
+    spec, wrong, missing = _solve(values, reading)
     if unknown and not wrong:
         missing = [_depends_on(values, unknown, reading)]
     if not has_errors(findings):
@@ -232,7 +239,7 @@ def _with_launch(values: dict, launch: Launch) -> dict:
     return merged
 
 
-def _solve(values: dict, world: int | None, reading: Reading):
+def _solve(values: dict, reading: Reading):
     """``(spec, wrong, missing)``: the spec, or the findings saying the values are wrong, or
     that too few are known."""
     try:
@@ -248,7 +255,8 @@ def _solve(values: dict, world: int | None, reading: Reading):
             [],
         )
     except InputError as exc:
-        if world is None and "data_parallel_size" not in values:
+        # the world is the launch's, or the file's own (an accelerate config's num_processes)
+        if "world_size" not in values and "data_parallel_size" not in values:
             return None, [], [_world_unknown(values, reading)]
         return (
             None,

@@ -241,6 +241,8 @@ class Launch:
     """An accumulation the launcher imposes over the config's (accelerate's DeepSpeed one)."""
     source: str | None = None
     """The launcher config these values come from, when one does (for messages)."""
+    launches: tuple[str, ...] = ()
+    """For a launcher config read with the files it launches: their paths (for messages)."""
 
     @classmethod
     def of(cls, spec: BatchSpec) -> Launch:

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 import click
 
 from translator import __version__
-from translator.cli.common import fail
+from translator.cli.common import ExamplesLast, fail
 from translator.cli.convert import convert
 from translator.cli.estimate import estimate
 from translator.cli.inspect import inspect
@@ -42,7 +42,7 @@ def _usage_errors(as_json: bool):
         fail(f"{exc.format_message()} (see {command_path} --help)", exc.exit_code, as_json)
 
 
-class _Group(click.Group):
+class _Group(ExamplesLast, click.Group):
     """The command group, with usage errors reported like every other error."""
 
     def make_context(self, info_name, args, parent=None, **extra):
@@ -64,6 +64,10 @@ def main() -> None:
 
     global = micro-batch × accumulation × data-parallel, where
     data-parallel = world / (tensor × pipeline × context).
+
+    Examples:
+      $ batchspec plan --global-batch 256 --micro-batch 2 --world-size 32
+      $ batchspec validate ds_config.json axolotl.yml --world-size 16
     """
 
 

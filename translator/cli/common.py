@@ -5,19 +5,37 @@ or a compact table)."""
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 
 import click
 
 from translator import frameworks
-from translator.errors import BatchspecError, ConfigError
+from translator.errors import BatchspecError, ConfigError, InputError
 from translator.findings import Finding
 
+#: Where a command's docstring starts its examples, shown last in its ``--help``.
+EXAMPLES = "\nExamples:\n"
 
-class ScriptArguments(click.Command):
+
+class ExamplesLast(click.Command):
+    """A command whose docstring ends with an ``Examples:`` paragraph (``$ batchspec ...``
+    lines, each run by a test): ``--help`` shows it after the options, as written."""
+
+    def __init__(self, name: str | None, **kwargs):
+        text = inspect.cleandoc(kwargs.get("help") or "")
+        if EXAMPLES in text and kwargs.get("epilog") is None:
+            kwargs["help"], _, examples = text.partition(EXAMPLES)
+            # click rewraps every paragraph but one that starts with \b
+            kwargs["epilog"] = f"\b{EXAMPLES}{examples}"
+        super().__init__(name, **kwargs)
+
+
+class ScriptArguments(ExamplesLast):
     """A command whose words after ``--`` are a launch script's own arguments
     (``inspect job.sh -- --mbs 2``), kept apart from the command's."""
 
@@ -29,21 +47,32 @@ class ScriptArguments(click.Command):
         return super().parse_args(ctx, args)
 
 
-def command(name: str, **kwargs):
-    """A click command with ``--json`` and ``--debug``; the only place errors become exit codes."""
+#: Severities, the least first.
+SEVERITIES = ("info", "warning", "error")
+#: Where a command keeps, for the printers below it, what ``--debug``, ``--quiet`` and
+#: ``--min-severity`` asked for (the click context's ``meta``).
+DEBUG, QUIET, LEAST = "batchspec.debug", "batchspec.quiet", "batchspec.least"
+
+
+def command(name: str, findings: bool = True, **kwargs):
+    """A click command with ``--json`` and ``--debug`` (and, where it prints ``findings``,
+    ``--quiet`` and ``--min-severity``); the only place errors become exit codes."""
 
     def decorate(fn):
-        @click.command(name, cls=ScriptArguments, **kwargs)
-        @click.option(
-            "--json",
-            "as_json",
-            is_flag=True,
-            help="Print one JSON object on stdout and nothing else there.",
-        )
-        @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
         @functools.wraps(fn)
-        def run(as_json: bool, debug: bool, **params):
+        def run(
+            as_json: bool,
+            debug: bool,
+            quiet: bool = False,
+            min_severity: str | None = None,
+            **params,
+        ):
+            meta = click.get_current_context().meta
+            meta[DEBUG], meta[QUIET] = debug, quiet
             try:
+                if quiet and min_severity:
+                    raise InputError("give --quiet or --min-severity, not both")
+                meta[LEAST] = "error" if quiet else min_severity or "info"
                 fn(as_json=as_json, **params)
             except BatchspecError as exc:
                 if debug:
@@ -60,9 +89,35 @@ def command(name: str, **kwargs):
                     f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)", 1, as_json
                 )
 
-        return run
+        if findings:
+            run = severity_options(run)
+        run = click.option("--debug", is_flag=True, help="Show a traceback on errors.")(run)
+        run = click.option(
+            "--json",
+            "as_json",
+            is_flag=True,
+            help="Print one JSON object on stdout and nothing else there.",
+        )(run)
+        return click.command(name, cls=ScriptArguments, **kwargs)(run)
 
     return decorate
+
+
+def severity_options(fn):
+    """``--quiet`` and ``--min-severity``: which findings the text output shows."""
+    fn = click.option(
+        "--min-severity",
+        type=click.Choice(SEVERITIES),
+        help="Print only findings at least this severe (default: info, all of them; --json "
+        "always lists every finding).",
+    )(fn)
+    return click.option(
+        "--quiet",
+        "-q",
+        is_flag=True,
+        help="Print errors only: --min-severity error (validate: and no line for a file "
+        "that is ok).",
+    )(fn)
 
 
 def fail(message: str, code: int, as_json: bool, findings: Sequence[Finding] = ()) -> None:
@@ -101,6 +156,22 @@ def emit_json(obj) -> None:
 
 COUNT = click.IntRange(min=1)
 
+
+class OldSpellings(click.Option):
+    """An option whose first name is the one ``--help`` shows; its other names are old
+    spellings, kept working and hidden (``--gpus-per-node`` for ``--nproc-per-node``)."""
+
+    def get_help_record(self, ctx: click.Context):
+        names, self.opts = self.opts, self.opts[:1]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = names
+
+
+#: Old spellings of the spec flags, still accepted (hidden from ``--help``).
+SPEC_OLD_SPELLINGS = {"--nproc-per-node": ("--gpus-per-node",)}
+
 #: (flag, spec field, type, help) for every flag that sets a spec field.
 SPEC_FLAGS = [
     (
@@ -112,8 +183,8 @@ SPEC_FLAGS = [
     ("--micro-batch", "micro_batch_size", COUNT, "Samples per forward/backward on one rank."),
     ("--accumulation", "gradient_accumulation_steps", COUNT, "Micro-batches per optimizer step."),
     ("--world-size", "world_size", COUNT, "All processes (GPUs)."),
-    ("--nnodes", "nodes", COUNT, "Nodes (with --gpus-per-node)."),
-    ("--gpus-per-node", "gpus_per_node", COUNT, "Processes per node."),
+    ("--nnodes", "nodes", COUNT, "Nodes (with --nproc-per-node)."),
+    ("--nproc-per-node", "gpus_per_node", COUNT, "Processes (GPUs) per node."),
     ("--tp", "tensor_parallel_size", COUNT, "Tensor-parallel size."),
     ("--pp", "pipeline_parallel_size", COUNT, "Pipeline-parallel size."),
     ("--cp", "context_parallel_size", COUNT, "Context-parallel size."),
@@ -134,7 +205,8 @@ SPEC_FLAGS = [
 def spec_options(fn):
     """Flags that set spec fields; the command receives them as keyword arguments."""
     for flag, field, kind, help_text in reversed(SPEC_FLAGS):
-        fn = click.option(flag, field, type=kind, default=None, help=help_text)(fn)
+        names = (flag, *SPEC_OLD_SPELLINGS.get(flag, ()), field)
+        fn = click.option(*names, cls=OldSpellings, type=kind, default=None, help=help_text)(fn)
     return fn
 
 
@@ -165,13 +237,47 @@ def print_sources(sources) -> None:
         click.echo(printable(line))
 
 
-def print_findings(findings: list[Finding]) -> None:
-    """Each finding as a line (and its fix on the next), control characters escaped."""
-    for f in findings:
-        where = f" [{f.where}]" if f.where else ""
-        click.echo(printable(f"{f.severity}: {f.code}{where}: {f.message}"))
-        if f.hint:
-            click.echo(printable(f"  fix: {f.hint}"))
+def asked(key: str, default=None):
+    """What the running command was asked for (``DEBUG``, ``QUIET``, ``LEAST``)."""
+    ctx = click.get_current_context(silent=True)  # its meta is every nested context's
+    return default if ctx is None else ctx.meta.get(key, default)
+
+
+class FindingsPrinter:
+    """Prints findings as lines, those below ``--min-severity`` left out. An info said
+    identically of several of ``files`` (the findings of each file) is printed once, under the
+    first, with the number of files."""
+
+    def __init__(self, files: Sequence[Sequence[Finding]] = ()):
+        self.least = SEVERITIES.index(asked(LEAST, "info"))
+        self.files_with = Counter(key for one in files for key in {_same(f) for f in one})
+        self.printed: set = set()
+
+    def print(self, findings: Sequence[Finding], err: bool = False) -> None:
+        """Each finding as a line (and its fix on the next), control characters escaped."""
+        for f in findings:
+            if SEVERITIES.index(f.severity) < self.least:
+                continue
+            key, where = _same(f), f" [{f.where}]" if f.where else ""
+            if key is not None and self.files_with[key] > 1:
+                if key in self.printed:
+                    continue
+                self.printed.add(key)
+                where = f" ({self.files_with[key]} files)"
+            click.echo(printable(f"{f.severity}: {f.code}{where}: {f.message}"), err=err)
+            if f.hint:
+                click.echo(printable(f"  fix: {f.hint}"), err=err)
+
+
+def _same(f: Finding) -> tuple | None:
+    """What makes infos about different files the same info; None for a warning or error,
+    each of which is printed where it is."""
+    return (f.code, f.message, f.hint) if f.severity == "info" else None
+
+
+def print_findings(findings: Sequence[Finding], err: bool = False) -> None:
+    """The findings of one file or spec, as :class:`FindingsPrinter` prints them."""
+    FindingsPrinter().print(findings, err)
 
 
 def exit_for(findings: list[Finding]) -> None:
@@ -293,6 +399,22 @@ def exit_code(inspections, unusable) -> int:
     return 1 if any(f.severity == "error" for i in inspections for f in i.findings) else 0
 
 
+#: ``--out -``: the one file goes to stdout.
+STDOUT = "-"
+
+
+def folder_not_stdout(ctx: click.Context, param: click.Parameter, value: str | None):
+    """A ``--out`` folder where several files may go: ``-`` (stdout) is refused."""
+    if value == STDOUT:
+        raise click.BadParameter("- (stdout) takes one file; give a folder", ctx, param)
+    return value
+
+
+def frameworks_help(what: str) -> str:
+    """Help for an option that takes frameworks: ``what``, then every registered name."""
+    return f"{what}: comma-separated, or {frameworks.ALL}, of {', '.join(frameworks.names())}."
+
+
 def output_options(fn):
     """``--to``, ``--out`` and ``--force``: where rendered configs go."""
     fn = click.option("--force", is_flag=True, help="Overwrite files that already exist.")(fn)
@@ -301,14 +423,14 @@ def output_options(fn):
         "out_dir",
         required=True,
         type=click.Path(file_okay=False),
-        help="Folder to write into (created when missing).",
+        help="Folder to write into (created when missing); - writes the one file on stdout.",
     )(fn)
     return click.option(
         "--to",
         "targets",
         required=True,
         metavar="FRAMEWORKS",
-        help=f"Comma-separated frameworks: {', '.join(frameworks.names())}.",
+        help=frameworks_help("Frameworks to write for"),
     )(fn)
 
 
@@ -321,16 +443,19 @@ def write_rendered(
     findings: Sequence[Finding] = (),
 ) -> None:
     """Write every rendered file into ``out_dir`` (none if any is refused: a symlink there
-    that leads out of it among the reasons) and report them with the findings."""
+    that leads out of it among the reasons) and report them with the findings; ``out_dir``
+    ``-`` prints the one file on stdout instead."""
     from pathlib import Path
 
     from translator.files import write_files
 
+    findings = list(findings) + [f for r in rendered for f in r.findings]
+    if out_dir == STDOUT:
+        return _write_stdout(as_json, output, rendered, findings)
     paths = [Path(out_dir) / r.filename for r in rendered]
     written = write_files(
         [(path, r.text) for r, path in zip(rendered, paths)], force, within=out_dir
     )
-    findings = list(findings) + [f for r in rendered for f in r.findings]
     if as_json:
         emit_json(
             output
@@ -343,3 +468,26 @@ def write_rendered(
         for w in written:
             click.echo(printable(f"wrote {w.describe()}"))
         print_findings(findings)
+
+
+def _write_stdout(as_json: bool, output: dict, rendered: list, findings: list[Finding]) -> None:
+    """The one rendered file on stdout and nothing else there (the findings go to stderr);
+    with --json, its text is in the JSON object."""
+    if len(rendered) != 1:
+        raise InputError(
+            f"--out - writes one file on stdout, and --to gives {len(rendered)} "
+            f"({', '.join(r.framework for r in rendered)}): give --out a folder"
+        )
+    (one,) = rendered
+    if as_json:
+        emit_json(
+            output
+            | {
+                "files": {one.framework: STDOUT},
+                "text": one.text,
+                "findings": [f.as_dict() for f in findings],
+            }
+        )
+    else:
+        click.echo(one.text, nl=False)
+        print_findings(findings, err=True)

@@ -33,6 +33,10 @@ def convert(
     the --to frameworks.
 
     All files are written or none, and no existing file is replaced without --force.
+
+    Examples:
+      $ batchspec convert axolotl.yml --to deepspeed --out configs --world-size 16
+      $ batchspec convert train.sh --to all --out configs --env NNODES=2
     """
     from translator.errors import ConfigError
     from translator.findings import located

@@ -80,7 +80,12 @@ def estimate(
     ZeRO stage, activations (Korthikanti et al. 2022), the pipeline's in-flight micro-batches,
     logits, overhead. FILE's sharding (ZeRO, Megatron's distributed optimizer, FSDP),
     offload, sequence parallelism and recomputation are read; a flag beside FILE fills what
-    it does not say, or overrides what it does (and says so), or is refused."""
+    it does not say, or overrides what it does (and says so), or is refused.
+
+    Examples:
+      $ batchspec estimate ds_config.json --model llama3-8b --capacity 80G
+      $ batchspec estimate axolotl.yml --world-size 8 --recompute full
+    """
     from translator.errors import InputError
     from translator.estimation import Flag, layout_of_file, layout_of_flags
     from translator.estimation import estimate as estimate_layout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from translator.cli.common import (
+    FindingsPrinter,
     command,
     emit_json,
     exit_code,
@@ -13,7 +14,6 @@ from translator.cli.common import (
     launch_options,
     pop_launch,
     pop_run_as,
-    print_findings,
     print_sources,
     print_table,
     printable,
@@ -32,6 +32,10 @@ def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **para
     A launch script is read as it runs with no arguments in an environment that sets nothing:
     give its arguments after -- (inspect job.sh -- --mbs 2) and variables with --env. Unknown
     values are shown as null/-; every finding names its file and line.
+
+    Examples:
+      $ batchspec inspect ds_config.json --world-size 16
+      $ batchspec inspect train.sh --env NNODES=2
     """
     launch = pop_launch(params)
     run_as = pop_run_as(params)
@@ -40,6 +44,7 @@ def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **para
         outputs = [i.output() for i in inspections] + unusable
         emit_json(outputs[0] if len(files) == 1 else {"files": outputs})
     else:
+        printer = FindingsPrinter([i.findings for i in inspections])
         for i in inspections:
             out = i.output()
             click.echo(printable(f"{out.pop('file')} ({out.pop('framework')})"))
@@ -47,5 +52,5 @@ def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **para
             out.pop("sources")
             print_table([(k.replace("_", " "), v) for k, v in out.items()])
             print_sources(i.reading.sources)
-            print_findings(i.findings)
+            printer.print(i.findings)
     raise SystemExit(exit_code(inspections, unusable))

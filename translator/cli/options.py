@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from translator.cli.common import COUNT
+from translator.cli.common import COUNT, OldSpellings
 from translator.launch.engines import engine_names
 
 MEMORY = re.compile(r"^(\d+)([KMGT]?)$")
@@ -39,7 +39,14 @@ def engine_options(fn):
             help="Engine (default: the config's own framework; torch for a spec).",
         ),
         click.option(
-            "--nproc", type=COUNT, default=1, show_default=True, help="Processes per node."
+            "--nproc-per-node",
+            "--nproc",
+            "nproc",
+            cls=OldSpellings,
+            type=COUNT,
+            default=1,
+            show_default=True,
+            help="Processes (ranks) per node.",
         ),
         click.option("--nnodes", type=COUNT, default=1, show_default=True, help="Nodes."),
         click.option(
@@ -87,9 +94,13 @@ def engine_options(fn):
             "with --slurm, gpu: compute nodes have GPUs that login nodes lack).",
         ),
         click.option(
+            "--slurm-gpus-per-node",
             "--gpus-per-node",
+            "gpus_per_node",
+            cls=OldSpellings,
             type=COUNT,
-            help="GPUs Slurm gives each node (default with --device gpu: --nproc).",
+            help="GPUs Slurm gives each node, a request to Slurm, not the number of "
+            "processes (default with --device gpu: --nproc-per-node).",
         ),
         click.option(
             "--cpus-per-task",
@@ -112,7 +123,7 @@ def pop_slurm(params: dict):
     gpus_per_node, cpus_per_task = params.pop("gpus_per_node"), params.pop("cpus_per_task")
     if not use_slurm and (gpus_per_node or cpus_per_task):
         raise InputError(
-            "--gpus-per-node and --cpus-per-task are requests to Slurm: use them with --slurm"
+            "--slurm-gpus-per-node and --cpus-per-task are requests to Slurm: use them with --slurm"
         )
     options = slurm.SlurmOptions(
         params.pop("partition"),

@@ -8,6 +8,7 @@ from translator.cli.common import (
     command,
     emit_json,
     exit_for,
+    frameworks_help,
     pop_spec_values,
     print_findings,
     print_table,
@@ -23,7 +24,7 @@ from translator.errors import InputError
     "--for",
     "targets",
     metavar="FRAMEWORKS",
-    help="Also check these frameworks' quirks (comma-separated names, as for render --to).",
+    help=frameworks_help("Also check these frameworks' quirks"),
 )
 @click.option(
     "--world-sizes",
@@ -48,6 +49,10 @@ def plan(
 
     Give any three of global batch, micro-batch, accumulation and world size; the fourth is
     solved. Without a micro-batch, every valid (micro, accumulation) pair is listed.
+
+    Examples:
+      $ batchspec plan --global-batch 256 --nnodes 2 --nproc-per-node 8 --tp 2
+      $ batchspec plan --global-batch 100 --micro-batch 4 --world-size 8 # exit 1
     """
     from translator import solve
     from translator.advice import general_findings

@@ -16,6 +16,10 @@ def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: boo
     Every file is read back and must give the same spec. All files are written or none, and
     no existing file is replaced without --force (a symlink is written through to its target
     when that lies in --out; one that leads out of it is refused).
+
+    Examples:
+      $ batchspec render spec.yaml --to deepspeed,megatron --out configs
+      $ batchspec render spec.yaml --to deepspeed --out -
     """
     from translator.advice import general_findings
     from translator.errors import ConfigError

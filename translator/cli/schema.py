@@ -5,9 +5,13 @@ from __future__ import annotations
 from translator.cli.common import command, emit_json
 
 
-@command("schema")
+@command("schema", findings=False)
 def schema(as_json: bool) -> None:
-    """Print the JSON Schema of the batch spec (always JSON)."""
+    """Print the JSON Schema of the batch spec (always JSON).
+
+    Examples:
+      $ batchspec schema
+    """
     from translator.spec import BatchSpec
 
     emit_json(BatchSpec.model_json_schema(mode="validation"))

@@ -48,7 +48,12 @@ def smoke(
 ) -> None:
     """Run a few real optimizer steps of FILE (a spec or a framework config) and count the
     samples every optimizer step consumes; exit 1 unless each is exactly the global batch
-    (and, with --expect-global N, N)."""
+    (and, with --expect-global N, N).
+
+    Examples:
+      $ batchspec smoke spec.yaml --framework deepspeed --nproc-per-node 2
+      $ batchspec smoke spec.yaml --nproc-per-node 2 --slurm --dry-run
+    """
     from translator.errors import ConfigError, InputError
     from translator.launch import smoke as runs
 

@@ -7,7 +7,13 @@ import sys
 
 import click
 
-from translator.cli.common import command, emit_json, print_findings
+from translator.cli.common import (
+    command,
+    emit_json,
+    folder_not_stdout,
+    frameworks_help,
+    print_findings,
+)
 from translator.cli.options import (
     engine_options,
     given_options,
@@ -50,13 +56,14 @@ from translator.cli.options import (
     "--out",
     "out_dir",
     type=click.Path(file_okay=False),
-    help="Write the picked layout here, rendered for --to.",
+    callback=folder_not_stdout,
+    help="Write the picked layout here, rendered for --to (a folder: stdout has the table).",
 )
 @click.option(
     "--to",
     "targets",
     metavar="FRAMEWORKS",
-    help="Frameworks to render the pick for (comma-separated; default: the tuned one).",
+    help=frameworks_help("Frameworks to render the pick for (default: the tuned one)"),
 )
 @click.option("--force", is_flag=True, help="Replace files in --out.")
 @click.option(
@@ -79,6 +86,9 @@ def tune(as_json: bool, file: str, memory_limit, overhead, **params) -> None:
     exact; the memory estimate ranks them, the real engine probes them (the smoke harness: each
     probe's samples per step must be the global batch), bisecting for the out-of-memory edge and
     climbing toward the fastest, in at most ceil(log2 d) + 2 probes.
+
+    Examples:
+      $ batchspec tune spec.yaml --nproc-per-node 2 --steps 2 --out best --to all
     """
     from translator.findings import Finding
     from translator.launch import tune as tuner

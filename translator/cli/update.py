@@ -9,6 +9,7 @@ import click
 from translator import frameworks
 from translator.cli.common import (
     COUNT,
+    STDOUT,
     command,
     emit_json,
     job_options,
@@ -17,7 +18,7 @@ from translator.cli.common import (
 )
 
 
-@command("update")
+@command("update", findings=False)
 @click.argument("file", metavar="FILE")
 @click.option("--world-size", type=COUNT, help="The new number of processes.")
 @click.option("--nnodes", type=COUNT, help="The new number of nodes (with --nproc-per-node).")
@@ -42,7 +43,7 @@ from translator.cli.common import (
     "--out",
     "out_path",
     type=click.Path(dir_okay=False),
-    help="Write the updated config here.",
+    help="Write the updated config here (-: on stdout, as without it).",
 )
 @click.option(
     "--in-place",
@@ -76,11 +77,16 @@ def update(
     An update that changes nothing says so and writes nothing. One that cannot keep the batch
     exact, or needs a value the file does not write as a literal, is refused (exit 1) saying
     why, and nothing is written.
+
+    Examples:
+      $ batchspec update ds_config.json --world-size 32 --in-place
+      $ batchspec update axolotl.yml --from-world-size 8 --world-size 16
     """
     from translator.errors import InputError
     from translator.files import write_files
     from translator.update import update_file
 
+    out_path = None if out_path == STDOUT else out_path
     if out_path and in_place:
         raise InputError("give -o/--out or --in-place, not both")
     if (nnodes is None) != (nproc_per_node is None):

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from translator.cli.common import (
+    DEBUG,
+    QUIET,
+    FindingsPrinter,
+    asked,
     command,
     emit_json,
     exit_code,
@@ -13,8 +19,9 @@ from translator.cli.common import (
     launch_options,
     pop_launch,
     pop_run_as,
-    print_findings,
+    printable,
 )
+from translator.findings import Finding
 
 
 @command("validate")
@@ -27,6 +34,11 @@ from translator.cli.common import (
     help="Also run the framework's own validator where it is installed.",
 )
 @click.option(
+    "--strict",
+    is_flag=True,
+    help="Count every warning as an error (exit 1; printed, and in --json, as one), for CI.",
+)
+@click.option(
     "--skip-other-files",
     is_flag=True,
     help="Pass over files that hold no batch settings (for pre-commit, which hands "
@@ -37,18 +49,30 @@ def validate(
     files: tuple[str, ...],
     framework: str | None,
     with_framework: bool,
+    strict: bool,
     skip_other_files: bool,
     **params,
 ) -> None:
-    """Check configs for batch mistakes, with the fix for each."""
+    """Check configs for batch mistakes, with the fix for each: exit 1 on any error (with
+    --strict, on any warning too), 2 when a file cannot be used.
+
+    Examples:
+      $ batchspec validate ds_config.json axolotl.yml --world-size 16 -q --strict
+      $ batchspec validate ds_config.json --world-size 16 --with-framework
+    """
     launch = pop_launch(params)
     run_as = pop_run_as(params)
     inspections, unusable = inspect_all(files, framework, launch, skip_other_files, run_as)
     if with_framework:
+        from translator.chatter import framework_output
         from translator.verdict import framework_verdict
 
+        with framework_output(shown=asked(DEBUG)):
+            for i in inspections:
+                i.findings.append(framework_verdict(i))
+    if strict:
         for i in inspections:
-            i.findings.append(framework_verdict(i))
+            i.findings[:] = [as_error(f) for f in i.findings]
     if as_json:
         emit_json(
             {
@@ -64,11 +88,20 @@ def validate(
             }
         )
     else:
+        printer = FindingsPrinter([i.findings for i in inspections])
         for i in inspections:
             errors = sum(f.severity == "error" for f in i.findings)
-            click.echo(
-                f"{i.reading.path} ({i.reading.framework}): "
-                f"{'ok' if not errors else f'{errors} error(s)'}"
-            )
-            print_findings(i.findings)
+            if errors or not asked(QUIET):
+                click.echo(
+                    printable(
+                        f"{i.reading.path} ({i.reading.framework}): "
+                        f"{'ok' if not errors else f'{errors} error(s)'}"
+                    )
+                )
+            printer.print(i.findings)
     raise SystemExit(exit_code(inspections, unusable))
+
+
+def as_error(f: Finding) -> Finding:
+    """A warning made an error (``--strict``); an error or info as it is."""
+    return dataclasses.replace(f, severity="error") if f.severity == "warning" else f

@@ -88,14 +88,21 @@ def get(name: str) -> Framework:
     return framework
 
 
+#: The name that stands for every framework in a list of them (``--to all``).
+ALL = "all"
+
+
 def get_many(wanted_names: str) -> list[Framework]:
-    """Frameworks for a comma-separated list of names; an unknown name is an input error."""
+    """Frameworks for a comma-separated list of names, or :data:`ALL` for every one; an
+    unknown name is an input error."""
     wanted = [n.strip() for n in wanted_names.split(",") if n.strip()]
+    if wanted == [ALL]:
+        wanted = list(names())
     unknown = [n for n in wanted if n not in names()]
     if unknown or not wanted:
         raise InputError(
             f"unknown framework {', '.join(unknown) or '(none given)'}; "
-            f"choose from {', '.join(names())}"
+            f"choose from {', '.join(names())}, or {ALL}"
         )
     return [get(n) for n in dict.fromkeys(wanted)]
 

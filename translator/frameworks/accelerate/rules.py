@@ -179,9 +179,13 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     findings.append(
         finding(
             "accelerate-batch-elsewhere",
-            "an accelerate config gives the launch, not the batch: the per-device batch is in the "
-            "training code or its TrainingArguments",
-            hint="inspect the two files together",
+            "an accelerate config gives the launch, not the batch: the per-device batch is in "
+            + (
+                ", ".join(launch.launches)
+                if launch.launches
+                else "the training code or its TrainingArguments"
+            ),
+            hint=None if launch.launches else "inspect the two files together",
             where=reading.path,
         )
     )

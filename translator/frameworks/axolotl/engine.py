@@ -78,7 +78,7 @@ def refuse(spec, device: str) -> str | None:
     if spec.world_size != 1:
         return (
             f"the Axolotl smoke engine runs one process (Axolotl's multi-process path needs "
-            f"CUDA), not {spec.world_size}; use --nproc 1 --nnodes 1"
+            f"CUDA), not {spec.world_size}; use --nproc-per-node 1 --nnodes 1"
         )
     if spec.pipeline_parallel_size > 1:
         return (

@@ -202,9 +202,9 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     else:
         values["micro_batch_size"] = per_device
         values["gradient_accumulation_steps"] = accumulation
-    findings += _traps(
-        reading, per_device, dataparallel=reading.framework == NAME and reading.launcher is None
-    )
+    # DataParallel is what a plain `python train.py` does; a known world is a launcher's.
+    alone = reading.framework == NAME and reading.launcher is None and launch.world_size is None
+    findings += _traps(reading, per_device, dataparallel=alone)
     for partner in reading.partners:
         findings += partner.findings + hf_deepspeed.pair(
             reading, partner, values, launch.world_size, "hf-deepspeed-mismatch"
