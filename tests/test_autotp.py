@@ -132,6 +132,47 @@ def test_deepspeed_checks_train_batch_size_against_every_rank():
 
 
 @pytest.mark.framework
+def test_the_trainer_fills_every_process_and_counts_the_data_parallel_ones():
+    """``HfTrainerDeepSpeedConfig`` fills train_batch_size with all 8 processes (32);
+    ``Trainer.get_total_train_batch_size`` divides by the AutoTP size (16)."""
+    pytest.importorskip("transformers")
+    from transformers import HfArgumentParser, TrainingArguments
+
+    from translator.frameworks.shared.hf_verdict import deepspeed_mismatch, total_train_batch_size
+
+    config = json.loads((LLAMAFACTORY / "ds_z2_autotp.json").read_text())
+    (args,) = HfArgumentParser(TrainingArguments).parse_dict(  # type: ignore[arg-type]
+        {"per_device_train_batch_size": 4, "use_cpu": True, "report_to": "none"}
+    )
+    filled = deepspeed_mismatch(config, args, world=8)
+    assert filled["train_batch_size"] == 32
+    assert total_train_batch_size(args, filled, 8) == 16
+    assert total_train_batch_size(args, None, 8) == 32  # without AutoTP: every process
+
+
+@pytest.mark.framework
+def test_transformers_loads_the_rendered_trainingarguments_as_autotp(tmp_path):
+    pytest.importorskip("transformers")
+    from transformers import HfArgumentParser, TrainingArguments
+
+    from translator.frameworks.shared.hf_verdict import deepspeed_mismatch, total_train_batch_size
+    from translator.render import render
+    from translator.spec import BatchSpec
+
+    given = ("global_batch_size", "micro_batch_size", "world_size", "tensor_parallel_size")
+    spec = BatchSpec(**{k: ANSWER[k] for k in given}, deepspeed_autotp=True, zero_stage=2)
+    path = tmp_path / "hf.yaml"
+    path.write_text(render(spec, FRAMEWORKS["hf"]).text)
+    parser = HfArgumentParser(TrainingArguments)  # type: ignore[arg-type]
+    (args,) = parser.parse_yaml_file(str(path))
+    filled = deepspeed_mismatch(args.deepspeed, args, world=8)
+    assert filled["tensor_parallel"] == {"autotp_size": 2}
+    assert filled["zero_optimization"] == {"stage": 2}
+    assert filled["train_batch_size"] == 32
+    assert total_train_batch_size(args, filled, 8) == spec.global_batch_size
+
+
+@pytest.mark.framework
 def test_the_trainer_gives_each_tensor_parallel_group_one_batch():
     """The real Trainer, accelerate and DeepSpeed on 8 ranks of a fake process group: the ranks
     DeepSpeed puts in one tensor-parallel group draw the same micro-batches, the 4 groups draw
