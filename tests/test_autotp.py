@@ -217,3 +217,19 @@ def test_the_fixtures_say_the_same():
         expected = yaml.safe_load((folder / "expected.yaml").read_text())
         for name in names:
             assert {k: expected[name][k] for k in ANSWER} == ANSWER, name
+
+
+@pytest.mark.framework
+def test_validate_with_the_framework_says_the_trainers_total():
+    pytest.importorskip("transformers")
+    result = CliRunner().invoke(
+        main, ["validate", str(HF / "torchrun_autotp.sh"), "--with-framework", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    (verdict,) = [
+        f
+        for f in json.loads(result.stdout)["files"][0]["findings"]
+        if f["code"].startswith("framework-")
+    ]
+    assert verdict["code"] == "framework-accepts"
+    assert "total train batch size at world 8: 16" in verdict["message"]
