@@ -8,6 +8,7 @@ from __future__ import annotations
 from translator import solve
 from translator.findings import Finding, counted, finding
 from translator.frameworks.shared.deepspeed_json import (
+    AUTOTP,
     BATCH_KEYS,
     GAS,
     HF_FILLS,
@@ -48,11 +49,7 @@ def _counts(reading: Reading, findings: list[Finding]) -> tuple[dict[str, int], 
     findings."""
     out: dict[str, int] = {}
     auto: set[str] = set()
-    for key in BATCH_KEYS + [
-        "sequence_parallel_size",
-        "zero_optimization.stage",
-        "tensor_parallel.autotp_size",
-    ]:
+    for key in BATCH_KEYS + ["sequence_parallel_size", "zero_optimization.stage", AUTOTP]:
         v = reading.values.get(key)
         if v is None or (v.value is None and key in BATCH_KEYS):
             continue  # a null batch key is not set (DeepSpeed's default for each is None)
@@ -62,7 +59,8 @@ def _counts(reading: Reading, findings: list[Finding]) -> tuple[dict[str, int], 
                 finding(
                     "hf-auto",
                     f'{key} is "auto": the Hugging Face Trainer fills it from '
-                    f'{HF_FILLS[key]}; DeepSpeed itself does not understand "auto"',
+                    f'{HF_FILLS[key]}; DeepSpeed itself does not understand "auto"'
+                    + (_autotp_fill(reading) if key == TBS else ""),
                     hint='"auto" is filled at launch from the training program\'s arguments: '
                     "inspect the launch script that runs it, or the TrainingArguments file that "
                     "names this JSON",
@@ -87,6 +85,18 @@ def _counts(reading: Reading, findings: list[Finding]) -> tuple[dict[str, int], 
     return out, auto
 
 
+def _autotp_fill(reading: Reading) -> str:
+    """Under AutoTP N, what the Trainer's ``train_batch_size`` is to the samples per step."""
+    v = reading.values.get(AUTOTP)
+    n = v.count if v is not None else None
+    if n is None or n == 1:
+        return ""
+    return (
+        f"; under {AUTOTP} {n} the {n} ranks of each tensor-parallel group share their "
+        f"micro-batches, so the samples per optimizer step are that train_batch_size / {n}"
+    )
+
+
 def world_counted(launch: Launch, autotp: int, sequence_parallel: int) -> int | None:
     """The world DeepSpeed's batch check multiplies by, for a launch of ``launch.world_size``."""
     world = launch.world_size
@@ -103,7 +113,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     its own error where its floor division or its batch assertion would fail."""
     findings = list(reading.findings)
     c, auto = _counts(reading, findings)
-    autotp = c.get("tensor_parallel.autotp_size", 1)
+    autotp = c.get(AUTOTP, 1)
     sp = c.get("sequence_parallel_size", 1)
     values = {"context_parallel_size": sp}
     if autotp > 1:
@@ -248,9 +258,12 @@ def check(spec: BatchSpec) -> list[Finding]:
                 "deepspeed-autotp-world",
                 f"DeepSpeed AutoTP checks train_batch_size against every rank, so it is written as "
                 f"{written} = micro {spec.micro} × accumulation "
-                f"{spec.accumulation} × {batch_world(spec)} ranks; the "
-                f"samples per optimizer step are still {spec.global_batch} (tensor-parallel ranks "
-                "share their data)",
+                f"{spec.accumulation} × {batch_world(spec)} ranks; the samples per optimizer step "
+                f"are still {spec.global_batch}: the {spec.tensor_parallel_size} ranks of each "
+                "tensor-parallel group get the same micro-batches (DeepSpeed's and accelerate's "
+                "loaders shard over the data-parallel ranks; DeepSpeed checks it on the first "
+                f"forward), and DeepSpeed's own throughput and global_samples count {written} "
+                "per step",
                 hint="do not 'correct' train_batch_size to the global batch: DeepSpeed would refuse it",
             )
         )
@@ -264,7 +277,7 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
         MBS: spec.micro,
         GAS: spec.accumulation,
         "sequence_parallel_size": spec.context_parallel_size,
-        "tensor_parallel.autotp_size": spec.tensor_parallel_size,
+        AUTOTP: spec.tensor_parallel_size,
     }
     return {
         k: v for k, v in wanted.items() if k in reading.values and reading.values[k].value != "auto"

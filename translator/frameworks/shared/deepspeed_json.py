@@ -21,6 +21,8 @@ NAME = "deepspeed"
 FILENAME = "deepspeed.json"
 TBS, MBS, GAS = "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"
 BATCH_KEYS = [TBS, MBS, GAS]
+#: DeepSpeed AutoTP's tensor-parallel size (``tensor_parallel: {autotp_size: N}``).
+AUTOTP = "tensor_parallel.autotp_size"
 #: Real DeepSpeed keys that look like batch keys.
 LOOKALIKES = {
     "gradient_accumulation_dtype",
@@ -40,6 +42,11 @@ HF_FILLS = {
 #: Codes of a DeepSpeed JSON's reading, registered by every framework that reads one.
 CODES: dict[str, tuple[Severity, str]] = {
     "hf-auto": ("info", 'an "auto" value is filled by the Hugging Face Trainer, not by DeepSpeed'),
+    "hf-deepspeed-autotp": (
+        "info",
+        "DeepSpeed AutoTP under the HF Trainer: tensor-parallel ranks share their micro-batches, "
+        "while train_batch_size counts every process",
+    ),
 }
 
 #: Codes that already say why a file naming such a JSON has no solved batch (its "auto"
@@ -59,8 +66,7 @@ def read(text: str, where: str) -> Reading:
     lines = {key: doc.positions.get(key, (0,))[0] for key in config}
     reading.values |= values_at(
         doc,
-        BATCH_KEYS
-        + ["sequence_parallel_size", "zero_optimization.stage", "tensor_parallel.autotp_size"],
+        BATCH_KEYS + ["sequence_parallel_size", "zero_optimization.stage", AUTOTP],
     )
     if "pipeline" in config:
         reading.values["pipeline"] = Value(True, lines["pipeline"])

@@ -1,7 +1,15 @@
 """The HF Trainer's handling of a DeepSpeed JSON, shared by every framework built on it
 (Axolotl, the HF Trainer/TRL, LLaMA-Factory): the JSON a config names is read beside it, and
 ``HfTrainerDeepSpeedConfig``'s fill of the ``"auto"`` batch values and its mismatch check are
-applied (``train_batch_size`` counts every process, not the data-parallel ones)."""
+applied (``train_batch_size`` counts every process, not the data-parallel ones).
+
+Its ``tensor_parallel.autotp_size`` N makes the job tensor-parallel (:func:`autotp`): accelerate
+prepares the Trainer's data loader over ``world / N`` data-parallel ranks (its DeepSpeed branch
+of ``prepare_data_loader`` divides ``num_processes`` and ``process_index`` by the ``tp`` mesh
+``_prepare_deepspeed`` builds), so the N ranks of a tensor-parallel group share each micro-batch,
+the grouping DeepSpeed's ``_init_tp_mesh_device`` gives them and checks on the first forward.
+The Trainer still fills ``train_batch_size`` with every process, which DeepSpeed checks against
+every rank (no mpu exists when it reads the config): that number is N × the samples per step."""
 
 from __future__ import annotations
 
@@ -76,6 +84,51 @@ def read_located(reading: Reading, call: Call, name: str, where: str) -> None:
         reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
 
 
+def autotp(partners: list[Reading]) -> tuple[dict, list[Finding]]:
+    """The spec values DeepSpeed AutoTP gives a Trainer job from the DeepSpeed JSON it names
+    (``tensor_parallel.autotp_size`` > 1: that tensor-parallel size), and the error for a size
+    that is not a count (the Trainer compares it with 1 and fails)."""
+    for ds in partners:
+        v = ds.values.get(deepspeed.AUTOTP)
+        if ds.framework != deepspeed.NAME or v is None:
+            continue
+        if v.count is None:
+            return {"tensor_parallel_size": None}, [
+                invalid_value(deepspeed.AUTOTP, v, ds.path, "a positive integer")
+            ]
+        if v.count > 1:
+            return {"tensor_parallel_size": v.count, "deepspeed_autotp": True}, []
+    return {}, []
+
+
+def _autotp_note(ds: Reading, values: dict, world: int | None) -> Finding:
+    """What a step takes under AutoTP, beside the ``train_batch_size`` the Trainer writes."""
+    tp = values["tensor_parallel_size"]
+    micro, gas = values.get("micro_batch_size"), values.get("gradient_accumulation_steps")
+    shown = f"{micro or 'micro'} × {gas or 'accumulation'}"
+    known = world is not None and not world % tp
+
+    def product(ranks: int | None, named: str, unit: str = "") -> str:
+        if ranks is None or not known:
+            return f"{named}{unit} × {shown}"
+        total = f" = {ranks * micro * gas}" if micro and gas else ""
+        return f"{ranks}{unit} × {shown}{total}"
+
+    step = product(None if world is None else world // tp, f"world / {tp}", " data-parallel ranks")
+    written = product(world, "world")
+    return finding(
+        "hf-deepspeed-autotp",
+        f"{deepspeed.AUTOTP} {tp}: accelerate gives the {tp} ranks of each tensor-parallel group "
+        f"the same micro-batches (prepare_data_loader shards over world / {tp} ranks), so a "
+        f"step takes {step} samples; the Trainer writes {deepspeed.TBS} = {written} (every "
+        f"process), which DeepSpeed checks against every rank and counts as samples per step ({tp} × the "
+        "samples in its throughput and global_samples)",
+        hint="this needs accelerate 1.6 or later: before 1.6 it sharded over every process, and "
+        "DeepSpeed then stops at the first forward (Data inconsistency within the TP group)",
+        where=ds.where(deepspeed.AUTOTP),
+    )
+
+
 def pair(
     reading: Reading,
     ds: Reading,
@@ -87,6 +140,8 @@ def pair(
     (``HfTrainerDeepSpeedConfig.trainer_config_process``: ``train_batch_size`` is world ×
     micro × accumulation, every process counted); ``code`` names the finding for the caller."""
     micro, gas = values.get("micro_batch_size"), values.get("gradient_accumulation_steps")
+    autotp_here = values.get("deepspeed_autotp") and deepspeed.AUTOTP in ds.values
+    out = [_autotp_note(ds, values, world)] if autotp_here else []
     hf = {
         deepspeed.MBS: ("per_device_train_batch_size", micro),
         deepspeed.GAS: ("gradient_accumulation_steps", gas),
@@ -100,7 +155,6 @@ def pair(
         for key, (_, expected) in hf.items()
         if key in ds.values and ds.values[key].value == "auto"
     }
-    out = []
     if autos:
         filled = ", ".join(
             f"{k} = {'world × ' + str(micro) + ' × ' + str(gas) if v is None else v}"

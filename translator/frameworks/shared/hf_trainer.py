@@ -4,7 +4,8 @@ or JSON file, the ``HfArgumentParser`` / ``trl ... --config`` style.
 ``per_device_train_batch_size`` rows per process and micro-step (default 8),
 ``gradient_accumulation_steps`` micro-steps per optimizer step (default 1); the world comes from
 the launcher (torchrun, ``accelerate launch``, ``deepspeed``), and the data-parallel size is
-``world / (tp × cp × sp)`` from ``parallelism_config``. The traps each get a finding:
+``world / (tp × cp × sp)`` from ``parallelism_config``, or ``world / N`` under DeepSpeed AutoTP
+(``tensor_parallel.autotp_size`` N in the JSON it names). The traps each get a finding:
 ``python train.py`` on N GPUs is DataParallel, ``accelerator_config.split_batches`` makes the
 per-device value the whole micro-step's, ``auto_find_batch_size`` shrinks the global batch on
 each out-of-memory, and the DeepSpeed JSON it names is checked the way the Trainer does.
@@ -181,6 +182,9 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     if any(f"parallelism_config.{k}" in reading.values for k in SHARING):
         values["tensor_parallel_size"] = sharing["tp_size"]
         values["context_parallel_size"] = sharing["cp_size"] * sharing["sp_size"]
+    sizes, wrong = hf_deepspeed.autotp(reading.partners)  # DeepSpeed AutoTP, from its JSON
+    values |= sizes
+    findings += wrong
     for key in SEQUENCE_KEYS:
         if reading.count(key):
             values["sequence_length"] = reading.count(key)
@@ -314,7 +318,8 @@ def check(spec: BatchSpec) -> list[Finding]:
                 hint="render this spec for Megatron or DeepSpeed, or use pipeline_parallel_size 1",
             )
         ]
-    if spec.tensor_parallel_size > 1 or spec.context_parallel_size > 1:
+    autotp = spec.deepspeed_autotp  # the DeepSpeed JSON the file names carries it
+    if (spec.tensor_parallel_size > 1 and not autotp) or spec.context_parallel_size > 1:
         return [
             finding(
                 "hf-parallel-elsewhere",

@@ -5,14 +5,17 @@ fill and the mismatch check) for the DeepSpeed JSON it names, at a given world s
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
+from typing import Any
 
 from translator.reading import Reading
 
 
-def training_arguments(reading: Reading, world: int):
+def training_arguments(reading: Reading, world: int) -> tuple[Any, dict | None]:
     """The file (for a job: the TrainingArguments its flags give) parsed the way
     ``HfArgumentParser.parse_dict`` parses it (extra keys, such as TRL's, allowed); the DeepSpeed JSON is checked as the Trainer checks it at ``world``
-    processes and its mismatch raised in transformers' words."""
+    processes and its mismatch raised in transformers' words. Returns the arguments and that
+    DeepSpeed config as the Trainer fills it (``None`` without one)."""
     import yaml
     from transformers import HfArgumentParser, TrainingArguments
 
@@ -30,9 +33,8 @@ def training_arguments(reading: Reading, world: int):
     # transformers types DataClassType as NewType("DataClassType", Any): no class matches it.
     parser = HfArgumentParser(TrainingArguments)  # type: ignore[arg-type]
     (args,) = parser.parse_dict(data, allow_extra_keys=True)
-    for partner in reading.partners:
-        deepspeed_mismatch(json.loads(partner.text), args, world)
-    return args
+    filled = [deepspeed_mismatch(json.loads(p.text), args, world) for p in reading.partners]
+    return args, (filled[0] if filled else None)
 
 
 def deepspeed_mismatch(config: dict, args, world: int) -> dict:
@@ -41,14 +43,8 @@ def deepspeed_mismatch(config: dict, args, world: int) -> dict:
     ValueError naming each mismatch."""
     from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
 
-    class AtWorld:  # the real TrainingArguments, as the processes of the launch see it
-        world_size = world
-
-        def __getattr__(self, name):
-            return getattr(args, name)
-
     ds = HfTrainerDeepSpeedConfig(config)
-    ds.trainer_config_process(AtWorld())
+    ds.trainer_config_process(_AtWorld(args, world))
     if ds.mismatches:
         mismatches = "\n".join(ds.mismatches)
         raise ValueError(
@@ -59,12 +55,48 @@ def deepspeed_mismatch(config: dict, args, world: int) -> dict:
     return ds.config
 
 
+class _AtWorld:
+    """The real TrainingArguments, as the processes of a launch of ``world`` see them."""
+
+    def __init__(self, args, world: int):
+        self._args, self.world_size = args, world
+
+    def __getattr__(self, name):
+        return getattr(self._args, name)
+
+
+def total_train_batch_size(args, config: dict | None, world: int) -> int:
+    """``Trainer.get_total_train_batch_size`` on ``args`` at ``world`` processes, the DeepSpeed
+    ``config`` the Trainer filled (its AutoTP size divides the world), run on a stand-in for
+    the Trainer that holds only what the method reads; per device × accumulation × world where
+    transformers has no such method."""
+    from transformers import Trainer
+    from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
+
+    count = getattr(Trainer, "get_total_train_batch_size", None)
+    if count is None:
+        return args.per_device_train_batch_size * args.gradient_accumulation_steps * world
+
+    class Counting:  # a Trainer built by that launch, without a model of its own TP plan
+        model = accelerator = None
+        is_deepspeed_enabled = config is not None
+        _train_batch_size = args.per_device_train_batch_size
+
+    stand_in = Counting()
+    for name in ("get_tp_size", "get_cp_size", "get_sp_size"):
+        if hasattr(Trainer, name):
+            setattr(Counting, name, getattr(Trainer, name))
+    ds = None if config is None else HfTrainerDeepSpeedConfig(config)
+    stand_in.args = SimpleNamespace(hf_deepspeed_config=ds)  # type: ignore[attr-defined]
+    return count(stand_in, _AtWorld(args, world))
+
+
 def verdict(inspection, world: int) -> str:
     """transformers' own ``TrainingArguments`` (and ``HfTrainerDeepSpeedConfig`` for a
     DeepSpeed JSON) on the file's values."""
 
-    args = training_arguments(inspection.reading, world)
-    total = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
+    args, config = training_arguments(inspection.reading, world)
+    total = total_train_batch_size(args, config, world)
     return (
         f"TrainingArguments: per_device_train_batch_size {args.per_device_train_batch_size}"
         f", gradient_accumulation_steps {args.gradient_accumulation_steps}; the Trainer's "
