@@ -989,3 +989,85 @@ def test_the_json_says_the_sequence_length_that_ran(tmp_path, spec):
     )
     assert code == 0, err
     assert out["sequence_length"] == 48 and out["tokens_per_step"] == 8 * 48
+
+
+# Refused before any process starts: what a CPU rank cannot run ---------------------------------
+
+
+def _cpu_has_fp16():
+    from translator.frameworks.shared.deepspeed_device import _cpu_has_fp16
+
+    return _cpu_has_fp16()
+
+
+MEGATRON_LINE = (
+    "torchrun --nproc_per_node 2 pretrain_gpt.py --micro-batch-size 2 --global-batch-size 8 "
+    "--seq-length 32 {extra}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "name, text, partner, why",
+    [
+        (
+            "run.sh",
+            MEGATRON_LINE.format(extra="--use-distributed-optimizer"),
+            None,
+            "--use-distributed-optimizer needs GPUs",
+        ),
+        (
+            "run.sh",
+            MEGATRON_LINE.format(extra="--rampup-batch-size 4 4 100"),
+            None,
+            "--rampup-batch-size is not supported by smoke runs",
+        ),
+        (
+            "ds.json",
+            '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, '
+            '"fp16": {"enabled": true}}',
+            None,
+            '"fp16": {"enabled": true} cannot run on this CPU',
+        ),
+        (
+            "args.yaml",
+            "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\ntf32: true\n",
+            None,
+            "tf32: true needs a GPU",
+        ),
+        (
+            "args.yaml",
+            "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\ndeepspeed: ds.json\n",
+            '{"train_batch_size": "auto", "fp16": {"enabled": true}}',
+            'its DeepSpeed JSON\'s "fp16": {"enabled": true} cannot run on this CPU',
+        ),
+        (
+            "args.yaml",
+            "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\nfp16: true\n"
+            "deepspeed: ds.json\n",
+            '{"train_batch_size": "auto", "fp16": {"enabled": "auto"}}',
+            'fp16: true (its DeepSpeed JSON\'s fp16 is "auto") cannot run on this CPU',
+        ),
+    ],
+)
+def test_a_setting_a_cpu_rank_cannot_run_is_refused_before_launch(
+    tmp_path, name, text, partner, why
+):
+    """Exit 2, one line naming the setting and the file, nothing written or started (these were
+    found by the ranks, exit 1, after their start-up)."""
+    if "fp16" in why and _cpu_has_fp16():
+        pytest.skip("this CPU has fp16 (oneDNN), so DeepSpeed runs it")
+    path = tmp_path / name
+    path.write_text(text)
+    if partner:
+        (tmp_path / "ds.json").write_text(partner)
+    workdir = tmp_path / "w"
+    result = run("smoke", path, "--nproc", 2, "--device", "cpu", "--workdir", workdir)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"batchspec: error: {path}") and why in result.stderr
+    assert "nothing was started" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not workdir.exists()
+    # On a GPU these run (the dry run asks the same questions, and starts nothing).
+    if "rampup" not in why:
+        on_gpu = run("smoke", path, "--nproc", 2, "--device", "gpu", "--dry-run")
+        assert on_gpu.exit_code == 0, on_gpu.output

@@ -14,7 +14,7 @@ from translator.findings import Finding, finding
 from translator.frameworks import get
 from translator.launch import command, runner, slurm
 from translator.launch.context import mentions_out_of_memory
-from translator.launch.engines import TORCH, config_framework, engine
+from translator.launch.engines import TORCH, config_framework, config_refusal, engine
 from translator.launch.model import SHAPES
 from translator.launch.result import Measurement, RankResult, merge, read_all
 from translator.launch.runner import step_progress
@@ -75,7 +75,7 @@ def prepare(
         spec, source = inspection.require_spec(), inspection.reading.framework
         findings = inspection.findings
         framework = framework or inspection.reading.framework
-    device = check_engine(framework, spec, device, use_slurm)
+    device = check_engine(framework, spec, device, use_slurm, path)
     config_of = config_framework(framework)
     partners: dict[str, str] = {}
     if config_of is None:
@@ -96,6 +96,9 @@ def prepare(
             rendered.text,
             findings + rendered.findings,
         )
+    why = config_refusal(framework, config_text, partners, path, device)
+    if why:
+        raise InputError(f"{why} (nothing was started)")
     length = seq_len or spec.sequence_length or DEFAULT_SEQUENCE[model]
     plan = command.SmokePlan(
         framework=framework,
@@ -131,17 +134,19 @@ def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
     return spec
 
 
-def check_engine(framework: str, spec: BatchSpec, device: str | None, use_slurm: bool) -> str:
+def check_engine(
+    framework: str, spec: BatchSpec, device: str | None, use_slurm: bool, where: str
+) -> str:
     """Refuse, before any process starts, an engine that is not installed (before anything
-    imports torch) or a layout it does not run; the device the ranks compute on (see
-    :func:`resolve_device`)."""
+    imports torch) or a layout it does not run (``where``: the file that asks for it); the
+    device the ranks compute on (see :func:`resolve_device`)."""
     from translator.launch.engines import refusal, require_installed
 
     require_installed(framework)
     device = resolve_device(device, use_slurm)
     why = refusal(framework, spec, device)
     if why:
-        raise InputError(f"{why} (nothing was started)")
+        raise InputError(f"{where}: {why} (nothing was started)")
     return device
 
 

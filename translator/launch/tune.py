@@ -181,7 +181,9 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
             f"{world} (--nproc × --nnodes)"
         )
     framework = request.framework or source or TORCH
-    device = runs.check_engine(framework, spec, request.device, request.slurm is not None)
+    device = runs.check_engine(
+        framework, spec, request.device, request.slurm is not None, request.file
+    )
     stages = zero_stages(request.zero_stages, framework)
     if request.recompute and "recompute" not in engine(framework).options:
         raise InputError(
