@@ -1071,3 +1071,34 @@ def test_a_setting_a_cpu_rank_cannot_run_is_refused_before_launch(
     if "rampup" not in why:
         on_gpu = run("smoke", path, "--nproc", 2, "--device", "gpu", "--dry-run")
         assert on_gpu.exit_code == 0, on_gpu.output
+
+
+# Work folders ----------------------------------------------------------------------------------
+
+
+def test_the_default_work_folder_is_the_engines_as_the_help_says(spec, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run("smoke", spec, "--dry-run", "--json", "--device", "cpu")
+    assert json.loads(result.stdout)["workdir"] == str(tmp_path / ".batchspec-smoke" / "torch")
+    assert ".batchspec-<command>/<framework>" in run("smoke", "--help").stdout
+
+
+def test_a_work_folder_made_for_a_run_is_ignored_by_git(spec, tmp_path):
+    from translator.launch.smoke import write_workdir
+
+    write_workdir(prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path / "new" / "w"))
+    assert (tmp_path / "new" / "w" / ".gitignore").read_text() == "*\n"
+    own = tmp_path / "mine"
+    own.mkdir()
+    write_workdir(prepare(str(spec), "torch", 2, 1, 2, "tiny", None, own))
+    assert not (own / ".gitignore").exists()  # a folder that was there is the user's own
+    if shutil.which("git"):
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "new/" not in status and "mine/spec.json" in status

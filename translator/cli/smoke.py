@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -55,7 +54,6 @@ def smoke(
     limit = parse_memory(memory_limit)
     options = pop_slurm(slurm_flags)
     use_slurm = options is not None
-    workdir = (workdir or Path(".batchspec-smoke") / (framework or "run")).resolve()
     if nnodes > 1 and not use_slurm and not (dry_run and rdzv_endpoint):
         raise InputError(
             "a multi-node run outside Slurm starts on every node: print its command "
@@ -81,7 +79,7 @@ def smoke(
     say(
         f"smoke: {prepared.plan.framework} on {prepared.plan.device}, {nnodes} node(s) × "
         f"{nproc}, {steps} steps, global batch {prepared.spec.global_batch_size}, "
-        f"workdir {workdir}"
+        f"workdir {prepared.plan.workdir}"
     )
     done = runs.run(prepared, options, timeout, limit, say)
     out = done.output

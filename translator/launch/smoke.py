@@ -13,6 +13,7 @@ from translator.files import read_text, write_files
 from translator.findings import Finding, finding
 from translator.frameworks import get
 from translator.launch import command, runner, slurm
+from translator.launch import workdir as workdirs
 from translator.launch.context import mentions_out_of_memory
 from translator.launch.engines import TORCH, config_framework, config_refusal, engine
 from translator.launch.model import SHAPES
@@ -53,7 +54,7 @@ def prepare(
     steps: int,
     model: str,
     seq_len: int | None,
-    workdir: Path,
+    workdir: Path | None,
     rdzv_endpoint: str | None = None,
     device: str | None = "cpu",
     expect_global: int | None = None,
@@ -61,7 +62,9 @@ def prepare(
     use_slurm: bool = False,
 ) -> Prepared:
     """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed;
-    ``device`` is ``gpu``, ``cpu`` or None (see :func:`resolve_device`)."""
+    ``device`` is ``gpu``, ``cpu`` or None (see :func:`resolve_device`); ``workdir`` None is
+    ``.batchspec-smoke/<engine>``. What the engine cannot run is refused here, before anything
+    is written or started."""
     world = nproc * nnodes
     text = read_text(path)
     values = spec_values(text, path)
@@ -107,7 +110,7 @@ def prepare(
         steps=steps,
         model=model,
         sequence_length=length,
-        workdir=workdir,
+        workdir=Path(workdir or workdirs.default("smoke", framework)).resolve(),
         config_name=config_name,
         rdzv_endpoint=rdzv_endpoint,
         device=device,
@@ -169,6 +172,7 @@ def resolve_device(requested: str | None, use_slurm: bool = False) -> str:
 def write_workdir(prepared: Prepared) -> None:
     """The work folder for a run: the spec and the engine's config, no results of an old run."""
     plan = prepared.plan
+    workdirs.make(plan.workdir)
     plan.results.mkdir(parents=True, exist_ok=True)
     for stale in plan.results.glob("rank-*.json"):
         stale.unlink()

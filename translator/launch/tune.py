@@ -24,6 +24,7 @@ from translator.errors import InputError
 from translator.findings import finding
 from translator.launch import probes, slurm, tune_report
 from translator.launch import smoke as runs
+from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan
 from translator.launch.engines import TORCH, engine, with_option
 from translator.launch.runner import step_progress
@@ -199,7 +200,7 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
         sequence_length=(
             request.seq_len or spec.sequence_length or runs.DEFAULT_SEQUENCE[request.model]
         ),
-        workdir=(request.workdir or Path(".batchspec-tune") / framework).resolve(),
+        workdir=(request.workdir or workdirs.default("tune", framework)).resolve(),
         config_name="",
         device=device,
     )
@@ -406,7 +407,7 @@ def submit(setup: probes.Setup, request: Request, options: slurm.SlurmOptions, s
     plan = setup.plan
     result = plan.workdir / RESULT_FILE
     text = slurm.script(plan, options, command=job_command(request), stdout=result)
-    plan.workdir.mkdir(parents=True, exist_ok=True)
+    workdirs.make(plan.workdir)
     for stale in (result, plan.workdir / probes.PROGRESS_FILE):
         stale.unlink(missing_ok=True)
     job = slurm.run_job(
