@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -361,7 +362,14 @@ def write_results(folder, per_rank):
     folder.mkdir(parents=True)
     for rank, samples in enumerate(per_rank):
         RankResult(
-            rank, len(per_rank), rank, True, samples, [0.1] * len(samples), sequence_length=32
+            rank,
+            len(per_rank),
+            rank,
+            True,
+            samples,
+            [0.1] * len(samples),
+            sequence_length=32,
+            finished=True,
         ).write(folder)
 
 
@@ -372,7 +380,9 @@ def test_judge_sums_data_parallel_ranks_and_catches_a_wrong_batch(spec, tmp_path
     shutil.rmtree(prepared.plan.results)
     write_results(prepared.plan.results, [[4, 2], [4, 2]])
     (error,) = judge(prepared, None, None, []).errors
-    assert error == "samples per optimizer step measured [8, 4], not the global batch 8"
+    assert error == (
+        "samples per optimizer step 8 × 1, 4 × 1 on 2 ranks, expected 8 (the global batch)"
+    )
 
 
 def test_judge_reports_missing_ranks_with_the_last_output(spec, tmp_path):
@@ -409,6 +419,7 @@ def test_two_cpu_ranks_take_two_steps_of_exactly_the_global_batch(spec, tmp_path
     assert out["optimizer_steps"] == 2 and out["samples_per_optimizer_step"] == [8, 8]
     assert out["tokens_per_second"] > 0 and out["peak_memory_bytes"] > 0
     assert out["device"] == "cpu" and out["errors"] == []
+    assert err.rstrip().endswith("ok: 8 samples per optimizer step on 2 ranks, as expected")
 
 
 @pytest.mark.framework
@@ -456,7 +467,7 @@ def test_a_framework_that_steps_differently_is_caught(spec, tmp_path):
     env = environment(prepared.plan.framework, None)
     outcome = runner.run(command.local_command(prepared.plan), env, 300)
     (error,) = judge(prepared, outcome.stopped, None, outcome.log_tail).errors
-    assert error == "samples per optimizer step measured [4, 4], not the global batch 8"
+    assert error == "4 samples per optimizer step on 2 ranks, expected 8 (the global batch)"
 
 
 @pytest.mark.framework
@@ -472,37 +483,94 @@ def test_timeout_stops_the_run_and_leaves_no_process(spec, tmp_path):
     assert leftovers(str(workdir)) == []
 
 
-@pytest.mark.framework
-def test_ctrl_c_stops_the_whole_group(spec, tmp_path):
-    pytest.importorskip("torch")
-    workdir = tmp_path / "interrupted-run"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "translator",
-            "smoke",
-            str(spec),
-            "--nproc",
-            "2",
-            "--steps",
-            "100000",
-            "--workdir",
-            str(workdir),
-        ],
+def start_smoke(spec, workdir, *args):
+    """batchspec smoke (text output) of a run that goes on until stopped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "translator", "smoke", str(spec), "--nproc", "2", "--steps"]
+        + ["100000", "--workdir", str(workdir), *map(str, args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def wait_for_steps(workdir, ranks=2):
+    """Until every rank has reported a step (a report is written after each one)."""
     deadline = time.monotonic() + 120
-    while not list((workdir / "results").glob("*")) and not leftovers(str(workdir / "results")):
-        assert time.monotonic() < deadline, "the ranks never started"
+    while len(list((workdir / "results").glob("rank-*.json"))) < ranks:
+        assert time.monotonic() < deadline, "the ranks never stepped"
         time.sleep(0.5)
-    time.sleep(3)
+
+
+def assert_shows_what_ran(out: str, asked: int) -> int:
+    """The text output of a run that stopped: how many steps ran of how many, the samples of
+    each (run-length), and no unknowns; returns the steps."""
+    assert "what ran before it stopped" in out
+    steps = int(re.search(rf"optimizer steps +(\d+) of {asked}\n", out).group(1))
+    assert steps >= 1 and re.search(rf"samples per step +8 × {steps} steps?\n", out), out
+    assert "unknown" not in out and "?" not in out and " 0 of" not in out
+    return steps
+
+
+@pytest.mark.framework
+def test_ctrl_c_stops_the_whole_group_and_shows_what_ran(spec, tmp_path):
+    pytest.importorskip("torch")
+    workdir = tmp_path / "interrupted-run"
+    proc = start_smoke(spec, workdir)
+    wait_for_steps(workdir)
+    time.sleep(2)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in err
+    steps = assert_shows_what_ran(out, 100000)
+    assert f"batchspec: error: interrupted ({steps} of 100000 optimizer steps ran)" in err
     assert leftovers(str(workdir)) == []
+
+
+@pytest.mark.framework
+def test_a_rank_that_dies_mid_run_shows_what_ran(spec, tmp_path):
+    """SIGKILL one rank mid-run: the other stops too; the output is what ran until then."""
+    pytest.importorskip("torch")
+    workdir = tmp_path / "killed-run"
+    proc = start_smoke(spec, workdir)
+    wait_for_steps(workdir)
+    rank1 = [
+        int(line.split(":")[0])
+        for line in leftovers(str(workdir / "results"))
+        if "translator.launch.worker" in line
+        and b"RANK=1\0" in Path(f"/proc/{line.split(':')[0]}/environ").read_bytes()
+    ]
+    assert len(rank1) == 1
+    os.kill(rank1[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert_shows_what_ran(out, 100000)
+    assert "batchspec: error: rank" in err
+    assert leftovers(str(workdir)) == []
+
+
+@pytest.mark.framework
+def test_a_run_that_fails_after_a_few_steps_shows_them_not_a_table_of_zeros(spec, tmp_path):
+    """Rank 0 raises once step 3 closed (the harness's test hook): the text says 3 of 6 steps
+    ran, 8 samples each, and where it stopped."""
+    pytest.importorskip("torch")
+    workdir = tmp_path / "w"
+    done = subprocess.run(
+        [sys.executable, "-m", "translator", "smoke", str(spec), "--nproc", "2", "--steps", "6"]
+        + ["--device", "cpu", "--workdir", str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"BATCHSPEC_FAIL_AT_STEP": "3"},
+    )
+    assert done.returncode == 1, done.stderr
+    assert assert_shows_what_ran(done.stdout, 6) == 3
+    assert (
+        "batchspec: error: rank 0 failed after 3 optimizer steps: RuntimeError: stopped after "
+        "step 3, as BATCHSPEC_FAIL_AT_STEP asks" in done.stderr
+    )
+    rank0 = RankResult.read(workdir / "results" / "rank-0.json")
+    assert rank0.samples_per_step == [4, 4, 4] and not rank0.finished and rank0.device == "cpu"
 
 
 @pytest.mark.framework
@@ -989,6 +1057,145 @@ def test_the_json_says_the_sequence_length_that_ran(tmp_path, spec):
     )
     assert code == 0, err
     assert out["sequence_length"] == 48 and out["tokens_per_step"] == 8 * 48
+
+
+# What a run says: the verdict, the steps run-length, and what ran before a failure --------------
+
+
+def test_the_samples_of_each_step_are_summarised_run_length():
+    from translator.launch.smoke import run_lengths
+
+    assert run_lengths([8] * 200) == "8 × 200 steps"
+    assert run_lengths([8]) == "8 × 1 step"
+    assert run_lengths([8, 8, 8, 6]) == "8 × 3, 6 × 1"
+    assert run_lengths([8, 6, 8]) == "8 × 1, 6 × 1, 8 × 1"
+    assert run_lengths([]) == "-"
+
+
+def test_the_verdict_is_one_line(spec, tmp_path):
+    from translator.launch.smoke import verdict
+
+    prepared = prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path)
+    write_results(prepared.plan.results, [[4, 4], [4, 4]])
+    report = judge(prepared, None, None, [])
+    assert (
+        verdict(report, prepared.plan) == "ok: 8 samples per optimizer step on 2 ranks, as expected"
+    )
+    shutil.rmtree(prepared.plan.results)
+    write_results(prepared.plan.results, [[3, 3], [3, 3]])
+    assert verdict(judge(prepared, None, None, []), prepared.plan) == (
+        "error: 6 samples per optimizer step on 2 ranks, expected 8 (the global batch)"
+    )
+
+
+def partial(folder, rank, samples, error=None, **fields):
+    """A rank's report as written during the run (after each step), or by a rank that failed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    RankResult(
+        rank,
+        2,
+        rank,
+        True,
+        samples,
+        [0.1] * len(samples),
+        sequence_length=32,
+        error=error,
+        **fields,
+    ).write(folder)
+
+
+def test_a_rank_that_failed_mid_run_says_how_far_it_got(spec, tmp_path):
+    prepared = prepare(str(spec), "torch", 2, 1, 6, "tiny", None, tmp_path)
+    partial(prepared.plan.results, 0, [4, 4, 4], error="RuntimeError: boom")
+    partial(prepared.plan.results, 1, [4, 4, 4, 4])
+    report = judge(prepared, None, None, ["last words"])
+    assert report.errors == ["rank 0 failed after 3 optimizer steps: RuntimeError: boom"]
+    assert report.measurement.optimizer_steps == 3
+    assert report.measurement.samples_per_optimizer_step == [8, 8, 8]
+    assert report.measurement.device == "cpu"
+
+
+def test_an_interrupted_run_says_how_many_steps_ran(spec, tmp_path):
+    prepared = prepare(str(spec), "torch", 2, 1, 200, "tiny", None, tmp_path)
+    partial(prepared.plan.results, 0, [4] * 39)
+    partial(prepared.plan.results, 1, [4] * 38)
+    report = judge(prepared, "interrupted", None, [])
+    assert report.errors == [
+        "interrupted (38 of 200 optimizer steps ran); every process of the run was stopped"
+    ]
+    assert report.measurement.samples_per_optimizer_step == [8] * 38
+    (error,) = judge(prepared, "timeout", 8, []).errors
+    assert error.startswith("timed out after 8 s (38 of 200 optimizer steps ran)")
+
+
+def test_ranks_that_ended_without_a_report_say_where(spec, tmp_path):
+    prepared = prepare(str(spec), "torch", 2, 1, 6, "tiny", None, tmp_path)
+    partial(prepared.plan.results, 0, [4, 4])
+    (error,) = judge(prepared, None, None, ["Killed"]).errors
+    assert (
+        error
+        == "rank(s) 1 reported nothing; rank 0 ended after 2 optimizer steps; last output: Killed"
+    )
+    assert judge(prepared, None, None, []).measurement.optimizer_steps == 0  # rank 1 ran none
+
+
+def test_a_replica_not_known_yet_leaves_the_sums_unknown():
+    """During a run with model parallelism the engine has not said yet which rank counts for
+    its replica: the samples per step are unknown, not a partial sum."""
+    ranks = [RankResult(r, 2, None, None, [4, 4], [0.1, 0.1]) for r in range(2)]
+    m = merge(ranks, 2)
+    assert m.optimizer_steps == 2 and m.samples_per_optimizer_step is None
+    assert m.tokens_per_second is None
+
+
+def test_the_harness_reports_after_every_step(tmp_path, monkeypatch):
+    """Each closed step rewrites the rank's report (not finished); with model parallelism
+    which rank counts stays unknown until the engine's final report."""
+    from translator.launch.context import RunContext
+    from translator.launch.harness import FAIL_AT_STEP_ENV, Harness
+    from translator.spec import BatchSpec
+
+    def harness(**layout):
+        spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2, **layout)
+        ctx = RunContext(spec, tmp_path / "c", tmp_path, 3, "tiny", 32, 1, 1, 2, "cpu")
+        return Harness(ctx)
+
+    h = harness()
+    h.add(types.SimpleNamespace(shape=(2, 32)))  # a batch of 2 rows
+    h.stepped("AdamW")
+    (report,) = read_all_results(tmp_path)
+    assert (report.samples_per_step, report.finished) == ([2], False)
+    assert (report.data_parallel_rank, report.counts_samples, report.stepped_by) == (
+        1,
+        True,
+        "AdamW",
+    )
+    h = harness(pipeline_parallel_size=2)
+    h.stepped("PipelineEngine")
+    (report,) = read_all_results(tmp_path)
+    assert (report.data_parallel_rank, report.counts_samples) == (None, None)
+    monkeypatch.setenv(FAIL_AT_STEP_ENV, "1")
+    harness().stepped("AdamW")  # rank 1: the hook is rank 0's
+
+
+def read_all_results(folder):
+    from translator.launch.result import read_all
+
+    return read_all(folder)
+
+
+def test_a_failed_rank_keeps_the_steps_it_reported(tmp_path):
+    from translator.launch.context import RunContext
+    from translator.launch.worker import failed
+    from translator.spec import BatchSpec
+
+    spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2)
+    ctx = RunContext(spec, tmp_path / "c", tmp_path, 3, "tiny", 32, 0, 0, 2, "cpu")
+    nothing = failed(ctx, "RuntimeError: early")
+    assert (nothing.samples_per_step, nothing.device, nothing.counts_samples) == ([], None, None)
+    partial(tmp_path, 0, [4, 4])
+    kept = failed(ctx, "oom")
+    assert (kept.samples_per_step, kept.error, kept.micro_batch_size) == ([4, 4], "oom", 2)
 
 
 # Refused before any process starts: what a CPU rank cannot run ---------------------------------

@@ -140,7 +140,7 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     )
     return Probe(
         c,
-        m.samples_per_optimizer_step,
+        m.samples_per_optimizer_step or [],  # unknown only for a probe that ran out of memory
         tokens,
         None if oom else m.step_time_seconds,
         m.peak_memory_bytes or None,

@@ -212,24 +212,31 @@ class Report:
 def judge(
     prepared: Prepared, stopped: str | None, timeout: float | None, log_tail: list[str]
 ) -> Report:
-    """Merge the ranks' reports and say what is wrong, if anything."""
+    """Merge the ranks' reports and say what is wrong, if anything (and, for a run that did not
+    end, how far it got)."""
     plan, spec = prepared.plan, prepared.spec
     results = read_all(plan.results)
-    m = merge(results)
+    m = merge(results, plan.world_size)
+    ran = f"{m.optimizer_steps} of {plan.steps} optimizer steps ran"
     errors = []
     if stopped == "timeout":
-        errors.append(f"timed out after {timeout:g} s; every process of the run was stopped")
+        errors.append(
+            f"timed out after {timeout:g} s ({ran}); every process of the run was stopped"
+        )
     elif stopped == "interrupted":
-        errors.append("interrupted; every process of the run was stopped")
+        errors.append(f"interrupted ({ran}); every process of the run was stopped")
     for r in results:
         if r.error == "oom":
             errors.append(_oom_message(spec, r))
         elif r.error:
-            errors.append(f"rank {r.rank} failed: {r.error}")
+            errors.append(
+                f"rank {r.rank} failed after {_steps(len(r.samples_per_step))}: {r.error}"
+            )
     missing = sorted(set(range(plan.world_size)) - {r.rank for r in results})
+    unfinished = [r for r in results if not r.finished and not r.error]
     oom = any(r.error == "oom" for r in results)
-    if missing and not errors:
-        ranks = ", ".join(map(str, missing))
+    if (missing or unfinished) and not errors:
+        ranks = ", ".join(map(str, missing + [r.rank for r in unfinished]))
         if any(mentions_out_of_memory(line) for line in log_tail):
             oom = True  # an allocator abort (C++ std::bad_alloc) leaves no report behind
             errors.append(
@@ -238,28 +245,67 @@ def judge(
             )
         else:
             tail = next((line for line in reversed(log_tail) if line.strip()), "no output")
-            errors.append(f"rank(s) {ranks} reported nothing; last output: {tail}")
+            ended = [f"rank(s) {', '.join(map(str, missing))} reported nothing"] if missing else []
+            ended += [
+                f"rank {r.rank} ended after {_steps(len(r.samples_per_step))}" for r in unfinished
+            ]
+            errors.append(f"{'; '.join(ended)}; last output: {tail}")
     if not errors:
         if m.optimizer_steps != plan.steps:
             errors.append(f"{m.optimizer_steps} optimizer steps ran, not {plan.steps}")
-        wrong = [n for n in m.samples_per_optimizer_step if n != spec.global_batch_size]
-        if wrong:
+        counts = m.samples_per_optimizer_step or []
+        if any(n != spec.global_batch_size for n in counts):
             errors.append(
-                f"samples per optimizer step measured {m.samples_per_optimizer_step}, "
-                f"not the global batch {spec.global_batch_size}"
+                f"{per_step(counts, plan.world_size)}, expected {spec.global_batch_size} "
+                "(the global batch)"
             )
         expected = prepared.expect_global
-        if expected is not None and any(n != expected for n in m.samples_per_optimizer_step):
+        if expected is not None and any(n != expected for n in counts):
             errors.append(
-                f"{plan.framework} consumed {_steps(m.samples_per_optimizer_step)} "
-                f"samples per optimizer step, not the {expected} expected "
-                "(--expect-global)"
+                f"{plan.framework} consumed {_samples(counts)} samples per optimizer step, not "
+                f"the {expected} expected (--expect-global)"
             )
     return Report(m, errors, results, oom)
 
 
-def _steps(counts: list[int]) -> str:
-    return str(counts[0]) if len(set(counts)) == 1 else "/".join(map(str, counts))
+def verdict(report: Report, plan: command.SmokePlan) -> str:
+    """The run in one line: ``ok: 8 samples per optimizer step on 2 ranks, as expected``, or
+    ``error: `` and what is wrong."""
+    if report.errors:
+        return "error: " + "; ".join(report.errors)
+    counts = report.measurement.samples_per_optimizer_step or []
+    return f"ok: {per_step(counts, plan.world_size)}, as expected"
+
+
+def per_step(counts: list[int], ranks: int) -> str:
+    """``8 samples per optimizer step on 2 ranks``; with steps that differ, run-length."""
+    on = f"on {ranks} rank{'s' if ranks != 1 else ''}"
+    if len(set(counts)) == 1:
+        return f"{counts[0]} samples per optimizer step {on}"
+    return f"samples per optimizer step {run_lengths(counts)} {on}"
+
+
+def run_lengths(counts: list[int]) -> str:
+    """The samples of each step, run-length: ``8 × 200 steps``; ``8 × 3, 6 × 1`` when they
+    differ (in step order); ``-`` for none."""
+    runs: list[list[int]] = []
+    for n in counts:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    if len(runs) == 1:
+        n, times = runs[0]
+        return f"{n} × {_steps(times, 'step')}"
+    return ", ".join(f"{n} × {times}" for n, times in runs) or "-"
+
+
+def _samples(counts: list[int]) -> str:
+    return str(counts[0]) if len(set(counts)) == 1 else run_lengths(counts)
+
+
+def _steps(n: int, word: str = "optimizer step") -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def _oom_message(spec: BatchSpec, r: RankResult) -> str:
@@ -280,15 +326,17 @@ def _oom_message(spec: BatchSpec, r: RankResult) -> str:
 
 def mfu(report: Report, prepared: Prepared) -> tuple[float | None, str]:
     """Model FLOPs utilisation on GPU: (6 N + 12 L h s) FLOPs per token (PaLM, appendix B)
-    × tokens/s / (GPUs × peak dense bf16 FLOP/s). None on CPU or an unknown GPU."""
+    × tokens/s / (GPUs × peak dense bf16 FLOP/s). None on CPU, on an unknown GPU, or for a run
+    that failed."""
     formula = "6·N + 12·L·h·s FLOPs per token (PaLM appendix B), peak dense bf16"
     m = report.measurement
-    peak = next((v for k, v in PEAK_FLOPS.items() if k in m.device), None)
-    if peak is None or not m.tokens_per_second or not report.results:
+    peak = next((v for k, v in PEAK_FLOPS.items() if k in (m.device or "")), None)
+    if peak is None or not m.tokens_per_second or not report.results or report.errors:
         return None, formula
     shape, plan = SHAPES[prepared.plan.model], prepared.plan
     params = max(r.parameters for r in report.results)
-    per_token = 6 * params + 12 * shape.layers * shape.hidden * plan.sequence_length
+    length = m.sequence_length or plan.sequence_length
+    per_token = 6 * params + 12 * shape.layers * shape.hidden * length
     return m.tokens_per_second * per_token / (plan.world_size * peak), formula
 
 
@@ -349,16 +397,18 @@ def run(
     report = judge(prepared, stopped, timeout, tail)
     utilisation, formula = mfu(report, prepared)
     m = report.measurement
-    ran = prepared.spec.model_copy(update={"sequence_length": plan.sequence_length})
-    output = ran.output() | {  # the sequence length the ranks ran, --seq-len's when given
+    # The sequence length the ranks ran (the config's or --seq-len's, as the engine took it).
+    length = m.sequence_length or plan.sequence_length
+    ran = prepared.spec.model_copy(update={"sequence_length": length})
+    output = ran.output() | {
         "framework": plan.framework,
         "optimizer_steps": m.optimizer_steps,
         "samples_per_optimizer_step": m.samples_per_optimizer_step,
         "tokens_per_second": m.tokens_per_second,
         "step_time_seconds": m.step_time_seconds,
-        "peak_memory_bytes": m.peak_memory_bytes,
+        "peak_memory_bytes": m.peak_memory_bytes or None,
         "device": m.device,
-        "stepped_by": m.stepped_by,
+        "stepped_by": m.stepped_by or None,
         "mfu": utilisation,
         "mfu_formula": formula,
         "workdir": str(plan.workdir),
