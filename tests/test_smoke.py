@@ -552,7 +552,7 @@ def test_a_rank_that_dies_mid_run_shows_what_ran(spec, tmp_path):
 @pytest.mark.framework
 def test_a_run_that_fails_after_a_few_steps_shows_them_not_a_table_of_zeros(spec, tmp_path):
     """Rank 0 raises once step 3 closed (the harness's test hook): the text says 3 of 6 steps
-    ran, 8 samples each, and where it stopped."""
+    ran, 8 samples each, and where it stopped; the progress said each step on the way."""
     pytest.importorskip("torch")
     workdir = tmp_path / "w"
     done = subprocess.run(
@@ -569,6 +569,7 @@ def test_a_run_that_fails_after_a_few_steps_shows_them_not_a_table_of_zeros(spec
         "batchspec: error: rank 0 failed after 3 optimizer steps: RuntimeError: stopped after "
         "step 3, as BATCHSPEC_FAIL_AT_STEP asks" in done.stderr
     )
+    assert "  optimizer step 1/6," in done.stderr and "  3 of 6 optimizer steps in" in done.stderr
     rank0 = RankResult.read(workdir / "results" / "rank-0.json")
     assert rank0.samples_per_step == [4, 4, 4] and not rank0.finished and rank0.device == "cpu"
 
@@ -1196,6 +1197,134 @@ def test_a_failed_rank_keeps_the_steps_it_reported(tmp_path):
     partial(tmp_path, 0, [4, 4])
     kept = failed(ctx, "oom")
     assert (kept.samples_per_step, kept.error, kept.micro_batch_size) == ([4, 4], "oom", 2)
+
+
+# While it runs: progress on stderr --------------------------------------------------------------
+
+
+class Stream:
+    """A stream that says whether it is a terminal."""
+
+    def __init__(self, tty: bool):
+        self.text, self.tty = "", tty
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return self.tty
+
+
+def step_line(n):
+    return f"[batchspec-smoke] rank 0 step {n}"
+
+
+def test_off_a_terminal_progress_is_plain_lines_at_least_every_few_seconds():
+    from translator.launch.progress import Progress
+
+    stream = Stream(tty=False)
+    say = Progress(stream, every=0.3, tick=0.05)
+    with say.steps(200) as on_line:
+        on_line(step_line(1))
+        for n in range(2, 101):
+            on_line(step_line(n) + " glued to other output")
+        time.sleep(0.45)  # a slow step: the log still hears of it
+        say("a line of its own")
+    lines = stream.text.splitlines()
+    assert "\r" not in stream.text
+    assert lines[0].startswith("  optimizer step 1/200, 0 s")
+    assert any(line.startswith("  optimizer step 100/200") for line in lines[1:-2])
+    assert len(lines) <= 5  # not one line per step
+    assert lines[-2:] == ["a line of its own", lines[-1]]
+    assert re.fullmatch(r"  100 of 200 optimizer steps in \d+ s", lines[-1])
+
+
+def test_on_a_terminal_progress_is_one_line_rewritten_in_place():
+    from translator.launch.progress import Progress
+
+    stream = Stream(tty=True)
+    say = Progress(stream, tick=0.05)
+    with say.steps(3) as on_line:
+        time.sleep(0.12)
+        on_line(step_line(1))
+        on_line(step_line(2))
+        say("a message")
+        time.sleep(0.12)
+    assert "\r\033[K  optimizer step 0/3" in stream.text
+    assert "\r\033[K  optimizer step 2/3" in stream.text and "per step, about" in stream.text
+    assert "\r\033[Ka message\n" in stream.text  # the status line is cleared first, then redrawn
+    assert stream.text.endswith("\r\033[K  2 of 3 optimizer steps in 0 s\n")
+
+
+def test_a_quiet_progress_says_nothing():
+    from translator.launch.progress import Progress
+
+    stream = Stream(tty=True)
+    say = Progress(stream, quiet=True, tick=0.01)
+    with say.steps(2) as on_line:
+        on_line(step_line(1))
+        say("x")
+        time.sleep(0.05)
+    assert stream.text == ""
+
+
+# Before a long run: a warning with the estimate and how to shorten it ---------------------------
+
+
+def test_a_long_cpu_run_is_warned_about_with_how_to_shorten_it(tmp_path):
+    """The HF recipe as is (micro 16 × 2048 tokens): the estimate is over a minute; what
+    --seq-len and --steps would make of it is said too."""
+    from translator.launch.smoke import estimated_seconds, long_run_warning
+
+    recipe = Path(__file__).resolve().parent.parent / "fixtures/hf/valid/sft_recipe_full.yaml"
+    prepared = prepare(str(recipe), None, 1, 1, 3, "tiny", None, tmp_path, device="cpu")
+    assert prepared.plan.sequence_length == 2048
+    seconds = estimated_seconds(prepared, cores=2)
+    assert 60 < seconds < 300
+    warning = long_run_warning(prepared, cores=2)
+    assert warning.startswith(
+        "warning: 3 optimizer steps of micro-batch 16 × accumulation 1 × 2048 tokens per rank "
+        "may take about 1 min"
+    )
+    assert "--seq-len 512 (about " in warning and "--steps 1 (about " in warning
+    assert estimated_seconds(prepared, cores=2, sequence_length=512) <= 15
+    # More ranks than cores share them: the same steps take longer.
+    assert estimated_seconds(prepared, cores=1) == seconds
+    crowded = prepare(str(recipe), None, 4, 1, 3, "tiny", None, tmp_path, device="cpu")
+    assert estimated_seconds(crowded, cores=2) == pytest.approx(2 * seconds)
+
+
+def test_a_short_run_or_a_gpu_run_gets_no_warning(spec, tmp_path):
+    from translator.launch.smoke import long_run_warning
+
+    assert long_run_warning(prepare(str(spec), "torch", 2, 1, 3, "tiny", None, tmp_path), 2) is None
+    gpu = prepare(str(spec), "torch", 2, 1, 3, "tiny", 8192, tmp_path, device="gpu")
+    assert long_run_warning(gpu, 2) is None
+
+
+def test_the_command_warns_before_it_runs(tmp_path, monkeypatch):
+    """The warning comes on stderr before the launch (with --json too: stdout keeps the one
+    object)."""
+    from translator.launch import smoke as runs
+
+    long = tmp_path / "long.yaml"
+    long.write_text("global_batch_size: 32\nmicro_batch_size: 16\nsequence_length: 2048\n")
+    seen = []
+
+    def fake_run(prepared, options, timeout, limit, say):
+        seen.append("run")
+        raise SystemExit(0)
+
+    monkeypatch.setattr(runs, "run", fake_run)
+    result = run(
+        "smoke", long, "--nproc", 2, "--device", "cpu", "--workdir", tmp_path / "w", "--json"
+    )
+    assert seen == ["run"] and result.stdout == ""
+    assert "warning: 3 optimizer steps of micro-batch 16" in result.stderr
+    assert "shorter: --seq-len" in result.stderr
 
 
 # Refused before any process starts: what a CPU rank cannot run ---------------------------------

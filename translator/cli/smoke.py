@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -50,6 +51,8 @@ def smoke(
     (and, with --expect-global N, N)."""
     from translator.errors import ConfigError, InputError
     from translator.launch import smoke as runs
+    from translator.launch.progress import Progress
+
     limit = parse_memory(memory_limit)
     options = pop_slurm(slurm_flags)
     use_slurm = options is not None
@@ -74,12 +77,15 @@ def smoke(
     )
     if dry_run:
         return _dry_run(prepared, options, as_json)
-    say = (lambda text: None) if as_json else (lambda text: click.echo(text, err=True))
+    say = Progress()  # stderr: with --json, stdout holds the one object and nothing else
     plan = prepared.plan
     say(
         f"smoke: {plan.framework} on {plan.device}, {nnodes} node(s) × {nproc}, {steps} steps, "
         f"global batch {prepared.spec.global_batch_size}, workdir {plan.workdir}"
     )
+    warning = runs.long_run_warning(prepared, None if use_slurm else os.cpu_count())
+    if warning:
+        say(warning)
     done = runs.run(prepared, options, timeout, limit, say)
     out = done.output
     if as_json:

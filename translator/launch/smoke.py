@@ -16,9 +16,9 @@ from translator.launch import command, runner, slurm
 from translator.launch import workdir as workdirs
 from translator.launch.context import mentions_out_of_memory
 from translator.launch.engines import TORCH, config_framework, config_refusal, engine
-from translator.launch.model import SHAPES
+from translator.launch.model import SHAPES, ModelShape
+from translator.launch.progress import Progress, duration
 from translator.launch.result import Measurement, RankResult, merge, read_all
-from translator.launch.runner import step_progress
 from translator.layouts import spec_values
 from translator.reading import Launch
 from translator.spec import BatchSpec
@@ -28,6 +28,12 @@ from translator.spec_file import WORLD_KEYS, build_spec
 DEFAULT_SEQUENCE = {"tiny": 64, "125m": 1024}
 #: Peak dense bf16 FLOP/s per GPU, for MFU (NVIDIA data sheets).
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12}
+#: FLOP/s one CPU rank (one thread) sustains on the smoke models, for the estimate of a run's
+#: length: the torch engine's tiny model at 16 × 2048 tokens per micro-batch ran 5.6 GFLOP/s per
+#: rank on this project's 2-core machine (2 ranks, 24 s a step); rounded down.
+CPU_FLOPS = 5e9
+#: Steps estimated to take longer than this many seconds are warned about before the launch.
+LONG_RUN_SECONDS = 60.0
 
 
 @dataclass
@@ -324,6 +330,11 @@ def _oom_message(spec: BatchSpec, r: RankResult) -> str:
     return f"out of memory at micro-batch {micro} on rank {r.rank}; fix: {fix}"
 
 
+def flops_per_token(parameters: int, shape: ModelShape, sequence_length: int) -> int:
+    """Training FLOPs per token: 6 N + 12 L h s (PaLM, appendix B)."""
+    return 6 * parameters + 12 * shape.layers * shape.hidden * sequence_length
+
+
 def mfu(report: Report, prepared: Prepared) -> tuple[float | None, str]:
     """Model FLOPs utilisation on GPU: (6 N + 12 L h s) FLOPs per token (PaLM, appendix B)
     × tokens/s / (GPUs × peak dense bf16 FLOP/s). None on CPU, on an unknown GPU, or for a run
@@ -335,9 +346,60 @@ def mfu(report: Report, prepared: Prepared) -> tuple[float | None, str]:
         return None, formula
     shape, plan = SHAPES[prepared.plan.model], prepared.plan
     params = max(r.parameters for r in report.results)
-    length = m.sequence_length or plan.sequence_length
-    per_token = 6 * params + 12 * shape.layers * shape.hidden * length
+    per_token = flops_per_token(params, shape, m.sequence_length or plan.sequence_length)
     return m.tokens_per_second * per_token / (plan.world_size * peak), formula
+
+
+def estimated_seconds(
+    prepared: Prepared,
+    cores: int | None,
+    sequence_length: int | None = None,
+    steps: int | None = None,
+) -> float | None:
+    """How long the optimizer steps of a CPU run take, roughly (start-up not included): each
+    rank's tokens per step (micro × accumulation × sequence) × FLOPs per token of the model
+    (:func:`flops_per_token`, its parameters from its shape) / :data:`CPU_FLOPS`, × ranks per
+    core when there are more ranks than ``cores`` (None: the nodes' own, not known here).
+    ``sequence_length`` and ``steps``: another run's, for the advice. None on a GPU."""
+    plan, spec = prepared.plan, prepared.spec
+    if plan.device != "cpu":
+        return None
+    shape = SHAPES[plan.model]
+    length = sequence_length or plan.sequence_length
+    params = 12 * shape.layers * shape.hidden**2 + (2 * shape.vocab + length) * shape.hidden
+    tokens = spec.micro * spec.accumulation * length
+    crowding = max(1.0, plan.nproc / cores) if cores else 1.0
+    seconds = tokens * flops_per_token(params, shape, length) / CPU_FLOPS * crowding
+    return (steps or plan.steps) * seconds
+
+
+def long_run_warning(prepared: Prepared, cores: int | None) -> str | None:
+    """A warning for a run whose steps are estimated (:func:`estimated_seconds`) to take longer
+    than :data:`LONG_RUN_SECONDS`, with how long it would take shortened; else None."""
+    seconds = estimated_seconds(prepared, cores)
+    if seconds is None or seconds <= LONG_RUN_SECONDS:
+        return None
+    plan, spec = prepared.plan, prepared.spec
+    tips = []
+    shorter = [
+        length
+        for length in (2**k for k in range(4, 16))
+        if length < plan.sequence_length
+        and (estimated_seconds(prepared, cores, length) or 0) <= LONG_RUN_SECONDS / 4
+    ]
+    if shorter:
+        quick = estimated_seconds(prepared, cores, shorter[-1]) or 0
+        tips.append(f"--seq-len {shorter[-1]} (about {duration(quick)})")
+    if plan.steps > 1:
+        one = estimated_seconds(prepared, cores, steps=1) or 0
+        tips.append(f"--steps 1 (about {duration(one)})")
+    return (
+        f"warning: {_steps(plan.steps)} of micro-batch {spec.micro_batch_size} × accumulation "
+        f"{spec.gradient_accumulation_steps} × {plan.sequence_length} tokens per rank may take "
+        f"about {duration(seconds)} on CPU (the {plan.model} model at "
+        f"{CPU_FLOPS / 1e9:g} GFLOP/s per rank)"
+        + (f"; shorter: {' or '.join(tips)}" if tips else "")
+    )
 
 
 def run_local(prepared: Prepared, timeout: float | None, memory_limit: int | None, on_line):
@@ -382,18 +444,18 @@ def run(
     options: slurm.SlurmOptions | None,
     timeout: float | None,
     memory_limit: int | None,
-    say,
+    say: Progress,
 ) -> Outcome:
     """Run ``prepared`` here, or under Slurm with ``options``, and judge what the ranks did;
-    ``say`` takes the progress lines."""
+    ``say`` tells the progress."""
     plan = prepared.plan
     job = None
     if options is not None:
         job = run_slurm(prepared, options, timeout, memory_limit, say)
         stopped, tail = job.stopped, job.log_tail
     else:
-        on_line = step_progress(say, plan.steps)
-        stopped, tail = run_local(prepared, timeout, memory_limit, on_line)
+        with say.steps(plan.steps) as on_line:
+            stopped, tail = run_local(prepared, timeout, memory_limit, on_line)
     report = judge(prepared, stopped, timeout, tail)
     utilisation, formula = mfu(report, prepared)
     m = report.measurement

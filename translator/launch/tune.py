@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +27,7 @@ from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan
 from translator.launch.engines import TORCH, engine, with_option
-from translator.launch.runner import step_progress
+from translator.launch.progress import Progress
 from translator.memory import GIB
 
 if TYPE_CHECKING:
@@ -142,11 +142,11 @@ class Outcome:
     exit_code: int = 0
 
 
-def tune(request: Request, echo: Callable[[str], None]) -> Outcome:
+def tune(request: Request, echo: Progress) -> Outcome:
     """Run the tune ``request`` asks for; ``echo`` shows its progress (on stderr)."""
     setup, stages = prepare(request)
     quiet = request.as_json and not request.in_allocation  # a job's log takes the progress
-    say = (lambda text: None) if quiet else echo
+    say = Progress(quiet=True) if quiet else echo
     if request.slurm is not None:
         return submit(setup, request, request.slurm, say)
     device = setup.plan.device
@@ -293,7 +293,8 @@ def search(setup: probes.Setup, stages, recompute: bool, estimator, capacity, th
             + (f", ZeRO {c.zero_stage}" if c.zero_stage is not None else "")
             + (f" (job step of {os.environ['SLURM_JOB_ID']})" if setup.in_allocation else "")
         )
-        result = probes.run_probe(setup, c, estimator(c), step_progress(say, plan.steps))
+        with say.steps(plan.steps) as on_line:
+            result = probes.run_probe(setup, c, estimator(c), on_line)
         say(
             "  out of memory"
             if result.out_of_memory

@@ -21,7 +21,8 @@ Then, on every rank:
 On CPU (gloo) megatron-core runs TP = PP = CP = 1 once its CUDA-only allocations are sent to
 the CPU (:func:`_cpu_megatron`): dropout is 0 and megatron's inference RNG tracker (no CUDA
 RNG states) is used, gradient clipping is off (its norm kernel is CUDA-only). Other layouts are
-refused before launch: PP, TP and CP need GPUs, CP also Transformer Engine's attention.
+refused before launch: PP, TP and CP need GPUs, CP also Transformer Engine's attention, and
+``--use-distributed-optimizer`` needs GPUs too (:func:`refuse_config`).
 """
 
 from __future__ import annotations
