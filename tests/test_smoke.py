@@ -1259,6 +1259,25 @@ def test_on_a_terminal_progress_is_one_line_rewritten_in_place():
     assert stream.text.endswith("\r\033[K  2 of 3 optimizer steps in 0 s\n")
 
 
+def test_the_progress_line_leaves_the_start_up_out_of_the_time_per_step():
+    """Step 1 closes 46 s in (start-up and warm-up); then a step every 1.6 s: the estimate of
+    what is left rests on those, not on the 46 s."""
+    from translator.launch.progress import _Steps, duration
+
+    run = _Steps(8, start=0.0)
+    assert run.status(12.0) == "optimizer step 0/8, 12 s (start-up and the first step)"
+    run.closed(1, 46.0)
+    assert run.status(47.0) == "optimizer step 1/8, 47 s"
+    run.closed(3, 49.2)  # a lost line still counts its step
+    assert run.done == 3
+    run.times[1] = 47.6
+    assert run.status(50.0) == "optimizer step 3/8, 50 s; 1.6 s per step, about 8 s left"
+    run.closed(8, 57.2)
+    assert run.status(60.0).endswith("per step (finishing)")
+    assert run.summary(68.0) == "8 of 8 optimizer steps in 1 min 8 s"
+    assert [duration(s) for s in (5, 60, 108, 7500)] == ["5 s", "1 min", "1 min 48 s", "2 h 5 min"]
+
+
 def test_a_quiet_progress_says_nothing():
     from translator.launch.progress import Progress
 

@@ -160,16 +160,15 @@ class _Steps:
             self.times.append(now)
 
     def status(self, now: float) -> str:
-        elapsed = duration(now - self.start)
+        line = f"optimizer step {self.done}/{self.total}, {duration(now - self.start)}"
         if not self.times:
-            return f"optimizer step 0/{self.total}, {elapsed} (starting)"
-        # After two steps, the time per step leaves out the first (start-up and warm-up).
-        first = self.start if self.done == 1 else self.times[0]
-        each = (self.times[-1] - first) / max(self.done - 1, 1)
-        left = (self.total - self.done) * each
-        return f"optimizer step {self.done}/{self.total}, {elapsed}; {_seconds(each)} per step" + (
-            f", about {duration(left)} left" if self.done < self.total else ""
-        )
+            return line + " (start-up and the first step)"
+        if self.done >= 2:  # the first step's time holds the start-up: it is left out
+            each = (self.times[-1] - self.times[0]) / (self.done - 1)
+            line += f"; {_seconds(each)} per step"
+            if self.done < self.total:
+                line += f", about {duration((self.total - self.done) * each)} left"
+        return line + (" (finishing)" if self.done >= self.total else "")
 
     def summary(self, now: float) -> str:
         return f"{self.done} of {self.total} optimizer steps in {duration(now - self.start)}"
