@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -361,7 +362,14 @@ def write_results(folder, per_rank):
     folder.mkdir(parents=True)
     for rank, samples in enumerate(per_rank):
         RankResult(
-            rank, len(per_rank), rank, True, samples, [0.1] * len(samples), sequence_length=32
+            rank,
+            len(per_rank),
+            rank,
+            True,
+            samples,
+            [0.1] * len(samples),
+            sequence_length=32,
+            finished=True,
         ).write(folder)
 
 
@@ -372,7 +380,9 @@ def test_judge_sums_data_parallel_ranks_and_catches_a_wrong_batch(spec, tmp_path
     shutil.rmtree(prepared.plan.results)
     write_results(prepared.plan.results, [[4, 2], [4, 2]])
     (error,) = judge(prepared, None, None, []).errors
-    assert error == "samples per optimizer step measured [8, 4], not the global batch 8"
+    assert error == (
+        "samples per optimizer step 8 × 1, 4 × 1 on 2 ranks, expected 8 (the global batch)"
+    )
 
 
 def test_judge_reports_missing_ranks_with_the_last_output(spec, tmp_path):
@@ -409,6 +419,7 @@ def test_two_cpu_ranks_take_two_steps_of_exactly_the_global_batch(spec, tmp_path
     assert out["optimizer_steps"] == 2 and out["samples_per_optimizer_step"] == [8, 8]
     assert out["tokens_per_second"] > 0 and out["peak_memory_bytes"] > 0
     assert out["device"] == "cpu" and out["errors"] == []
+    assert err.rstrip().endswith("ok: 8 samples per optimizer step on 2 ranks, as expected")
 
 
 @pytest.mark.framework
@@ -456,7 +467,7 @@ def test_a_framework_that_steps_differently_is_caught(spec, tmp_path):
     env = environment(prepared.plan.framework, None)
     outcome = runner.run(command.local_command(prepared.plan), env, 300)
     (error,) = judge(prepared, outcome.stopped, None, outcome.log_tail).errors
-    assert error == "samples per optimizer step measured [4, 4], not the global batch 8"
+    assert error == "4 samples per optimizer step on 2 ranks, expected 8 (the global batch)"
 
 
 @pytest.mark.framework
@@ -472,37 +483,95 @@ def test_timeout_stops_the_run_and_leaves_no_process(spec, tmp_path):
     assert leftovers(str(workdir)) == []
 
 
-@pytest.mark.framework
-def test_ctrl_c_stops_the_whole_group(spec, tmp_path):
-    pytest.importorskip("torch")
-    workdir = tmp_path / "interrupted-run"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "translator",
-            "smoke",
-            str(spec),
-            "--nproc",
-            "2",
-            "--steps",
-            "100000",
-            "--workdir",
-            str(workdir),
-        ],
+def start_smoke(spec, workdir, *args):
+    """batchspec smoke (text output) of a run that goes on until stopped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "translator", "smoke", str(spec), "--nproc", "2", "--steps"]
+        + ["100000", "--workdir", str(workdir), *map(str, args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def wait_for_steps(workdir, ranks=2):
+    """Until every rank has reported a step (a report is written after each one)."""
     deadline = time.monotonic() + 120
-    while not list((workdir / "results").glob("*")) and not leftovers(str(workdir / "results")):
-        assert time.monotonic() < deadline, "the ranks never started"
+    while len(list((workdir / "results").glob("rank-*.json"))) < ranks:
+        assert time.monotonic() < deadline, "the ranks never stepped"
         time.sleep(0.5)
-    time.sleep(3)
+
+
+def assert_shows_what_ran(out: str, asked: int) -> int:
+    """The text output of a run that stopped: how many steps ran of how many, the samples of
+    each (run-length), and no unknowns; returns the steps."""
+    assert "what ran before it stopped" in out
+    steps = int(re.search(rf"optimizer steps +(\d+) of {asked}\n", out).group(1))
+    assert steps >= 1 and re.search(rf"samples per step +8 × {steps} steps?\n", out), out
+    assert "unknown" not in out and "?" not in out and " 0 of" not in out
+    return steps
+
+
+@pytest.mark.framework
+def test_ctrl_c_stops_the_whole_group_and_shows_what_ran(spec, tmp_path):
+    pytest.importorskip("torch")
+    workdir = tmp_path / "interrupted-run"
+    proc = start_smoke(spec, workdir)
+    wait_for_steps(workdir)
+    time.sleep(2)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in err
+    steps = assert_shows_what_ran(out, 100000)
+    assert f"batchspec: error: interrupted ({steps} of 100000 optimizer steps ran)" in err
     assert leftovers(str(workdir)) == []
+
+
+@pytest.mark.framework
+def test_a_rank_that_dies_mid_run_shows_what_ran(spec, tmp_path):
+    """SIGKILL one rank mid-run: the other stops too; the output is what ran until then."""
+    pytest.importorskip("torch")
+    workdir = tmp_path / "killed-run"
+    proc = start_smoke(spec, workdir)
+    wait_for_steps(workdir)
+    rank1 = [
+        int(line.split(":")[0])
+        for line in leftovers(str(workdir / "results"))
+        if "translator.launch.worker" in line
+        and b"RANK=1\0" in Path(f"/proc/{line.split(':')[0]}/environ").read_bytes()
+    ]
+    assert len(rank1) == 1
+    os.kill(rank1[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert_shows_what_ran(out, 100000)
+    assert "batchspec: error: rank" in err
+    assert leftovers(str(workdir)) == []
+
+
+@pytest.mark.framework
+def test_a_run_that_fails_after_a_few_steps_shows_them_not_a_table_of_zeros(spec, tmp_path):
+    """Rank 0 raises once step 3 closed (the harness's test hook): the text says 3 of 6 steps
+    ran, 8 samples each, and where it stopped; the progress said each step on the way."""
+    pytest.importorskip("torch")
+    workdir = tmp_path / "w"
+    done = subprocess.run(
+        [sys.executable, "-m", "translator", "smoke", str(spec), "--nproc", "2", "--steps", "6"]
+        + ["--device", "cpu", "--workdir", str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"BATCHSPEC_FAIL_AT_STEP": "3"},
+    )
+    assert done.returncode == 1, done.stderr
+    assert assert_shows_what_ran(done.stdout, 6) == 3
+    assert (
+        "batchspec: error: rank 0 failed after 3 optimizer steps: RuntimeError: stopped after "
+        "step 3, as BATCHSPEC_FAIL_AT_STEP asks" in done.stderr
+    )
+    assert "  optimizer step 1/6," in done.stderr and "  3 of 6 optimizer steps in" in done.stderr
+    rank0 = RankResult.read(workdir / "results" / "rank-0.json")
+    assert rank0.samples_per_step == [4, 4, 4] and not rank0.finished and rank0.device == "cpu"
 
 
 @pytest.mark.framework
@@ -989,3 +1058,402 @@ def test_the_json_says_the_sequence_length_that_ran(tmp_path, spec):
     )
     assert code == 0, err
     assert out["sequence_length"] == 48 and out["tokens_per_step"] == 8 * 48
+
+
+# What a run says: the verdict, the steps run-length, and what ran before a failure --------------
+
+
+def test_the_samples_of_each_step_are_summarised_run_length():
+    from translator.launch.smoke import run_lengths
+
+    assert run_lengths([8] * 200) == "8 × 200 steps"
+    assert run_lengths([8]) == "8 × 1 step"
+    assert run_lengths([8, 8, 8, 6]) == "8 × 3, 6 × 1"
+    assert run_lengths([8, 6, 8]) == "8 × 1, 6 × 1, 8 × 1"
+    assert run_lengths([]) == "-"
+
+
+def test_the_verdict_is_one_line(spec, tmp_path):
+    from translator.launch.smoke import verdict
+
+    prepared = prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path)
+    write_results(prepared.plan.results, [[4, 4], [4, 4]])
+    report = judge(prepared, None, None, [])
+    assert (
+        verdict(report, prepared.plan) == "ok: 8 samples per optimizer step on 2 ranks, as expected"
+    )
+    shutil.rmtree(prepared.plan.results)
+    write_results(prepared.plan.results, [[3, 3], [3, 3]])
+    assert verdict(judge(prepared, None, None, []), prepared.plan) == (
+        "error: 6 samples per optimizer step on 2 ranks, expected 8 (the global batch)"
+    )
+
+
+def partial(folder, rank, samples, error=None, **fields):
+    """A rank's report as written during the run (after each step), or by a rank that failed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    RankResult(
+        rank,
+        2,
+        rank,
+        True,
+        samples,
+        [0.1] * len(samples),
+        sequence_length=32,
+        error=error,
+        **fields,
+    ).write(folder)
+
+
+def test_a_rank_that_failed_mid_run_says_how_far_it_got(spec, tmp_path):
+    prepared = prepare(str(spec), "torch", 2, 1, 6, "tiny", None, tmp_path)
+    partial(prepared.plan.results, 0, [4, 4, 4], error="RuntimeError: boom")
+    partial(prepared.plan.results, 1, [4, 4, 4, 4])
+    report = judge(prepared, None, None, ["last words"])
+    assert report.errors == ["rank 0 failed after 3 optimizer steps: RuntimeError: boom"]
+    assert report.measurement.optimizer_steps == 3
+    assert report.measurement.samples_per_optimizer_step == [8, 8, 8]
+    assert report.measurement.device == "cpu"
+
+
+def test_an_interrupted_run_says_how_many_steps_ran(spec, tmp_path):
+    prepared = prepare(str(spec), "torch", 2, 1, 200, "tiny", None, tmp_path)
+    partial(prepared.plan.results, 0, [4] * 39)
+    partial(prepared.plan.results, 1, [4] * 38)
+    report = judge(prepared, "interrupted", None, [])
+    assert report.errors == [
+        "interrupted (38 of 200 optimizer steps ran); every process of the run was stopped"
+    ]
+    assert report.measurement.samples_per_optimizer_step == [8] * 38
+    (error,) = judge(prepared, "timeout", 8, []).errors
+    assert error.startswith("timed out after 8 s (38 of 200 optimizer steps ran)")
+
+
+def test_ranks_that_ended_without_a_report_say_where(spec, tmp_path):
+    prepared = prepare(str(spec), "torch", 2, 1, 6, "tiny", None, tmp_path)
+    partial(prepared.plan.results, 0, [4, 4])
+    (error,) = judge(prepared, None, None, ["Killed"]).errors
+    assert (
+        error
+        == "rank(s) 1 reported nothing; rank 0 ended after 2 optimizer steps; last output: Killed"
+    )
+    assert judge(prepared, None, None, []).measurement.optimizer_steps == 0  # rank 1 ran none
+
+
+def test_a_replica_not_known_yet_leaves_the_sums_unknown():
+    """During a run with model parallelism the engine has not said yet which rank counts for
+    its replica: the samples per step are unknown, not a partial sum."""
+    ranks = [RankResult(r, 2, None, None, [4, 4], [0.1, 0.1]) for r in range(2)]
+    m = merge(ranks, 2)
+    assert m.optimizer_steps == 2 and m.samples_per_optimizer_step is None
+    assert m.tokens_per_second is None
+
+
+def test_the_harness_reports_after_every_step(tmp_path, monkeypatch):
+    """Each closed step rewrites the rank's report (not finished); with model parallelism
+    which rank counts stays unknown until the engine's final report."""
+    from translator.launch.context import RunContext
+    from translator.launch.harness import FAIL_AT_STEP_ENV, Harness
+    from translator.spec import BatchSpec
+
+    def harness(**layout):
+        spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2, **layout)
+        ctx = RunContext(spec, tmp_path / "c", tmp_path, 3, "tiny", 32, 1, 1, 2, "cpu")
+        return Harness(ctx)
+
+    h = harness()
+    h.add(types.SimpleNamespace(shape=(2, 32)))  # a batch of 2 rows
+    h.stepped("AdamW")
+    (report,) = read_all_results(tmp_path)
+    assert (report.samples_per_step, report.finished) == ([2], False)
+    assert (report.data_parallel_rank, report.counts_samples, report.stepped_by) == (
+        1,
+        True,
+        "AdamW",
+    )
+    h = harness(pipeline_parallel_size=2)
+    h.stepped("PipelineEngine")
+    (report,) = read_all_results(tmp_path)
+    assert (report.data_parallel_rank, report.counts_samples) == (None, None)
+    monkeypatch.setenv(FAIL_AT_STEP_ENV, "1")
+    harness().stepped("AdamW")  # rank 1: the hook is rank 0's
+
+
+def read_all_results(folder):
+    from translator.launch.result import read_all
+
+    return read_all(folder)
+
+
+def test_a_failed_rank_keeps_the_steps_it_reported(tmp_path):
+    from translator.launch.context import RunContext
+    from translator.launch.worker import failed
+    from translator.spec import BatchSpec
+
+    spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2)
+    ctx = RunContext(spec, tmp_path / "c", tmp_path, 3, "tiny", 32, 0, 0, 2, "cpu")
+    nothing = failed(ctx, "RuntimeError: early")
+    assert (nothing.samples_per_step, nothing.device, nothing.counts_samples) == ([], None, None)
+    partial(tmp_path, 0, [4, 4])
+    kept = failed(ctx, "oom")
+    assert (kept.samples_per_step, kept.error, kept.micro_batch_size) == ([4, 4], "oom", 2)
+
+
+# While it runs: progress on stderr --------------------------------------------------------------
+
+
+class Stream:
+    """A stream that says whether it is a terminal."""
+
+    def __init__(self, tty: bool):
+        self.text, self.tty = "", tty
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return self.tty
+
+
+def step_line(n):
+    return f"[batchspec-smoke] rank 0 step {n}"
+
+
+def test_off_a_terminal_progress_is_plain_lines_at_least_every_few_seconds():
+    from translator.launch.progress import Progress
+
+    stream = Stream(tty=False)
+    say = Progress(stream, every=0.3, tick=0.05)
+    with say.steps(200) as on_line:
+        on_line(step_line(1))
+        for n in range(2, 101):
+            on_line(step_line(n) + " glued to other output")
+        time.sleep(0.45)  # a slow step: the log still hears of it
+        say("a line of its own")
+    lines = stream.text.splitlines()
+    assert "\r" not in stream.text
+    assert lines[0].startswith("  optimizer step 1/200, 0 s")
+    assert any(line.startswith("  optimizer step 100/200") for line in lines[1:-2])
+    assert len(lines) <= 5  # not one line per step
+    assert lines[-2:] == ["a line of its own", lines[-1]]
+    assert re.fullmatch(r"  100 of 200 optimizer steps in \d+ s", lines[-1])
+
+
+def test_on_a_terminal_progress_is_one_line_rewritten_in_place():
+    from translator.launch.progress import Progress
+
+    stream = Stream(tty=True)
+    say = Progress(stream, tick=0.05)
+    with say.steps(3) as on_line:
+        time.sleep(0.12)
+        on_line(step_line(1))
+        on_line(step_line(2))
+        say("a message")
+        time.sleep(0.12)
+    assert "\r\033[K  optimizer step 0/3" in stream.text
+    assert "\r\033[K  optimizer step 2/3" in stream.text and "per step, about" in stream.text
+    assert "\r\033[Ka message\n" in stream.text  # the status line is cleared first, then redrawn
+    assert stream.text.endswith("\r\033[K  2 of 3 optimizer steps in 0 s\n")
+
+
+def test_the_progress_line_leaves_the_start_up_out_of_the_time_per_step():
+    """Step 1 closes 46 s in (start-up and warm-up); then a step every 1.6 s: the estimate of
+    what is left rests on those, not on the 46 s."""
+    from translator.launch.progress import _Steps, duration
+
+    run = _Steps(8, start=0.0)
+    assert run.status(12.0) == "optimizer step 0/8, 12 s (start-up and the first step)"
+    run.closed(1, 46.0)
+    assert run.status(47.0) == "optimizer step 1/8, 47 s"
+    run.closed(3, 49.2)  # a lost line still counts its step
+    assert run.done == 3
+    run.times[1] = 47.6
+    assert run.status(50.0) == "optimizer step 3/8, 50 s; 1.6 s per step, about 8 s left"
+    run.closed(8, 57.2)
+    assert run.status(60.0).endswith("per step (finishing)")
+    assert run.summary(68.0) == "8 of 8 optimizer steps in 1 min 8 s"
+    assert [duration(s) for s in (5, 60, 108, 7500)] == ["5 s", "1 min", "1 min 48 s", "2 h 5 min"]
+
+
+def test_a_quiet_progress_says_nothing():
+    from translator.launch.progress import Progress
+
+    stream = Stream(tty=True)
+    say = Progress(stream, quiet=True, tick=0.01)
+    with say.steps(2) as on_line:
+        on_line(step_line(1))
+        say("x")
+        time.sleep(0.05)
+    assert stream.text == ""
+
+
+# Before a long run: a warning with the estimate and how to shorten it ---------------------------
+
+
+def test_a_long_cpu_run_is_warned_about_with_how_to_shorten_it(tmp_path):
+    """The HF recipe as is (micro 16 × 2048 tokens): the estimate is over a minute; what
+    --seq-len and --steps would make of it is said too."""
+    from translator.launch.smoke import estimated_seconds, long_run_warning
+
+    recipe = Path(__file__).resolve().parent.parent / "fixtures/hf/valid/sft_recipe_full.yaml"
+    prepared = prepare(str(recipe), None, 1, 1, 3, "tiny", None, tmp_path, device="cpu")
+    assert prepared.plan.sequence_length == 2048
+    seconds = estimated_seconds(prepared, cores=2)
+    assert 60 < seconds < 300
+    warning = long_run_warning(prepared, cores=2)
+    assert warning.startswith(
+        "warning: 3 optimizer steps of micro-batch 16 × accumulation 1 × 2048 tokens per rank "
+        "may take about 1 min"
+    )
+    assert "--seq-len 512 (about " in warning and "--steps 1 (about " in warning
+    assert estimated_seconds(prepared, cores=2, sequence_length=512) <= 15
+    # More ranks than cores share them: the same steps take longer.
+    assert estimated_seconds(prepared, cores=1) == seconds
+    crowded = prepare(str(recipe), None, 4, 1, 3, "tiny", None, tmp_path, device="cpu")
+    assert estimated_seconds(crowded, cores=2) == pytest.approx(2 * seconds)
+
+
+def test_a_short_run_or_a_gpu_run_gets_no_warning(spec, tmp_path):
+    from translator.launch.smoke import long_run_warning
+
+    assert long_run_warning(prepare(str(spec), "torch", 2, 1, 3, "tiny", None, tmp_path), 2) is None
+    gpu = prepare(str(spec), "torch", 2, 1, 3, "tiny", 8192, tmp_path, device="gpu")
+    assert long_run_warning(gpu, 2) is None
+
+
+def test_the_command_warns_before_it_runs(tmp_path, monkeypatch):
+    """The warning comes on stderr before the launch (with --json too: stdout keeps the one
+    object)."""
+    from translator.launch import smoke as runs
+
+    long = tmp_path / "long.yaml"
+    long.write_text("global_batch_size: 32\nmicro_batch_size: 16\nsequence_length: 2048\n")
+    seen = []
+
+    def fake_run(prepared, options, timeout, limit, say):
+        seen.append("run")
+        raise SystemExit(0)
+
+    monkeypatch.setattr(runs, "run", fake_run)
+    result = run(
+        "smoke", long, "--nproc", 2, "--device", "cpu", "--workdir", tmp_path / "w", "--json"
+    )
+    assert seen == ["run"] and result.stdout == ""
+    assert "warning: 3 optimizer steps of micro-batch 16" in result.stderr
+    assert "shorter: --seq-len" in result.stderr
+
+
+# Refused before any process starts: what a CPU rank cannot run ---------------------------------
+
+
+def _cpu_has_fp16():
+    from translator.frameworks.shared.deepspeed_device import _cpu_has_fp16
+
+    return _cpu_has_fp16()
+
+
+MEGATRON_LINE = (
+    "torchrun --nproc_per_node 2 pretrain_gpt.py --micro-batch-size 2 --global-batch-size 8 "
+    "--seq-length 32 {extra}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "name, text, partner, why",
+    [
+        (
+            "run.sh",
+            MEGATRON_LINE.format(extra="--use-distributed-optimizer"),
+            None,
+            "--use-distributed-optimizer needs GPUs",
+        ),
+        (
+            "run.sh",
+            MEGATRON_LINE.format(extra="--rampup-batch-size 4 4 100"),
+            None,
+            "--rampup-batch-size is not supported by smoke runs",
+        ),
+        (
+            "ds.json",
+            '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, '
+            '"fp16": {"enabled": true}}',
+            None,
+            '"fp16": {"enabled": true} cannot run on this CPU',
+        ),
+        (
+            "args.yaml",
+            "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\ntf32: true\n",
+            None,
+            "tf32: true needs a GPU",
+        ),
+        (
+            "args.yaml",
+            "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\ndeepspeed: ds.json\n",
+            '{"train_batch_size": "auto", "fp16": {"enabled": true}}',
+            'its DeepSpeed JSON\'s "fp16": {"enabled": true} cannot run on this CPU',
+        ),
+        (
+            "args.yaml",
+            "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\nfp16: true\n"
+            "deepspeed: ds.json\n",
+            '{"train_batch_size": "auto", "fp16": {"enabled": "auto"}}',
+            'fp16: true (its DeepSpeed JSON\'s fp16 is "auto") cannot run on this CPU',
+        ),
+    ],
+)
+def test_a_setting_a_cpu_rank_cannot_run_is_refused_before_launch(
+    tmp_path, name, text, partner, why
+):
+    """Exit 2, one line naming the setting and the file, nothing written or started (these were
+    found by the ranks, exit 1, after their start-up)."""
+    if "fp16" in why and _cpu_has_fp16():
+        pytest.skip("this CPU has fp16 (oneDNN), so DeepSpeed runs it")
+    path = tmp_path / name
+    path.write_text(text)
+    if partner:
+        (tmp_path / "ds.json").write_text(partner)
+    workdir = tmp_path / "w"
+    result = run("smoke", path, "--nproc", 2, "--device", "cpu", "--workdir", workdir)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"batchspec: error: {path}") and why in result.stderr
+    assert "nothing was started" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not workdir.exists()
+    # On a GPU these run (the dry run asks the same questions, and starts nothing).
+    if "rampup" not in why:
+        on_gpu = run("smoke", path, "--nproc", 2, "--device", "gpu", "--dry-run")
+        assert on_gpu.exit_code == 0, on_gpu.output
+
+
+# Work folders ----------------------------------------------------------------------------------
+
+
+def test_the_default_work_folder_is_the_engines_as_the_help_says(spec, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run("smoke", spec, "--dry-run", "--json", "--device", "cpu")
+    assert json.loads(result.stdout)["workdir"] == str(tmp_path / ".batchspec-smoke" / "torch")
+    assert ".batchspec-<command>/<framework>" in run("smoke", "--help").stdout
+
+
+def test_a_work_folder_made_for_a_run_is_ignored_by_git(spec, tmp_path):
+    from translator.launch.smoke import write_workdir
+
+    write_workdir(prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path / "new" / "w"))
+    assert (tmp_path / "new" / "w" / ".gitignore").read_text() == "*\n"
+    own = tmp_path / "mine"
+    own.mkdir()
+    write_workdir(prepare(str(spec), "torch", 2, 1, 2, "tiny", None, own))
+    assert not (own / ".gitignore").exists()  # a folder that was there is the user's own
+    if shutil.which("git"):
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "new/" not in status and "mine/spec.json" in status

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from pathlib import Path
 
 import click
 
@@ -56,11 +56,11 @@ def smoke(
     """
     from translator.errors import ConfigError, InputError
     from translator.launch import smoke as runs
+    from translator.launch.progress import Progress
 
     limit = parse_memory(memory_limit)
     options = pop_slurm(slurm_flags)
     use_slurm = options is not None
-    workdir = (workdir or Path(".batchspec-smoke") / (framework or "run")).resolve()
     if nnodes > 1 and not use_slurm and not (dry_run and rdzv_endpoint):
         raise InputError(
             "a multi-node run outside Slurm starts on every node: print its command "
@@ -82,22 +82,30 @@ def smoke(
     )
     if dry_run:
         return _dry_run(prepared, options, as_json)
-    say = (lambda text: None) if as_json else (lambda text: click.echo(text, err=True))
+    say = Progress()  # stderr: with --json, stdout holds the one object and nothing else
+    plan = prepared.plan
     say(
-        f"smoke: {prepared.plan.framework} on {prepared.plan.device}, {nnodes} node(s) × "
-        f"{nproc}, {steps} steps, global batch {prepared.spec.global_batch_size}, "
-        f"workdir {workdir}"
+        f"smoke: {plan.framework} on {plan.device}, {nnodes} node(s) × {nproc}, {steps} steps, "
+        f"global batch {prepared.spec.global_batch_size}, workdir {plan.workdir}"
     )
+    warning = runs.long_run_warning(prepared, None if use_slurm else os.cpu_count())
+    if warning:
+        say(warning)
     done = runs.run(prepared, options, timeout, limit, say)
     out = done.output
     if as_json:
         emit_json(out)
     else:
-        _table(out)
+        if out["optimizer_steps"] == steps:
+            _table(out)
+        elif out["optimizer_steps"]:  # stopped early: what ran, or (none ran) only the error
+            _table(out, stopped_of=steps)
         print_findings(prepared.findings)
+    line = runs.verdict(done.report, plan)
     if done.report.errors:
-        click.echo(f"batchspec: error: {'; '.join(done.report.errors)}", err=True)
+        click.echo(f"batchspec: {line}", err=True)
         sys.exit(130 if done.stopped == "interrupted" else ConfigError.exit_code)
+    click.echo(line, err=as_json)
 
 
 def _dry_run(prepared, options, as_json) -> None:
@@ -131,10 +139,15 @@ def _dry_run(prepared, options, as_json) -> None:
     click.echo(sbatch if sbatch else shlex.join(argv))
 
 
-def _table(out: dict) -> None:
+def _table(out: dict, stopped_of: int | None = None) -> None:
+    """What was measured; for a run that stopped before the ``stopped_of`` steps it was to
+    take, only what it measured until then."""
+    from translator.launch.smoke import run_lengths
+
     def mem(n):
         return f"{n / 2**20:.0f} MiB" if n else None
 
+    samples = out["samples_per_optimizer_step"]
     rows = [
         ("global batch", out["global_batch_size"]),
         ("micro-batch", out["micro_batch_size"]),
@@ -142,7 +155,7 @@ def _table(out: dict) -> None:
         ("data-parallel", out["data_parallel_size"]),
         ("world", out["world_size"]),
         ("optimizer steps", out["optimizer_steps"]),
-        ("samples per step", ", ".join(map(str, out["samples_per_optimizer_step"]))),
+        ("samples per step", None if samples is None else run_lengths(samples)),
         (
             "tokens/s",
             None if out["tokens_per_second"] is None else f"{out['tokens_per_second']:,.0f}",
@@ -153,8 +166,13 @@ def _table(out: dict) -> None:
         ),
         ("peak memory", mem(out["peak_memory_bytes"])),
         ("device", out["device"]),
-        ("stepped by", out["stepped_by"] or "?"),
+        ("stepped by", out["stepped_by"]),
     ]
     if out["mfu"] is not None:
         rows.append(("MFU", f"{out['mfu']:.1%} ({out['mfu_formula']})"))
-    print_table(rows, title=f"smoke ({out['framework']})")
+    title = f"smoke ({out['framework']})"
+    if stopped_of is not None:  # what ran before it stopped, and nothing it did not measure
+        rows[5] = ("optimizer steps", f"{out['optimizer_steps']} of {stopped_of}")
+        rows = [(k, v) for k, v in rows[5:] if v is not None]
+        title += ": what ran before it stopped"
+    print_table(rows, title=title)

@@ -92,6 +92,7 @@ def tune(as_json: bool, file: str, memory_limit, overhead, **params) -> None:
     """
     from translator.findings import Finding
     from translator.launch import tune as tuner
+    from translator.launch.progress import Progress
 
     request = tuner.Request(
         file=file,
@@ -102,7 +103,7 @@ def tune(as_json: bool, file: str, memory_limit, overhead, **params) -> None:
         command_line=given_options(),
         **params,
     )
-    outcome = tuner.tune(request, lambda text: click.echo(text, err=True))
+    outcome = tuner.tune(request, Progress())
     if as_json:
         emit_json(outcome.output)
     else:

@@ -3,11 +3,15 @@ plain one that runs a spec with no framework config (hand-written DDP, ``torch``
 
 An engine's module has ``run(ctx: RunContext) -> RankResult`` (the framework's real code path,
 fed the config, counting through :mod:`translator.launch.harness`) and ``refuse(spec, device)
--> str | None`` (why it cannot run a layout, asked before any process starts)."""
+-> str | None`` (why it cannot run a layout, asked before any process starts). It may also have
+``refuse_config(config, partners, where, device) -> str | None``: why it cannot run the config
+text it is fed (with its partner files, name -> text; ``where`` is the user's file) on
+``device``, such as a setting a CPU rank cannot run; also asked before any process starts."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from types import ModuleType
 
 from translator.errors import InputError
@@ -84,6 +88,15 @@ def _has_engine(name: str) -> bool:
         return get(name).engine is not None
     except InputError:  # a broken plugin is reported when it is chosen, not here
         return False
+
+
+def config_refusal(
+    name: str, config: str, partners: Mapping[str, str], where: str, device: str
+) -> str | None:
+    """Why the ``name`` engine cannot run ``config`` (the text it is fed, from the file
+    ``where``, with ``partners``) on ``device``, else None; see the module's docstring."""
+    check = getattr(module(name), "refuse_config", None)
+    return None if check is None else check(config, partners, where, device)
 
 
 def refusal(name: str, spec, device: str) -> str | None:

@@ -8,6 +8,12 @@ tells the harness when its optimizer stepped, with :meth:`Harness.watch` (a post
 torch optimizer) or :meth:`Harness.stepped` (DeepSpeed's ``global_steps``); an engine that runs
 the HF Trainer passes the harness as the Trainer's callback. The rank's report says which
 replica it belongs to and whether it is the one that counts; the launcher sums those.
+
+After every step the rank rewrites its report (not finished), so a run stopped at step k still
+shows its k steps. Until the engine's final report says, a rank of a layout without model
+parallelism (tensor × pipeline × context 1) is its own replica and counts; with model
+parallelism, which rank counts is the engine's to say, so a report written during the run
+leaves it unknown.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from translator.launch.result import RankResult
 
 #: Prefix of the progress lines ranks print.
 PROGRESS = "[batchspec-smoke]"
+#: Rank 0 raises once this many steps closed: how the tests provoke a failure mid-run.
+FAIL_AT_STEP_ENV = "BATCHSPEC_FAIL_AT_STEP"
 
 
 class Harness(TrainerCounter):
@@ -61,20 +69,29 @@ class Harness(TrainerCounter):
     def stepped(self, by: str) -> None:
         super().stepped(by)
         self.stepper = by
-        print(
-            f"{PROGRESS} rank {os.environ.get('RANK', 0)} step {len(self.samples)}",
-            file=sys.stderr,
-            flush=True,
-        )
+        spec = self.ctx.spec
+        alone = spec.tensor_parallel_size * spec.pipeline_parallel_size * spec.context_parallel_size
+        self._report(
+            replica=self.ctx.rank if alone == 1 else None,
+            counts=True if alone == 1 else None,
+            parameters=0,
+        ).write(self.ctx.workdir)
+        step = len(self.samples)
+        print(f"{PROGRESS} rank {self.ctx.rank} step {step}", file=sys.stderr, flush=True)
+        if self.ctx.rank == 0 and os.environ.get(FAIL_AT_STEP_ENV) == str(step):
+            raise RuntimeError(f"stopped after step {step}, as {FAIL_AT_STEP_ENV} asks")
 
     def result(self, *, replica: int, counts: bool, parameters: int) -> RankResult:
-        """This rank's report: ``replica`` is its data-parallel rank, ``counts`` whether its
-        rows are the replica's (first pipeline stage, first rank of its TP/CP group)."""
+        """This rank's final report: ``replica`` is its data-parallel rank, ``counts`` whether
+        its rows are the replica's (first pipeline stage, first rank of its TP/CP group)."""
+        return self._report(replica=replica, counts=counts, parameters=parameters)
+
+    def _report(self, *, replica: int | None, counts: bool | None, parameters: int) -> RankResult:
         return self.ctx.result(
             data_parallel_rank=replica,
             counts_samples=counts,
-            samples_per_step=self.samples,
-            step_times=self.times,
+            samples_per_step=list(self.samples),
+            step_times=list(self.times),
             parameters=parameters,
             stepped_by=self.stepper,
         )

@@ -15,6 +15,7 @@ from translator.files import write_atomic, write_files
 from translator.findings import finding
 from translator.launch import command, runner
 from translator.launch import smoke as runs
+from translator.launch import workdir as workdirs
 from translator.spec import BatchSpec
 from translator.tuning import Candidate, Probe
 
@@ -89,6 +90,7 @@ def estimator(setup: Setup, **how):
 def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Probe:
     """One real run of ``c``; out of memory is a result, any other failure ends the tune."""
     folder = probe_folder(setup, c)
+    workdirs.make(setup.plan.workdir)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "candidate.json"
     write_files([(path, candidate_spec(setup.spec, c).model_dump_json(indent=2))], force=True)
@@ -138,7 +140,7 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     )
     return Probe(
         c,
-        m.samples_per_optimizer_step,
+        m.samples_per_optimizer_step or [],  # unknown only for a probe that ran out of memory
         tokens,
         None if oom else m.step_time_seconds,
         m.peak_memory_bytes or None,

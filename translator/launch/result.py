@@ -1,4 +1,7 @@
-"""What each rank reports, and how the launcher merges the reports into one measurement."""
+"""What each rank reports, and how the launcher merges the reports into one measurement.
+
+A rank rewrites its report after every optimizer step (``finished`` false) and once more at
+the end, so a run that fails, is interrupted or times out still shows what ran."""
 
 from __future__ import annotations
 
@@ -18,18 +21,19 @@ class RankResult:
     """Global rank."""
     world_size: int
     """Processes in the job."""
-    data_parallel_rank: int
-    """Which model replica this rank belongs to."""
-    counts_samples: bool
-    """True on exactly one rank per data-parallel replica (the one whose samples are summed)."""
+    data_parallel_rank: int | None
+    """Which model replica this rank belongs to (None while the engine has not said)."""
+    counts_samples: bool | None
+    """True on exactly one rank per data-parallel replica (the one whose samples are summed);
+    None while the engine has not said."""
     samples_per_step: list[int] = field(default_factory=list)
     """Samples this rank fed to the model during each optimizer step, as the engine stepped."""
     step_times: list[float] = field(default_factory=list)
     """Wall seconds of each optimizer step."""
     peak_memory_bytes: int = 0
     """``torch.cuda.max_memory_allocated`` on GPU, peak RSS on CPU."""
-    device: str = "cpu"
-    """``cpu`` or the GPU's name."""
+    device: str | None = "cpu"
+    """``cpu`` or the GPU's name; None when the rank failed before it knew."""
     sequence_length: int = 0
     """Tokens per sample."""
     parameters: int = 0
@@ -41,6 +45,9 @@ class RankResult:
     stepped_by: str = ""
     """What took the optimizer steps that close each count (``AdamW``, ``DeepSpeedEngine``,
     megatron-core's ``DistributedOptimizer``...)."""
+    finished: bool = False
+    """True once the engine's run returned; a report written during the run, or by a rank that
+    failed, is not finished."""
 
     def write(self, folder: Path) -> None:
         path = Path(folder) / f"rank-{self.rank}.json"
@@ -64,30 +71,41 @@ class Measurement:
     """The merged run."""
 
     optimizer_steps: int
-    samples_per_optimizer_step: list[int]
-    """Summed over data-parallel replicas, one entry per optimizer step."""
+    """Steps every rank completed (0 when a rank never reported)."""
+    samples_per_optimizer_step: list[int] | None
+    """Summed over data-parallel replicas, one entry per optimizer step; None when a rank has not
+    said yet whether it counts for its replica (a run with model parallelism, stopped early)."""
     tokens_per_second: float | None
     step_time_seconds: float | None
     """Median over steps after the first (the first includes warm-up)."""
     peak_memory_bytes: int
     """Largest over ranks."""
-    device: str
+    device: str | None
     stepped_by: str = ""
     """What took the optimizer steps (rank 0's engine)."""
+    sequence_length: int | None = None
+    """Tokens per sample, as the ranks ran (None when none reported)."""
 
 
-def merge(results: list[RankResult]) -> Measurement:
-    """Sum the counting ranks' samples step by step; steps must agree across ranks."""
+def merge(results: list[RankResult], world_size: int | None = None) -> Measurement:
+    """Sum the counting ranks' samples step by step, over the steps every rank completed (of
+    ``world_size`` ranks: one that never reported completed none)."""
     counting = [r for r in results if r.counts_samples]
     steps = {len(r.samples_per_step) for r in results}
-    n = min(steps) if steps else 0
-    per_step = replica_totals((r.samples_per_step for r in counting), n)
+    missing = world_size is not None and len({r.rank for r in results}) < world_size
+    n = 0 if missing or not steps else min(steps)
+    placed = all(r.counts_samples is not None for r in results)
+    per_step = (
+        replica_totals((r.samples_per_step for r in counting), n) if placed or n == 0 else None
+    )
     times = [max(r.step_times[i] for r in results) for i in range(n)]
     timed = times[1:] or times
     median = statistics.median(timed) if timed else None
     seq = max((r.sequence_length for r in results), default=0)
     tokens = (
-        (sum(per_step[1:] or per_step) * seq / sum(timed)) if timed and sum(timed) > 0 else None
+        (sum(per_step[1:] or per_step) * seq / sum(timed))
+        if per_step is not None and timed and sum(timed) > 0
+        else None
     )
     return Measurement(
         optimizer_steps=n,
@@ -95,6 +113,7 @@ def merge(results: list[RankResult]) -> Measurement:
         tokens_per_second=tokens,
         step_time_seconds=median,
         peak_memory_bytes=max((r.peak_memory_bytes for r in results), default=0),
-        device=results[0].device if results else "unknown",
+        device=results[0].device if results else None,
         stepped_by=results[0].stepped_by if results else "",
+        sequence_length=seq or None,
     )

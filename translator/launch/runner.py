@@ -1,13 +1,13 @@
 """Run a command in its own process group and make sure nothing of it is left behind.
 
-``--timeout`` and Ctrl-C end the whole group: SIGTERM, then SIGKILL after a grace period. The
-ranks' output passes through :func:`step_progress`, which tells each optimizer step of rank 0.
+``--timeout`` and Ctrl-C end the whole group: SIGTERM, then SIGKILL after a grace period. Each
+line of the ranks' output goes to ``on_line`` (:meth:`translator.launch.progress.Progress.steps`
+reads the optimizer steps of rank 0 from it).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -15,8 +15,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from translator.launch.harness import PROGRESS
 
 #: Seconds between SIGTERM and SIGKILL.
 GRACE_SECONDS = 5.0
@@ -114,15 +112,3 @@ def _kill_stragglers(pgid: int) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.1)
-
-
-def step_progress(say: Callable[[str], None], steps: int) -> Callable[[str], None]:
-    """An ``on_line`` for :func:`run` that says each optimizer step of rank 0 (of ``steps``)."""
-    # Ranks share one output stream, so a progress line may arrive glued to another line.
-    pattern = re.compile(rf"{re.escape(PROGRESS)} rank 0 step (\d+)")
-
-    def on_line(line: str) -> None:
-        for step in pattern.findall(line):
-            say(f"  optimizer step {step}/{steps}")
-
-    return on_line

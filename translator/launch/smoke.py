@@ -13,11 +13,12 @@ from translator.files import read_text, write_files
 from translator.findings import Finding, finding
 from translator.frameworks import get
 from translator.launch import command, runner, slurm
+from translator.launch import workdir as workdirs
 from translator.launch.context import mentions_out_of_memory
-from translator.launch.engines import TORCH, config_framework, engine
-from translator.launch.model import SHAPES
+from translator.launch.engines import TORCH, config_framework, config_refusal, engine
+from translator.launch.model import SHAPES, ModelShape
+from translator.launch.progress import Progress, duration
 from translator.launch.result import Measurement, RankResult, merge, read_all
-from translator.launch.runner import step_progress
 from translator.layouts import spec_values
 from translator.reading import Launch
 from translator.spec import BatchSpec
@@ -27,6 +28,12 @@ from translator.spec_file import WORLD_KEYS, build_spec
 DEFAULT_SEQUENCE = {"tiny": 64, "125m": 1024}
 #: Peak dense bf16 FLOP/s per GPU, for MFU (NVIDIA data sheets).
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12}
+#: FLOP/s one CPU rank (one thread) sustains on the smoke models, for the estimate of a run's
+#: length: the torch engine's tiny model at 16 × 2048 tokens per micro-batch ran 5.6 GFLOP/s per
+#: rank on this project's 2-core machine (2 ranks, 24 s a step); rounded down.
+CPU_FLOPS = 5e9
+#: Steps estimated to take longer than this many seconds are warned about before the launch.
+LONG_RUN_SECONDS = 60.0
 
 
 @dataclass
@@ -53,7 +60,7 @@ def prepare(
     steps: int,
     model: str,
     seq_len: int | None,
-    workdir: Path,
+    workdir: Path | None,
     rdzv_endpoint: str | None = None,
     device: str | None = "cpu",
     expect_global: int | None = None,
@@ -61,7 +68,9 @@ def prepare(
     use_slurm: bool = False,
 ) -> Prepared:
     """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed;
-    ``device`` is ``gpu``, ``cpu`` or None (see :func:`resolve_device`)."""
+    ``device`` is ``gpu``, ``cpu`` or None (see :func:`resolve_device`); ``workdir`` None is
+    ``.batchspec-smoke/<engine>``. What the engine cannot run is refused here, before anything
+    is written or started."""
     world = nproc * nnodes
     text = read_text(path)
     values = spec_values(text, path)
@@ -75,7 +84,7 @@ def prepare(
         spec, source = inspection.require_spec(), inspection.reading.framework
         findings = inspection.findings
         framework = framework or inspection.reading.framework
-    device = check_engine(framework, spec, device, use_slurm)
+    device = check_engine(framework, spec, device, use_slurm, path)
     config_of = config_framework(framework)
     partners: dict[str, str] = {}
     if config_of is None:
@@ -96,6 +105,9 @@ def prepare(
             rendered.text,
             findings + rendered.findings,
         )
+    why = config_refusal(framework, config_text, partners, path, device)
+    if why:
+        raise InputError(f"{why} (nothing was started)")
     length = seq_len or spec.sequence_length or DEFAULT_SEQUENCE[model]
     plan = command.SmokePlan(
         framework=framework,
@@ -104,7 +116,7 @@ def prepare(
         steps=steps,
         model=model,
         sequence_length=length,
-        workdir=workdir,
+        workdir=Path(workdir or workdirs.default("smoke", framework)).resolve(),
         config_name=config_name,
         rdzv_endpoint=rdzv_endpoint,
         device=device,
@@ -131,17 +143,19 @@ def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
     return spec
 
 
-def check_engine(framework: str, spec: BatchSpec, device: str | None, use_slurm: bool) -> str:
+def check_engine(
+    framework: str, spec: BatchSpec, device: str | None, use_slurm: bool, where: str
+) -> str:
     """Refuse, before any process starts, an engine that is not installed (before anything
-    imports torch) or a layout it does not run; the device the ranks compute on (see
-    :func:`resolve_device`)."""
+    imports torch) or a layout it does not run (``where``: the file that asks for it); the
+    device the ranks compute on (see :func:`resolve_device`)."""
     from translator.launch.engines import refusal, require_installed
 
     require_installed(framework)
     device = resolve_device(device, use_slurm)
     why = refusal(framework, spec, device)
     if why:
-        raise InputError(f"{why} (nothing was started)")
+        raise InputError(f"{where}: {why} (nothing was started)")
     return device
 
 
@@ -164,6 +178,7 @@ def resolve_device(requested: str | None, use_slurm: bool = False) -> str:
 def write_workdir(prepared: Prepared) -> None:
     """The work folder for a run: the spec and the engine's config, no results of an old run."""
     plan = prepared.plan
+    workdirs.make(plan.workdir)
     plan.results.mkdir(parents=True, exist_ok=True)
     for stale in plan.results.glob("rank-*.json"):
         stale.unlink()
@@ -203,24 +218,31 @@ class Report:
 def judge(
     prepared: Prepared, stopped: str | None, timeout: float | None, log_tail: list[str]
 ) -> Report:
-    """Merge the ranks' reports and say what is wrong, if anything."""
+    """Merge the ranks' reports and say what is wrong, if anything (and, for a run that did not
+    end, how far it got)."""
     plan, spec = prepared.plan, prepared.spec
     results = read_all(plan.results)
-    m = merge(results)
+    m = merge(results, plan.world_size)
+    ran = f"{m.optimizer_steps} of {plan.steps} optimizer steps ran"
     errors = []
     if stopped == "timeout":
-        errors.append(f"timed out after {timeout:g} s; every process of the run was stopped")
+        errors.append(
+            f"timed out after {timeout:g} s ({ran}); every process of the run was stopped"
+        )
     elif stopped == "interrupted":
-        errors.append("interrupted; every process of the run was stopped")
+        errors.append(f"interrupted ({ran}); every process of the run was stopped")
     for r in results:
         if r.error == "oom":
             errors.append(_oom_message(spec, r))
         elif r.error:
-            errors.append(f"rank {r.rank} failed: {r.error}")
+            errors.append(
+                f"rank {r.rank} failed after {_steps(len(r.samples_per_step))}: {r.error}"
+            )
     missing = sorted(set(range(plan.world_size)) - {r.rank for r in results})
+    unfinished = [r for r in results if not r.finished and not r.error]
     oom = any(r.error == "oom" for r in results)
-    if missing and not errors:
-        ranks = ", ".join(map(str, missing))
+    if (missing or unfinished) and not errors:
+        ranks = ", ".join(map(str, missing + [r.rank for r in unfinished]))
         if any(mentions_out_of_memory(line) for line in log_tail):
             oom = True  # an allocator abort (C++ std::bad_alloc) leaves no report behind
             errors.append(
@@ -229,28 +251,67 @@ def judge(
             )
         else:
             tail = next((line for line in reversed(log_tail) if line.strip()), "no output")
-            errors.append(f"rank(s) {ranks} reported nothing; last output: {tail}")
+            ended = [f"rank(s) {', '.join(map(str, missing))} reported nothing"] if missing else []
+            ended += [
+                f"rank {r.rank} ended after {_steps(len(r.samples_per_step))}" for r in unfinished
+            ]
+            errors.append(f"{'; '.join(ended)}; last output: {tail}")
     if not errors:
         if m.optimizer_steps != plan.steps:
             errors.append(f"{m.optimizer_steps} optimizer steps ran, not {plan.steps}")
-        wrong = [n for n in m.samples_per_optimizer_step if n != spec.global_batch_size]
-        if wrong:
+        counts = m.samples_per_optimizer_step or []
+        if any(n != spec.global_batch_size for n in counts):
             errors.append(
-                f"samples per optimizer step measured {m.samples_per_optimizer_step}, "
-                f"not the global batch {spec.global_batch_size}"
+                f"{per_step(counts, plan.world_size)}, expected {spec.global_batch_size} "
+                "(the global batch)"
             )
         expected = prepared.expect_global
-        if expected is not None and any(n != expected for n in m.samples_per_optimizer_step):
+        if expected is not None and any(n != expected for n in counts):
             errors.append(
-                f"{plan.framework} consumed {_steps(m.samples_per_optimizer_step)} "
-                f"samples per optimizer step, not the {expected} expected "
-                "(--expect-global)"
+                f"{plan.framework} consumed {_samples(counts)} samples per optimizer step, not "
+                f"the {expected} expected (--expect-global)"
             )
     return Report(m, errors, results, oom)
 
 
-def _steps(counts: list[int]) -> str:
-    return str(counts[0]) if len(set(counts)) == 1 else "/".join(map(str, counts))
+def verdict(report: Report, plan: command.SmokePlan) -> str:
+    """The run in one line: ``ok: 8 samples per optimizer step on 2 ranks, as expected``, or
+    ``error: `` and what is wrong."""
+    if report.errors:
+        return "error: " + "; ".join(report.errors)
+    counts = report.measurement.samples_per_optimizer_step or []
+    return f"ok: {per_step(counts, plan.world_size)}, as expected"
+
+
+def per_step(counts: list[int], ranks: int) -> str:
+    """``8 samples per optimizer step on 2 ranks``; with steps that differ, run-length."""
+    on = f"on {ranks} rank{'s' if ranks != 1 else ''}"
+    if len(set(counts)) == 1:
+        return f"{counts[0]} samples per optimizer step {on}"
+    return f"samples per optimizer step {run_lengths(counts)} {on}"
+
+
+def run_lengths(counts: list[int]) -> str:
+    """The samples of each step, run-length: ``8 × 200 steps``; ``8 × 3, 6 × 1`` when they
+    differ (in step order); ``-`` for none."""
+    runs: list[list[int]] = []
+    for n in counts:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    if len(runs) == 1:
+        n, times = runs[0]
+        return f"{n} × {_steps(times, 'step')}"
+    return ", ".join(f"{n} × {times}" for n, times in runs) or "-"
+
+
+def _samples(counts: list[int]) -> str:
+    return str(counts[0]) if len(set(counts)) == 1 else run_lengths(counts)
+
+
+def _steps(n: int, word: str = "optimizer step") -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def _oom_message(spec: BatchSpec, r: RankResult) -> str:
@@ -269,18 +330,76 @@ def _oom_message(spec: BatchSpec, r: RankResult) -> str:
     return f"out of memory at micro-batch {micro} on rank {r.rank}; fix: {fix}"
 
 
+def flops_per_token(parameters: int, shape: ModelShape, sequence_length: int) -> int:
+    """Training FLOPs per token: 6 N + 12 L h s (PaLM, appendix B)."""
+    return 6 * parameters + 12 * shape.layers * shape.hidden * sequence_length
+
+
 def mfu(report: Report, prepared: Prepared) -> tuple[float | None, str]:
     """Model FLOPs utilisation on GPU: (6 N + 12 L h s) FLOPs per token (PaLM, appendix B)
-    × tokens/s / (GPUs × peak dense bf16 FLOP/s). None on CPU or an unknown GPU."""
+    × tokens/s / (GPUs × peak dense bf16 FLOP/s). None on CPU, on an unknown GPU, or for a run
+    that failed."""
     formula = "6·N + 12·L·h·s FLOPs per token (PaLM appendix B), peak dense bf16"
     m = report.measurement
-    peak = next((v for k, v in PEAK_FLOPS.items() if k in m.device), None)
-    if peak is None or not m.tokens_per_second or not report.results:
+    peak = next((v for k, v in PEAK_FLOPS.items() if k in (m.device or "")), None)
+    if peak is None or not m.tokens_per_second or not report.results or report.errors:
         return None, formula
     shape, plan = SHAPES[prepared.plan.model], prepared.plan
     params = max(r.parameters for r in report.results)
-    per_token = 6 * params + 12 * shape.layers * shape.hidden * plan.sequence_length
+    per_token = flops_per_token(params, shape, m.sequence_length or plan.sequence_length)
     return m.tokens_per_second * per_token / (plan.world_size * peak), formula
+
+
+def estimated_seconds(
+    prepared: Prepared,
+    cores: int | None,
+    sequence_length: int | None = None,
+    steps: int | None = None,
+) -> float | None:
+    """How long the optimizer steps of a CPU run take, roughly (start-up not included): each
+    rank's tokens per step (micro × accumulation × sequence) × FLOPs per token of the model
+    (:func:`flops_per_token`, its parameters from its shape) / :data:`CPU_FLOPS`, × ranks per
+    core when there are more ranks than ``cores`` (None: the nodes' own, not known here).
+    ``sequence_length`` and ``steps``: another run's, for the advice. None on a GPU."""
+    plan, spec = prepared.plan, prepared.spec
+    if plan.device != "cpu":
+        return None
+    shape = SHAPES[plan.model]
+    length = sequence_length or plan.sequence_length
+    params = 12 * shape.layers * shape.hidden**2 + (2 * shape.vocab + length) * shape.hidden
+    tokens = spec.micro * spec.accumulation * length
+    crowding = max(1.0, plan.nproc / cores) if cores else 1.0
+    seconds = tokens * flops_per_token(params, shape, length) / CPU_FLOPS * crowding
+    return (steps or plan.steps) * seconds
+
+
+def long_run_warning(prepared: Prepared, cores: int | None) -> str | None:
+    """A warning for a run whose steps are estimated (:func:`estimated_seconds`) to take longer
+    than :data:`LONG_RUN_SECONDS`, with how long it would take shortened; else None."""
+    seconds = estimated_seconds(prepared, cores)
+    if seconds is None or seconds <= LONG_RUN_SECONDS:
+        return None
+    plan, spec = prepared.plan, prepared.spec
+    tips = []
+    shorter = [
+        length
+        for length in (2**k for k in range(4, 16))
+        if length < plan.sequence_length
+        and (estimated_seconds(prepared, cores, length) or 0) <= LONG_RUN_SECONDS / 4
+    ]
+    if shorter:
+        quick = estimated_seconds(prepared, cores, shorter[-1]) or 0
+        tips.append(f"--seq-len {shorter[-1]} (about {duration(quick)})")
+    if plan.steps > 1:
+        one = estimated_seconds(prepared, cores, steps=1) or 0
+        tips.append(f"--steps 1 (about {duration(one)})")
+    return (
+        f"warning: {_steps(plan.steps)} of micro-batch {spec.micro_batch_size} × accumulation "
+        f"{spec.gradient_accumulation_steps} × {plan.sequence_length} tokens per rank may take "
+        f"about {duration(seconds)} on CPU (the {plan.model} model at "
+        f"{CPU_FLOPS / 1e9:g} GFLOP/s per rank)"
+        + (f"; shorter: {' or '.join(tips)}" if tips else "")
+    )
 
 
 def run_local(prepared: Prepared, timeout: float | None, memory_limit: int | None, on_line):
@@ -325,31 +444,33 @@ def run(
     options: slurm.SlurmOptions | None,
     timeout: float | None,
     memory_limit: int | None,
-    say,
+    say: Progress,
 ) -> Outcome:
     """Run ``prepared`` here, or under Slurm with ``options``, and judge what the ranks did;
-    ``say`` takes the progress lines."""
+    ``say`` tells the progress."""
     plan = prepared.plan
     job = None
     if options is not None:
         job = run_slurm(prepared, options, timeout, memory_limit, say)
         stopped, tail = job.stopped, job.log_tail
     else:
-        on_line = step_progress(say, plan.steps)
-        stopped, tail = run_local(prepared, timeout, memory_limit, on_line)
+        with say.steps(plan.steps) as on_line:
+            stopped, tail = run_local(prepared, timeout, memory_limit, on_line)
     report = judge(prepared, stopped, timeout, tail)
     utilisation, formula = mfu(report, prepared)
     m = report.measurement
-    ran = prepared.spec.model_copy(update={"sequence_length": plan.sequence_length})
-    output = ran.output() | {  # the sequence length the ranks ran, --seq-len's when given
+    # The sequence length the ranks ran (the config's or --seq-len's, as the engine took it).
+    length = m.sequence_length or plan.sequence_length
+    ran = prepared.spec.model_copy(update={"sequence_length": length})
+    output = ran.output() | {
         "framework": plan.framework,
         "optimizer_steps": m.optimizer_steps,
         "samples_per_optimizer_step": m.samples_per_optimizer_step,
         "tokens_per_second": m.tokens_per_second,
         "step_time_seconds": m.step_time_seconds,
-        "peak_memory_bytes": m.peak_memory_bytes,
+        "peak_memory_bytes": m.peak_memory_bytes or None,
         "device": m.device,
-        "stepped_by": m.stepped_by,
+        "stepped_by": m.stepped_by or None,
         "mfu": utilisation,
         "mfu_formula": formula,
         "workdir": str(plan.workdir),

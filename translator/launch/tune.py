@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,9 +24,10 @@ from translator.errors import InputError
 from translator.findings import finding
 from translator.launch import probes, slurm, tune_report
 from translator.launch import smoke as runs
+from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan
 from translator.launch.engines import TORCH, engine, with_option
-from translator.launch.runner import step_progress
+from translator.launch.progress import Progress
 from translator.memory import GIB
 
 if TYPE_CHECKING:
@@ -141,11 +142,11 @@ class Outcome:
     exit_code: int = 0
 
 
-def tune(request: Request, echo: Callable[[str], None]) -> Outcome:
+def tune(request: Request, echo: Progress) -> Outcome:
     """Run the tune ``request`` asks for; ``echo`` shows its progress (on stderr)."""
     setup, stages = prepare(request)
     quiet = request.as_json and not request.in_allocation  # a job's log takes the progress
-    say = (lambda text: None) if quiet else echo
+    say = Progress(quiet=True) if quiet else echo
     if request.slurm is not None:
         return submit(setup, request, request.slurm, say)
     device = setup.plan.device
@@ -181,7 +182,9 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
             f"{world} (--nproc × --nnodes)"
         )
     framework = request.framework or source or TORCH
-    device = runs.check_engine(framework, spec, request.device, request.slurm is not None)
+    device = runs.check_engine(
+        framework, spec, request.device, request.slurm is not None, request.file
+    )
     stages = zero_stages(request.zero_stages, framework)
     if request.recompute and "recompute" not in engine(framework).options:
         raise InputError(
@@ -197,7 +200,7 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
         sequence_length=(
             request.seq_len or spec.sequence_length or runs.DEFAULT_SEQUENCE[request.model]
         ),
-        workdir=(request.workdir or Path(".batchspec-tune") / framework).resolve(),
+        workdir=(request.workdir or workdirs.default("tune", framework)).resolve(),
         config_name="",
         device=device,
     )
@@ -290,7 +293,8 @@ def search(setup: probes.Setup, stages, recompute: bool, estimator, capacity, th
             + (f", ZeRO {c.zero_stage}" if c.zero_stage is not None else "")
             + (f" (job step of {os.environ['SLURM_JOB_ID']})" if setup.in_allocation else "")
         )
-        result = probes.run_probe(setup, c, estimator(c), step_progress(say, plan.steps))
+        with say.steps(plan.steps) as on_line:
+            result = probes.run_probe(setup, c, estimator(c), on_line)
         say(
             "  out of memory"
             if result.out_of_memory
@@ -404,7 +408,7 @@ def submit(setup: probes.Setup, request: Request, options: slurm.SlurmOptions, s
     plan = setup.plan
     result = plan.workdir / RESULT_FILE
     text = slurm.script(plan, options, command=job_command(request), stdout=result)
-    plan.workdir.mkdir(parents=True, exist_ok=True)
+    workdirs.make(plan.workdir)
     for stale in (result, plan.workdir / probes.PROGRESS_FILE):
         stale.unlink(missing_ok=True)
     job = slurm.run_job(

@@ -11,6 +11,7 @@ import argparse
 import os
 import resource
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from translator.launch.context import RunContext, is_out_of_memory
@@ -64,19 +65,29 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the launcher needs every rank's outcome, whatever it is
         oom = is_out_of_memory(exc)
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        RankResult(
-            rank=rank,
-            world_size=ctx.world_size,
-            data_parallel_rank=0,
-            counts_samples=False,
-            error="oom" if oom else f"{type(exc).__name__}: {first_line}",
-            micro_batch_size=ctx.spec.micro_batch_size,
-            device="unknown",
-        ).write(args.out)
+        failed(ctx, "oom" if oom else f"{type(exc).__name__}: {first_line}").write(args.out)
         print(f"rank {rank}: {type(exc).__name__}: {first_line}", file=sys.stderr)
         return OOM_EXIT if oom else 1
-    result.write(args.out)
+    replace(result, finished=True).write(args.out)
     return 0
+
+
+def failed(ctx: RunContext, error: str) -> RankResult:
+    """The report of a rank whose run raised: the steps it reported so far, and the error."""
+    path = ctx.workdir / f"rank-{ctx.rank}.json"
+    if path.exists():
+        return replace(
+            RankResult.read(path), error=error, micro_batch_size=ctx.spec.micro_batch_size
+        )
+    return RankResult(
+        rank=ctx.rank,
+        world_size=ctx.world_size,
+        data_parallel_rank=None,
+        counts_samples=None,
+        error=error,
+        micro_batch_size=ctx.spec.micro_batch_size,
+        device=None,
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ on CPU, ``DS_ACCELERATOR=cpu``, gloo, a client torch AdamW (no op build) and the
 comm op switched off (it would compile for ~2 min). With ``sequence_parallel_size`` > 1,
 DeepSpeed-Ulysses on a (data, sequence) mesh: the model's attention goes through
 ``DistributedAttention``, the ranks of one sequence group share their samples and count once.
-Tensor parallelism (Megatron-style or AutoTP) is refused before launch (:func:`refuse`).
+Tensor parallelism (Megatron-style or AutoTP) is refused before launch (:func:`refuse`), and so
+is a JSON DeepSpeed cannot run on a CPU rank (fp16 where the CPU has none, :func:`refuse_config`).
 Samples are counted by the shared harness, between two of DeepSpeed's own steps."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import json
 
 from translator.frameworks.deepspeed.ulysses import ulysses
-from translator.frameworks.shared.deepspeed_device import use_device
+from translator.frameworks.shared.deepspeed_device import fp16_enabled, fp16_refusal, use_device
 from translator.launch import model as models
 from translator.launch.context import RunContext
 from translator.launch.harness import Harness
@@ -43,6 +44,14 @@ def refuse(spec, device: str) -> str | None:
             f"{spec.pipeline_parallel_size}"
         )
     return None
+
+
+def refuse_config(config: str, partners, where: str, device: str) -> str | None:
+    """Why DeepSpeed cannot run the JSON ``config`` (from the file ``where``) on ``device``."""
+    data = json.loads(config)
+    if device == "gpu" or not isinstance(data, dict) or fp16_enabled(data) is not True:
+        return None
+    return fp16_refusal(f'{where}: "fp16": {{"enabled": true}}')
 
 
 def run(ctx: RunContext):

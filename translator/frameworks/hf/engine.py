@@ -8,11 +8,17 @@ Counted through the harness, which is the Trainer's callback: a forward pre-hook
 Trainer's model counts the rows of every training forward, and ``on_step_end`` (the Trainer
 calls it once per optimizer step, right after it) closes the step. The DeepSpeed JSON a file
 names runs with it (the launcher copies it into the work folder as ``deepspeed.json``): the
-Trainer then steps through DeepSpeed's engine, on the rank's device."""
+Trainer then steps through DeepSpeed's engine, on the rank's device. What a CPU rank would
+refuse (``tf32``, DeepSpeed's fp16 where the CPU has none) is refused before launch
+(:func:`refuse_config`)."""
 
 from __future__ import annotations
 
-from translator.frameworks.shared.deepspeed_device import use_device
+from translator.frameworks.shared.deepspeed_device import (
+    fp16_enabled,
+    fp16_refusal,
+    use_device,
+)
 from translator.frameworks.shared.deepspeed_json import FILENAME as DEEPSPEED_JSON
 from translator.launch import model as models
 from translator.launch.context import RunContext
@@ -50,6 +56,32 @@ def refuse(spec, device: str) -> str | None:
         return "the HF Trainer engine runs data parallelism only, not " + ", ".join(
             f"{k} {v}" for k, v in bigger.items()
         )
+    return None
+
+
+def refuse_config(config: str, partners, where: str, device: str) -> str | None:
+    """Why the Trainer cannot run the TrainingArguments ``config`` (from the file ``where``), with
+    the DeepSpeed JSON among ``partners``, on ``device``: what the ranks would raise."""
+    import json
+
+    import yaml
+
+    data = yaml.safe_load(config) or {}
+    if device == "gpu" or not isinstance(data, dict):
+        return None
+    if data.get("tf32"):  # TrainingArguments.__post_init__ raises it, use_cpu or not
+        return (
+            f'{where}: tf32: true needs a GPU (TrainingArguments: "--tf32 requires Ampere or a '
+            'newer GPU arch"); run it with --device gpu, or without tf32 on CPU'
+        )
+    text = partners.get(DEEPSPEED_JSON)
+    ds = json.loads(text) if text else {}
+    enabled = fp16_enabled(ds) if isinstance(ds, dict) else None
+    if enabled is True:
+        return fp16_refusal(f'{where}: its DeepSpeed JSON\'s "fp16": {{"enabled": true}}')
+    if enabled == "auto" and (data.get("fp16") or data.get("fp16_full_eval")):
+        # The Trainer fills "auto" from its own fp16 (HfTrainerDeepSpeedConfig.fill_match).
+        return fp16_refusal(f'{where}: fp16: true (its DeepSpeed JSON\'s fp16 is "auto")')
     return None
 
 

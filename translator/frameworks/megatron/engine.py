@@ -21,7 +21,8 @@ Then, on every rank:
 On CPU (gloo) megatron-core runs TP = PP = CP = 1 once its CUDA-only allocations are sent to
 the CPU (:func:`_cpu_megatron`): dropout is 0 and megatron's inference RNG tracker (no CUDA
 RNG states) is used, gradient clipping is off (its norm kernel is CUDA-only). Other layouts are
-refused before launch: PP, TP and CP need GPUs, CP also Transformer Engine's attention.
+refused before launch: PP, TP and CP need GPUs, CP also Transformer Engine's attention, and
+``--use-distributed-optimizer`` needs GPUs too (:func:`refuse_config`).
 """
 
 from __future__ import annotations
@@ -59,7 +60,12 @@ class Layout:
 
 def read_layout(path: Path) -> Layout:
     """The layout of a rendered Megatron args file, read as the renderer's reader reads it."""
-    reading = read(Path(path).read_text(), str(path))
+    return parse_layout(Path(path).read_text(), str(path))
+
+
+def parse_layout(text: str, path: str) -> Layout:
+    """The layout of Megatron args ``text`` (``path``: the file they come from, for errors)."""
+    reading = read(text, path)
 
     def count(flag: str) -> int | None:
         """The flag's literal count; ``None`` when the flag is absent."""
@@ -124,9 +130,19 @@ def _refusal(tensor: int, pipeline: int, context: int, on_gpu: bool) -> str | No
     return None
 
 
-def check_layout(layout: Layout, on_gpu: bool) -> None:
-    """Refuse, with the reason, a layout this engine cannot run here (before any process group:
-    the rendered args are read on the rank too, since a user's own script is run as written)."""
+def refuse_config(config: str, partners, where: str, device: str) -> str | None:
+    """Why this engine cannot run the args ``config`` (from the file ``where``) on ``device``:
+    what the ranks would raise on reading them (:func:`check_layout`), asked before they start."""
+    try:
+        layout = parse_layout(config, where)
+    except RuntimeError as exc:  # its text names the file
+        return str(exc)
+    why = layout_refusal(layout, device == "gpu")
+    return f"{where}: {why}" if why else None
+
+
+def layout_refusal(layout: Layout, on_gpu: bool) -> str | None:
+    """Why this engine cannot run ``layout`` here, else None."""
     why = _refusal(
         layout.tensor_parallel_size,
         layout.pipeline_parallel_size,
@@ -134,10 +150,18 @@ def check_layout(layout: Layout, on_gpu: bool) -> None:
         on_gpu,
     )
     if not why and layout.use_distributed_optimizer and not on_gpu:
+        # distrib_optimizer.py accepts only torch.cuda.{Half,BFloat16,Float}Tensor parameters.
         why = (
             "--use-distributed-optimizer needs GPUs: megatron-core's distributed optimizer "
-            "takes CUDA parameters only"
+            "takes CUDA parameters only; run it with --device gpu, or without the flag on CPU"
         )
+    return why
+
+
+def check_layout(layout: Layout, on_gpu: bool) -> None:
+    """Refuse, with the reason, a layout this engine cannot run here (before any process group;
+    the launcher asks the same of the args before any rank starts, :func:`refuse_config`)."""
+    why = layout_refusal(layout, on_gpu)
     if why:
         raise RuntimeError(why)
 
