@@ -157,3 +157,23 @@ def test_a_bad_value_in_the_spec_file_names_its_line(tmp_path) -> None:
     done = _plan(str(spec), "--world-sizes", "8")
     assert done.exit_code == 2
     assert f"{spec}:2: micro_batch_size" in done.output
+
+
+def test_an_update_that_cannot_keep_the_batch_names_the_command_that_lists_the_worlds(
+    tmp_path,
+) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text(
+        '{"train_batch_size": 128, "train_micro_batch_size_per_gpu": 1, '
+        '"gradient_accumulation_steps": 16}\n'
+    )
+    done = CliRunner().invoke(
+        main, ["update", str(ds), "--from-world-size", "8", "--world-size", "24"]
+    )
+    assert done.exit_code == 1
+    named = done.output.split("`")[1]
+    assert named == "batchspec plan --global-batch 128 --micro-batch 1 --world-sizes 1-48"
+    listed = _plan(*named.split()[2:], "--json")
+    assert listed.exit_code == 0, listed.output
+    fitting = [w["world_size"] for w in json.loads(listed.output)["world_sizes"] if w["fits"]]
+    assert 24 not in fitting and {16, 32} <= set(fitting)

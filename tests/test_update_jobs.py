@@ -191,7 +191,7 @@ def test_a_world_that_cannot_keep_the_batch_names_the_nearest_worlds(megatron):
     assert result.exit_code == 1
     (f,) = out["findings"]
     assert f["code"] == "update-impossible"
-    assert f["hint"].endswith("; or keep global 128 and micro-batch 1 on world 16 or 32")
+    assert "; or keep global 128 and micro-batch 1 on world 16 or 32 (`batchspec plan" in f["hint"]
     assert len(result.stderr.strip().splitlines()) == 1
     assert megatron.read_text() == MEGATRON
 

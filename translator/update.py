@@ -174,9 +174,23 @@ def _options(g: int, m: int | None, fields: dict, message: str, where: str):
     if worlds:
         kept = f"global {g}" + ("" if m is None else f" and micro-batch {m}")
         keep += f"; or keep {kept} on world {' or '.join(map(str, worlds))}"
+    keep += f" (`{_elastic_command(g, m, fields, world)}` lists every world that keeps it)"
     return finding(
         "update-impossible", f"cannot keep the batch exact: {message}", hint=lr + keep, where=where
     )
+
+
+def _elastic_command(g: int, m: int | None, fields: dict, world: int) -> str:
+    """The ``plan --world-sizes`` command that lists the worlds keeping this batch."""
+    words = [f"batchspec plan --global-batch {g}"] + ([f"--micro-batch {m}"] if m else [])
+    for flag, key in (
+        ("--tp", "tensor_parallel_size"),
+        ("--pp", "pipeline_parallel_size"),
+        ("--cp", "context_parallel_size"),
+    ):
+        if (fields.get(key) or 1) > 1:
+            words.append(f"{flag} {fields[key]}")
+    return " ".join([*words, f"--world-sizes 1-{2 * world}"])
 
 
 def _nearest_worlds(per_replicas: int, model: int, world: int) -> list[int]:
