@@ -64,9 +64,13 @@ def plan(
     # Each field's flag as this command spells it, for messages about a flag's value.
     flags = {p.name: p.opts[0] for p in click.get_current_context().command.params if p.name}
     if world_sizes is not None:
-        from translator.cli.elastic import plan_world_sizes
+        from translator.elastic_report import plan_world_sizes
 
-        plan_world_sizes(spec_file, values, flags, world_sizes, max_micro, as_json)
+        report, lines = plan_world_sizes(spec_file, values, flags, world_sizes, max_micro)
+        if as_json:
+            emit_json(report)
+        else:
+            click.echo("\n".join(lines))
         return
     if max_micro is not None:
         raise InputError("--max-micro is for --world-sizes")

@@ -1,15 +1,13 @@
-"""``plan --world-sizes``: every world size that keeps the global batch, as a table or JSON."""
+"""The table `plan --world-sizes` prints (or its JSON): every world size that keeps the batch."""
 
 from __future__ import annotations
 
 import math
 
-import click
 from pydantic import TypeAdapter, ValidationError
 
 from translator import elastic
 from translator.advice import scaled_learning_rate
-from translator.cli.common import emit_json
 from translator.errors import InputError
 from translator.spec import Count
 from translator.spec_file import FLAGS, WORLD_KEYS, build_spec, describe, load_values
@@ -26,9 +24,9 @@ def plan_world_sizes(
     flags: dict[str, str],
     world_sizes: str,
     max_micro: int | None,
-    as_json: bool,
-) -> None:
-    """Print on which of ``world_sizes`` the spec's global batch splits exactly."""
+) -> tuple[dict, list[str]]:
+    """On which of ``world_sizes`` the spec's global batch splits exactly: the JSON object
+    and the text lines."""
     for key in ("world_size", "nodes", "data_parallel_size"):
         if values.get(key) is not None:
             raise InputError(f"--world-sizes replaces {flags.get(key, key)}: give one of them")
@@ -64,19 +62,15 @@ def plan_world_sizes(
         max_micro,
     )
     lr = _rates(spec)
-    if as_json:
-        emit_json(
-            {
-                "global_batch_size": spec.global_batch,
-                **splits,
-                "model_parallel_size": model,
-                "gpus_per_node": per_node,
-                "replaced": dropped,
-                "world_sizes": [_as_dict(f, per_node, lr) for f in fits],
-            }
-        )
-        return
-    _print(spec.global_batch, splits, model, per_node, dropped, fits, lr)
+    out = {
+        "global_batch_size": spec.global_batch,
+        **splits,
+        "model_parallel_size": model,
+        "gpus_per_node": per_node,
+        "replaced": dropped,
+        "world_sizes": [_as_dict(f, per_node, lr) for f in fits],
+    }
+    return out, _lines(spec.global_batch, splits, model, per_node, dropped, fits, lr)
 
 
 def _rates(spec):
@@ -109,16 +103,17 @@ def _as_dict(f: elastic.WorldFit, per_node: int | None, lr) -> dict:
     return out
 
 
-def _print(global_batch, splits, model, per_node, dropped, fits, lr) -> None:
+def _lines(global_batch, splits, model, per_node, dropped, fits, lr) -> list[str]:
     given = ", ".join(
         [f"global batch {global_batch}"]
         + [f"{k.split('_')[0].replace('micro', 'micro-batch')} {v}" for k, v in splits.items()]
         + ([f"model-parallel {model}"] if model > 1 else [])
     )
+    lines: list[str] = []
     fitting = [f for f in fits if f.fits]
-    click.echo(f"{given}: splits exactly on {len(fitting)} of {len(fits)} world sizes")
+    lines.append(f"{given}: splits exactly on {len(fitting)} of {len(fits)} world sizes")
     if dropped:
-        click.echo(f"  (the spec's {', '.join(dropped)} replaced by --world-sizes)")
+        lines.append(f"  (the spec's {', '.join(dropped)} replaced by --world-sizes)")
     shown = fits if len(fits) <= MOST_ROWS else fitting or fits[:MOST_ROWS]
     head = ("world", "nodes", "DP") if per_node else ("world", "DP")
     rows = [(*head, "micro × accumulation")]
@@ -130,13 +125,14 @@ def _print(global_batch, splits, model, per_node, dropped, fits, lr) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for row in rows:
         cells = "  ".join(c.rjust(w) for c, w in zip(row, widths))
-        click.echo(f"  {cells}  {row[-1]}")
+        lines.append(f"  {cells}  {row[-1]}")
     rest = [f.world_size for f in fits if not f.fits and f not in shown]
     if rest:
-        click.echo(
+        lines.append(
             f"  {len(rest)} other world sizes do not split it: {_ranges(rest)} "
             "(--json gives each with its nearest global batches)"
         )
+    return lines
 
 
 def _split_text(f: elastic.WorldFit, model: int, lr) -> str:
