@@ -35,3 +35,14 @@ def pytest_make_collect_report(collector):
     if report.skipped and os.environ.get("CI"):
         report.outcome = "failed"
         report.longrepr = f"skipped at import in CI, where nothing may be: {report.longrepr}"
+
+
+@pytest.fixture
+def fake_sinfo(tmp_path, monkeypatch):
+    """A ``sinfo`` that reports 64-core nodes with 8 GPUs (the dry run asks it)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sinfo = bin_dir / "sinfo"
+    sinfo.write_text("#!/bin/sh\necho '64 gpu:h100:8(S:0-1)'\n")
+    sinfo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")

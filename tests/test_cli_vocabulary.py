@@ -46,7 +46,7 @@ def test_old_spellings_still_work_in_plan_and_estimate():
     assert new.exit_code == old.exit_code == 0 and new.stdout == old.stdout
 
 
-def test_old_spellings_still_work_in_smoke(tmp_path):
+def test_old_spellings_still_work_in_smoke(tmp_path, fake_sinfo):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
     common = ["smoke", spec, "--nnodes", 2, "--dry-run", "--slurm", "--workdir", tmp_path / "w"]

@@ -691,17 +691,6 @@ def test_gpu_smoke_of_the_125m_model_in_bf16(spec, tmp_path, framework):
 # Asking Slurm for GPUs --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake_sinfo(tmp_path, monkeypatch):
-    """A ``sinfo`` that reports 64-core nodes with 8 GPUs (the dry run asks it)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    sinfo = bin_dir / "sinfo"
-    sinfo.write_text("#!/bin/sh\necho '64 gpu:h100:8(S:0-1)'\n")
-    sinfo.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-
-
 def test_slurm_asks_for_a_gpu_per_rank_by_default(spec, tmp_path, fake_sinfo):
     result = run(
         "smoke", spec, "--slurm", "--dry-run", "--nproc", 4, "--json", "--workdir", tmp_path / "w"
@@ -738,10 +727,13 @@ def test_slurm_cpu_runs_ask_for_no_gpu(spec, tmp_path, fake_sinfo):
     [
         (
             ["--gpus-per-node", "16"],
-            "--gpus-per-node 16: the nodes of the default partition have 8",
+            "--slurm-gpus-per-node 16: the nodes of the default partition have 8",
         ),
-        (["--nproc", "4", "--gpus-per-node", "2"], "--gpus-per-node 2 is fewer than --nproc 4"),
-        (["--device", "cpu", "--gpus-per-node", "2"], "--gpus-per-node with --device cpu"),
+        (
+            ["--nproc", "4", "--gpus-per-node", "2"],
+            "--slurm-gpus-per-node 2 is fewer than --nproc-per-node 4",
+        ),
+        (["--device", "cpu", "--gpus-per-node", "2"], "--slurm-gpus-per-node with --device cpu"),
         (["--expect-global", "0"], "--expect-global"),
         (["--expect-global", "eight"], "--expect-global"),
     ],

@@ -52,7 +52,7 @@ def smoke(
 
     Examples:
       $ batchspec smoke spec.yaml --framework deepspeed --nproc-per-node 2
-      $ batchspec smoke spec.yaml --nproc-per-node 2 --slurm --dry-run
+      $ batchspec smoke spec.yaml --nproc-per-node 2 --slurm --device cpu --dry-run
     """
     from translator.errors import ConfigError, InputError
     from translator.launch import smoke as runs

@@ -57,7 +57,8 @@ class SlurmOptions:
     setup: list[str] = field(default_factory=list)
     """Shell lines run before the launch (``module load ...``, ``source venv/bin/activate``)."""
     gpus_per_node: int | None = None
-    """GPUs asked per node (``--gpus-per-node``; default with ``--device gpu``: ``--nproc``)."""
+    """GPUs asked per node (``--slurm-gpus-per-node``; default with ``--device gpu``:
+    ``--nproc-per-node``)."""
     cpus_per_task: int | None = None
     """CPUs for the one task per node that hosts all its ranks (default: the partition's
     cores, rounded down to a multiple of ``--nproc``, when ``sinfo`` says)."""
@@ -186,16 +187,21 @@ def resources(plan: SmokePlan, options: SlurmOptions, size: NodeSize) -> dict:
         else (plan.nproc if plan.device == "gpu" else None)
     )
     if plan.device == "cpu" and options.gpus_per_node:
-        raise InputError("--gpus-per-node with --device cpu: the ranks would not use them")
+        raise InputError("--slurm-gpus-per-node with --device cpu: the ranks would not use them")
+    asked = (
+        "--slurm-gpus-per-node"
+        if options.gpus_per_node is not None
+        else "--device gpu takes a GPU per rank, --nproc-per-node"
+    )
     if gpus is not None and size.gpus is not None and gpus > size.gpus:
         raise InputError(
-            f"--gpus-per-node {gpus}: the nodes of "
+            f"{asked} {gpus}: the nodes of "
             f"{options.partition or 'the default partition'} have "
-            f"{size.gpus} GPU(s) (sinfo)"
+            f"{size.gpus} GPU(s) (sinfo)" + ("" if options.gpus_per_node else "; or --device cpu")
         )
     if gpus is not None and gpus < plan.nproc and plan.device == "gpu":
         raise InputError(
-            f"--gpus-per-node {gpus} is fewer than --nproc {plan.nproc}: each "
+            f"--slurm-gpus-per-node {gpus} is fewer than --nproc-per-node {plan.nproc}: each "
             "rank needs a GPU of its own"
         )
     cpus = options.cpus_per_task

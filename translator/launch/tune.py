@@ -179,7 +179,7 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
     if spec.world_size != world:
         raise InputError(
             f"{request.file} is for world size {spec.world_size}, but tune launches "
-            f"{world} (--nproc × --nnodes)"
+            f"{world} (--nproc-per-node × --nnodes)"
         )
     framework = request.framework or source or TORCH
     device = runs.check_engine(
