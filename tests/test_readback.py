@@ -83,18 +83,7 @@ def rendered_cases():
         spec = BatchSpec(**fields)
         for framework in FRAMEWORKS.values():
             if not any(f.severity == "error" for f in framework.check(spec)):
-                marks = KNOWN.get((name, framework.name), ())
-                yield pytest.param(name, framework.name, id=f"{name}-{framework.name}", marks=marks)
-
-
-#: Rendered files our validate still warns about, each kept failing until it is fixed.
-KNOWN = {
-    ("autotp", "deepspeed"): pytest.mark.xfail(
-        strict=True,
-        reason="deepspeed-autotp-world is a warning on a correct AutoTP file (its twin for an "
-        "mpu, deepspeed-mpu-world, is info); DeepSpeed's AutoTP findings are being reworked",
-    )
-}
+                yield pytest.param(name, framework.name, id=f"{name}-{framework.name}")
 
 
 @pytest.mark.parametrize("name, framework", list(rendered_cases()))

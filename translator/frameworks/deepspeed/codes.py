@@ -19,7 +19,7 @@ CODES: dict[str, tuple[Severity, str]] = {
         "with model parallelism DeepSpeed counts the data-parallel size its mpu reports",
     ),
     "deepspeed-autotp-world": (
-        "warning",
+        "info",
         "DeepSpeed AutoTP checks train_batch_size against the full world size",
     ),
     "deepspeed-batch-mismatch": (
