@@ -197,11 +197,9 @@ def _nearest_worlds(per_replicas: int, model: int, world: int) -> list[int]:
     """The worlds nearest ``world`` below and above it whose data-parallel size (world /
     ``model``) divides ``per_replicas`` (the global batch over the micro-batch), so that the
     batch stays exact there; none when ``per_replicas`` is 0."""
-    small = [d for d in range(1, math.isqrt(per_replicas) + 1) if per_replicas % d == 0]
-    worlds = sorted({x * model for d in small for x in (d, per_replicas // d)})
-    below = [w for w in worlds if w < world]
-    above = [w for w in worlds if w > world]
-    return ([below[-1]] if below else []) + ([above[0]] if above else [])
+    if not per_replicas:
+        return []
+    return [dp * model for dp in solve.nearest_divisors(per_replicas, world / model)]
 
 
 def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str, list[Change]]:
