@@ -5,8 +5,13 @@ installed and started by ``.ci/run``. Only tests marked ``gpu`` may skip there (
 """
 
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config):
@@ -46,3 +51,46 @@ def fake_sinfo(tmp_path, monkeypatch):
     sinfo.write_text("#!/bin/sh\necho '64 gpu:h100:8(S:0-1)'\n")
     sinfo.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+#: Node states in which the local cluster takes jobs (a busy node queues them).
+_USABLE = ("idle", "mixed", "allocated", "completing")
+
+
+def _slurm_state() -> tuple[bool, str]:
+    """Whether ``sinfo`` answers with a node that takes jobs, and what it said."""
+    if shutil.which("sinfo") is None:
+        return False, "sinfo is not installed"
+    try:
+        done = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        return False, "sinfo did not answer in 30 s"
+    said = (done.stdout + done.stderr).strip() or f"exit {done.returncode}"
+    states = done.stdout.split()
+    return done.returncode == 0 and any(s in _USABLE for s in states), said
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> None:
+    """The local one-node Slurm cluster, taking jobs. Where ``scripts/local-slurm.sh`` can
+    (root, Debian), a cluster that went down (a daemon gone, the node drained) is started again
+    first; a test without one skips, saying what ``sinfo`` said (in CI that fails, so the
+    reason is in the report)."""
+    up, said = _slurm_state()
+    if not up and os.geteuid() == 0 and shutil.which("apt-get"):
+        started = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "local-slurm.sh"), "start"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if started.returncode == 0:
+            # Its last line is `export SLURM_CONF=...`: the config the restarted daemons read.
+            line = started.stdout.strip().splitlines()[-1]
+            os.environ["SLURM_CONF"] = line.split("=", 1)[1].strip("'\"")
+        up, again = _slurm_state()
+        said = f"{said}; after scripts/local-slurm.sh start: {again} {started.stderr[-400:]}"
+    if not up:
+        pytest.skip(f"no Slurm cluster (scripts/local-slurm.sh start): {said}")

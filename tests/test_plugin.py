@@ -24,11 +24,14 @@ def test_the_built_in_frameworks_meet_the_contract():
     """They are registered as a plugin is, by the entry points of batchspec's own pyproject."""
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     builtin = declared[frameworks.GROUP]
-    assert set(builtin) == {"deepspeed", "axolotl", "megatron", "llamafactory", "hf", "accelerate"}
+    folder = ROOT / "translator" / "frameworks"
+    packages = {p.parent.name for p in folder.glob("*/__init__.py")} - {"shared"}
+    assert {name.replace("-", "_") for name in builtin} == packages
+    assert set(builtin) <= set(frameworks.names())
     for name, target in builtin.items():
         framework = frameworks.get(name)
         assert isinstance(framework, frameworks.Framework) and framework.name == name
-        assert target == f"translator.frameworks.{name}:FRAMEWORK"
+        assert target == f"translator.frameworks.{name.replace('-', '_')}:FRAMEWORK"
 
 
 class FakePoint:

@@ -596,18 +596,9 @@ def test_out_of_memory_is_reported_with_the_fix(tmp_path):
     )
 
 
-def slurm_up() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    done = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
-    return done.returncode == 0 and "idle" in done.stdout
-
-
 @pytest.mark.framework
 @pytest.mark.parametrize("framework", ["deepspeed", "torch"])
-def test_through_slurm(spec, tmp_path, framework):
-    if not slurm_up():
-        pytest.skip("no Slurm cluster (scripts/local-slurm.sh start)")
+def test_through_slurm(spec, tmp_path, framework, slurm_cluster):
     code, out, err = smoke_json(
         spec,
         "--framework",
@@ -635,9 +626,7 @@ def test_through_slurm(spec, tmp_path, framework):
 
 
 @pytest.mark.framework
-def test_slurm_timeout_cancels_the_job(spec, tmp_path):
-    if not slurm_up():
-        pytest.skip("no Slurm cluster (scripts/local-slurm.sh start)")
+def test_slurm_timeout_cancels_the_job(spec, tmp_path, slurm_cluster):
     code, out, err = smoke_json(
         spec,
         "--slurm",

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_smoke import leftovers, slurm_up
+from test_smoke import leftovers
 
 pytestmark = pytest.mark.framework
 
@@ -255,8 +255,7 @@ def test_a_deepspeed_config_is_tuned_on_deepspeeds_engine(tmp_path):
     assert all(p["samples_per_optimizer_step"] == [16] * 3 for p in out["probes"])
 
 
-@pytest.mark.skipif(not slurm_up(), reason="needs a Slurm cluster (scripts/local-slurm.sh)")
-def test_under_slurm_all_probes_run_in_one_allocation(tmp_path):
+def test_under_slurm_all_probes_run_in_one_allocation(tmp_path, slurm_cluster):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SEQ64)
     workdir = tmp_path / "w"

@@ -30,6 +30,7 @@ from translator.findings import finding
 from translator.frameworks.llamafactory import rules
 from translator.frameworks.shared import hf_deepspeed
 from translator.frameworks.shared import hf_trainer as hf
+from translator.frameworks.shared.overrides import value_span
 from translator.job import not_found
 from translator.reading import Call, Note, Reading, Source, Value, typo_findings
 from translator.shell.values import Word
@@ -166,7 +167,7 @@ def _override(reading: Reading, call: Call, word: Word) -> bool:
         "so LLaMA-Factory refuses it (Some keys are not used by the HfArgumentParser)",
     )
     if key in READ:
-        _set(reading, call, key, word, Value(_yaml(raw), word.line, _tail_span(word, raw, call)))
+        _set(reading, call, key, word, Value(_yaml(raw), word.line, value_span(word, raw, call)))
     return True
 
 
@@ -189,16 +190,6 @@ def _yaml(raw: str) -> object:
         return yaml.safe_load(raw) if raw else raw
     except yaml.YAMLError:
         return raw
-
-
-def _tail_span(word: Word, raw: str, call: Call) -> tuple[int, int] | None:
-    """Where the script writes the value of ``key=value`` as one literal: the end of the word's
-    own literal, or the literal of the one variable it comes from (``key=$N``)."""
-    text = call.text
-    if word.span is not None and text[word.span[0] : word.span[1]] == word.text:
-        return word.span[1] - len(raw), word.span[1]
-    sources = [s for s in word.sources if s[0] >= 0 and text[s[0] : s[1]] == raw]
-    return sources[0] if len(sources) == 1 and raw else None
 
 
 def _flags(reading: Reading, call: Call, words: list[Word]) -> None:
@@ -233,7 +224,7 @@ def _flags(reading: Reading, call: Call, words: list[Word]) -> None:
         elif value.text is None:
             parsed = Value(None, value.line, None, value.why_unknown)
         else:
-            span = _tail_span(word, inline, call) if eq else _tail_span(value, value.text, call)
+            span = value_span(word, inline, call) if eq else value_span(value, value.text, call)
             parsed = Value(_yaml(value.text), value.line, span)
         _set(reading, call, key, word, parsed, flag=True)
     if reading.opaque:
