@@ -28,6 +28,21 @@ from translator.cli.options import engine_options, parse_memory, pop_slurm
     help="The global batch you believe the file gives: exit 1 when the engine "
     "consumes another number of samples per optimizer step.",
 )
+@click.option(
+    "--parity",
+    metavar="B",
+    help="Run FILE's global batch twice, as FILE says and as B says, and compare the first "
+    "optimizer step's loss and update: B is a second config or spec of the same job, or "
+    "overrides of FILE that keep its global batch (micro=2, nproc=1, micro=2,nproc=1); exit 1 "
+    "when they differ beyond --tolerance.",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="X",
+    help="With --parity: the largest relative difference accepted (default: 1e-3 on CPU, "
+    "3e-2 on GPU; see the README).",
+)
 def smoke(
     as_json: bool,
     file: str,
@@ -44,6 +59,8 @@ def smoke(
     dry_run,
     device,
     expect_global,
+    parity,
+    tolerance,
     **slurm_flags,
 ) -> None:
     """Run a few real optimizer steps of FILE (a spec or a framework config) and count the
@@ -53,6 +70,7 @@ def smoke(
     Examples:
       $ batchspec smoke spec.yaml --framework deepspeed --nproc-per-node 2
       $ batchspec smoke spec.yaml --nproc-per-node 2 --slurm --device cpu --dry-run
+      $ batchspec smoke spec.yaml --nproc-per-node 2 --parity micro=2,nproc=1
     """
     from translator.errors import ConfigError, InputError
     from translator.launch import smoke as runs
@@ -66,20 +84,41 @@ def smoke(
             "a multi-node run outside Slurm starts on every node: print its command "
             "with --dry-run --rdzv-endpoint HOST:PORT, or use --slurm"
         )
-    prepared = runs.prepare(
-        file,
-        framework,
-        nproc,
-        nnodes,
-        steps,
-        model,
-        seq_len,
-        workdir,
-        rdzv_endpoint,
-        device,
-        expect_global,
-        use_slurm=use_slurm,
-    )
+
+    def prepare(path, nproc, nnodes, folder):
+        return runs.prepare(
+            path,
+            framework,
+            nproc,
+            nnodes,
+            steps,
+            model,
+            seq_len,
+            folder,
+            rdzv_endpoint,
+            device,
+            expect_global,
+            use_slurm=use_slurm,
+        )
+
+    if parity is not None:
+        return _parity(
+            file,
+            parity,
+            prepare,
+            nproc,
+            nnodes,
+            workdir,
+            options,
+            dry_run,
+            as_json,
+            timeout,
+            limit,
+            tolerance,
+        )
+    if tolerance is not None:
+        raise InputError("--tolerance is for --parity")
+    prepared = prepare(file, nproc, nnodes, workdir)
     if dry_run:
         return _dry_run(prepared, options, as_json)
     say = Progress()  # stderr: with --json, stdout holds the one object and nothing else
@@ -108,30 +147,76 @@ def smoke(
     click.echo(line, err=as_json)
 
 
-def _dry_run(prepared, options, as_json) -> None:
-    """What would run (``options``: Slurm's, None without ``--slurm``), written nowhere."""
+def _parity(
+    file,
+    other,
+    prepare,
+    nproc,
+    nnodes,
+    workdir,
+    options,
+    dry_run,
+    as_json,
+    timeout,
+    limit,
+    tolerance,
+) -> None:
+    """``smoke FILE --parity B``: both runs, compared (or, with --dry-run, what would run)."""
+    from translator.errors import ConfigError
+    from translator.launch import parity
+    from translator.launch.progress import Progress
+
+    a, b = parity.sides(file, other, prepare, nproc, nnodes, workdir)
+    if dry_run:
+        if as_json:
+            emit_json(
+                {"a": _dry_output(a.prepared, options), "b": _dry_output(b.prepared, options)}
+            )
+            return
+        for side in (a, b):
+            click.echo(f"# run {side.label}: {side.source}")
+            _dry_run(side.prepared, options, False)
+        return
+    tolerance = tolerance or parity.TOLERANCE[a.prepared.plan.device]
+    done = parity.run(a, b, options, timeout, limit, tolerance, Progress())
+    if as_json:
+        emit_json(done.output)
+    elif done.output["difference"] is not None:
+        print_table(parity.rows(done.output), title=f"parity ({a.prepared.plan.framework})")
+    if done.errors:
+        click.echo(f"batchspec: error: parity fails: {'; '.join(done.errors)}", err=True)
+        sys.exit(130 if done.stopped == "interrupted" else ConfigError.exit_code)
+    click.echo(f"ok: {parity.summary(done.output)}", err=as_json)
+
+
+def _dry_output(prepared, options) -> dict:
+    """What would run (``options``: Slurm's, None without ``--slurm``), as ``--json`` says it."""
     from translator.launch import command as commands
     from translator.launch import slurm
 
     plan = prepared.plan
-    argv = commands.local_command(plan)
     sbatch = submit = None
     if options is not None:
         sbatch = slurm.script(plan, options)
         submit = slurm.submit_command(plan, str(plan.workdir / "smoke.sbatch"))
+    return prepared.spec.output() | {
+        "framework": plan.framework,
+        "command": commands.local_command(plan),
+        "sbatch": sbatch,
+        "submit": submit,
+        "workdir": str(plan.workdir),
+    }
+
+
+def _dry_run(prepared, options, as_json) -> None:
+    """What would run (``options``: Slurm's, None without ``--slurm``), written nowhere."""
+    out = _dry_output(prepared, options)
     if as_json:
-        emit_json(
-            prepared.spec.output()
-            | {
-                "framework": plan.framework,
-                "command": argv,
-                "sbatch": sbatch,
-                "submit": submit,
-                "workdir": str(plan.workdir),
-            }
-        )
+        emit_json(out)
         return
     import shlex
+
+    plan, sbatch, submit, argv = prepared.plan, out["sbatch"], out["submit"], out["command"]
 
     click.echo(f"# would write {plan.workdir}/spec.json and {plan.workdir}/{plan.config_name}")
     if sbatch and submit:

@@ -39,7 +39,8 @@ class Engine:
     """The batchspec extra that installs them (``pip install 'batchspec[EXTRA]'``)."""
     options: frozenset[str] = frozenset()
     """Engine options it honours beyond the common ones: ``recompute`` (activation
-    recomputation), ``zero_stages`` (tune's ZeRO-stage variants)."""
+    recomputation), ``zero_stages`` (tune's ZeRO-stage variants), ``parity`` (it runs
+    ``smoke --parity``: the samples, optimizer and record of :mod:`translator.launch.parity_rank`)."""
     environment: Mapping[str, str] = field(default_factory=dict)
     """Environment variables its ranks need (offline switches, telemetry off)."""
 

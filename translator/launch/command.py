@@ -35,6 +35,9 @@ class SmokePlan:
     """``gpu``, ``cpu`` or ``auto`` (a GPU when the node has one)."""
     recompute: bool = False
     """Recompute each layer's activations in the backward pass (engines that can say so)."""
+    parity: bool = False
+    """One side of a parity check: the ranks run its samples and optimizer and write their loss
+    and update (:mod:`translator.launch.parity_rank`)."""
 
     @property
     def world_size(self) -> int:
@@ -67,6 +70,7 @@ def worker_args(plan: SmokePlan) -> list[str]:
         "--device",
         plan.device,
         *(["--recompute"] if plan.recompute else []),
+        *(["--parity"] if plan.parity else []),
     ]
 
 

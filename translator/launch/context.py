@@ -42,6 +42,9 @@ class RunContext:
     """``--device``: ``gpu``, ``cpu`` or ``auto`` (a GPU when there is one)."""
     recompute: bool = False
     """Recompute each layer's activations in the backward pass (``tune --recompute``)."""
+    parity: bool = False
+    """A parity run (``smoke --parity``): padded samples of different lengths, plain SGD, and
+    the loss and update written for comparison (:mod:`translator.launch.parity_rank`)."""
 
     @functools.cached_property
     def device(self) -> str:

@@ -20,7 +20,9 @@ from translator.frameworks.contract import Engine, missing
 #: The engine that runs a plain spec (no framework config).
 TORCH = "torch"
 PLAIN = Engine(
-    "translator.launch.torch_engine", requires=("torch",), options=frozenset({"recompute"})
+    "translator.launch.torch_engine",
+    requires=("torch",),
+    options=frozenset({"recompute", "parity"}),
 )
 
 

@@ -79,16 +79,26 @@ def layers(name: str, sequence_length: int) -> list:
     return [Embed(), *(Block() for _ in range(shape.layers)), Head()]
 
 
-def next_token_loss(logits, targets):
-    """Mean cross-entropy of the logits against the next tokens."""
+#: A target that is not predicted (padding), as torch's cross-entropy skips it.
+IGNORE = -100
+
+
+def next_token_loss(logits, targets, divide_by=None):
+    """Cross-entropy of the logits against the next tokens, skipping :data:`IGNORE` targets:
+    their mean, or, with ``divide_by``, their sum divided by it (the tokens of a whole
+    optimizer step, so that micro-batches of different lengths weigh by their tokens)."""
     from torch import nn
 
-    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    flat = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+    if divide_by is None:
+        return nn.functional.cross_entropy(*flat, ignore_index=IGNORE)
+    return nn.functional.cross_entropy(*flat, ignore_index=IGNORE, reduction="sum") / divide_by
 
 
 def build(name: str, sequence_length: int, recompute: bool = False):
-    """A causal language model whose ``forward(tokens)`` returns the mean next-token loss; the
-    head shares the embedding's weights, as in GPT-2. ``recompute``: each block keeps only its
+    """A causal language model whose ``forward(tokens, targets=None, divide_by=None)`` returns
+    the next-token loss (:func:`next_token_loss`; the targets default to the tokens shifted by
+    one, else ``tokens`` holds the inputs and one more position); the head shares the embedding's weights, as in GPT-2. ``recompute``: each block keeps only its
     input and recomputes the rest in the backward pass (``torch.utils.checkpoint``)."""
     from torch import nn
     from torch.utils.checkpoint import checkpoint
@@ -100,12 +110,12 @@ def build(name: str, sequence_length: int, recompute: bool = False):
             parts[-1].proj.weight = parts[0].tokens.weight  # tied, as GPT-2's
             self.layers = nn.Sequential(*parts)
 
-        def forward(self, tokens):
+        def forward(self, tokens, targets=None, divide_by=None):
             x = tokens[:, :-1]
             for i, layer in enumerate(self.layers):
                 block = 0 < i < len(self.layers) - 1
                 x = checkpoint(layer, x, use_reentrant=False) if recompute and block else layer(x)
-            return next_token_loss(x, tokens[:, 1:])
+            return next_token_loss(x, tokens[:, 1:] if targets is None else targets, divide_by)
 
     return TinyGPT()
 

@@ -12,7 +12,7 @@ from translator.errors import ConfigError, InputError
 from translator.files import read_text, write_files
 from translator.findings import Finding, finding
 from translator.frameworks import get
-from translator.launch import command, runner, slurm
+from translator.launch import command, parity_rank, runner, slurm
 from translator.launch import workdir as workdirs
 from translator.launch.context import mentions_out_of_memory
 from translator.launch.engines import TORCH, config_framework, config_refusal, engine
@@ -180,8 +180,9 @@ def write_workdir(prepared: Prepared) -> None:
     plan = prepared.plan
     workdirs.make(plan.workdir)
     plan.results.mkdir(parents=True, exist_ok=True)
-    for stale in plan.results.glob("rank-*.json"):
-        stale.unlink()
+    for pattern in ("rank-*.json", parity_rank.FILE.format(rank="*")):
+        for stale in plan.results.glob(pattern):
+            stale.unlink()
     # A dict: for the torch engine the config is spec.json itself.
     files = {
         plan.workdir / "spec.json": prepared.spec.model_dump_json(indent=2),

@@ -1,7 +1,9 @@
 """Plain PyTorch DDP, the way a hand-written training loop does it: a ``DataLoader`` with a
 ``DistributedSampler`` over a synthetic token dataset, ``micro_batch_size`` rows per batch,
 ``no_sync`` on all but the last of ``gradient_accumulation_steps`` micro-batches, then
-``optimizer.step()``; bf16 autocast on GPU.
+``optimizer.step()``; bf16 autocast on GPU. The loss is normalised over the predicted tokens of
+the whole optimizer step (all micro-batches, all ranks), so padding weighs nothing and the
+split of the batch changes nothing (what ``smoke --parity`` checks).
 
 What is counted is what the loader yielded between two steps of the optimizer (its post-step
 hook, through the harness), not the spec's numbers read back: a loader that hands out fewer
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 
 from translator.launch import model as models
+from translator.launch import parity_rank
 from translator.launch.context import RunContext
 from translator.launch.harness import Harness
 
@@ -41,10 +44,12 @@ def refuse(spec, device: str) -> str | None:
 
 
 class TokenRows:
-    """A map-style dataset of random token rows (fixed per index, so every epoch agrees)."""
+    """A map-style dataset of random token rows (fixed per index, so every epoch agrees): each
+    item is ``(tokens, targets)``, ``length + 1`` tokens and the next token of each input; for a
+    parity run, the padded samples of :mod:`translator.launch.parity_rank`."""
 
-    def __init__(self, rows: int, length: int, vocab: int):
-        self.rows, self.length, self.vocab = rows, length, vocab
+    def __init__(self, rows: int, length: int, vocab: int, padded: bool = False):
+        self.rows, self.length, self.vocab, self.padded = rows, length, vocab, padded
 
     def __len__(self) -> int:
         return self.rows
@@ -52,8 +57,12 @@ class TokenRows:
     def __getitem__(self, index: int):
         import torch
 
+        if self.padded:
+            tokens, targets = parity_rank.shifted([index], self.length, self.vocab)
+            return tokens[0], targets[0]
         gen = torch.Generator().manual_seed(index)
-        return torch.randint(0, self.vocab, (self.length,), generator=gen)
+        tokens = torch.randint(0, self.vocab, (self.length + 1,), generator=gen)
+        return tokens, tokens[1:]
 
 
 def run(ctx: RunContext):
@@ -66,13 +75,18 @@ def run(ctx: RunContext):
         device = harness.device
         net = models.build(ctx.model, ctx.sequence_length, ctx.recompute).to(device)
         ddp = DistributedDataParallel(net, device_ids=[device] if harness.on_gpu else None)
-        optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
+        optimizer = (
+            parity_rank.sgd(ddp.parameters())
+            if ctx.parity
+            else torch.optim.AdamW(ddp.parameters(), lr=1e-4)
+        )
         harness.watch(optimizer)
         micro, accumulation = ctx.spec.micro, ctx.spec.accumulation
         dataset = TokenRows(
             EPOCH_STEPS * ctx.spec.global_batch,
             ctx.sequence_length,
             models.SHAPES[ctx.model].vocab,
+            padded=ctx.parity,
         )
         sampler: DistributedSampler = DistributedSampler(
             dataset,  # type: ignore[arg-type]  # a map-style dataset: __len__ and __getitem__
@@ -101,14 +115,28 @@ def run(ctx: RunContext):
                 return torch.autocast("cuda", dtype=torch.bfloat16)
             return contextlib.nullcontext()
 
+        before = (
+            parity_rank.snapshot(net.named_parameters()) if ctx.parity and ctx.rank == 0 else None
+        )
+        loss = 0.0
         for _ in range(ctx.steps):
-            for i in range(accumulation):
-                tokens = next(batches).to(device)
+            step = [[t.to(device) for t in next(batches)] for _ in range(accumulation)]
+            # The loss of the whole step: each token weighs the same, whatever its micro-batch
+            # (DDP averages the ranks' gradients, hence × world).
+            divide_by = parity_rank.step_tokens(step, device) / ctx.world_size
+            for i, (tokens, targets) in enumerate(step):
                 last = i == accumulation - 1
                 with ddp.no_sync() if not last else contextlib.nullcontext(), precision():
-                    (ddp(tokens) / accumulation).backward()
+                    if parity_rank.per_micro_mean():
+                        value = ddp(tokens, targets) / accumulation
+                    else:
+                        value = ddp(tokens, targets, divide_by)
+                    value.backward()
+                loss += float(value)
             optimizer.step()  # the harness closes the step here
             optimizer.zero_grad(set_to_none=True)
+        if ctx.parity:
+            parity_rank.write(ctx.workdir, ctx.rank, loss, before, net.named_parameters())
         return harness.result(
             replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
         )

@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq-len", type=int, required=True)
     parser.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
     parser.add_argument("--recompute", action="store_true")
+    parser.add_argument("--parity", action="store_true")
     args = parser.parse_args(argv)
 
     limit = os.environ.get(MEMORY_LIMIT_ENV)
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         world_size=int(os.environ.get("WORLD_SIZE", 1)),
         requested_device=args.device,
         recompute=args.recompute,
+        parity=args.parity,
     )
     try:
         result = module(args.engine).run(ctx)

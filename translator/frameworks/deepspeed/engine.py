@@ -25,6 +25,7 @@ import json
 from translator.frameworks.deepspeed.ulysses import ulysses
 from translator.frameworks.shared.deepspeed_device import fp16_enabled, fp16_refusal, use_device
 from translator.launch import model as models
+from translator.launch import parity_rank
 from translator.launch.context import RunContext
 from translator.launch.harness import Harness
 
@@ -74,21 +75,43 @@ def run(ctx: RunContext):
 
 
 def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
+    """One optimizer step at a time: DeepSpeed's accumulation of micro-batches, each loss the
+    sum over its tokens divided by the tokens of the whole step (× data-parallel × accumulation:
+    DeepSpeed averages the replicas' gradients and divides each loss by the accumulation)."""
     import deepspeed
     import torch
 
     net = models.build(ctx.model, ctx.sequence_length)
-    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
-    engine, *_ = deepspeed.initialize(model=net, optimizer=optimizer, config=config)
-    batches = harness.count(
-        _batches(ctx, engine.train_micro_batch_size_per_gpu(), engine.device, shifted=False)
+    optimizer = (
+        parity_rank.sgd(net.parameters())
+        if ctx.parity
+        else torch.optim.AdamW(net.parameters(), lr=1e-4)
     )
+    engine, *_ = deepspeed.initialize(model=net, optimizer=optimizer, config=config)
+    micro, accumulation = (
+        engine.train_micro_batch_size_per_gpu(),
+        engine.gradient_accumulation_steps(),
+    )
+    replicas = engine.dp_world_size
+    plain = _batches(ctx, micro, engine.device, shifted=False)
+    batches = harness.count(
+        _padded(ctx, micro, replicas) if ctx.parity else ((t, t[:, 1:]) for t in plain)
+    )
+    before = parity_rank.snapshot(net.named_parameters()) if ctx.parity and ctx.rank == 0 else None
+    loss = 0.0
     while engine.global_steps < ctx.steps:
-        engine.backward(engine(next(batches)))
-        before = engine.global_steps
-        engine.step()
-        if engine.global_steps > before:  # DeepSpeed's own accumulation boundary
-            harness.stepped(type(engine).__name__)
+        step = [[t.to(engine.device) for t in next(batches)] for _ in range(accumulation)]
+        divide_by = parity_rank.step_tokens(step, engine.device) / (replicas * accumulation)
+        for tokens, targets in step:
+            value = engine(tokens, targets, divide_by)
+            engine.backward(value)
+            loss += float(value) / accumulation
+            before_step = engine.global_steps
+            engine.step()
+            if engine.global_steps > before_step:  # DeepSpeed's own accumulation boundary
+                harness.stepped(type(engine).__name__)
+    if ctx.parity:
+        parity_rank.write(ctx.workdir, ctx.rank, loss, before, net.named_parameters())
     return harness.result(
         replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
     )
@@ -167,3 +190,15 @@ def _batches(ctx: RunContext, micro: int, device, shifted: bool, seed: int | Non
     while True:
         tokens = models.batch(micro, ctx.sequence_length, vocab, generator, device)
         yield (tokens[:, :-1], tokens[:, 1:]) if shifted else tokens
+
+
+def _padded(ctx: RunContext, micro: int, replicas: int):
+    """The parity samples, as ``(tokens, targets)`` micro-batches: the ``k``-th micro-batch of
+    data-parallel rank ``r`` holds samples ``(k·DP + r)·micro`` onwards (so each optimizer step
+    takes the next ``G`` samples, whatever the split)."""
+    vocab = models.SHAPES[ctx.model].vocab
+    k = 0
+    while True:
+        first = (k * replicas + ctx.rank) * micro
+        yield parity_rank.shifted(range(first, first + micro), ctx.sequence_length, vocab)
+        k += 1

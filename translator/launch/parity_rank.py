@@ -1,0 +1,126 @@
+"""One rank's part of a parity run (``smoke --parity``): the samples, the optimizer, and what
+the rank writes for the launcher to compare (:mod:`translator.launch.parity`).
+
+Both runs of a parity check take one optimizer step over the same samples, from the same
+weights: sample ``i`` is the same row whatever the split (:func:`row`), with ``real_tokens(i)``
+tokens (between :data:`MIN_TOKENS` and the row's width) and padding after them, so
+micro-batches hold different numbers of predicted tokens, which is where a loss normalised
+per micro-batch goes wrong. The optimizer is plain SGD (:data:`LEARNING_RATE`, no momentum,
+weight decay or clipping), so the update is the gradient itself.
+
+A rank writes ``parity-rank-<R>.pt`` into the results folder: the step's loss as the engine
+computed it, and (on global rank 0) the initial weights' fingerprint and the update of every
+parameter. Only layouts where each rank holds the whole model run here (data parallelism).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from translator.launch.model import IGNORE
+
+#: SGD's learning rate: 1, so that the update is minus the gradient.
+LEARNING_RATE = 1.0
+#: The fewest tokens a sample holds (the rest of its row is padding).
+MIN_TOKENS = 4
+#: The token of padding positions (never predicted: their targets are ``IGNORE``).
+PAD = 0
+#: Set to 1, the torch engine normalises each micro-batch by its own tokens and divides by the
+#: accumulation (the HF Trainer's bug before 4.46): how the tests show parity failing.
+PER_MICRO_MEAN_ENV = "BATCHSPEC_PARITY_PER_MICRO_MEAN"
+#: The file each rank writes.
+FILE = "parity-rank-{rank}.pt"
+
+
+def real_tokens(index: int, width: int) -> int:
+    """The tokens of sample ``index`` in a row of ``width`` (the rest is padding): from
+    :data:`MIN_TOKENS` to ``width``, varying from sample to sample."""
+    return MIN_TOKENS + (index * 7) % (width - MIN_TOKENS + 1)
+
+
+def row(index: int, width: int, vocab: int):
+    """Sample ``index``: ``width`` token ids, its :func:`real_tokens` random ones (fixed by the
+    index), then :data:`PAD`."""
+    import torch
+
+    ids = torch.full((width,), PAD, dtype=torch.long)
+    real = real_tokens(index, width)
+    ids[:real] = torch.randint(
+        1, vocab, (real,), generator=torch.Generator().manual_seed(10_000 + index)
+    )
+    return ids
+
+
+def shifted(indices, sequence_length: int, vocab: int):
+    """``(tokens, targets)`` of the samples ``indices`` for the models of
+    :mod:`translator.launch.model`: ``sequence_length + 1`` tokens a row, and the next token of
+    each input position (:data:`IGNORE` past a sample's end)."""
+    import torch
+
+    tokens = torch.stack([row(i, sequence_length + 1, vocab) for i in indices])
+    targets = tokens[:, 1:].clone()
+    for n, i in enumerate(indices):
+        targets[n, real_tokens(i, sequence_length + 1) - 1 :] = IGNORE
+    return tokens, targets
+
+
+def predicted(targets) -> int:
+    """The targets that are predicted (not :data:`IGNORE`)."""
+    return int((targets != IGNORE).sum())
+
+
+def step_tokens(micro_batches, device) -> int:
+    """The predicted tokens of one optimizer step on every rank together (``micro_batches``:
+    this rank's ``(tokens, targets)`` of the step): what a loss normalised over the whole step
+    divides by."""
+    import torch
+    import torch.distributed as dist
+
+    total = torch.tensor([sum(predicted(t) for _, t in micro_batches)], device=device)
+    if dist.is_initialized():
+        dist.all_reduce(total)
+    return int(total.item())
+
+
+def per_micro_mean() -> bool:
+    """Whether the deliberately wrong normalisation is asked for (:data:`PER_MICRO_MEAN_ENV`)."""
+    return os.environ.get(PER_MICRO_MEAN_ENV) == "1"
+
+
+def sgd(parameters):
+    """The parity optimizer: plain SGD, whose update is ``-LEARNING_RATE ×`` the gradient."""
+    import torch
+
+    return torch.optim.SGD(parameters, lr=LEARNING_RATE, momentum=0.0, weight_decay=0.0)
+
+
+def snapshot(named_parameters) -> dict:
+    """The weights as they are now (name -> float32 copy on the CPU)."""
+    return {name: p.detach().float().cpu().clone() for name, p in named_parameters}
+
+
+def fingerprint(weights: dict) -> str:
+    """A hash of the weights: two runs start from the same weights when theirs agree."""
+    digest = hashlib.sha256()
+    for name in sorted(weights):
+        digest.update(name.encode())
+        digest.update(weights[name].numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def write(folder: Path, rank: int, loss: float, before: dict | None, named_parameters) -> None:
+    """This rank's part: its ``loss`` of the step (the launcher takes the mean over ranks) and,
+    given the weights ``before`` the step (rank 0), their fingerprint and each update."""
+    import torch
+
+    record: dict = {"loss": float(loss)}
+    if before is not None:
+        after = snapshot(named_parameters)
+        record["initial"] = fingerprint(before)
+        record["update"] = {name: after[name] - before[name] for name in before}
+    path = Path(folder) / FILE.format(rank=rank)
+    tmp = path.with_suffix(".tmp")
+    torch.save(record, tmp)
+    tmp.replace(path)
