@@ -2,7 +2,9 @@
 ``hf.yaml``, or the user's own), parsed by ``HfArgumentParser`` as a training script parses it,
 with only the run's own settings on top (``max_steps``, an output folder, no saving, logging
 or reporting, the CPU when the rank has no GPU). The model is a tiny random GPT-2 built in
-code; the data random tokens.
+code; the data random tokens, or for ``smoke --parity`` padded samples of different lengths
+and plain SGD (:data:`PARITY_SETTINGS`), the Trainer's own loss and the update written for
+the comparison.
 
 Counted through the harness, which is the Trainer's callback: a forward pre-hook on the
 Trainer's model counts the rows of every training forward, and ``on_step_end`` (the Trainer
@@ -21,8 +23,10 @@ from translator.frameworks.shared.deepspeed_device import (
 )
 from translator.frameworks.shared.deepspeed_json import FILENAME as DEEPSPEED_JSON
 from translator.launch import model as models
+from translator.launch import parity_rank
 from translator.launch.context import RunContext
 from translator.launch.harness import Harness
+from translator.launch.model import IGNORE
 
 #: Keys of the user's file that the smoke run replaces (where it writes, how long it runs).
 RUN_KEYS = {
@@ -39,6 +43,18 @@ RUN_KEYS = {
     "push_to_hub",
     "resume_from_checkpoint",
     "num_train_epochs",
+}
+
+
+#: What a parity run sets on top (``smoke --parity``): plain SGD, whose update is the gradient
+#: (no clipping, weight decay, warm-up or schedule).
+PARITY_SETTINGS = {
+    "optim": "sgd",
+    "learning_rate": parity_rank.LEARNING_RATE,
+    "weight_decay": 0.0,
+    "max_grad_norm": 0.0,
+    "lr_scheduler_type": "constant",
+    "warmup_steps": 0,
 }
 
 
@@ -101,6 +117,8 @@ def run(ctx: RunContext):
         "disable_tqdm": True,
         "use_cpu": not harness.on_gpu,
     }
+    if ctx.parity:
+        settings |= PARITY_SETTINGS
     if data.get("deepspeed"):
         use_device(harness)
         settings["deepspeed"] = str(ctx.config.parent / DEEPSPEED_JSON)
@@ -117,17 +135,17 @@ def run(ctx: RunContext):
                 n_head=shape.heads,
                 vocab_size=shape.vocab,
                 n_positions=ctx.sequence_length,
+                # No dropout: one step is a function of the weights and the samples alone.
+                resid_pdrop=0.0,
+                embd_pdrop=0.0,
+                attn_pdrop=0.0,
             )
         )
         rows = 2 * ctx.steps * ctx.spec.global_batch
-        tokens = torch.randint(
-            0,
-            shape.vocab,
-            (rows, ctx.sequence_length),
-            generator=torch.Generator().manual_seed(1000),
+        dataset = (padded if ctx.parity else random_rows)(rows, ctx.sequence_length, shape.vocab)
+        before = (
+            parity_rank.snapshot(net.named_parameters()) if ctx.parity and ctx.rank == 0 else None
         )
-        dataset = [{"input_ids": t, "labels": t} for t in tokens.unbind(0)]
-
         harness.trainer = transformers.Trainer(
             model=net,
             args=args,
@@ -135,7 +153,34 @@ def run(ctx: RunContext):
             # The harness is a duck-typed callback: the Trainer calls its on_* methods by name.
             callbacks=[harness],  # type: ignore[list-item]
         )
-        harness.trainer.train()
+        trained = harness.trainer.train()
+        if ctx.parity:  # the Trainer's own loss of the step, as it normalised it
+            parity_rank.write(
+                ctx.workdir, ctx.rank, trained.training_loss, before, net.named_parameters()
+            )
         return harness.result(
             replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
         )
+
+
+def random_rows(rows: int, length: int, vocab: int) -> list[dict]:
+    """``rows`` samples of ``length`` random tokens, each its own labels."""
+    import torch
+
+    tokens = torch.randint(0, vocab, (rows, length), generator=torch.Generator().manual_seed(1000))
+    return [{"input_ids": t, "labels": t} for t in tokens.unbind(0)]
+
+
+def padded(rows: int, length: int, vocab: int) -> list[dict]:
+    """The parity samples (:func:`translator.launch.parity_rank.row`) as the Trainer takes them:
+    padding masked out of attention and labels (the model shifts the labels itself)."""
+    import torch
+
+    out = []
+    for i in range(rows):
+        ids, real = parity_rank.row(i, length, vocab), parity_rank.real_tokens(i, length)
+        mask = (torch.arange(length) < real).long()
+        labels = ids.clone()
+        labels[real:] = IGNORE
+        out.append({"input_ids": ids, "attention_mask": mask, "labels": labels})
+    return out
