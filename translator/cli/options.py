@@ -188,6 +188,7 @@ def given_options() -> tuple:
             ctx.params.get(param.name),
             getattr(param, "is_flag", False),
             param.multiple,
+            next(iter(getattr(param, "secondary_opts", [])), None),
         )
         for param in ctx.command.params
     )

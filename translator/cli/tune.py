@@ -74,6 +74,13 @@ from translator.cli.options import (
     "plot extra: matplotlib).",
 )
 @click.option(
+    "--parity/--no-parity",
+    default=None,
+    help="Check the pick with smoke --parity against FILE's own micro-batch × accumulation "
+    "(one optimizer step each, loss and update compared); exit 1 when they differ "
+    "[default: on when FILE gives a split and the engine checks parity].",
+)
+@click.option(
     "--in-allocation",
     is_flag=True,
     hidden=True,

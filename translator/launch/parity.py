@@ -87,22 +87,22 @@ def is_overrides(text: str) -> bool:
     return "=" in text and not Path(text).exists()
 
 
-def refuse(a: runs.Prepared) -> None:
-    """Parity needs an engine that writes its loss and update, on a layout where every rank
-    holds the whole model."""
-    name, spec = a.plan.framework, a.spec
+def refusal(name: str, spec: BatchSpec) -> str | None:
+    """Why the ``name`` engine cannot check parity on ``spec``'s layout: parity needs an engine
+    that writes its loss and update, and every rank holding the whole model."""
     if "parity" not in engine(name).options:
-        raise InputError(
+        return (
             f"the {name} engine does not run parity checks; these do: "
             f"{', '.join(with_option('parity'))}"
         )
     model = spec.tensor_parallel_size * spec.pipeline_parallel_size * spec.context_parallel_size
     if model > 1:
-        raise InputError(
+        return (
             f"parity runs data parallelism only (every rank holds the whole model), not "
             f"tensor {spec.tensor_parallel_size} × pipeline {spec.pipeline_parallel_size} × "
             f"context {spec.context_parallel_size}"
         )
+    return None
 
 
 def derived_split(a: BatchSpec, nproc: int, nnodes: int, overrides: dict[str, int], text: str):
@@ -188,7 +188,9 @@ def sides(
     :func:`translator.launch.smoke.prepare` with the command's other options."""
     root = Path(root or workdirs.default("parity", "run")).resolve()
     a = _for_parity(prepare(path, nproc, nnodes, root / "a"))
-    refuse(a)
+    why = refusal(a.plan.framework, a.spec)
+    if why:
+        raise InputError(f"{path}: {why} (nothing was started)")
     if is_overrides(parity):
         split = derived_split(a.spec, nproc, nnodes, parse_overrides(parity), parity)
         folder = root / "b-input"

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from translator import tuning
 from translator.errors import InputError
 from translator.findings import finding
-from translator.launch import probes, slurm, tune_report
+from translator.launch import probes, slurm, tune_parity, tune_report
 from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan
@@ -64,6 +64,8 @@ class GivenOption:
     """The parsed value; ``None``, ``False`` or ``()`` when it was not given."""
     is_flag: bool = False
     """A switch, given without a value."""
+    off_flag: str | None = None
+    """The switch's spelling that turns it off (``--no-parity``), for an on/off switch."""
     multiple: bool = False
     """Given once per value."""
 
@@ -125,6 +127,9 @@ class Request:
     """Running inside the Slurm allocation that ``slurm`` asked for: probes are job steps."""
     as_json: bool
     """The output is one JSON object (and no progress on stderr, outside an allocation)."""
+    parity: bool | None = None
+    """Check the pick with ``smoke --parity`` against the file's own micro-batch × accumulation
+    (``--parity/--no-parity``); None: when the file gives a split and the engine checks parity."""
     command_line: tuple[GivenOption, ...] = ()
     """The command line as parsed, for the Slurm job to run again."""
 
@@ -145,6 +150,7 @@ class Outcome:
 def tune(request: Request, echo: Progress) -> Outcome:
     """Run the tune ``request`` asks for; ``echo`` shows its progress (on stderr)."""
     setup, stages = prepare(request)
+    check = tune_parity.wanted(request.parity, setup.spec, setup.plan.framework, request.file)
     quiet = request.as_json and not request.in_allocation  # a job's log takes the progress
     say = Progress(quiet=True) if quiet else echo
     if request.slurm is not None:
@@ -166,7 +172,7 @@ def tune(request: Request, echo: Progress) -> Outcome:
     result, seconds, stopped = search(
         setup, stages, request.recompute, estimator, capacity, request.threshold, say
     )
-    return report(request, setup, result, seconds, stopped)
+    return report(request, setup, result, seconds, stopped, check, say)
 
 
 def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
@@ -339,9 +345,17 @@ def fit_memory(result: tuning.Search) -> dict | None:
 
 
 def report(
-    request: Request, setup: probes.Setup, result: tuning.Search, seconds: float, stopped
+    request: Request,
+    setup: probes.Setup,
+    result: tuning.Search,
+    seconds: float,
+    stopped,
+    check_parity: bool = False,
+    say: Progress | None = None,
 ) -> Outcome:
-    """The outcome of a search that ran here: the output, the pick written, the plot drawn."""
+    """The outcome of a search that ran here: the output, the pick written, the plot drawn;
+    with ``check_parity``, the pick checked against the file's own split (``say``: its
+    progress)."""
     spec, plan = setup.spec, setup.plan
     d = len(tuning.divisors(spec.global_batch // spec.data_parallel))
     picked = probes.candidate_spec(spec, result.pick.candidate) if result.pick else None
@@ -373,7 +387,12 @@ def report(
         "files": {},
         "findings": [f.as_dict() for f in findings],
     }
-    if picked is not None and request.out_dir:
+    failed = None
+    if check_parity and result.pick is not None and not stopped:
+        out["parity"], failed = tune_parity.check(
+            request.file, setup, result.pick.candidate, say or Progress(quiet=True)
+        )
+    if picked is not None and request.out_dir and not failed:
         out["files"] = _write_pick(picked, plan.framework, request.out_dir, request)
     if request.plot_path:
         tune_report.plot_png(result, request.plot_path, spec.global_batch)
@@ -384,6 +403,8 @@ def report(
             f"tune stopped: {result.reason}",
             130 if stopped == "interrupted" else 1,
         )
+    if failed:
+        return Outcome(out, tune_report.text(out), failed, 1)
     return Outcome(out, tune_report.text(out), exit_code=1 if findings else 0)
 
 
@@ -438,6 +459,8 @@ def job_command(request: Request) -> list[str]:
     """This tune's own command line for the Slurm job, rebuilt from the parsed options."""
     args = [sys.executable, "-m", "translator", "tune"]
     for given in request.command_line:
+        if given.off_flag and given.value is False:  # an on/off switch turned off
+            args.append(given.off_flag)
         if given.name in LOGIN_ONLY or given.value in (None, False, ()):
             continue
         if given.flag is None:

@@ -29,7 +29,21 @@ def text(out: dict) -> str:
         )
     lines.append(f"why: {out['reason']}")
     lines += [f"wrote {path} ({name})" for name, path in out["files"].items()]
-    return "\n".join(lines)
+    checked = parity_line(out.get("parity"))
+    return "\n".join(lines + ([checked] if checked else []))
+
+
+def parity_line(out: dict | None) -> str | None:
+    """The parity check of the pick in one line (None when none was asked)."""
+    if not out:
+        return None
+    if not out["checked"]:
+        return f"parity: not checked ({out['why']})"
+    if out["parity"]:
+        from translator.launch.parity import summary
+
+        return "parity: " + summary(out)
+    return "parity: fails: " + "; ".join(out["errors"])
 
 
 def _table(probes: list[dict], fit: dict | None) -> list[str]:

@@ -1,0 +1,266 @@
+"""smoke --parity: one global batch split two ways must train the same first step."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from translator.cli import main
+from translator.launch import parity, parity_rank
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = "global_batch_size: 8\nmicro_batch_size: 4\nsequence_length: 32\n"
+#: The transformers release whose Trainer normalised the loss of each micro-batch on its own
+#: (fixed in 4.46), and releases of its dependencies that install beside it.
+OLD_TRANSFORMERS = {
+    "transformers": "4.45.2",
+    "tokenizers": "0.20.3",
+    "huggingface-hub": "0.25.2",
+    "accelerate": "1.0.1",
+}
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture
+def spec(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC)
+    return path
+
+
+def parity_json(*args, python=sys.executable, env=None, timeout=600):
+    """``batchspec smoke ... --json`` in a subprocess (its ranks need a real process tree)."""
+    done = subprocess.run(
+        [python, "-m", "translator", "smoke", *map(str, args), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
+    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else None, done.stderr
+
+
+# Pure parts ------------------------------------------------------------------------------------
+
+
+def test_samples_have_different_lengths_and_padding_is_never_predicted():
+    tokens, targets = parity_rank.shifted(range(8), 32, 512)
+    lengths = {parity_rank.real_tokens(i, 33) for i in range(8)}
+    assert len(lengths) == 8 and min(lengths) >= parity_rank.MIN_TOKENS
+    assert parity_rank.predicted(targets) == sum(n - 1 for n in lengths)
+    for i in range(8):
+        real = parity_rank.real_tokens(i, 33)
+        assert (tokens[i, real:] == parity_rank.PAD).all() and (tokens[i, :real] > 0).all()
+    # Sample i is the same row whatever batch it is drawn in.
+    again, _ = parity_rank.shifted([5, 2], 32, 512)
+    assert torch.equal(again[0], tokens[5]) and torch.equal(again[1], tokens[2])
+
+
+def test_compare_names_the_parameter_that_differs_most():
+    update = {"a.weight": torch.ones(3), "b.bias": torch.full((2,), 0.5)}
+    a = {"loss": 2.0, "initial": "x", "update": update}
+    b = {"loss": 2.0, "initial": "x", "update": update | {"b.bias": torch.tensor([0.5, 1.5])}}
+    diff = parity.compare(a, b)
+    assert diff.largest == ("b.bias", 2.0)
+    (message,) = parity.problems(diff, 1e-3)
+    assert message == "the update of b.bias differs by 200% of A's (tolerance 0.1%)"
+    assert parity.problems(parity.compare(a, a), 1e-3) == []
+    other = parity.compare(a, b | {"initial": "y", "loss": 3.0})
+    assert parity.problems(other, 1e-3)[0] == "the two runs did not start from the same weights"
+    assert "the loss differs by 50%" in parity.problems(other, 1e-3)[-1]
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "micro=3",
+            "--parity micro=3: micro-batch 3 × data-parallel 1 does not divide the global batch "
+            "8, so B would not train on the same batch (micro-batches that keep it on 1 "
+            "processes: 2, 4)",
+        ),
+        ("tp=2", "--parity tp=2: 'tp=2' is not an override; give a second file, or micro=N"),
+        ("micro=0", "--parity micro=0: micro must be a whole number ≥ 1, not '0'"),
+    ],
+)
+def test_an_override_that_cannot_keep_the_batch_is_a_one_line_input_error(
+    spec, tmp_path, override, message
+):
+    result = run("smoke", spec, "--parity", override, "--workdir", tmp_path / "w")
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert not (tmp_path / "w" / "a").exists()  # nothing was run
+
+
+def test_a_second_file_with_another_global_batch_is_refused(spec, tmp_path):
+    other = tmp_path / "other.yaml"
+    other.write_text("global_batch_size: 16\nmicro_batch_size: 4\n")
+    result = run("smoke", spec, "--parity", other, "--workdir", tmp_path / "w")
+    assert result.exit_code == 2
+    assert "gives global batch 16" in result.output and "same batch" in result.output
+
+
+def test_tolerance_needs_parity(spec):
+    result = run("smoke", spec, "--tolerance", "0.1", "--dry-run")
+    assert result.exit_code == 2 and "--tolerance is for --parity" in result.output
+
+
+def test_an_engine_without_parity_and_a_model_parallel_layout_are_refused(tmp_path):
+    path = tmp_path / "pp.yaml"
+    path.write_text(SPEC + "world_size: 2\npipeline_parallel_size: 2\n")
+    result = run(
+        "smoke", path, "--framework", "deepspeed", "--nproc-per-node", 2, "--parity", "micro=2"
+    )
+    assert result.exit_code == 2
+    assert "parity runs data parallelism only" in result.output
+
+
+def test_slurm_dry_run_shows_both_jobs(spec, tmp_path, fake_sinfo):
+    result = run(
+        "smoke",
+        spec,
+        "--parity",
+        "micro=2,nproc=1",
+        "--nproc-per-node",
+        2,
+        "--slurm",
+        "--device",
+        "cpu",
+        "--dry-run",
+        "--json",
+        "--workdir",
+        tmp_path / "w",
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    a, b = out["a"], out["b"]
+    assert (a["micro_batch_size"], a["gradient_accumulation_steps"], a["world_size"]) == (4, 1, 2)
+    assert (b["micro_batch_size"], b["gradient_accumulation_steps"], b["world_size"]) == (2, 4, 1)
+    for side, ranks in ((a, 2), (b, 1)):
+        assert (
+            "--parity" in side["command"]
+            and side["command"][side["command"].index("--steps") + 1] == "1"
+        )
+        assert f"--nproc_per_node {ranks}" in side["sbatch"] and side["submit"][0] == "sbatch"
+
+
+# Real runs -------------------------------------------------------------------------------------
+
+
+def test_two_splits_of_one_batch_train_the_same_step_on_the_torch_engine(spec, tmp_path):
+    code, out, err = parity_json(
+        spec, "--nproc-per-node", 2, "--parity", "micro=2,nproc=1", "--workdir", tmp_path / "w"
+    )
+    assert code == 0, err
+    assert out["parity"] is True and out["errors"] == []
+    assert (out["a"]["data_parallel_size"], out["b"]["data_parallel_size"]) == (2, 1)
+    assert out["a"]["samples_per_optimizer_step"] == out["b"]["samples_per_optimizer_step"] == [8]
+    diff = out["difference"]
+    assert diff["same_initial_weights"]
+    assert diff["update"]["largest"]["relative_difference"] < out["tolerance"] == 1e-3
+    assert diff["loss"]["relative_difference"] < 1e-5
+
+
+def test_a_loss_normalised_per_micro_batch_fails_parity(spec, tmp_path):
+    """The HF Trainer's bug before 4.46, made on purpose in the torch engine."""
+    import os
+
+    env = os.environ | {parity_rank.PER_MICRO_MEAN_ENV: "1"}
+    code, out, err = parity_json(spec, "--parity", "micro=1", "--workdir", tmp_path / "w", env=env)
+    assert code == 1, err
+    assert out["parity"] is False
+    name = out["difference"]["update"]["largest"]["parameter"]
+    assert out["difference"]["update"]["largest"]["relative_difference"] > 0.05
+    assert f"the update of {name} differs by" in out["errors"][0]
+    assert "parity fails: the update of" in err
+
+
+def old_transformers() -> Path:
+    """A venv with transformers 4.45.2 and its dependencies, on top of the running one (a .pth
+    to its site-packages), built once and kept under .pytest_cache, keyed by the versions."""
+    key = "-".join(f"{k}{v}" for k, v in OLD_TRANSFORMERS.items())
+    folder = ROOT / ".pytest_cache" / "venvs" / key
+    python = folder / "bin" / "python"
+    if (folder / "ready").exists():
+        return python
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--clear", folder], check=True)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = folder / "lib" / version / "site-packages"
+    below = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    (site / "running-venv.pth").write_text("\n".join(below) + "\n")
+    wanted = [f"{k}=={v}" for k, v in OLD_TRANSFORMERS.items()]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, *wanted],
+        check=True,
+    )
+    (folder / "ready").write_text("")
+    return python
+
+
+@pytest.mark.framework
+def test_parity_catches_the_accumulation_bug_of_transformers_4_45_2(spec, tmp_path):
+    import os
+
+    python = old_transformers()
+    found = subprocess.run(
+        [python, "-c", "import transformers; print(transformers.__version__)"],
+        capture_output=True,
+        text=True,
+    )
+    assert found.stdout.strip() == "4.45.2", found.stderr
+    one = tmp_path / "one.yaml"
+    one.write_text("global_batch_size: 8\nmicro_batch_size: 8\nsequence_length: 32\n")
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    code, out, err = parity_json(
+        one,
+        "--framework",
+        "hf",
+        "--parity",
+        "micro=2",
+        "--workdir",
+        tmp_path / "w",
+        python=python,
+        env=env,
+    )
+    assert code == 1, err
+    largest = out["difference"]["update"]["largest"]
+    assert largest["relative_difference"] > 0.1  # measured: 30% of the update
+    assert f"the update of {largest['parameter']} differs by" in err
+
+
+@pytest.mark.framework
+def test_parity_holds_on_the_hf_trainer_that_fixed_it(tmp_path):
+    one = tmp_path / "one.yaml"
+    one.write_text("global_batch_size: 8\nmicro_batch_size: 8\nsequence_length: 32\n")
+    code, out, err = parity_json(
+        one, "--framework", "hf", "--parity", "micro=2", "--workdir", tmp_path / "w"
+    )
+    assert code == 0, err
+    assert out["difference"]["update"]["largest"]["relative_difference"] < 1e-3
+
+
+@pytest.mark.framework
+def test_deepspeed_accumulation_and_data_parallelism_train_the_same_step(spec, tmp_path):
+    code, out, err = parity_json(
+        spec,
+        "--framework",
+        "deepspeed",
+        "--nproc-per-node",
+        2,
+        "--parity",
+        "micro=1,nproc=1",
+        "--workdir",
+        tmp_path / "w",
+    )
+    assert code == 0, err
+    assert out["b"]["gradient_accumulation_steps"] == 8
+    assert out["difference"]["update"]["largest"]["relative_difference"] < 1e-3
