@@ -264,3 +264,30 @@ def test_deepspeed_accumulation_and_data_parallelism_train_the_same_step(spec, t
     assert code == 0, err
     assert out["b"]["gradient_accumulation_steps"] == 8
     assert out["difference"]["update"]["largest"]["relative_difference"] < 1e-3
+
+
+MEGATRON_ARGS = """BATCH_ARGS=(
+    --micro-batch-size 4
+    --global-batch-size 8
+    --seq-length 32
+{extra})
+"""
+
+
+@pytest.mark.framework
+@pytest.mark.parametrize("per_token, holds", [(True, True), (False, False)])
+def test_megatron_needs_the_per_token_loss_for_padded_samples(tmp_path, per_token, holds):
+    """Without --calculate-per-token-loss, megatron-core divides each micro-batch's loss by its
+    own tokens and averages the micro-batches: splits of one padded batch train differently."""
+    args = tmp_path / "megatron.sh"
+    args.write_text(MEGATRON_ARGS.format(extra="    --calculate-per-token-loss\n" * per_token))
+    code, out, err = parity_json(
+        args, "--nproc-per-node", 2, "--parity", "micro=1,nproc=1", "--workdir", tmp_path / "w"
+    )
+    assert out["b"]["gradient_accumulation_steps"] == 8, err
+    assert out["difference"]["same_initial_weights"]
+    largest = out["difference"]["update"]["largest"]["relative_difference"]
+    if holds:
+        assert code == 0 and largest < 1e-3, err
+    else:
+        assert code == 1 and largest > 0.5, err

@@ -66,6 +66,17 @@ def shifted(indices, sequence_length: int, vocab: int):
     return tokens, targets
 
 
+def micro_batches(replica: int, replicas: int, micro: int, sequence_length: int, vocab: int):
+    """Endless parity micro-batches of data-parallel rank ``replica`` (:func:`shifted`): its
+    ``k``-th holds samples ``(k·DP + replica)·micro`` onwards, so each optimizer step takes the
+    next ``G`` samples, whatever the split."""
+    k = 0
+    while True:
+        first = (k * replicas + replica) * micro
+        yield shifted(range(first, first + micro), sequence_length, vocab)
+        k += 1
+
+
 def predicted(targets) -> int:
     """The targets that are predicted (not :data:`IGNORE`)."""
     return int((targets != IGNORE).sum())

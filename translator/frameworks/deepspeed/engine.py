@@ -94,8 +94,11 @@ def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
     )
     replicas = engine.dp_world_size
     plain = _batches(ctx, micro, engine.device, shifted=False)
+    vocab = models.SHAPES[ctx.model].vocab
     batches = harness.count(
-        _padded(ctx, micro, replicas) if ctx.parity else ((t, t[:, 1:]) for t in plain)
+        parity_rank.micro_batches(ctx.rank, replicas, micro, ctx.sequence_length, vocab)
+        if ctx.parity
+        else ((t, t[:, 1:]) for t in plain)
     )
     before = parity_rank.snapshot(net.named_parameters()) if ctx.parity and ctx.rank == 0 else None
     loss = 0.0
@@ -190,15 +193,3 @@ def _batches(ctx: RunContext, micro: int, device, shifted: bool, seed: int | Non
     while True:
         tokens = models.batch(micro, ctx.sequence_length, vocab, generator, device)
         yield (tokens[:, :-1], tokens[:, 1:]) if shifted else tokens
-
-
-def _padded(ctx: RunContext, micro: int, replicas: int):
-    """The parity samples, as ``(tokens, targets)`` micro-batches: the ``k``-th micro-batch of
-    data-parallel rank ``r`` holds samples ``(k·DP + r)·micro`` onwards (so each optimizer step
-    takes the next ``G`` samples, whatever the split)."""
-    vocab = models.SHAPES[ctx.model].vocab
-    k = 0
-    while True:
-        first = (k * replicas + ctx.rank) * micro
-        yield parity_rank.shifted(range(first, first + micro), ctx.sequence_length, vocab)
-        k += 1

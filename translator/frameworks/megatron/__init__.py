@@ -24,5 +24,6 @@ FRAMEWORK = from_module(
         "translator.frameworks.megatron.engine",
         requires=("torch", "megatron.core"),
         extra="megatron",
+        options=frozenset({"parity"}),
     ),
 )

@@ -39,6 +39,7 @@ from typing import Any
 
 from translator.frameworks.megatron.rules import read
 from translator.launch import model as models
+from translator.launch import parity_rank
 from translator.launch.context import RunContext
 from translator.launch.harness import Harness
 
@@ -56,6 +57,18 @@ class Layout:
     virtual_pipeline_stages: int | None = None
     decrease_batch_size_if_needed: bool = False
     use_distributed_optimizer: bool = False
+    calculate_per_token_loss: bool = False
+    """``--calculate-per-token-loss``: the loss of a step is normalised over all its tokens
+    (else each micro-batch over its own, then averaged)."""
+
+
+#: The optimizer of a parity run: plain SGD, the update a function of the gradient alone.
+PARITY_OPTIMIZER = {
+    "optimizer": "sgd",
+    "lr": parity_rank.LEARNING_RATE,
+    "sgd_momentum": 0.0,
+    "weight_decay": 0.0,
+}
 
 
 def read_layout(path: Path) -> Layout:
@@ -95,6 +108,7 @@ def parse_layout(text: str, path: str) -> Layout:
         virtual_pipeline_stages=count("--num-virtual-stages-per-pipeline-rank"),
         decrease_batch_size_if_needed="--decrease-batch-size-if-needed" in reading.values,
         use_distributed_optimizer="--use-distributed-optimizer" in reading.values,
+        calculate_per_token_loss="--calculate-per-token-loss" in reading.values,
     )
 
 
@@ -239,10 +253,29 @@ def _cpu_megatron():
             m.torch = torch
 
 
-def _batches(micro_batch_size, sequence_length, vocab, generator, device):
-    """Endless random token micro-batches."""
+def _stream(ctx: RunContext, layout: Layout, replica: int, replicas: int):
+    """Endless ``(tokens, targets)`` micro-batches of one data-parallel replica: random tokens,
+    or the parity samples."""
+    import torch
+
+    micro, vocab = layout.micro_batch_size, models.SHAPES[ctx.model].vocab
+    if ctx.parity:
+        yield from parity_rank.micro_batches(replica, replicas, micro, ctx.sequence_length, vocab)
+    generator = torch.Generator().manual_seed(1000 + replica)
     while True:
-        yield models.batch(micro_batch_size, sequence_length, vocab, generator, device)
+        tokens = models.batch(micro, ctx.sequence_length, vocab, generator)
+        yield tokens, tokens[:, 1:]
+
+
+def _step_loss(reported) -> float:
+    """The step's loss as Megatron-LM reports it: the targets' loss summed over micro-batches
+    and data-parallel ranks, over their count (its last pipeline stage holds ``reported``)."""
+    import torch
+    import torch.distributed as dist
+
+    total = sum((r["lm loss"] for r in reported), torch.zeros(2))
+    dist.all_reduce(total)
+    return float(total[0] / total[1])
 
 
 def _quiet_megatron_warnings() -> None:
@@ -326,6 +359,7 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
             hidden_dropout=0.0,
             attention_dropout=0.0,
             use_cpu_initialization=not harness.on_gpu,
+            calculate_per_token_loss=layout.calculate_per_token_loss,
         )
     )
     use_te = harness.on_gpu and importlib.util.find_spec("transformer_engine") is not None
@@ -334,6 +368,7 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
         if use_te
         else gpt_layer_specs.get_gpt_layer_local_spec()
     )
+    torch.manual_seed(0)  # the same initial weights whatever the split
     if harness.on_gpu:
         megatron_random.model_parallel_cuda_manual_seed(1234)
     else:  # no CUDA RNG states to keep: megatron's tracker that forks nothing
@@ -378,12 +413,11 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
         OptimizerConfig(
             **_keywords(
                 OptimizerConfig,
-                optimizer="adam",
-                lr=1e-4,
+                **(PARITY_OPTIMIZER if ctx.parity else {"optimizer": "adam", "lr": 1e-4}),
                 bf16=harness.on_gpu,
                 params_dtype=config.params_dtype,
                 use_distributed_optimizer=layout.use_distributed_optimizer,
-                clip_grad=1.0 if harness.on_gpu else 0.0,
+                clip_grad=1.0 if harness.on_gpu and not ctx.parity else 0.0,
             )
         ),
         ddp,
@@ -395,19 +429,19 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
     # Ranks of one replica (tensor / context parallel) see the same samples, as in Megatron;
     # only the first virtual chunk of the first stage takes samples into the model.
     replica = parallel_state.get_data_parallel_rank()
-    vocab = models.SHAPES[ctx.model].vocab
     iterators = []
     for chunk in range(len(ddp)):
-        gen = torch.Generator().manual_seed(1000 + replica)
-        stream = _batches(layout.micro_batch_size, ctx.sequence_length, vocab, gen, harness.device)
+        stream = _stream(ctx, layout, replica, parallel_state.get_data_parallel_world_size())
         iterators.append(harness.count(stream) if chunk == 0 else stream)
     positions = torch.arange(ctx.sequence_length, device=harness.device).unsqueeze(0)
 
     def forward_step(data_iterator, model):
-        tokens = next(data_iterator)  # sequence + 1 tokens: inputs and next-token labels
+        tokens, targets = (t.to(harness.device) for t in next(data_iterator))
+        mask = targets != models.IGNORE  # padding is never a target
         batch = {
             "tokens": tokens[:, :-1],
-            "labels": tokens[:, 1:],
+            "labels": targets.masked_fill(~mask, 0),
+            "loss_mask": mask.float(),
             "position_ids": positions.expand(tokens.shape[0], -1),
         }
         if layout.context_parallel_size > 1:  # each CP rank takes its share of the sequence
@@ -417,17 +451,25 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
         output = model(batch["tokens"], batch["position_ids"], None, labels=batch["labels"])
 
         def loss(output_tensor):
-            value = output_tensor.float().mean()
-            return value, {"lm loss": value.detach()}
+            # As Megatron-LM's pretrain_gpt: the sum over the step's targets and their count;
+            # megatron-core divides by the micro-batch's count, or the step's with
+            # --calculate-per-token-loss.
+            mask = batch["loss_mask"]
+            total = (output_tensor.float() * mask).sum()
+            count = mask.sum().to(torch.int)
+            return total, count, {"lm loss": torch.stack([total.detach(), count.float()])}
 
         return output, loss
 
     forward_backward = get_forward_backward_func()
+    named = [(n, p) for m in chunks for n, p in m.named_parameters()]
+    before = parity_rank.snapshot(named) if ctx.parity and ctx.rank == 0 else None
+    reported = []
     for _ in range(ctx.steps):
         for m in ddp:
             m.zero_grad_buffer()
         optimizer.zero_grad()
-        forward_backward(
+        reported = forward_backward(
             forward_step_func=forward_step,
             data_iterator=iterators if len(ddp) > 1 else iterators[0],
             model=ddp,
@@ -439,6 +481,8 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
         updated, *_ = optimizer.step()
         if updated:  # a skipped update (loss-scale overflow) is not an optimizer step
             harness.stepped(type(optimizer).__name__)
+    if ctx.parity:
+        parity_rank.write(ctx.workdir, ctx.rank, _step_loss(reported), before, named)
     counts = (
         parallel_state.get_tensor_model_parallel_rank() == 0
         and parallel_state.get_context_parallel_rank() == 0

@@ -64,7 +64,7 @@ MEMORY_FLAGS = {
     "--fp8-format",
 }
 #: Switches read, each as ``True`` where it stands.
-SWITCHES = {"--decrease-batch-size-if-needed"} | MEMORY_SWITCHES
+SWITCHES = {"--decrease-batch-size-if-needed", "--calculate-per-token-loss"} | MEMORY_SWITCHES
 #: Flags always written, even at their default, so the layout is explicit.
 ALWAYS = {
     "--micro-batch-size",
