@@ -291,3 +291,39 @@ def test_megatron_needs_the_per_token_loss_for_padded_samples(tmp_path, per_toke
         assert code == 0 and largest < 1e-3, err
     else:
         assert code == 1 and largest > 0.5, err
+
+
+def _axolotl_drops_the_loss_kwargs() -> bool:
+    """Whether Axolotl's trainer turns the HF Trainer's token-count normalisation off for a
+    model whose forward does not name ``num_items_in_batch`` (a Llama's does not): the HF
+    Trainer then divides each micro-batch by its own tokens and by the accumulation."""
+    import inspect
+
+    from axolotl.core.trainers.base import AxolotlTrainer
+
+    return "self.model_accepts_loss_kwargs = False" in inspect.getsource(AxolotlTrainer.__init__)
+
+
+@pytest.mark.framework
+def test_parity_on_axolotl_follows_its_trainers_loss_normalisation(tmp_path):
+    """Axolotl 0.19.0 turns the HF Trainer's fix of 4.46 back off for Llama (AxolotlTrainer's
+    __init__ sets model_accepts_loss_kwargs False when the inner model's forward does not name
+    num_items_in_batch): micro 8 × 1 and 2 × 4 differ by 16 % of the update here."""
+    one = tmp_path / "one.yaml"
+    one.write_text("global_batch_size: 8\nmicro_batch_size: 8\nsequence_length: 64\n")
+    code, out, err = parity_json(
+        one,
+        "--framework",
+        "axolotl",
+        "--parity",
+        "micro=2",
+        "--workdir",
+        tmp_path / "w",
+        timeout=1200,
+    )
+    assert out["difference"]["same_initial_weights"], err
+    largest = out["difference"]["update"]["largest"]["relative_difference"]
+    if _axolotl_drops_the_loss_kwargs():
+        assert code == 1 and largest > 0.05, err
+    else:
+        assert code == 0 and largest < 1e-3, err

@@ -65,12 +65,12 @@ def smoke(
 ) -> None:
     """Run a few real optimizer steps of FILE (a spec or a framework config) and count the
     samples every optimizer step consumes; exit 1 unless each is exactly the global batch
-    (and, with --expect-global N, N).
+    (and, with --expect-global N, N). With --parity B, run one step as FILE says and one as B
+    says and exit 1 unless their loss and update agree.
 
     Examples:
-      $ batchspec smoke spec.yaml --framework deepspeed --nproc-per-node 2
+      $ batchspec smoke spec.yaml --nproc-per-node 2 --parity micro=1,nproc=1
       $ batchspec smoke spec.yaml --nproc-per-node 2 --slurm --device cpu --dry-run
-      $ batchspec smoke spec.yaml --nproc-per-node 2 --parity micro=2,nproc=1
     """
     from translator.errors import ConfigError, InputError
     from translator.launch import smoke as runs

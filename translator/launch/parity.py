@@ -288,7 +288,8 @@ def _percent(x: float) -> str:
 
 
 def output(a: Side, b: Side, runs_out: dict, diff: Difference | None, tolerance: float) -> dict:
-    """``smoke --parity --json``'s object: both runs (smoke's objects) and the differences."""
+    """``smoke --parity --json``'s object: both runs (smoke's objects), the differences, and
+    which run ran out of memory (``A``, ``B`` or None)."""
     same = None
     if diff is not None:
         name, largest = diff.largest
@@ -307,6 +308,7 @@ def output(a: Side, b: Side, runs_out: dict, diff: Difference | None, tolerance:
         "b": None if runs_out["b"] is None else runs_out["b"] | {"source": b.source},
         "difference": same,
         "errors": runs_out["errors"],
+        "out_of_memory": runs_out.get("out_of_memory"),
     }
 
 
@@ -334,7 +336,7 @@ def run(
     """Run A, then B (here, or under Slurm with ``options``), each a smoke run of one step,
     and compare them; a run that fails ends the check."""
     outputs: dict = {"parity": False, "errors": []}
-    records = {}
+    records: dict[str, dict] = {}
     for side in (a, b):
         spec = side.prepared.spec
         say(
@@ -347,9 +349,10 @@ def run(
         record = None if errors else read(side)
         if record is None and not errors:
             errors = [f"run {side.label}: its ranks wrote no update"]
-        if errors:
+        if errors or record is None:
             outputs.setdefault("b", None)
             outputs["errors"] = errors
+            outputs["out_of_memory"] = side.label if done.report.out_of_memory else None
             return Outcome(output(a, b, outputs, None, tolerance), errors, done.stopped)
         records[side.label] = record
     diff = compare(records["A"], records["B"])

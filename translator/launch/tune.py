@@ -64,10 +64,10 @@ class GivenOption:
     """The parsed value; ``None``, ``False`` or ``()`` when it was not given."""
     is_flag: bool = False
     """A switch, given without a value."""
-    off_flag: str | None = None
-    """The switch's spelling that turns it off (``--no-parity``), for an on/off switch."""
     multiple: bool = False
     """Given once per value."""
+    off_flag: str | None = None
+    """The switch's spelling that turns it off (``--no-parity``), for an on/off switch."""
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ def check(
     a, b = parity.sides(file, candidate, prepare, plan.nproc, plan.nnodes, plan.workdir / "parity")
     say(f"parity: the pick against {file}'s own split")
     done = parity.run(a, b, None, left, setup.memory_limit, parity.TOLERANCE[plan.device], say)
+    if done.output["out_of_memory"] == "A":  # the probes' memory cap, or the device's
+        return {"checked": False, "why": f"{file}'s own split ran out of memory"}, None
     out = {"checked": True} | done.output
     if not done.errors:
         return out, None

@@ -25,6 +25,7 @@ FRAMEWORK = from_module(
         "translator.frameworks.axolotl.engine",
         requires=("torch", "axolotl"),
         extra="axolotl",
+        options=frozenset({"parity"}),
         environment=verdict.OFFLINE_ENV,
     ),
     partner_files=hf_deepspeed.partner_files,

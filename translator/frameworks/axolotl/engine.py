@@ -49,6 +49,18 @@ from translator.launch.context import RunContext, mentions_out_of_memory
 RUN_KEYS = ("micro_batch_size", "gradient_accumulation_steps", "batch_size", "sequence_len")
 #: Where :class:`CountingPlugin` writes its report (set for the Axolotl process only).
 REPORT_ENV = "BATCHSPEC_AXOLOTL_REPORT"
+#: Set for a parity run: the folder where the plugin writes the loss and update (as rank 0).
+PARITY_ENV = "BATCHSPEC_AXOLOTL_PARITY"
+#: What a parity run sets on top (``smoke --parity``): plain SGD, whose update is the gradient
+#: (no clipping, weight decay, warm-up or schedule).
+PARITY_KEYS = {
+    "optimizer": "sgd",
+    "learning_rate": 1.0,
+    "lr_scheduler": "constant",
+    "warmup_steps": 0,
+    "max_grad_norm": 0.0,
+    "weight_decay": 0.0,
+}
 #: Seconds ``axolotl train`` may take before it is killed.
 TIMEOUT_ENV = "BATCHSPEC_AXOLOTL_TIMEOUT"
 DEFAULT_TIMEOUT = 1800.0
@@ -112,11 +124,12 @@ def run(ctx: RunContext):
     model_dir = make_tiny_model(scratch)
     write_dataset(scratch / DATA_FILE, ctx.steps * micro * accumulation)
     config = scratch / CONFIG_FILE
-    config.write_text(yaml.safe_dump(smoke_config(keys, model_dir, scratch), sort_keys=False))
+    settings = smoke_config(keys, model_dir, scratch) | (PARITY_KEYS if ctx.parity else {})
+    config.write_text(yaml.safe_dump(settings, sort_keys=False))
 
     report_path = scratch / REPORT_FILE
     report_path.unlink(missing_ok=True)
-    output = train(config, scratch, report_path)
+    output = train(config, scratch, report_path, Path(ctx.workdir) if ctx.parity else None)
     if not report_path.exists():
         raise RuntimeError(
             f"axolotl train wrote no step report; see {scratch / LOG_FILE}: {last_line(output)}"
@@ -193,8 +206,9 @@ def smoke_config(keys: dict, model_dir: Path, scratch: Path) -> dict:
     }
 
 
-def train(config: Path, scratch: Path, report_path: Path) -> str:
-    """Run ``axolotl train CONFIG --launcher python``; returns its output, raises on failure."""
+def train(config: Path, scratch: Path, report_path: Path, parity: Path | None = None) -> str:
+    """Run ``axolotl train CONFIG --launcher python``; returns its output, raises on failure.
+    ``parity``: the folder where the plugin writes a parity run's loss and update."""
     from translator.frameworks.axolotl.verdict import OFFLINE_ENV
 
     # A plain single process: with the launcher's RANK/LOCAL_RANK/WORLD_SIZE set, Accelerate
@@ -206,6 +220,8 @@ def train(config: Path, scratch: Path, report_path: Path) -> str:
         TOKENIZERS_PARALLELISM="false",
         **{REPORT_ENV: str(report_path)},
     )
+    if parity is not None:
+        env[PARITY_ENV] = str(parity)
     # The Axolotl process imports this module (the plugin): make sure it finds the package.
     root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
@@ -259,6 +275,7 @@ def _plugin_class():
     from axolotl.integrations.base import BasePlugin
 
     from translator.counting import TrainerCounter
+    from translator.launch import parity_rank
 
     class StepReport(TrainerCounter):
         """The counter, with Axolotl's own account beside it, written after every step."""
@@ -271,8 +288,15 @@ def _plugin_class():
             self.runtime: float | None = None
             self.axolotl_totals: dict[int, int] = {}
             """Axolotl's ``tokens/total`` after each step (by the step's index), as logged."""
+            self.model = model
+            self.before = None
+            """A parity run's weights before the first step."""
+            self.loss: float | None = None
+            """The trainer's loss of the run, as logged."""
 
         def on_train_begin(self, args, state, control, model=None, **kwargs):
+            if os.environ.get(PARITY_ENV):
+                self.before = parity_rank.snapshot(self.model.named_parameters())
             self.restart_clock()  # the first step's time runs from the start of training
             return super().on_train_begin(args, state, control, model=model, **kwargs)
 
@@ -290,6 +314,8 @@ def _plugin_class():
                 self.axolotl_totals[len(self.samples) - 1] = int(logs["tokens/total"])
             if "train_runtime" in logs:
                 self.runtime = float(logs["train_runtime"])
+            if "train_loss" in logs:
+                self.loss = float(logs["train_loss"])
             self.write()
             return control
 
@@ -297,6 +323,10 @@ def _plugin_class():
             self.stop()
             self.global_step = state.global_step
             self.write()
+            folder = os.environ.get(PARITY_ENV)
+            if folder and self.loss is not None:
+                named = self.model.named_parameters()
+                parity_rank.write(Path(folder), 0, self.loss, self.before, named)
             return control
 
         def write(self):

@@ -125,8 +125,10 @@ def make_tiny_model(directory: str | os.PathLike) -> Path:
     Returns the model directory (``directory/tiny-llama``); the dataset is
     ``directory/alpaca.jsonl``. Nothing is downloaded.
     """
+    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    torch.manual_seed(0)  # the same weights every time (both runs of a parity check)
     directory = Path(directory)
     model_dir = directory / MODEL_DIR
     model_dir.mkdir(parents=True, exist_ok=True)
