@@ -289,7 +289,7 @@ def _plugin_class():
             self.axolotl_totals: dict[int, int] = {}
             """Axolotl's ``tokens/total`` after each step (by the step's index), as logged."""
             self.model = model
-            self.before = None
+            self.before: dict | None = None
             """A parity run's weights before the first step."""
             self.loss: float | None = None
             """The trainer's loss of the run, as logged."""
