@@ -51,7 +51,9 @@ class Difference:
     """How far B's first step is from A's."""
 
     loss_a: float
+    """A's loss of the step, as its engine computed it (the mean over its ranks)."""
     loss_b: float
+    """B's, the same way."""
     loss: float
     """``|loss B - loss A| / |loss A|``."""
     parameters: dict[str, float]
