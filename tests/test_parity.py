@@ -10,7 +10,7 @@ import torch
 from click.testing import CliRunner
 
 from translator.cli import main
-from translator.launch import parity, parity_rank
+from translator.launch import parity_compare, parity_rank
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "global_batch_size: 8\nmicro_batch_size: 4\nsequence_length: 32\n"
@@ -68,14 +68,17 @@ def test_compare_names_the_parameter_that_differs_most():
     update = {"a.weight": torch.ones(3), "b.bias": torch.full((2,), 0.5)}
     a = {"loss": 2.0, "initial": "x", "update": update}
     b = {"loss": 2.0, "initial": "x", "update": update | {"b.bias": torch.tensor([0.5, 1.5])}}
-    diff = parity.compare(a, b)
+    diff = parity_compare.compare(a, b)
     assert diff.largest == ("b.bias", 2.0)
-    (message,) = parity.problems(diff, 1e-3)
+    (message,) = parity_compare.problems(diff, 1e-3)
     assert message == "the update of b.bias differs by 200% of A's (tolerance 0.1%)"
-    assert parity.problems(parity.compare(a, a), 1e-3) == []
-    other = parity.compare(a, b | {"initial": "y", "loss": 3.0})
-    assert parity.problems(other, 1e-3)[0] == "the two runs did not start from the same weights"
-    assert "the loss differs by 50%" in parity.problems(other, 1e-3)[-1]
+    assert parity_compare.problems(parity_compare.compare(a, a), 1e-3) == []
+    other = parity_compare.compare(a, b | {"initial": "y", "loss": 3.0})
+    assert (
+        parity_compare.problems(other, 1e-3)[0]
+        == "the two runs did not start from the same weights"
+    )
+    assert "the loss differs by 50%" in parity_compare.problems(other, 1e-3)[-1]
 
 
 @pytest.mark.parametrize(

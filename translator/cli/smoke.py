@@ -163,7 +163,7 @@ def _parity(
 ) -> None:
     """``smoke FILE --parity B``: both runs, compared (or, with --dry-run, what would run)."""
     from translator.errors import ConfigError
-    from translator.launch import parity
+    from translator.launch import parity, parity_compare
     from translator.launch.progress import Progress
 
     a, b = parity.sides(file, other, prepare, nproc, nnodes, workdir)
@@ -182,11 +182,11 @@ def _parity(
     if as_json:
         emit_json(done.output)
     elif done.output["difference"] is not None:
-        print_table(parity.rows(done.output), title=f"parity ({a.prepared.plan.framework})")
+        print_table(parity_compare.rows(done.output), title=f"parity ({a.prepared.plan.framework})")
     if done.errors:
         click.echo(f"batchspec: error: parity fails: {'; '.join(done.errors)}", err=True)
         sys.exit(130 if done.stopped == "interrupted" else ConfigError.exit_code)
-    click.echo(f"ok: {parity.summary(done.output)}", err=as_json)
+    click.echo(f"ok: {parity_compare.summary(done.output)}", err=as_json)
 
 
 def _dry_output(prepared, options) -> dict:

@@ -5,7 +5,8 @@ the first optimizer step's loss and update compared within a tolerance.
 B is a second config or spec of the same job, or overrides of A (``micro=2``, ``nproc=1``,
 ``micro=2,nproc=1``) that keep its global batch, accumulation re-solved: a spec's values are
 changed, a framework config is edited as ``batchspec update`` edits it. What each rank runs and
-writes is :mod:`translator.launch.parity_rank`'s; the comparison is :func:`compare`.
+writes is :mod:`translator.launch.parity_rank`'s; the comparison and its report are
+:mod:`translator.launch.parity_compare`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 from translator import solve
 from translator.errors import InputError
 from translator.files import write_files
-from translator.launch import parity_rank, slurm
+from translator.launch import parity_compare as compared
+from translator.launch import slurm
 from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
 from translator.launch.engines import engine, with_option
@@ -44,28 +46,6 @@ class Side:
     """What it runs: the file, or A's file with the overrides."""
     prepared: runs.Prepared
     """Its smoke run, one optimizer step, with the parity samples and optimizer."""
-
-
-@dataclass(frozen=True)
-class Difference:
-    """How far B's first step is from A's."""
-
-    loss_a: float
-    """A's loss of the step, as its engine computed it (the mean over its ranks)."""
-    loss_b: float
-    """B's, the same way."""
-    loss: float
-    """``|loss B - loss A| / |loss A|``."""
-    parameters: dict[str, float]
-    """Each parameter's ``max |update B - update A| / max |update A|``."""
-    same_start: bool
-    """Both runs started from the same weights (their fingerprints agree)."""
-
-    @property
-    def largest(self) -> tuple[str, float]:
-        """The parameter whose update differs most, and by how much."""
-        name = max(self.parameters, key=lambda n: self.parameters[n])
-        return name, self.parameters[name]
 
 
 def parse_overrides(text: str) -> dict[str, int]:
@@ -223,103 +203,12 @@ def _for_parity(prepared: runs.Prepared) -> runs.Prepared:
     return dataclasses.replace(prepared, plan=plan)
 
 
-def read(side: Side) -> dict | None:
-    """What the side's ranks wrote: the loss (the mean over ranks), rank 0's fingerprint of the
-    initial weights and its update of each parameter; None when no rank wrote an update."""
-    import torch
-
-    results = side.prepared.plan.results
-    records = [
-        torch.load(p, weights_only=True)
-        for p in sorted(results.glob(parity_rank.FILE.format(rank="*")))
-    ]
-    first = next((r for r in records if "update" in r), None)
-    if first is None:
-        return None
-    return {
-        "loss": sum(r["loss"] for r in records) / len(records),
-        "initial": first["initial"],
-        "update": first["update"],
-    }
-
-
-def compare(a: dict, b: dict) -> Difference:
-    """B's loss and update against A's (what :func:`read` gives for each)."""
-    names = sorted(set(a["update"]) | set(b["update"]))
-    parameters = {}
-    for name in names:
-        ua, ub = a["update"].get(name), b["update"].get(name)
-        if ua is None or ub is None or ua.shape != ub.shape:
-            parameters[name] = float("inf")  # a parameter only one run has: not the same model
-            continue
-        scale = float(ua.abs().max())
-        gap = float((ub - ua).abs().max())
-        parameters[name] = gap / scale if scale > 0 else (0.0 if gap == 0 else float("inf"))
-    la, lb = a["loss"], b["loss"]
-    return Difference(
-        la,
-        lb,
-        abs(lb - la) / abs(la) if la else abs(lb - la),
-        parameters,
-        a["initial"] == b["initial"],
-    )
-
-
-def problems(diff: Difference, tolerance: float) -> list[str]:
-    """Why the two runs are not the same training (empty when they are), the largest
-    difference named first."""
-    out = []
-    if not diff.same_start:
-        out.append("the two runs did not start from the same weights")
-    name, largest = diff.largest
-    if largest > tolerance:
-        out.append(
-            f"the update of {name} differs by {_percent(largest)} of A's (tolerance "
-            f"{_percent(tolerance)})"
-        )
-    if diff.loss > tolerance:
-        out.append(
-            f"the loss differs by {_percent(diff.loss)} ({diff.loss_a:.6g} against "
-            f"{diff.loss_b:.6g}; tolerance {_percent(tolerance)})"
-        )
-    return out
-
-
-def _percent(x: float) -> str:
-    return f"{x:.3g}" if x == float("inf") else f"{x * 100:.3g}%"
-
-
-def output(a: Side, b: Side, runs_out: dict, diff: Difference | None, tolerance: float) -> dict:
-    """``smoke --parity --json``'s object: both runs (smoke's objects), the differences, and
-    which run ran out of memory (``A``, ``B`` or None)."""
-    same = None
-    if diff is not None:
-        name, largest = diff.largest
-        same = {
-            "loss": {"a": diff.loss_a, "b": diff.loss_b, "relative_difference": diff.loss},
-            "update": {
-                "largest": {"parameter": name, "relative_difference": largest},
-                "parameters": diff.parameters,
-            },
-            "same_initial_weights": diff.same_start,
-        }
-    return {
-        "parity": runs_out["parity"],
-        "tolerance": tolerance,
-        "a": runs_out["a"] | {"source": a.source},
-        "b": None if runs_out["b"] is None else runs_out["b"] | {"source": b.source},
-        "difference": same,
-        "errors": runs_out["errors"],
-        "out_of_memory": runs_out.get("out_of_memory"),
-    }
-
-
 @dataclass
 class Outcome:
     """A parity check, as the command reports it."""
 
     output: dict
-    """``smoke --parity --json``'s object (:func:`output`)."""
+    """``smoke --parity --json``'s object (:func:`translator.launch.parity_compare.output`)."""
     errors: list[str]
     """Why the two runs are not the same training, or why a run failed (empty: parity holds)."""
     stopped: str | None
@@ -348,55 +237,16 @@ def run(
         done = runs.run(side.prepared, options, timeout, memory_limit, say)
         outputs[side.label.lower()] = done.output
         errors = [f"run {side.label}: {e}" for e in done.report.errors]
-        record = None if errors else read(side)
+        record = None if errors else compared.read(side.prepared.plan.results)
         if record is None and not errors:
             errors = [f"run {side.label}: its ranks wrote no update"]
         if errors or record is None:
             outputs.setdefault("b", None)
             outputs["errors"] = errors
             outputs["out_of_memory"] = side.label if done.report.out_of_memory else None
-            return Outcome(output(a, b, outputs, None, tolerance), errors, done.stopped)
+            return Outcome(compared.output(a, b, outputs, None, tolerance), errors, done.stopped)
         records[side.label] = record
-    diff = compare(records["A"], records["B"])
-    errors = problems(diff, tolerance)
+    diff = compared.compare(records["A"], records["B"])
+    errors = compared.problems(diff, tolerance)
     outputs |= {"parity": not errors, "errors": errors}
-    return Outcome(output(a, b, outputs, diff, tolerance), errors, None)
-
-
-def _split(out: dict) -> str:
-    return (
-        f"micro-batch {out['micro_batch_size']} × accumulation "
-        f"{out['gradient_accumulation_steps']} × data-parallel {out['data_parallel_size']}"
-    )
-
-
-def rows(out: dict) -> list[tuple[str, object]]:
-    """:func:`output`'s object as the table ``smoke --parity`` prints."""
-    diff = out["difference"]
-    name, largest = diff["update"]["largest"].values()
-    loss = diff["loss"]
-    return [
-        ("global batch", out["a"]["global_batch_size"]),
-        ("A", f"{_split(out['a'])} ({out['a']['source']})"),
-        ("B", f"{_split(out['b'])} ({out['b']['source']})"),
-        (
-            "loss",
-            f"{loss['a']:.6g} against {loss['b']:.6g} "
-            f"(relative difference {loss['relative_difference']:.2g})",
-        ),
-        ("update", f"largest relative difference {largest:.2g} ({name})"),
-        ("same start", "yes" if diff["same_initial_weights"] else "no"),
-        ("tolerance", f"{out['tolerance']:g}"),
-    ]
-
-
-def summary(out: dict) -> str:
-    """The line of a check that passed."""
-    diff = out["difference"]
-    largest = max(
-        diff["loss"]["relative_difference"], diff["update"]["largest"]["relative_difference"]
-    )
-    return (
-        f"parity holds: {_split(out['a'])} and {_split(out['b'])} train the same step "
-        f"(largest relative difference {largest:.2g}, tolerance {out['tolerance']:g})"
-    )
+    return Outcome(compared.output(a, b, outputs, diff, tolerance), errors, None)

@@ -40,7 +40,7 @@ def parity_line(out: dict | None) -> str | None:
     if not out["checked"]:
         return f"parity: not checked ({out['why']})"
     if out["parity"]:
-        from translator.launch.parity import summary
+        from translator.launch.parity_compare import summary
 
         return "parity: " + summary(out)
     return "parity: fails: " + "; ".join(out["errors"])
