@@ -167,8 +167,10 @@ def sides(
     path: str, parity: str, prepare: Callable[..., runs.Prepared], nproc: int, nnodes: int, root
 ) -> tuple[Side, Side]:
     """Both runs, prepared (nothing started): ``prepare(path, nproc, nnodes, workdir)`` is
-    :func:`translator.launch.smoke.prepare` with the command's other options."""
-    root = Path(root or workdirs.default("parity", "run")).resolve()
+    :func:`translator.launch.smoke.prepare` with the command's other options. ``root`` (default
+    ``.batchspec-smoke/parity``) holds A's run in ``a/``, B's in ``b/`` and the file derived for
+    B in ``b-input/``."""
+    root = Path(root or workdirs.default("smoke", "parity")).resolve()
     a = _for_parity(prepare(path, nproc, nnodes, root / "a"))
     why = refusal(a.plan.framework, a.spec)
     if why:
