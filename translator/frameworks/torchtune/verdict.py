@@ -97,7 +97,7 @@ def _recipe_init(cfg, world: int) -> tuple[int, int]:
         OmegaConf.update(cfg, "output_dir", out, force_add=True)
         for key, value in HERE.items():
             OmegaConf.update(cfg, key, value, force_add=True)
-        module = _recipe_module()
+        module = recipe_module()
         with (
             mock.patch.object(module, "init_process_group", lambda *a, **k: None),
             mock.patch.object(torchtune.utils, "get_world_size_and_rank", lambda: (world, 0)),
@@ -106,7 +106,7 @@ def _recipe_init(cfg, world: int) -> tuple[int, int]:
     return recipe.data_parallel_dim, recipe._gradient_accumulation_steps
 
 
-def _recipe_module():
+def recipe_module():
     """The installed torchtune's ``recipes/full_finetune_distributed.py``, imported."""
     spec = importlib.util.find_spec("torchtune")
     assert spec is not None and spec.origin is not None
