@@ -34,7 +34,7 @@ CODES: dict[str, tuple[Severity, str]] = {
         "tensor_parallel_dim > 1 without a tensor_parallel_plan, which the recipe refuses",
     ),
     "torchtune-epoch-tail": (
-        "warning",
+        "info",
         "micro-batches after an epoch's last full accumulation window change a step's batch",
     ),
     "torchtune-packed": (
@@ -55,7 +55,7 @@ CODES: dict[str, tuple[Severity, str]] = {
         "a built-in config name that the installed torchtune does not resolve here",
     ),
     "torchtune-one-process": (
-        "warning",
-        "tune run without torchrun options runs one process (no torchrun)",
+        "error",
+        "a distributed recipe under tune run without torchrun options: no process group starts",
     ),
 }

@@ -237,12 +237,13 @@ def _world(reading: Reading, call: Call, options: list[Word], recipe: Word | Non
         reading.launcher = "tune run"
         reading.sources.append(Source("world_size", 1, f"{call.path}:{call.line} tune run"))
         shown = recipe.text if recipe is not None else None
-        if shown and "distributed" in shown:
+        if shown and "distributed" in shown and "RANK" not in call.environment:
             reading.findings.append(
                 finding(
                     "torchtune-one-process",
                     f"tune run {shown} with no torchrun option runs the recipe in this process, "
-                    "without torchrun (one rank)",
+                    "without torchrun, and the recipe's init_process_group stops (environment "
+                    "variable RANK expected, but not set)",
                     hint="give tune run --nproc_per_node N (and --nnodes) before the recipe",
                     where=f"{call.path}:{call.line}",
                 )
