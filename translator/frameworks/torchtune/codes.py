@@ -17,6 +17,10 @@ CODES: dict[str, tuple[Severity, str]] = {
         "error",
         "a key the recipe reads as cfg.KEY (no default) is missing: it stops with a missing key",
     ),
+    "torchtune-no-batch-keys": (
+        "warning",
+        "no top-level batch_size or gradient_accumulation_steps: another recipe's layout",
+    ),
     "torchtune-unreleased-keys": (
         "warning",
         "context/data-parallel dims of torchtune's main branch, which torchtune 0.6.1 ignores",

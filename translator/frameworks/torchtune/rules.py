@@ -101,9 +101,13 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             findings.append(invalid_value(key, v, reading.path))
         else:
             counts[key] = v.count
-    for key in REQUIRED:
-        if key not in reading.values:
-            findings.append(_missing(reading, key))
+    absent = [key for key in REQUIRED if key not in reading.values]
+    if len(absent) == len(REQUIRED):
+        findings.append(_no_batch_keys(reading))
+        return {field: None for field in ("micro_batch_size", "gradient_accumulation_steps")}, (
+            findings
+        )
+    findings += [_missing(reading, key) for key in absent]
     if any(f.severity == "error" for f in findings) or None in values.values():
         return values, findings
     micro, accumulation = counts["batch_size"], counts["gradient_accumulation_steps"]
@@ -141,6 +145,19 @@ def _missing(reading: Reading, key: str) -> Finding:
         f"{key} is not set, and the recipe reads it as cfg.{key} with no default "
         "(OmegaConf: Missing key)",
         hint=f"add {key}: N to the config (or {key}=N to the tune run line)",
+        where=reading.path,
+    )
+
+
+def _no_batch_keys(reading: Reading) -> Finding:
+    """A config without either batch key: not a finetune recipe's (the async GRPO recipe nests
+    its batch under ``training:``), so its batch is not read."""
+    return finding(
+        "torchtune-no-batch-keys",
+        "neither batch_size nor gradient_accumulation_steps is set at the top level, where the "
+        "finetune recipes read them: this config's recipe keeps its batch elsewhere, which "
+        "batchspec does not read",
+        hint="for a finetune recipe, add batch_size and gradient_accumulation_steps",
         where=reading.path,
     )
 
