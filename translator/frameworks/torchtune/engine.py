@@ -186,9 +186,9 @@ def run(ctx: RunContext):
         with contextlib.nullcontext() if harness.on_gpu else cpu_housekeeping():
             recipe.setup(dict_cfg)
         recipe._model.register_forward_pre_hook(
-            lambda module, args, kwargs: harness.add(kwargs.get("tokens"))
-            if module.training
-            else None,
+            lambda module, args, kwargs: (
+                harness.add(kwargs.get("tokens")) if module.training else None
+            ),
             with_kwargs=True,
         )
         harness.watch(recipe._optimizer)

@@ -54,8 +54,9 @@ def program(call: Call) -> Reading | None:
     reading = Reading(call.path, rules.NAME, call.text)
     config, overrides = _config_of(arguments)
     _read_config(reading, call, config)
-    for word in overrides:
-        _override(reading, call, word)
+    loose = [word for word in overrides if not _override(reading, call, word)]
+    if loose:
+        reading.findings.append(_not_overrides(loose, call))
     if options is not None:
         _world(reading, call, options, recipe)
     return reading
@@ -163,8 +164,9 @@ def _take_file(reading: Reading, found: Path, where: str) -> str | None:
     return None
 
 
-def _override(reading: Reading, call: Call, word: Word) -> None:
-    """One word after the config: ``key=value`` wins over the config, ``~key`` removes it."""
+def _override(reading: Reading, call: Call, word: Word) -> bool:
+    """One word after the config: ``key=value`` wins over the config, ``~key`` removes it.
+    Whether it is one (torchtune refuses any other word)."""
     text = word.text
     if text is None:
         head = word.parts[0].text if word.parts and word.parts[0].text else ""
@@ -173,29 +175,33 @@ def _override(reading: Reading, call: Call, word: Word) -> None:
             _set(reading, call, key, word, Value(None, word.line, None, word.why_unknown))
         elif key is None and not getattr(word, "absent", False):
             reading.opaque.append(f"line {word.line}: {word.why_unknown}")
-        return
+        return True
     if text.startswith("~"):
         key = text[1:].split("=")[0]
         if key in reading.values:
             del reading.values[key]
             field = rules.KEYS.get(key)
             reading.sources = [s for s in reading.sources if s.name != field]
-        return
+        return True
     parts = text.split("=")
     if len(parts) != 2:
-        reading.findings.append(
-            finding(
-                "torchtune-bad-override",
-                f"{parsing.brief(text)}: Command-line overrides must be in the form of "
-                "key=value (torchtune's words)",
-                hint="write each override as key=value (batch_size=4)",
-                where=f"{call.path}:{word.line}",
-            )
-        )
-        return
+        return False
     key, raw = parts
     if key in READ:
         _set(reading, call, key, word, Value(_yaml(raw), word.line, value_span(word, raw, call)))
+    return True
+
+
+def _not_overrides(words: list[Word], call: Call):
+    """The error for the words that are not ``key=value`` (torchtune stops at the first)."""
+    shown = " ".join(w.text or "" for w in words)
+    return finding(
+        "torchtune-bad-override",
+        f"{parsing.brief(shown)}: Command-line overrides must be in the form of key=value, got "
+        f"{words[0].text} (torchtune's words)",
+        hint="write each override as key=value (batch_size=4)",
+        where=f"{call.path}:{words[0].line}",
+    )
 
 
 def _yaml(raw: str) -> object:
@@ -249,9 +255,7 @@ def _world(reading: Reading, call: Call, options: list[Word], recipe: Word | Non
                 )
             )
         return
-    sizes = launchers.sizes(
-        [Word("torchrun", call.line), *options], {}, dict(call.environment)
-    )
+    sizes = launchers.sizes([Word("torchrun", call.line), *options], {}, dict(call.environment))
     reading.launcher = "torchrun"
     for role, (flag, word) in sizes.words.items():
         reading.values[flag] = Value.of_word(word)
@@ -263,4 +267,6 @@ def _world(reading: Reading, call: Call, options: list[Word], recipe: Word | Non
         return
     reading.world_size = world
     given = "; ".join(f"{call.path}:{w.line} {flag}" for flag, w in sizes.words.values())
-    reading.sources.append(Source("world_size", world, given or f"{call.path}:{call.line} tune run"))
+    reading.sources.append(
+        Source("world_size", world, given or f"{call.path}:{call.line} tune run")
+    )

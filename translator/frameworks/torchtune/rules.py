@@ -85,7 +85,7 @@ def read(text: str, where: str) -> Reading:
 
 def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     """Spec values as the recipe counts them on ``launch`` (see :mod:`.generation`)."""
-    findings = list(reading.findings)
+    findings: list[Finding] = []
     values: dict = {}
     counts: dict[str, int] = {}
     for key in (*KEYS, *DP_KEYS):
@@ -104,12 +104,11 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     absent = [key for key in REQUIRED if key not in reading.values]
     if len(absent) == len(REQUIRED):
         findings.append(_no_batch_keys(reading))
-        return {field: None for field in ("micro_batch_size", "gradient_accumulation_steps")}, (
-            findings
-        )
+        unknown = {field: None for field in ("micro_batch_size", "gradient_accumulation_steps")}
+        return unknown, reading.findings + findings
     findings += [_missing(reading, key) for key in absent]
     if any(f.severity == "error" for f in findings) or None in values.values():
-        return values, findings
+        return values, reading.findings + findings
     micro, accumulation = counts["batch_size"], counts["gradient_accumulation_steps"]
     values |= {"micro_batch_size": micro, "gradient_accumulation_steps": accumulation}
     values["tensor_parallel_size"] = tp = counts.get("tensor_parallel_dim", 1)
@@ -127,7 +126,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         findings.append(_batch(reading, micro, accumulation, parallel_dims, decides))
         findings += _tail(reading, accumulation, parallel_dims, decides)
         findings += _packed(reading, values)
-    return values, findings
+    return values, reading.findings + findings
 
 
 def _unknown(reading: Reading, key: str, v: Value) -> Finding:

@@ -21,14 +21,14 @@ from translator.findings import counted
 from translator.frameworks.torchtune import program
 
 #: What ``__init__`` reads beyond the batch, set so it runs here (key -> value).
-HERE = {
+HERE: dict[str, object] = {
     "device": "cpu",
     "dtype": "fp32",
     "enable_activation_offloading": False,
     "enable_async_checkpointing": False,
 }
 #: What ``__init__`` reads without a default, when the file lacks it (a rendered fragment).
-DEFAULTS = {
+DEFAULTS: dict[str, object] = {
     "resume_from_checkpoint": False,
     "seed": None,
     "epochs": 1,
@@ -90,13 +90,13 @@ def _recipe_init(cfg, world: int) -> tuple[int, int]:
     import torchtune
     from omegaconf import OmegaConf
 
-    for key, value in DEFAULTS.items():
+    for key, default in DEFAULTS.items():
         if key not in cfg:
-            cfg[key] = value
+            cfg[key] = default
     with tempfile.TemporaryDirectory() as out:
         OmegaConf.update(cfg, "output_dir", out, force_add=True)
-        for key, value in HERE.items():
-            OmegaConf.update(cfg, key, value, force_add=True)
+        for key, here in HERE.items():
+            OmegaConf.update(cfg, key, here, force_add=True)
         module = recipe_module()
         with (
             mock.patch.object(module, "init_process_group", lambda *a, **k: None),
