@@ -271,3 +271,24 @@ def test_an_unknown_process_count_leaves_the_world_unknown(released, tmp_path, m
     )
     assert got["world_size"] is None and got["global_batch_size"] is None
     assert got["micro_batch_size"] == 4
+
+
+def test_update_edits_the_variable_an_override_takes(released, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfg.yaml").write_text(CONFIG)
+    script = (
+        "#!/bin/bash\nGA=8\ntune run --nproc_per_node 4 full_finetune_distributed "
+        "--config cfg.yaml gradient_accumulation_steps=$GA\n"
+    )
+    (tmp_path / "train.sh").write_text(script)
+    code, out = cli("update", tmp_path / "train.sh", "--world-size", 8)
+    assert code == 0
+    assert out == script.replace("GA=8", "GA=4").replace("node 4", "node 8")
+
+
+def test_an_interpolation_of_another_key_is_its_value_and_any_other_is_unknown(released):
+    got = inspect("bs: 4\nbatch_size: ${bs}\ngradient_accumulation_steps: 2\n", world=2)
+    assert got.spec.global_batch_size == 16
+    env = inspect("batch_size: 4\ngradient_accumulation_steps: ${oc.env:GA}\n", world=2)
+    assert env.spec is None and "unknown-value" in codes(env)
+    assert not any(f.severity == "error" for f in env.findings)

@@ -66,7 +66,9 @@ def read(text: str, where: str) -> Reading:
             f"{where}: a torchtune config must be a YAML mapping, not {type(doc.data).__name__}"
         )
     reading = Reading(where, NAME, text)
-    reading.values = values_at(doc, [*KEYS, *OTHER_KEYS])
+    reading.values = {
+        k: _resolved(v, doc.data) for k, v in values_at(doc, [*KEYS, *OTHER_KEYS]).items()
+    }
     keys = {str(k): doc.positions.get(str(k), (None,))[0] for k in doc.data}
     reading.findings += typo_findings(
         keys, [*KEYS, *DP_KEYS], LOOKALIKES, where, "so the recipe never reads it"
@@ -81,6 +83,26 @@ def read(text: str, where: str) -> Reading:
         for d in doc.duplicates
     ]
     return reading
+
+
+_INTERPOLATION = re.compile(r"^\$\{([^}]*)\}$")
+
+
+def _resolved(v: Value, data: dict) -> Value:
+    """An OmegaConf interpolation as the recipe sees it: ``${key}`` of another key of the file
+    is that key's value (written elsewhere, so ``update`` leaves it); any other (``${oc.env:X}``)
+    is unknown until the recipe runs."""
+    found = _INTERPOLATION.match(v.value) if isinstance(v.value, str) else None
+    if found is None:
+        return v
+    target: object = data
+    for part in found.group(1).split("."):
+        target = target.get(part) if isinstance(target, dict) else None
+    if isinstance(target, int | bool):
+        return Value(target, v.line, None, None)
+    return Value(
+        None, v.line, None, f"{v.value}, an OmegaConf interpolation resolved when the recipe runs"
+    )
 
 
 def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
