@@ -292,3 +292,31 @@ def test_an_interpolation_of_another_key_is_its_value_and_any_other_is_unknown(r
     env = inspect("batch_size: 4\ngradient_accumulation_steps: ${oc.env:GA}\n", world=2)
     assert env.spec is None and "unknown-value" in codes(env)
     assert not any(f.severity == "error" for f in env.findings)
+
+
+def test_a_recipe_that_does_not_read_tensor_parallel_counts_every_rank(
+    released, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    plan = "tensor_parallel_plan:\n  _component_: torchtune.models.llama3.base_llama_tp_plan\n"
+    (tmp_path / "cfg.yaml").write_text(CONFIG + "tensor_parallel_dim: 2\n" + plan)
+    (tmp_path / "lora.sh").write_text(
+        "tune run --nproc_per_node 8 lora_finetune_distributed --config cfg.yaml\n"
+    )
+    code, out = cli("inspect", tmp_path / "lora.sh", "--json")
+    got = json.loads(out)
+    assert got["data_parallel_size"] == 8 and got["global_batch_size"] == 256
+    assert "torchtune-tp-ignored" in {f["code"] for f in got["findings"]}
+    (tmp_path / "full.sh").write_text(
+        "tune run --nproc_per_node 8 full_finetune_distributed --config cfg.yaml\n"
+    )
+    code, out = cli("inspect", tmp_path / "full.sh", "--json")
+    assert json.loads(out)["data_parallel_size"] == 4
+
+
+def test_a_single_device_recipe_under_torchrun_options_is_refused(released, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, got = job(
+        tmp_path, "tune run --nproc_per_node 2 full_finetune_single_device --config cfg.yaml\n"
+    )
+    assert code == 1 and "torchtune-single-device" in {f["code"] for f in got["findings"]}

@@ -45,6 +45,14 @@ CODES: dict[str, tuple[Severity, str]] = {
         "info",
         "dataset.packed: each row packs several samples up to tokenizer.max_seq_len tokens",
     ),
+    "torchtune-tp-ignored": (
+        "warning",
+        "tensor_parallel_dim under a built-in recipe that does not read it (it shards over all ranks)",
+    ),
+    "torchtune-single-device": (
+        "error",
+        "a single-device recipe under tune run with torchrun options, which tune run refuses",
+    ),
     "torchtune-no-pipeline": ("error", "torchtune's recipes have no pipeline parallelism"),
     "torchtune-no-context-parallel": (
         "error",

@@ -22,6 +22,43 @@ RELEASED = "0.6.1"
 PARALLEL_DIMS = (0, 7)
 #: Keys only main's recipes read.
 NEWER_KEYS = ("context_parallel_dim", "data_parallel_shard_dim", "data_parallel_replicate_dim")
+#: torchtune's built-in recipes that ``tune run`` refuses to start under torchrun ("does not
+#: support distributed training"), as 0.6.1's registry lists them.
+SINGLE_DEVICE = (
+    "full_finetune_single_device",
+    "lora_finetune_single_device",
+    "lora_dpo_single_device",
+    "ppo_full_finetune_single_device",
+    "knowledge_distillation_single_device",
+    "generate",
+    "dev/generate_v2",
+    "eleuther_eval",
+    "quantize",
+)
+#: Its built-in distributed recipes.
+DISTRIBUTED = (
+    "full_finetune_distributed",
+    "lora_finetune_distributed",
+    "lora_dpo_distributed",
+    "full_dpo_distributed",
+    "qat_distributed",
+    "qat_lora_finetune_distributed",
+    "knowledge_distillation_distributed",
+    "dev/lora_finetune_distributed_multi_dataset",
+    "dev/early_exit_finetune_distributed",
+    "dev/generate_v2_distributed",
+    "dev/async_grpo_full_finetune_distributed",
+)
+#: Of them, those that read ``tensor_parallel_dim``: 0.6.1's, main's.
+TENSOR_PARALLEL = {
+    False: ("full_finetune_distributed",),
+    True: (
+        "full_finetune_distributed",
+        "lora_finetune_distributed",
+        "qat_distributed",
+        "dev/async_grpo_full_finetune_distributed",
+    ),
+}
 
 
 def installed() -> str | None:

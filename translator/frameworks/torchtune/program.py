@@ -24,7 +24,7 @@ from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.shared.overrides import value_span
-from translator.frameworks.torchtune import rules
+from translator.frameworks.torchtune import generation, rules
 from translator.job import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell import launchers
@@ -238,6 +238,18 @@ def _set(reading: Reading, call: Call, key: str, word: Word, value: Value) -> No
 
 def _world(reading: Reading, call: Call, options: list[Word], recipe: Word | None) -> None:
     """``tune run``'s processes: torchrun's when any torchrun option is given, else one."""
+    if recipe is not None and recipe.text is not None:
+        reading.values[rules.RECIPE] = Value(recipe.text, recipe.line)
+    if options and recipe is not None and recipe.text in generation.SINGLE_DEVICE:
+        reading.findings.append(
+            finding(
+                "torchtune-single-device",
+                f"Recipe {recipe.text} does not support distributed training. Please run "
+                "without torchrun commands. (tune run's words: it starts nothing)",
+                hint=f"drop the torchrun options, or run the distributed twin of {recipe.text}",
+                where=f"{call.path}:{recipe.line}",
+            )
+        )
     if not options:
         reading.world_size = 1
         reading.launcher = "tune run"

@@ -28,6 +28,8 @@ KEYS = {
     "tensor_parallel_dim": "tensor_parallel_size",
     "context_parallel_dim": "context_parallel_size",
 }
+#: Where a job's reading keeps the recipe ``tune run`` starts (not a config key).
+RECIPE = "tune run recipe"
 #: Keys the recipe reads as ``cfg.KEY``, without a default.
 REQUIRED = ("batch_size", "gradient_accumulation_steps")
 #: Main's data-parallel dims (``ParallelDims``).
@@ -133,9 +135,13 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         return values, reading.findings + findings
     micro, accumulation = counts["batch_size"], counts["gradient_accumulation_steps"]
     values |= {"micro_batch_size": micro, "gradient_accumulation_steps": accumulation}
-    values["tensor_parallel_size"] = tp = counts.get("tensor_parallel_dim", 1)
     newer = [k for k in generation.NEWER_KEYS if k in reading.values]
     parallel_dims, decides = generation.counts_parallel_dims(newer)
+    tp = counts.get("tensor_parallel_dim", 1)
+    if tp > 1 and _ignores_tensor_parallel(reading, parallel_dims):
+        findings.append(_tp_ignored(reading, tp, parallel_dims, decides))
+        tp = 1
+    values["tensor_parallel_size"] = tp
     if parallel_dims:
         values["context_parallel_size"] = counts.get("context_parallel_dim", 1)
         findings += _mesh(reading, values, counts, launch.world_size)
@@ -149,6 +155,26 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         findings += _tail(reading, accumulation, parallel_dims, decides)
         findings += _packed(reading, values)
     return values, reading.findings + findings
+
+
+def _ignores_tensor_parallel(reading: Reading, parallel_dims: bool) -> bool:
+    """Whether the job's recipe is a built-in one that never reads ``tensor_parallel_dim``."""
+    recipe = reading.values.get(RECIPE)
+    name = recipe.value if recipe is not None else None
+    return name in generation.DISTRIBUTED and name not in generation.TENSOR_PARALLEL[parallel_dims]
+
+
+def _tp_ignored(reading: Reading, tp: int, parallel_dims: bool, decides: str) -> Finding:
+    recipe = reading.values[RECIPE].value
+    readers = ", ".join(generation.TENSOR_PARALLEL[parallel_dims])
+    return finding(
+        "torchtune-tp-ignored",
+        f"tensor_parallel_dim {tp}: {recipe} in {decides} does not read it (only {readers} "
+        "do), so it shards over every rank, and each rank trains its own batch_size",
+        hint="delete tensor_parallel_dim (the batch counts every rank), or run "
+        "full_finetune_distributed",
+        where=reading.where("tensor_parallel_dim"),
+    )
 
 
 def _unknown(reading: Reading, key: str, v: Value) -> Finding:
