@@ -320,3 +320,15 @@ def test_a_single_device_recipe_under_torchrun_options_is_refused(released, tmp_
         tmp_path, "tune run --nproc_per_node 2 full_finetune_single_device --config cfg.yaml\n"
     )
     assert code == 1 and "torchtune-single-device" in {f["code"] for f in got["findings"]}
+
+
+def test_a_jobs_engine_config_holds_its_overrides_over_its_config(released, tmp_path, monkeypatch):
+    from translator.inspection import inspect_file
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfg.yaml").write_text(CONFIG + "dataset:\n  packed: false\n")
+    (tmp_path / "train.sh").write_text(
+        "tune run --nproc_per_node 2 full_finetune_distributed --config cfg.yaml batch_size=1\n"
+    )
+    reading = inspect_file(str(tmp_path / "train.sh")).reading
+    assert torchtune.job_config(reading) == "batch_size: 1\ngradient_accumulation_steps: 8\n"

@@ -124,3 +124,17 @@ def test_smoke_fails_when_the_file_gives_another_batch_than_expected(tmp_path):
     code, out, err = smoke(tmp_path, "--expect-global", 8)
     assert code == 1, err
     assert out["samples_per_optimizer_step"] == [4, 4]
+
+
+def test_the_recipe_judges_a_job_by_its_config_and_overrides(tmp_path, monkeypatch):
+    from translator.frameworks.torchtune.verdict import verdict
+    from translator.inspection import inspect_file
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfg.yaml").write_text("batch_size: 4\ngradient_accumulation_steps: 8\n")
+    (tmp_path / "train.sh").write_text(
+        "tune run --nproc_per_node 4 full_finetune_distributed --config cfg.yaml "
+        "gradient_accumulation_steps=2\n"
+    )
+    inspection = inspect_file(str(tmp_path / "train.sh"))
+    assert "= 32 samples per optimizer step" in verdict(inspection, 4)

@@ -26,5 +26,6 @@ FRAMEWORK = from_module(
         environment={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
     ),
     program=program.program,
+    job_config=program.job_config,
     commands=program.TOOLS,
 )

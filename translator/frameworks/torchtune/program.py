@@ -282,3 +282,14 @@ def _world(reading: Reading, call: Call, options: list[Word], recipe: Word | Non
     reading.sources.append(
         Source("world_size", world, given or f"{call.path}:{call.line} tune run")
     )
+
+
+def job_config(reading: Reading) -> str:
+    """The top-level keys a job's config and overrides give, as the YAML the engine runs
+    (values the job leaves unknown are left out)."""
+    given = {
+        k: v.value
+        for k, v in reading.values.items()
+        if k in READ and "." not in k and v.value is not None
+    }
+    return yaml.safe_dump(given, sort_keys=False)

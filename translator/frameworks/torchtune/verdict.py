@@ -44,9 +44,12 @@ def config_of(inspection) -> dict:
     import yaml
 
     reading = inspection.reading
-    v = reading.values.get("batch_size")
-    text = Path(v.file).read_text() if v is not None and v.file else reading.text
-    data = yaml.safe_load(text) or {}
+    named = next((v.file for v in reading.values.values() if v.file), None)
+    if named is None and reading.launcher is not None:  # a job whose config was not read
+        data = {}
+    else:
+        data = yaml.safe_load(Path(named).read_text() if named else reading.text)
+    data = data if isinstance(data, dict) else {}
     for key in program.READ:
         value = reading.values.get(key)
         if value is None:
