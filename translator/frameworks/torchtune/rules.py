@@ -112,7 +112,10 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     findings: list[Finding] = []
     values: dict = {}
     counts: dict[str, int] = {}
-    for key in (*KEYS, *DP_KEYS):
+    newer = [k for k in generation.NEWER_KEYS if k in reading.values]
+    parallel_dims, decides = generation.counts_parallel_dims(newer)
+    counted = (*REQUIRED, "tensor_parallel_dim", *(generation.NEWER_KEYS if parallel_dims else ()))
+    for key in counted:
         v = reading.values.get(key)
         if v is None:
             continue
@@ -135,8 +138,6 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         return values, reading.findings + findings
     micro, accumulation = counts["batch_size"], counts["gradient_accumulation_steps"]
     values |= {"micro_batch_size": micro, "gradient_accumulation_steps": accumulation}
-    newer = [k for k in generation.NEWER_KEYS if k in reading.values]
-    parallel_dims, decides = generation.counts_parallel_dims(newer)
     tp = counts.get("tensor_parallel_dim", 1)
     if tp > 1 and _ignores_tensor_parallel(reading, parallel_dims):
         findings.append(_tp_ignored(reading, tp, parallel_dims, decides))
