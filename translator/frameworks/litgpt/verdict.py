@@ -1,0 +1,119 @@
+"""litgpt's own verdict on a config: its command's parser and its own batch arithmetic.
+
+:func:`resolve` builds jsonargparse's parser from the ``setup`` function of the command the
+file is for (``litgpt.pretrain.setup`` or ``litgpt.finetune.lora.setup``, as ``litgpt
+pretrain --config FILE`` does), parses the file with it (an unknown key, a value of the wrong
+type, litgpt 0.3's optimizer keys are refused in litgpt's words), builds its ``TrainArgs`` and
+asks it for ``batch_size(devices, num_nodes)`` and ``gradient_accumulation_iters(devices,
+num_nodes)``; Lightning Fabric's own check of the launch (``TorchElasticEnvironment
+.validate_settings``) says whether ``devices × num_nodes`` is the world. litgpt itself floors
+silently; the verdict refuses a file whose batch it floors, naming the samples litgpt runs.
+
+litgpt is imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from inspect import signature
+
+from translator.frameworks.contract import NotEnoughKnown
+from translator.frameworks.litgpt import rules
+
+#: Set while litgpt runs: never reach the Hub; ``torch.compile`` is a no-op (the tiny model
+#: would spend longer compiling than training).
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TORCHDYNAMO_DISABLE": "1"}
+#: The required positional setting of each command, given a stand-in (the batch does not
+#: depend on it).
+REQUIRED = {"pretrain": ("model_name", "pythia-14m"), "finetune": ("checkpoint_dir", "checkpoints")}
+
+
+def setup_function(command: str):
+    """The ``setup`` function ``litgpt <command>`` runs (``finetune`` is LoRA's, as the CLI's)."""
+    if command == "pretrain":
+        from litgpt.pretrain import setup
+    else:
+        from litgpt.finetune.lora import setup
+    return setup
+
+
+@contextmanager
+def _world(world: int):
+    """A torchelastic launch of ``world`` processes, for Fabric's check of it."""
+    values = {"WORLD_SIZE": str(world), "RANK": "0", "LOCAL_RANK": "0", "GROUP_RANK": "0"}
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def resolve(text: str, command: str, world: int) -> dict:
+    """litgpt's reading of a YAML for ``command`` on ``world`` processes: its ``TrainArgs``
+    values, the devices and nodes, the per-rank batch and accumulation it derives, and the
+    samples per optimizer step that makes. litgpt's and Fabric's exceptions propagate."""
+    from jsonargparse import ArgumentParser
+    from lightning.fabric.plugins.environments import TorchElasticEnvironment
+    from litgpt.args import TrainArgs
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_function_arguments(setup_function(command), fail_untyped=False)
+    key, stand_in = REQUIRED[command]
+    parser.set_defaults({key: stand_in})
+    parsed = parser.parse_string(text)
+    train = TrainArgs(**parsed.train.as_dict())
+    nodes = int(parsed.num_nodes)
+    devices = parsed.devices
+    if devices in rules.AUTO:  # every GPU of the machine; the launch decides on a cluster
+        devices = world // nodes
+    devices = int(devices)
+    with _world(world):
+        TorchElasticEnvironment().validate_settings(devices, nodes)
+    # Releases before 0.5.8 take the devices of one node only (the global batch per node).
+    sizes = (
+        (devices, nodes) if "num_nodes" in signature(train.batch_size).parameters else (devices,)
+    )
+    per_rank = train.batch_size(*sizes)
+    accumulation = train.gradient_accumulation_iters(*sizes)
+    return {
+        "global_batch_size": train.global_batch_size,
+        "micro_batch_size": train.micro_batch_size,
+        "devices": devices,
+        "num_nodes": nodes,
+        "batch_size": per_rank,
+        "gradient_accumulation_iters": accumulation,
+        "samples_per_step": train.micro_batch_size * accumulation * devices * nodes,
+    }
+
+
+def verdict(inspection, world: int) -> str:
+    """litgpt's parser and ``TrainArgs`` on the file (a job: the YAML its words give)."""
+    from translator.frameworks.litgpt.program import job_config
+
+    reading = inspection.reading
+    command = reading.values.get(rules.COMMAND)
+    if command is None:
+        raise NotEnoughKnown(
+            "the file does not say which litgpt command it is for (model_name: pretrain, "
+            "checkpoint_dir: finetune)"
+        )
+    text = job_config(reading) if reading.launcher is not None else reading.text
+    got = resolve(text, str(command.value), world)
+    said = (
+        f"TrainArgs.batch_size({got['devices']}, {got['num_nodes']}) = {got['batch_size']}, "
+        f"gradient_accumulation_iters = {got['gradient_accumulation_iters']}"
+    )
+    if got["samples_per_step"] != got["global_batch_size"]:
+        raise ValueError(
+            f"litgpt {command.value} floors train.global_batch_size {got['global_batch_size']}: "
+            f"{said}, so it runs {got['micro_batch_size']} × {got['gradient_accumulation_iters']}"
+            f" × {got['devices'] * got['num_nodes']} = {got['samples_per_step']} samples per "
+            "optimizer step"
+        )
+    return f"litgpt {command.value}'s parser and {said}: {got['samples_per_step']} samples per step"
