@@ -21,7 +21,7 @@ import re
 
 from translator import parsing, solve
 from translator.errors import InputError
-from translator.findings import Finding, finding
+from translator.findings import Finding, counted, finding
 from translator.frameworks.litgpt import generations
 from translator.reading import (
     Launch,
@@ -97,22 +97,28 @@ def _mapping(text: str) -> dict | None:
 
 
 def claims(text: str) -> bool:
-    """A ``train:`` mapping beside one of litgpt's own top-level settings."""
-    if "train:" not in text:
-        return False
-    config = _mapping(text)
-    return (
-        config is not None and isinstance(config.get("train"), dict) and bool(OWN_TOP & set(config))
+    """A ``train:`` mapping beside one of litgpt's own top-level settings, or, with no train
+    block (every batch key at the command's default), a setting only one of its commands has
+    beside another of its own."""
+    config = (
+        _mapping(text) if ("train:" in text or "_dir:" in text or "model_name:" in text) else None
     )
+    if config is None:
+        return False
+    own = OWN_TOP & set(config)
+    if isinstance(config.get("train"), dict):
+        return bool(own)
+    return command_of(config) is not None and len(own) > 1 and "batch_size" not in config
 
 
 def holds_batch(text: str) -> bool:
+    """A batch key, ``devices`` or ``num_nodes``, or a command whose defaults make the batch."""
     config = _mapping(text)
     if config is None:
         return False
     train = config.get("train")
     batch = isinstance(train, dict) and bool({"global_batch_size", "micro_batch_size"} & set(train))
-    return batch or bool({DEVICES, NODES} & set(config))
+    return batch or bool({DEVICES, NODES} & set(config)) or command_of(config) is not None
 
 
 # Reading ------------------------------------------------------------------------------------
@@ -172,6 +178,13 @@ def own_world(reading: Reading) -> None:
     devices, nodes = device_count(reading)
     if isinstance(devices, int) and nodes is not None:
         reading.world_size, reading.world_unknown = devices * nodes, None
+        # Its launch words, as update edits a launcher's: devices (written when the file
+        # lacks it), num_nodes when the file has it (else one node, as a launcher's default).
+        reading.launcher = NAME
+        reading.launch_keys = {"per_node": DEVICES} | (
+            {"nodes": NODES} if NODES in reading.values else {}
+        )
+        reading.launch_counts = {"per_node": devices, "nodes": nodes}
         return
     reading.world_size = None
     v = reading.values.get(DEVICES)
@@ -236,6 +249,8 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         and devices * nodes != world
     ):
         findings.append(_world_mismatch(reading, devices, nodes, world))
+        # Fabric refuses to start before litgpt derives any batch: none is run.
+        values |= {"global_batch_size": None, "gradient_accumulation_steps": None}
         return values, findings
     g, micro = counts.get(GLOBAL), counts.get(MICRO)
     if not (isinstance(devices, int) and nodes and g and micro):
@@ -306,17 +321,20 @@ def _auto(reading: Reading, world: int | None) -> Finding:
 
 
 def _world_mismatch(reading: Reading, devices: int, nodes: int, world: int) -> Finding:
+    per_node = reading.launch_counts.get("per_node")
+    launched = reading.launch_counts.get("nodes", 1)
+    if per_node is not None and per_node * launched == world:
+        fix = f"set devices: {per_node} and num_nodes: {launched}, as the launch starts them"
+    elif world % nodes == 0:
+        fix = f"set devices: {world // nodes}"
+    else:
+        fix = f"set devices × num_nodes to {world}"
     return finding(
         "litgpt-world-mismatch",
         f"You set `devices={devices}` and `num_nodes={nodes}` in Lightning, but the product "
         f"({devices} * {nodes}) does not match the world size ({world}) (Lightning Fabric's "
-        "words): litgpt refuses to start",
-        hint=(
-            f"set devices: {world // nodes}"
-            if world % nodes == 0
-            else f"launch {devices * nodes} processes"
-        )
-        + f", or launch {devices * nodes} processes ({devices} per node on {nodes} node(s))",
+        "words): litgpt refuses to start, so no batch runs",
+        hint=f"{fix}, or launch {counted(devices * nodes, 'process', 'processes')}",
         where=reading.where(DEVICES),
     )
 
@@ -479,39 +497,25 @@ def check(spec: BatchSpec) -> list[Finding]:
     ]
 
 
-def nodes_of(spec: BatchSpec) -> int:
-    """The nodes a spec runs on (1 unless it says)."""
-    return spec.nodes or 1
-
-
 def context(spec: BatchSpec) -> dict:
-    nodes = nodes_of(spec)
+    nodes = spec.nodes or 1
     return {"spec": spec, "devices": spec.world // nodes, "nodes": nodes}
 
 
 def edits(reading: Reading, spec: BatchSpec) -> dict:
-    """New values for litgpt's keys: the train keys (one ``train`` block written when the file
-    has none), ``devices`` when the file gives a count or its default is not the spec's, and
-    ``num_nodes`` when the file gives it or the spec runs on several."""
-    nodes = nodes_of(spec)
-    out: dict = {}
-    if "train" in _top_keys(reading):
-        out |= {GLOBAL: spec.global_batch_size, MICRO: spec.micro_batch_size}
-        if SEQUENCE in reading.values and spec.sequence_length is not None:
-            out[SEQUENCE] = spec.sequence_length
-    else:
-        out["train"] = {
-            "global_batch_size": spec.global_batch_size,
-            "micro_batch_size": spec.micro_batch_size,
+    """New values for litgpt's train keys (one ``train`` block written when the file has
+    none). ``devices`` and ``num_nodes`` are its launch words (:func:`own_world`): update
+    edits them as a launcher's; ``devices: auto`` stays."""
+    if "train" not in _top_keys(reading):
+        return {
+            "train": {
+                "global_batch_size": spec.global_batch_size,
+                "micro_batch_size": spec.micro_batch_size,
+            }
         }
-    devices, _ = device_count(reading)
-    v = reading.values.get(DEVICES)
-    if (v is not None and v.count is not None) or (
-        v is None and devices != spec.world // nodes and devices not in AUTO
-    ):
-        out[DEVICES] = spec.world // nodes
-    if NODES in reading.values or nodes != 1:
-        out[NODES] = nodes
+    out: dict = {GLOBAL: spec.global_batch_size, MICRO: spec.micro_batch_size}
+    if SEQUENCE in reading.values and spec.sequence_length is not None:
+        out[SEQUENCE] = spec.sequence_length
     return out
 
 

@@ -103,7 +103,8 @@ def verdict(inspection, world: int) -> str:
             "the file does not say which litgpt command it is for (model_name: pretrain, "
             "checkpoint_dir: finetune)"
         )
-    text = job_config(reading) if reading.launcher is not None else reading.text
+    # A job: the YAML its words give; a litgpt YAML: itself, whole.
+    text = reading.text if rules.claims(reading.text) else job_config(reading)
     got = resolve(text, str(command.value), world)
     said = (
         f"TrainArgs.batch_size({got['devices']}, {got['num_nodes']}) = {got['batch_size']}, "
