@@ -530,9 +530,13 @@ def insertion(reading: Reading, key: str) -> tuple[int, int]:
     ``num_nodes`` (else at the end)."""
     from translator.frameworks.shared import yaml_insert
 
+    if key == DEVICES and NODES not in reading.values:
+        # After the line of the command's own setting (a train block goes at the end).
+        found = _COMMAND_LINE.search(reading.text)
+        if found is not None:
+            return found.end(), found.end()
     if not key.startswith("train."):
-        after = NODES if key == DEVICES else DEVICES
-        return yaml_insert.after_key(reading, key, after)
+        return yaml_insert.after_key(reading, key, NODES if key == DEVICES else DEVICES)
     for other in (MICRO, GLOBAL):
         if other != key and reading.values.get(other) is not None and reading.values[other].span:
             return yaml_insert.after_key(reading, key, other)
@@ -548,6 +552,8 @@ def _block_line(text: str) -> int | None:
     return None if found is None else found.end()
 
 
+#: The top-level line of a setting only one command has, with its line end.
+_COMMAND_LINE = re.compile(r"^(?:model_name|checkpoint_dir):[ \t]*[^\s#][^\n]*\n", re.M)
 #: A ``train:`` line that opens a block mapping (a comment may follow), with its line end.
 _TRAIN_BLOCK = re.compile(r"^train:[ \t]*(?:#[^\n]*)?\r?\n", re.M)
 
