@@ -6,6 +6,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+from test_fuzz import FAST, mutated, survive
 
 from translator.cli import main
 from translator.frameworks import FRAMEWORKS
@@ -101,7 +104,10 @@ def test_before_058_the_global_batch_is_per_node(release):
     release((0, 5, 7))
     got = inspect(PRETRAIN.format(g=512, m=4, d=8, n=2))
     # 512 // 8 = 64 per rank, // 4 = 16: 4 × 16 × 16 ranks = 1024
-    assert (got.values["global_batch_size"], got.values["gradient_accumulation_steps"]) == (1024, 16)
+    assert (got.values["global_batch_size"], got.values["gradient_accumulation_steps"]) == (
+        1024,
+        16,
+    )
     found = codes(got)["litgpt-per-node-batch"]
     assert found.severity == "warning" and "litgpt 0.5.7 (installed here)" in found.message
     assert "global_batch_size: 256 for a global batch of 512" in found.hint
@@ -181,7 +187,9 @@ def test_devices_that_are_not_the_launchs_world_are_fabrics_refusal(release):
 
 def test_a_typo_of_a_train_key_is_an_error_naming_the_key(release):
     got = codes(inspect("model_name: x\ndevices: 1\ntrain:\n  global_batchsize: 8\n"))
-    assert got["batch-key-typo"].hint == "rename 'train.global_batchsize' to 'train.global_batch_size'"
+    assert (
+        got["batch-key-typo"].hint == "rename 'train.global_batchsize' to 'train.global_batch_size'"
+    )
 
 
 def test_model_parallel_specs_are_refused_with_a_layout_that_keeps_the_batch():
@@ -234,7 +242,10 @@ def test_update_writes_a_missing_key_where_litgpt_reads_it(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("model_name: x\ndevices: 2\ntrain:\n    global_batch_size: 8\n")
     out = update(path, "--world-size", 4, "--micro-batch", 2)
-    assert out == "model_name: x\ndevices: 4\ntrain:\n    global_batch_size: 8\n    micro_batch_size: 2\n"
+    assert (
+        out
+        == "model_name: x\ndevices: 4\ntrain:\n    global_batch_size: 8\n    micro_batch_size: 2\n"
+    )
     path.write_text("checkpoint_dir: c\nout_dir: o\n")  # finetune defaults: 16 / 1 on 1 device
     out = update(path, "--world-size", 2, "--micro-batch", 2)
     assert out == (
@@ -284,7 +295,9 @@ def job(tmp_path, script):
 
 
 def test_flags_after_the_config_win_and_a_config_after_a_flag_wins(tmp_path):
-    code, out = job(tmp_path, "litgpt pretrain --config pretrain.yaml --train.micro_batch_size=8 --devices 4\n")
+    code, out = job(
+        tmp_path, "litgpt pretrain --config pretrain.yaml --train.micro_batch_size=8 --devices 4\n"
+    )
     assert (code, out["micro_batch_size"], out["world_size"]) == (0, 8, 4)
     assert out["gradient_accumulation_steps"] == 16  # 512 // 4 // 8
     code, out = job(tmp_path, "litgpt pretrain --train.micro_batch_size 8 --config pretrain.yaml\n")
@@ -292,13 +305,17 @@ def test_flags_after_the_config_win_and_a_config_after_a_flag_wins(tmp_path):
 
 
 def test_an_unknown_override_leaves_the_batch_unknown(tmp_path):
-    code, out = job(tmp_path, "litgpt pretrain --config pretrain.yaml --train.global_batch_size $G\n")
+    code, out = job(
+        tmp_path, "litgpt pretrain --config pretrain.yaml --train.global_batch_size $G\n"
+    )
     assert out["global_batch_size"] is None
     assert "unknown-value" in {f["code"] for f in out["findings"]}
 
 
 def test_a_bare_batch_key_is_refused_naming_the_right_one(tmp_path):
-    code, out = job(tmp_path, "python -m litgpt finetune_full ckpt --devices 2 --global_batch_size 32\n")
+    code, out = job(
+        tmp_path, "python -m litgpt finetune_full ckpt --devices 2 --global_batch_size 32\n"
+    )
     (found,) = [f for f in out["findings"] if f["code"] == "litgpt-not-an-option"]
     assert code == 1 and found["hint"] == "write --train.global_batch_size"
 
@@ -327,4 +344,35 @@ def test_the_engine_refuses_several_processes_on_cpu_and_model_parallelism():
     assert engine.refuse(two, "gpu") is None
     tp = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2, tensor_parallel_size=2)
     assert "not tensor 2" in engine.refuse(tp, "gpu")
-    assert engine.refuse(BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=1), "cpu") is None
+    assert (
+        engine.refuse(BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=1), "cpu")
+        is None
+    )
+
+
+#: Words a litgpt command line may hold, well or badly formed.
+WORDS = [
+    *("--config", "pretrain.yaml", "--devices", "auto", "-1", "0", "3", "x", "$N", "--num_nodes"),
+    *("--train.global_batch_size", "--train.micro_batch_size=2", "--train.micro_batch_size"),
+    *("--global_batch_size", "--train.global-batch-size=8", "64", "--", "''", "--train"),
+]
+
+
+# Hostile input -----------------------------------------------------------------------------------
+
+
+@FAST
+@given(data=st.data())
+def test_mutated_litgpt_files_never_crash(data):
+    text = data.draw(mutated(PRETRAIN.format(g=512, m=4, d=8, n=2) + OLD.split("\n", 1)[1]))
+    survive("litgpt", text)
+
+
+@FAST
+@given(words=st.lists(st.sampled_from(WORDS), max_size=8))
+def test_random_litgpt_command_lines_never_crash(tmp_path_factory, words):
+    folder = tmp_path_factory.mktemp("job")
+    (folder / "job.sh").write_text("litgpt pretrain " + " ".join(words) + "\n")
+    result = CliRunner().invoke(main, ["inspect", str(folder / "job.sh")])
+    assert result.exit_code in (0, 1, 2)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
