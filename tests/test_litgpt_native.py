@@ -34,7 +34,9 @@ num_nodes: 1
 
 
 def validate(path, *args):
-    result = CliRunner().invoke(main, ["validate", str(path), "--with-framework", *map(str, args), "--json"])
+    result = CliRunner().invoke(
+        main, ["validate", str(path), "--with-framework", *map(str, args), "--json"]
+    )
     (file,) = json.loads(result.stdout)["files"]
     return result.exit_code, {f["code"]: f["message"] for f in file["findings"]}
 
@@ -46,7 +48,10 @@ def test_litgpt_accepts_an_exact_file_and_refuses_one_it_floors(tmp_path):
     path.write_text(GOOD)
     code, found = validate(path)
     assert code == 0
-    assert "TrainArgs.batch_size(4, 1) = 16, gradient_accumulation_iters = 4" in found["framework-accepts"]
+    assert (
+        "TrainArgs.batch_size(4, 1) = 16, gradient_accumulation_iters = 4"
+        in found["framework-accepts"]
+    )
     path.write_text(GOOD.replace("devices: 4", "devices: 3"))
     code, found = validate(path)
     assert code == 1
@@ -71,7 +76,9 @@ def test_fabric_refuses_devices_that_are_not_the_world(tmp_path):
 
 def test_a_launch_line_is_judged_as_litgpt_parses_its_words(tmp_path):
     (tmp_path / "pretrain.yaml").write_text(GOOD)
-    (tmp_path / "job.sh").write_text("litgpt pretrain --config pretrain.yaml --train.micro_batch_size 8\n")
+    (tmp_path / "job.sh").write_text(
+        "litgpt pretrain --config pretrain.yaml --train.micro_batch_size 8\n"
+    )
     code, found = validate(tmp_path / "job.sh")
     assert code == 0 and "gradient_accumulation_iters = 2" in found["framework-accepts"]
 
