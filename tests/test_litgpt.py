@@ -376,3 +376,15 @@ def test_random_litgpt_command_lines_never_crash(tmp_path_factory, words):
     result = CliRunner().invoke(main, ["inspect", str(folder / "job.sh")])
     assert result.exit_code in (0, 1, 2)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+
+
+def test_update_of_a_job_edits_litgpts_words_and_the_launchers_together(tmp_path):
+    (tmp_path / "pretrain.yaml").write_text(CONFIG)
+    script = "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\nsrun litgpt pretrain --config pretrain.yaml --num_nodes 2\n"
+    (tmp_path / "job.sh").write_text(script)
+    out = update(tmp_path / "job.sh", "--nnodes", 4, "--nproc-per-node", 8)
+    assert out == script.replace("nodes=2", "nodes=4").replace("--num_nodes 2", "--num_nodes 4")
+    run_alone = "litgpt pretrain --config pretrain.yaml --train.micro_batch_size=8 --devices 4\n"
+    (tmp_path / "job.sh").write_text(run_alone)
+    out = update(tmp_path / "job.sh", "--nnodes", 1, "--nproc-per-node", 8)
+    assert out == run_alone.replace("--devices 4", "--devices 8")

@@ -505,8 +505,10 @@ def context(spec: BatchSpec) -> dict:
 def edits(reading: Reading, spec: BatchSpec) -> dict:
     """New values for litgpt's train keys (one ``train`` block written when the file has
     none). ``devices`` and ``num_nodes`` are its launch words (:func:`own_world`): update
-    edits them as a launcher's; ``devices: auto`` stays."""
-    if "train" not in _top_keys(reading):
+    edits them as a launcher's; ``devices: auto`` stays. In a job, the words litgpt is given
+    (a key its YAML sets is edited there, or refused)."""
+    config = _mapping(reading.text)  # None for a job's script
+    if config is not None and "train" not in config:
         return {
             "train": {
                 "global_batch_size": spec.global_batch_size,
@@ -516,12 +518,19 @@ def edits(reading: Reading, spec: BatchSpec) -> dict:
     out: dict = {GLOBAL: spec.global_batch_size, MICRO: spec.micro_batch_size}
     if SEQUENCE in reading.values and spec.sequence_length is not None:
         out[SEQUENCE] = spec.sequence_length
+    return out | _follow_launcher(reading, spec)
+
+
+def _follow_launcher(reading: Reading, spec: BatchSpec) -> dict:
+    """Under another launcher (``srun``, ``torchrun``), the ``devices`` and ``num_nodes`` a job
+    gives litgpt follow the launcher's new world (Fabric refuses any other)."""
+    if reading.launcher in (None, NAME):
+        return {}
+    nodes = spec.nodes or reading.count(NODES) or 1
+    out = {NODES: nodes} if NODES in reading.values else {}
+    if reading.count(DEVICES) is not None and spec.world % nodes == 0:
+        out[DEVICES] = spec.world // nodes
     return out
-
-
-def _top_keys(reading: Reading) -> set[str]:
-    config = _mapping(reading.text)
-    return set() if config is None else {str(k) for k in config}
 
 
 def insertion(reading: Reading, key: str) -> tuple[int, int]:
