@@ -231,7 +231,8 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     counts, unknown = _counts(reading, findings)
     devices, nodes = device_count(reading)
     world = launch.world_size
-    if reading.values.get(DEVICES) is not None and devices is None:
+    given = reading.values.get(DEVICES)
+    if given is not None and given.why_unknown is None and devices is None:
         findings.append(
             invalid_value(
                 DEVICES, reading.values[DEVICES], reading.path, "a positive integer or auto"
