@@ -56,6 +56,22 @@ def test_litgpt_accepts_an_exact_file_and_refuses_one_it_floors(tmp_path):
     code, found = validate(path)
     assert code == 1
     assert "it runs 4 × 5 × 3 = 60 samples per optimizer step" in found["framework-refuses"]
+    path.write_text(GOOD.replace("devices: 4", "devices: 32"))  # 64 // 32 = 2 per rank < micro 4
+    code, found = validate(path)
+    assert code == 1 and "litgpt-batch-too-small" in found
+    assert "64 // 32 × 1 = 2 per rank, // micro 4 = 0" in found["framework-refuses"]
+
+
+def test_a_full_finetune_file_is_parsed_by_finetune_fulls_parser(tmp_path):
+    """A finetune YAML does not say which finetune command it is for: ``resume`` is
+    finetune_full's alone (LoRA's parser refuses it), and the batch counts alike."""
+    path = tmp_path / "full.yaml"
+    path.write_text(
+        "checkpoint_dir: checkpoints/x\nresume: false\ndevices: 4\n"
+        "train:\n  global_batch_size: 64\n  micro_batch_size: 4\n"
+    )
+    code, found = validate(path)
+    assert code == 0 and "gradient_accumulation_iters = 4" in found["framework-accepts"]
 
 
 def test_litgpt_refuses_litgpt_03s_optimizer_keys_in_its_parsers_words(tmp_path):

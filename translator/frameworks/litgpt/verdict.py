@@ -14,6 +14,7 @@ litgpt is imported inside the functions only.
 
 from __future__ import annotations
 
+import math
 import os
 from contextlib import contextmanager
 from inspect import signature
@@ -29,13 +30,36 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TORCHDYNAMO_DISABLE": "1"}
 REQUIRED = {"pretrain": ("model_name", "pythia-14m"), "finetune": ("checkpoint_dir", "checkpoints")}
 
 
-def setup_function(command: str):
-    """The ``setup`` function ``litgpt <command>`` runs (``finetune`` is LoRA's, as the CLI's)."""
+#: The modules of ``litgpt finetune_<x>`` (``finetune`` is LoRA's): a finetune YAML does not
+#: say which it is for, and they count the batch alike.
+FINETUNES = ("lora", "full", "adapter", "adapter_v2")
+
+
+def setup_functions(command: str) -> list:
+    """The ``setup`` functions ``litgpt <command>`` may run: pretrain's, or each finetune's."""
+    import importlib
+
     if command == "pretrain":
-        from litgpt.pretrain import setup
-    else:
-        from litgpt.finetune.lora import setup
-    return setup
+        return [importlib.import_module("litgpt.pretrain").setup]
+    return [importlib.import_module(f"litgpt.finetune.{name}").setup for name in FINETUNES]
+
+
+def parse(text: str, command: str):
+    """The YAML as the command's jsonargparse parser reads it; for a finetune YAML, the first
+    finetune command that takes it (else LoRA's refusal)."""
+    from jsonargparse import ArgumentParser
+
+    key, stand_in = REQUIRED[command]
+    refusals = []
+    for setup in setup_functions(command):
+        parser = ArgumentParser(exit_on_error=False)
+        parser.add_function_arguments(setup, fail_untyped=False)
+        parser.set_defaults({key: stand_in})
+        try:
+            return parser.parse_string(text)
+        except Exception as exc:  # jsonargparse's ArgumentError, in litgpt's words
+            refusals.append(exc)
+    raise refusals[0]
 
 
 @contextmanager
@@ -58,15 +82,10 @@ def resolve(text: str, command: str, world: int) -> dict:
     """litgpt's reading of a YAML for ``command`` on ``world`` processes: its ``TrainArgs``
     values, the devices and nodes, the per-rank batch and accumulation it derives, and the
     samples per optimizer step that makes. litgpt's and Fabric's exceptions propagate."""
-    from jsonargparse import ArgumentParser
     from lightning.fabric.plugins.environments import TorchElasticEnvironment
     from litgpt.args import TrainArgs
 
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_function_arguments(setup_function(command), fail_untyped=False)
-    key, stand_in = REQUIRED[command]
-    parser.set_defaults({key: stand_in})
-    parsed = parser.parse_string(text)
+    parsed = parse(text, command)
     train = TrainArgs(**parsed.train.as_dict())
     nodes = int(parsed.num_nodes)
     devices = parsed.devices
@@ -79,8 +98,16 @@ def resolve(text: str, command: str, world: int) -> dict:
     sizes = (
         (devices, nodes) if "num_nodes" in signature(train.batch_size).parameters else (devices,)
     )
-    per_rank = train.batch_size(*sizes)
-    accumulation = train.gradient_accumulation_iters(*sizes)
+    try:
+        per_rank = train.batch_size(*sizes)
+        accumulation = train.gradient_accumulation_iters(*sizes)
+    except AssertionError:  # litgpt's bare assert > 0: say what it asserted
+        raise AssertionError(
+            f"TrainArgs asserts a batch of at least one micro-batch per rank: "
+            f"{train.global_batch_size} // {' × '.join(map(str, sizes))} = "
+            f"{train.global_batch_size // math.prod(sizes)} per rank, // micro "
+            f"{train.micro_batch_size} = {train.global_batch_size // math.prod(sizes) // train.micro_batch_size}"
+        ) from None
     return {
         "global_batch_size": train.global_batch_size,
         "micro_batch_size": train.micro_batch_size,
