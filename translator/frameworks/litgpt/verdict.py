@@ -1,8 +1,9 @@
 """litgpt's own verdict on a config: its command's parser and its own batch arithmetic.
 
 :func:`resolve` builds jsonargparse's parser from the ``setup`` function of the command the
-file is for (``litgpt.pretrain.setup`` or ``litgpt.finetune.lora.setup``, as ``litgpt
-pretrain --config FILE`` does), parses the file with it (an unknown key, a value of the wrong
+file is for (``litgpt.pretrain.setup``, or that of the first finetune command whose parser
+takes it: LoRA's, full's, the adapters'), as ``litgpt pretrain --config FILE`` does, parses the
+file with it (an unknown key, a value of the wrong
 type, litgpt 0.3's optimizer keys are refused in litgpt's words), builds its ``TrainArgs`` and
 asks it for ``batch_size(devices, num_nodes)`` and ``gradient_accumulation_iters(devices,
 num_nodes)``; Lightning Fabric's own check of the launch (``TorchElasticEnvironment
