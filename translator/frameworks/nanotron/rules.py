@@ -191,6 +191,9 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         "expert_parallel_size": counts.get(EP, 1),
     }
     if None not in sizes.values():
+        if launch.world_size is None and sizes["expert_parallel_size"] == 1:
+            # the only world nanotron runs the file on (what its validator is asked at)
+            values["world_size"] = generation.world_of("current", sizes)
         per_replica = (counts.get(MICRO) or 0) * (counts.get(ACCUMULATION) or 0)
         findings += _world(reading, sizes, launch.world_size, per_replica)
     accumulation, pp = counts.get(ACCUMULATION), sizes["pp"]
