@@ -24,6 +24,7 @@ FRAMEWORK = from_module(
         "translator.frameworks.nanotron.engine",
         requires=engine.REQUIRES,
         extra="nanotron",
+        environment=engine.ENVIRONMENT,
     ),
     program=program.program,
 )

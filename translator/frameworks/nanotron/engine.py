@@ -24,6 +24,9 @@ from translator.launch.harness import Harness
 #: What the ranks import (flash-attention too: :func:`refuse` asks for it on GPUs only, so a
 #: CPU machine is told first that nanotron does not train there).
 REQUIRES = ("torch", "nanotron", "dacite")
+#: The ranks' environment: no Weights & Biases run (its trainer starts one when wandb is
+#: installed), nothing from the Hub, and the one CUDA connection nanotron's docs ask for.
+ENVIRONMENT = {"WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 
 def refuse(spec, device: str) -> str | None:

@@ -183,23 +183,31 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     findings += _generations(reading)
     engine, wrong = _engine(reading)
     findings += wrong
-    sizes = {
+    findings += _layout(reading, counts, launch, values)
+    accumulation, pp = counts.get(ACCUMULATION), counts.get("parallelism.pp")
+    if engine == "1f1b" and accumulation is not None and pp is not None and accumulation < pp - 1:
+        findings.append(_one_f_one_b(reading, counts.get(MICRO), accumulation, pp))
+    return values, findings
+
+
+def _layout(reading: Reading, counts: dict[str, int], launch: Launch, values: dict) -> list:
+    """The world the parallel sizes ask for (the file's world when the launch gives none) and
+    the findings on it, once every size is known."""
+    given = {
         "dp": counts.get("parallelism.dp"),
         "tp": counts.get("parallelism.tp"),
         "pp": counts.get("parallelism.pp"),
         "context_parallel_size": counts.get("parallelism.context_parallel_size", 1),
         "expert_parallel_size": counts.get(EP, 1),
     }
-    if None not in sizes.values():
-        if launch.world_size is None and sizes["expert_parallel_size"] == 1:
-            # the only world nanotron runs the file on (what its validator is asked at)
-            values["world_size"] = generation.world_of("current", sizes)
-        per_replica = (counts.get(MICRO) or 0) * (counts.get(ACCUMULATION) or 0)
-        findings += _world(reading, sizes, launch.world_size, per_replica)
-    accumulation, pp = counts.get(ACCUMULATION), sizes["pp"]
-    if engine == "1f1b" and accumulation is not None and pp is not None and accumulation < pp - 1:
-        findings.append(_one_f_one_b(reading, counts.get(MICRO), accumulation, pp))
-    return values, findings
+    sizes = {k: v for k, v in given.items() if v is not None}
+    if len(sizes) < len(given):
+        return []
+    if launch.world_size is None and sizes["expert_parallel_size"] == 1:
+        # the only world nanotron runs the file on (what its validator is asked at)
+        values["world_size"] = generation.world_of("current", sizes)
+    per_replica = (counts.get(MICRO) or 0) * (counts.get(ACCUMULATION) or 0)
+    return _world(reading, sizes, launch.world_size, per_replica)
 
 
 def _unknown(reading: Reading, keys: list[str], why: str) -> Finding:
