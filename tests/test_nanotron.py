@@ -311,3 +311,31 @@ def test_smoke_refuses_the_cpu_before_anything_starts(tmp_path):
     assert result.exit_code == 2, result.output
     assert "nanotron trains on CUDA GPUs only" in result.stderr
     assert not workdir.exists()
+
+
+def test_a_batch_key_set_twice_with_two_values_is_an_error(tmp_path):
+    text = blocks().replace(
+        "  micro_batch_size: 2\n", "  micro_batch_size: 2\n  micro_batch_size: 4\n"
+    )
+    result = run("inspect", write(tmp_path, text), "--json")
+    assert result.exit_code == 1
+    found = codes(json.loads(result.stdout))["yaml-duplicate-batch-key"]
+    assert "tokens.micro_batch_size is set twice" in found["message"]
+    assert json.loads(result.stdout)["micro_batch_size"] == 4  # SafeLoader keeps the last
+
+
+def test_a_misspelt_size_in_the_parallelism_block_is_named(tmp_path):
+    text = blocks().replace("  tp: 1\n", "  tp: 1\n  ddp: 2\n")
+    found = codes(inspect(write(tmp_path, text)))["batch-key-typo"]
+    assert "'parallelism.ddp'" in found["message"] and "'parallelism.dp'" in found["message"]
+    assert "nanotron's strict loading refuses" in found["message"]
+
+
+def test_update_of_a_context_parallel_file_changes_dp_and_keeps_the_rest():
+    path = FIXTURES / "valid" / "long_context_cp.yaml"
+    before = path.read_text()
+    result = run("update", path, "--world-size", 128, "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == before.replace("  dp: 8\n", "  dp: 16\n").replace(
+        "batch_accumulation_per_replica: 4", "batch_accumulation_per_replica: 2"
+    )
