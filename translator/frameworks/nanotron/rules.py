@@ -170,7 +170,8 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         if v is None:
             continue
         if v.value is None and v.why_unknown is not None:
-            values[FIELDS.get(key, "expert_parallel_size")] = None
+            if key in FIELDS:
+                values[FIELDS[key]] = None
             unknown.setdefault(v.why_unknown, []).append(key)
         elif v.count is None:
             findings.append(invalid_value(key, v, reading.path))
@@ -178,7 +179,6 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             counts[key] = v.count
     findings += [_unknown(reading, keys, why) for why, keys in unknown.items()]
     values |= {FIELDS[k]: c for k, c in counts.items() if k in FIELDS}
-    values.pop("expert_parallel_size", None)
     findings += _missing(reading)
     findings += _generations(reading)
     engine, wrong = _engine(reading)
