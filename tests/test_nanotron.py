@@ -304,15 +304,6 @@ def test_convert_from_deepspeed_keeps_the_batch(tmp_path):
     )
 
 
-def test_smoke_refuses_the_cpu_before_anything_starts(tmp_path):
-    config = write(tmp_path, blocks(dp=2))
-    workdir = tmp_path / "w"
-    result = run("smoke", config, "--nproc", 2, "--device", "cpu", "--workdir", workdir)
-    assert result.exit_code == 2, result.output
-    assert "nanotron trains on CUDA GPUs only" in result.stderr
-    assert not workdir.exists()
-
-
 def test_a_batch_key_set_twice_with_two_values_is_an_error(tmp_path):
     text = blocks().replace(
         "  micro_batch_size: 2\n", "  micro_batch_size: 2\n  micro_batch_size: 4\n"

@@ -21,10 +21,15 @@ from translator.render import render
 from translator.spec import BatchSpec
 from translator.verdict import framework_verdict
 
+pytest.importorskip("nanotron")
 pytestmark = pytest.mark.framework
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nanotron"
 nanotron = get("nanotron")
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def validate(path, *args) -> tuple[int, dict]:
@@ -143,3 +148,15 @@ def test_the_smoke_engines_whole_config_is_one_nanotron_loads(tmp_path):
     config = native.config().get_config_from_dict(whole_config(ctx, yaml.safe_load(rendered.text)))
     assert config.global_batch_size == 8
     assert (config.tokens.train_steps, config.tokens.sequence_length) == (3, 64)
+
+
+def test_smoke_refuses_the_cpu_before_anything_starts(tmp_path):
+    config = tmp_path / "nanotron.yaml"
+    config.write_text(
+        (FIXTURES / "valid" / "batch_blocks.yaml").read_text().replace("dp: 4", "dp: 1")
+    )
+    workdir = tmp_path / "w"
+    result = run("smoke", config, "--nproc", 2, "--device", "cpu", "--workdir", workdir)
+    assert result.exit_code == 2, result.output
+    assert "nanotron trains on CUDA GPUs only" in result.stderr
+    assert not workdir.exists()
