@@ -160,3 +160,13 @@ def test_smoke_refuses_the_cpu_before_anything_starts(tmp_path):
     assert result.exit_code == 2, result.output
     assert "nanotron trains on CUDA GPUs only" in result.stderr
     assert not workdir.exists()
+
+
+def test_its_verdict_on_a_job_is_on_the_yaml_the_job_names_at_the_launchers_world():
+    jobs = FIXTURES / "jobs"
+    code, found = validate(jobs / "train_torchrun.sh")
+    assert "ParallelContext takes world 8" in found["framework-accepts"]["message"]
+    code, found = validate(jobs / "too_few_processes.sh")
+    assert code == 1 and "world size (4)" in found["framework-refuses"]["message"]
+    code, found = validate(jobs / "config_not_found.sh")
+    assert "the job's nanotron config was not read" in found["framework-not-run"]["message"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 
 import yaml
 
@@ -27,7 +28,7 @@ class _Passed(Exception):
 
 def verdict(inspection, world: int) -> str:
     """nanotron's dataclasses, ``ParallelContext`` and 1F1B engine on the file at ``world``."""
-    data = yaml.safe_load(inspection.reading.text)
+    data = yaml.safe_load(_config_text(inspection.reading))
     if not isinstance(data, dict):
         raise NotEnoughKnown("the file is no YAML mapping")
     nanotron = native.config()
@@ -41,6 +42,16 @@ def verdict(inspection, world: int) -> str:
         f"{tokens.batch_accumulation_per_replica} × dp {parallelism.dp}), "
         f"{type(parallelism.pp_engine).__name__}"
     )
+
+
+def _config_text(reading) -> str:
+    """The YAML: the file itself, or for a job the one its ``--config-file`` names."""
+    if reading.launcher is None:
+        return reading.text
+    named = next((v.file for v in reading.values.values() if v.file), None)
+    if named is None:
+        raise NotEnoughKnown("the job's nanotron config was not read")
+    return Path(named).read_text(encoding="utf-8")
 
 
 def _load(nanotron, data: dict):
