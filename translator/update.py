@@ -220,8 +220,9 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
             if new is None:
                 continue
             at = _insertion(reading, key)
-            replacements[at] = f"{key}: {new}{_line_ending(text, at[0])}"
-            edit = Edit(_line_of(text, at[0]), None, f"{key}: {new}")
+            line = _inserted(reading, key, new)
+            replacements[at] = f"{line}{_line_ending(text, at[0])}"
+            edit = Edit(_line_of(text, at[0]), None, line.strip())
         elif new is None:
             at = _line_span(text, old.span, reading.path, key)
             replacements[at] = ""
@@ -375,6 +376,17 @@ def _insertion(reading: Reading, key: str) -> tuple[int, int]:
     if framework.insertion is None:
         raise cannot_edit(reading.path, f"{key} is not in the file; add it by hand")
     return framework.insertion(reading, key)
+
+
+def _inserted(reading: Reading, key: str, new: object) -> str:
+    """The line a key the file lacks is written as: its framework's (``inserted``), else YAML's
+    ``key: value``."""
+    from translator.frameworks import get
+
+    framework = get(reading.framework)
+    if framework.inserted is None:
+        return f"{key}: {new}"
+    return framework.inserted(reading, key, new)
 
 
 def _line_ending(text: str, pos: int) -> str:
