@@ -5,7 +5,7 @@ after it). Rendered as a launch script for torchtitan 0.3.0 (:mod:`.rules`, :mod
 from pathlib import Path
 
 from translator.frameworks.contract import from_module
-from translator.frameworks.torchtitan import edits, program, rules, template
+from translator.frameworks.torchtitan import edits, program, rules, template, verdict
 from translator.frameworks.torchtitan.codes import CODES
 
 FRAMEWORK = from_module(
@@ -19,6 +19,7 @@ FRAMEWORK = from_module(
     edits=edits.edits,
     insertion=edits.insertion,
     inserted=edits.inserted,
+    verdict=verdict.verdict,
     requires=("torch", "torchtitan"),
     extra="native",
     program=program.program,

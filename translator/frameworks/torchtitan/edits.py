@@ -18,6 +18,7 @@ def edits(reading: Reading, spec: BatchSpec) -> dict:
         always = "training.num_tokens_per_train_step"
     else:
         wanted = template.flags(spec)
+        wanted.pop(keys.NO_CUDA_GRAPHS, None)
         always = "training.global_batch_size"
         shard = reading.values.get("parallelism.data_parallel_shard_degree")
         if shard is None or shard.value == -1:

@@ -42,8 +42,13 @@ DEGREES = {
 }
 #: Read for the token generation's sharding check (tokens must split over TP when it is on).
 SEQUENCE_PARALLEL = "parallelism.enable_sequence_parallel"
+#: torchtitan 0.3.0's switch that pipeline parallelism needs (``Trainer.Config`` raises "CUDA
+#: graphs do not support pipeline parallelism yet. Set --training.disable_cuda_graphs.").
+NO_CUDA_GRAPHS = "training.disable_cuda_graphs"
+#: The switches read (true or false).
+SWITCHES = {SEQUENCE_PARALLEL: True, NO_CUDA_GRAPHS: False}
 #: Every key read, with its default.
-DEFAULTS = SAMPLES | TOKENS | DEGREES | {SEQUENCE_PARALLEL: True}
+DEFAULTS = SAMPLES | TOKENS | DEGREES | SWITCHES
 #: Degree key -> spec field.
 FIELDS = {
     "parallelism.tensor_parallel_degree": "tensor_parallel_size",

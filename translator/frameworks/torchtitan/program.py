@@ -65,23 +65,35 @@ def program(call: Call) -> Reading | None:
     why = None
     if reading.opaque:
         why = f"not given, and {reading.opaque[0]} may give it"
-    elif toml is None and set(unknown_keys(reading)) - set(reading.values):
+    elif toml is None:
         shown = "" if config is None else f" {config[1].value}"
         why = f"set by the --config{shown} function (Python, not read)"
-        reading.findings.append(
-            finding(
-                "torchtitan-config-function",
-                f"the --config{shown} function sets every key the flags do not give; it is "
-                "Python, which batchspec does not run",
-                hint="give the batch keys and the parallelism degrees as flags (batchspec "
-                "render --to torchtitan writes them all)",
-                where=f"{call.path}:{call.line}",
+        if set(unknown_keys(reading)) - set(reading.values) - _PIECES:
+            reading.findings.append(
+                finding(
+                    "torchtitan-config-function",
+                    f"the --config{shown} function sets every key the flags do not give; it is "
+                    "Python, which batchspec does not run",
+                    hint="give the batch keys and the parallelism degrees as flags (batchspec "
+                    "render --to torchtitan writes them all)",
+                    where=f"{call.path}:{call.line}",
+                )
             )
-        )
     if why is not None:
         for key in unknown_keys(reading):
             reading.values.setdefault(key, Value(None, call.line, None, why))
     return reading
+
+
+#: Keys whose value a rendered launch may leave to the config function (the sequence length,
+#: and the pipeline split when there is no pipeline).
+_PIECES = {
+    "training.seq_len",
+    "training.max_context_length",
+    "parallelism.pipeline_parallel_microbatch_size",
+    "parallelism.num_pp_microbatches",
+    "parallelism.expert_parallel_degree",
+}
 
 
 def unknown_keys(reading: Reading) -> dict:

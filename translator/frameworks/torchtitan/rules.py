@@ -118,7 +118,7 @@ def _count(reading: Reading, key: str, findings: list[Finding]) -> int | None:
         return keys.DEFAULTS[key]  # type: ignore[return-value]
     if v.value is None:
         return None
-    if key == keys.SEQUENCE_PARALLEL:
+    if key in keys.SWITCHES:
         return v.value if isinstance(v.value, bool) else None  # type: ignore[return-value]
     if isinstance(v.value, int) and not isinstance(v.value, bool):
         if v.value >= 1 or (v.value == -1 and key in _MINUS_ONE):
@@ -208,7 +208,7 @@ def _samples(
     size, pp = got["parallelism.pipeline_parallel_microbatch_size"], got["parallelism.pipeline_parallel_degree"]
     if got["training.seq_len"] is not None:
         values["sequence_length"] = got["training.seq_len"]
-    if local is None or size is None or total is None:
+    if local is None or total is None or pp is None or (pp > 1 and size is None):
         values |= {"micro_batch_size": None, "gradient_accumulation_steps": None}
         return
     pieces = 1
@@ -246,10 +246,13 @@ def _tokens(
     pp, tp, cp = (got[f"parallelism.{n}_parallel_degree"] for n in ("pipeline", "tensor", "context"))
     if context is not None:
         values["sequence_length"] = context
-    if None in (per_micro, per_step, context, pieces):
+    if None in (pp, tp, cp):
         values |= {"micro_batch_size": None, "gradient_accumulation_steps": None}
         return
     pieces = pieces if pp > 1 else 1
+    if None in (per_micro, per_step, context, pieces):
+        values |= {"micro_batch_size": None, "gradient_accumulation_steps": None}
+        return
     split = (tp if got[keys.SEQUENCE_PARALLEL] is not False else 1) * (2 * cp if cp > 1 else 1)
     if per_micro % split:
         findings.append(_sharding(reading, per_micro, split))

@@ -4,15 +4,17 @@ do not enter the batch and another world fails at start instead of changing it."
 
 from __future__ import annotations
 
+from translator.frameworks.torchtitan import keys
 from translator.spec import BatchSpec
 
 
-def flags(spec: BatchSpec) -> dict[str, int]:
+def flags(spec: BatchSpec) -> dict[str, int | bool]:
     """torchtitan 0.3.0 key -> value for a solved spec. With pipeline parallelism the
     accumulation runs as pipeline micro-batches (``local_batch_size = micro × accumulation``,
-    one torchtitan accumulation step); without it, ``local_batch_size`` is the micro-batch."""
+    one torchtitan accumulation step, and CUDA graphs off, which 0.3.0 demands); without it,
+    ``local_batch_size`` is the micro-batch. A switch that is on is ``True``."""
     pp = spec.pipeline_parallel_size
-    out = {
+    out: dict[str, int | bool] = {
         "training.local_batch_size": spec.micro * spec.accumulation if pp > 1 else spec.micro,
         "training.global_batch_size": spec.global_batch,
     }
@@ -20,6 +22,7 @@ def flags(spec: BatchSpec) -> dict[str, int]:
         out["training.seq_len"] = spec.sequence_length
     if pp > 1:
         out["parallelism.pipeline_parallel_microbatch_size"] = spec.micro
+        out[keys.NO_CUDA_GRAPHS] = True
     out |= {
         "parallelism.data_parallel_replicate_degree": 1,
         "parallelism.data_parallel_shard_degree": spec.data_parallel,
