@@ -14,8 +14,8 @@ CODES: dict[str, tuple[Severity, str]] = {
         "which of torchtitan's config generations a file or launch is (TOML, Python, tokens)",
     ),
     "torchtitan-other-generation": (
-        "error",
-        "keys of another torchtitan generation than the installed one, which it does not read",
+        "warning",
+        "keys of another torchtitan generation than the one installed here, which it refuses",
     ),
     "torchtitan-toml-unread": (
         "warning",

@@ -28,8 +28,6 @@ PROGRAM = re.compile(r"torchtitan(\.\w+)*\.train|(.*/)?torchtitan/(\w+/)*train\.
 SOURCES = {
     "training.local_batch_size": "micro_batch_size",
     "training.global_batch_size": "global_batch_size",
-    "training.num_tokens_per_microbatch_per_dp_rank": "micro_batch_size",
-    "training.num_tokens_per_train_step": "global_batch_size",
 }
 
 
