@@ -12,10 +12,12 @@ TOML_FLAG = "job.config_file"
 
 
 def of(reading: Reading) -> str:
-    """``toml``, ``python`` or ``tokens``: token keys make it ``tokens``; else a TOML file (or
+    """``toml``, ``python``, ``tokens`` or ``batch_size``: token keys make it ``tokens``, the
+    oldest per-rank key ``batch_size``; else a TOML file (or
     a job naming one) is ``toml``, anything else ``python``."""
-    if keys.generation_of(reading.values) == "tokens":
-        return "tokens"
+    given = keys.generation_of(reading.values)
+    if given != "samples":
+        return given
     if reading.path.lower().endswith(".toml") or TOML_FLAG in reading.values:
         return "toml"
     return "python"
@@ -114,8 +116,15 @@ def equivalents(reading: Reading, target: str) -> str:
         }
         if pp > 1:
             flags["parallelism.pipeline_parallel_microbatch_size"] = micro
-        if keys.generation_of(reading.values) == "samples":  # TOML -> flags: the same keys
+        given = keys.generation_of(reading.values)
+        if given == "samples":  # TOML -> flags: the same keys
             flags = {k: _get(reading, k) for k in keys.SAMPLES if k in reading.values}
+        elif given == "batch_size":  # the global batch needs the data-parallel degree
+            batch = _get(reading, "training.batch_size")
+            flags = {
+                "training.local_batch_size": batch,
+                "training.global_batch_size": f"{batch}×{_get(reading, 'training.gradient_accumulation_steps')}×DP",
+            }
     flags |= {k: _get(reading, k) for k in keys.DEGREES if k in reading.values}
     return " ".join(f"--{k} {'?' if v is None else v}" for k, v in flags.items())
 

@@ -31,6 +31,10 @@ TOKENS = {
     "training.max_context_length": 2048,
     "parallelism.num_pp_microbatches": 1,
 }
+#: The keys before PR #1238 (2025-06-05), which forks such as flame kept: ``batch_size`` per
+#: data-parallel rank, and the fork's own ``gradient_accumulation_steps`` (torchtitan itself
+#: had no accumulation then) -> default.
+OLDEST = {"training.batch_size": 8, "training.gradient_accumulation_steps": 1}
 #: The mesh's degrees (every generation) -> torchtitan's default.
 DEGREES = {
     "parallelism.data_parallel_replicate_degree": 1,
@@ -40,6 +44,16 @@ DEGREES = {
     "parallelism.context_parallel_degree": 1,
     "parallelism.expert_parallel_degree": 1,
 }
+#: Where torchtitan kept the degrees before its typed config (PR #767, 2025-04): under
+#: ``[training]``, and the pipeline's under ``[experimental]`` -> the key they are now.
+ALIASES = {
+    "training.data_parallel_replicate_degree": "parallelism.data_parallel_replicate_degree",
+    "training.data_parallel_shard_degree": "parallelism.data_parallel_shard_degree",
+    "training.tensor_parallel_degree": "parallelism.tensor_parallel_degree",
+    "training.context_parallel_degree": "parallelism.context_parallel_degree",
+    "experimental.pipeline_parallel_degree": "parallelism.pipeline_parallel_degree",
+    "experimental.context_parallel_degree": "parallelism.context_parallel_degree",
+}
 #: Read for the token generation's sharding check (tokens must split over TP when it is on).
 SEQUENCE_PARALLEL = "parallelism.enable_sequence_parallel"
 #: torchtitan 0.3.0's switch that pipeline parallelism needs (``Trainer.Config`` raises "CUDA
@@ -48,7 +62,7 @@ NO_CUDA_GRAPHS = "training.disable_cuda_graphs"
 #: The switches read (true or false).
 SWITCHES = {SEQUENCE_PARALLEL: True, NO_CUDA_GRAPHS: False}
 #: Every key read, with its default.
-DEFAULTS = SAMPLES | TOKENS | DEGREES | SWITCHES
+DEFAULTS = SAMPLES | TOKENS | OLDEST | DEGREES | SWITCHES
 #: Degree key -> spec field.
 FIELDS = {
     "parallelism.tensor_parallel_degree": "tensor_parallel_size",
@@ -72,6 +86,8 @@ LOOKALIKES = {
 
 #: Generation name -> how messages name it.
 GENERATIONS = {
+    "batch_size": "torchtitan's config before PR #1238 (2025-06) or a fork of it such as flame "
+    "(training.batch_size per rank, no global key)",
     "toml": "a TOML job file of torchtitan ≤ 0.2.2 (samples: local_batch_size)",
     "python": "torchtitan 0.3.0's --module/--config with flags (samples: local_batch_size)",
     "tokens": "torchtitan's token-based config (after PR #4121, 2026-08: "
@@ -80,8 +96,14 @@ GENERATIONS = {
 
 
 def generation_of(keys) -> str:
-    """``tokens`` when any token key is set, else ``samples``."""
-    return "tokens" if any(k in TOKENS for k in keys) else "samples"
+    """``tokens`` when any token key is set, ``batch_size`` when the oldest per-rank key is
+    set without ``local_batch_size``, else ``samples``."""
+    keys = set(keys)
+    if keys & set(TOKENS):
+        return "tokens"
+    if "training.batch_size" in keys and "training.local_batch_size" not in keys:
+        return "batch_size"
+    return "samples"
 
 
 @functools.cache

@@ -64,7 +64,8 @@ def program(call: Call) -> Reading | None:
     if reading.opaque:
         why = f"not given, and {reading.opaque[0]} may give it"
     elif toml is None:
-        shown = "" if config is None else f" {config[1].value}"
+        named = None if config is None else config[1]
+        shown = "" if named is None else f" {named.value or named.why_unknown}"
         why = f"set by the --config{shown} function (Python, not read)"
         if set(unknown_keys(reading)) - set(reading.values) - _PIECES:
             reading.findings.append(
@@ -117,6 +118,7 @@ def _flags(words: list[Word]) -> dict[str, tuple[Word, Value]]:
             continue
         name, eq, inline = text[2:].partition("=")
         key = name.replace("-", "_")
+        key = keys.ALIASES.get(key, key)
         if eq:
             start = None if word.span is None else word.span[1] - len(inline)
             span = None if start is None else (start, word.span[1])  # type: ignore[index]

@@ -63,7 +63,7 @@ def read_toml(text: str, where: str, found: str | None = None) -> Reading:
     """A TOML job file's batch keys (``found``: its path when it is a job's, for the values'
     ``file``)."""
     data = toml_file.load(text, where)
-    values, lines = toml_file.values(text, data, keys.DEFAULTS)
+    values, lines = toml_file.values(text, data, keys.DEFAULTS, keys.ALIASES)
     if found is not None:
         values = {k: Value(v.value, v.line, v.span, None, found) for k, v in values.items()}
     reading = Reading(where, NAME, text, values=values)
@@ -81,7 +81,7 @@ def typo(seen: dict[str, int | None], where: str) -> list[Finding]:
     return typo_findings(
         seen,
         list(keys.DEFAULTS),
-        keys.LOOKALIKES,
+        keys.LOOKALIKES | set(keys.ALIASES),
         where,
         "so torchtitan refuses it (an unknown field of its config)",
         cutoff=0.85,
@@ -205,6 +205,9 @@ def _samples(
 ) -> None:
     """``Trainer.__init__`` of the sample generations (and the PP micro-batch split)."""
     local, total = got["training.local_batch_size"], got["training.global_batch_size"]
+    oldest = keys.generation_of(reading.values) == "batch_size"
+    if oldest:  # per-rank batch_size, the fork's accumulation: no global key to check
+        local, total = got["training.batch_size"], -1
     size, pp = got["parallelism.pipeline_parallel_microbatch_size"], got["parallelism.pipeline_parallel_degree"]
     if got["training.seq_len"] is not None:
         values["sequence_length"] = got["training.seq_len"]
@@ -220,6 +223,10 @@ def _samples(
         if pieces < pp:
             findings.append(_few_pieces(reading, pieces, pp, "training.local_batch_size"))
     values["micro_batch_size"] = size if pp > 1 else local
+    if oldest:
+        accumulation = got["training.gradient_accumulation_steps"]
+        values["gradient_accumulation_steps"] = None if accumulation is None else accumulation * pieces
+        return
     if total == -1:
         values["gradient_accumulation_steps"] = pieces
         findings.append(_follows_world(reading, "training.global_batch_size", local, dp, "samples"))

@@ -44,12 +44,15 @@ def positions(text: str) -> dict[str, tuple[int, tuple[int, int] | None]]:
     return out
 
 
-def values(text: str, data: dict, keys) -> tuple[dict[str, Value], dict[str, int]]:
-    """``(key -> Value for each of keys the document sets, every table key -> its line)``; a
+def values(
+    text: str, data: dict, keys, aliases: dict[str, str]
+) -> tuple[dict[str, Value], dict[str, int]]:
+    """``(key -> Value for each of keys the document sets, every table key -> its line)``, a key
+    of ``aliases`` (old name -> key) under its key unless the key itself is set; a
     span only where the literal reads as the value (``10_000`` does not: it is left alone)."""
     at = positions(text)
     found: dict[str, Value] = {}
-    for key in keys:
+    for key in [*aliases, *keys]:
         table, _, name = key.rpartition(".")
         holder = data.get(table) if table else data
         if not isinstance(holder, dict) or name not in holder:
@@ -57,7 +60,7 @@ def values(text: str, data: dict, keys) -> tuple[dict[str, Value], dict[str, int
         line, span = at.get(key, (None, None))
         if span is not None and _literal(text[span[0] : span[1]]) != holder[name]:
             span = None
-        found[key] = Value(holder[name], line, span)
+        found[aliases.get(key, key)] = Value(holder[name], line, span)
     lines = {k: line for k, (line, _) in at.items()}
     return found, lines
 
