@@ -276,3 +276,26 @@ def test_torchtitans_config_refuses_a_pipeline_split_and_a_bad_mesh():
         )
     with pytest.raises(AssertionError, match="Invalid parallel dims"):
         configured({"parallelism.data_parallel_shard_degree": 3}, 8)
+
+
+@pytest.mark.framework
+@pytest.mark.native
+def test_smoke_runs_torchtitans_trainer_on_two_cpu_ranks_and_expect_global_can_fail(tmp_path):
+    """torchtitan's own Trainer, 2 gloo ranks: 2 × 2 accumulation × 2 ranks = 8 per step."""
+    import torchtitan  # noqa: F401  (the native venv's)
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"global_batch_size": 8, "micro_batch_size": 2, "world_size": 2}))
+    runner = CliRunner()
+    runner.invoke(main, ["render", str(spec), "--to", "torchtitan", "--out", str(tmp_path)])
+    args = [
+        "smoke", str(tmp_path / "torchtitan.sh"), "--nproc-per-node", "2", "--device", "cpu",
+        "--seq-len", "32", "--steps", "2", "--workdir", str(tmp_path / "work"), "--json",
+    ]
+    result = runner.invoke(main, [*args, "--expect-global", "8"])
+    out = json.loads(result.stdout)
+    assert result.exit_code == 0, out
+    assert out["samples_per_optimizer_step"] == [8, 8] and out["stepped_by"] == "AdamW", out
+    quick = [a if a != "2" or i != args.index("--steps") + 1 else "1" for i, a in enumerate(args)]
+    wrong = runner.invoke(main, [*quick, "--expect-global", "16"])
+    assert wrong.exit_code == 1

@@ -4,7 +4,7 @@ after it). Rendered as a launch script for torchtitan 0.3.0 (:mod:`.rules`, :mod
 
 from pathlib import Path
 
-from translator.frameworks.contract import from_module
+from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.torchtitan import edits, program, rules, template, verdict
 from translator.frameworks.torchtitan.codes import CODES
 
@@ -23,4 +23,10 @@ FRAMEWORK = from_module(
     requires=("torch", "torchtitan"),
     extra="native",
     program=program.program,
+    engine=Engine(
+        "translator.frameworks.torchtitan.engine",
+        requires=("torch", "torchtitan"),
+        extra="native",
+        environment={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    ),
 )
