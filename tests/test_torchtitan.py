@@ -159,7 +159,9 @@ def test_flags_win_over_the_toml_the_job_names(tmp_path):
         "#!/bin/bash\nNGPU=${NGPU:-8}\ntorchrun --nproc_per_node=${NGPU} -m torchtitan.train "
         "--job.config_file debug.toml --training.global_batch_size=32\n"
     )
-    result = CliRunner().invoke(main, ["inspect", str(script), "--run-dir", str(tmp_path), "--json"])
+    result = CliRunner().invoke(
+        main, ["inspect", str(script), "--run-dir", str(tmp_path), "--json"]
+    )
     out = json.loads(result.stdout)
     assert (out["global_batch_size"], out["micro_batch_size"], out["world_size"]) == (32, 2, 8)
     lost = [s for s in out["sources"] if s["field"] == "global_batch_size" and not s["won"]]
@@ -225,7 +227,10 @@ def test_convert_a_toml_to_megatron(tmp_path):
 
 def test_the_rendered_launch_reads_back_with_pipeline_parallel():
     spec = BatchSpec(
-        global_batch_size=128, micro_batch_size=2, world_size=16, tensor_parallel_size=2,
+        global_batch_size=128,
+        micro_batch_size=2,
+        world_size=16,
+        tensor_parallel_size=2,
         pipeline_parallel_size=2,
     )
     rendered = render(spec, torchtitan)
@@ -246,12 +251,16 @@ def test_torchtitan_accepts_a_rendered_launch_and_refuses_a_wrong_one(tmp_path):
     spec = BatchSpec(global_batch_size=64, micro_batch_size=2, world_size=8)
     (tmp_path / "spec.json").write_text(spec.model_dump_json(exclude_none=True))
     runner = CliRunner()
-    runner.invoke(main, ["render", str(tmp_path / "spec.json"), "--to", "torchtitan", "--out", str(tmp_path)])
+    runner.invoke(
+        main, ["render", str(tmp_path / "spec.json"), "--to", "torchtitan", "--out", str(tmp_path)]
+    )
     script = tmp_path / "torchtitan.sh"
     result = runner.invoke(main, ["validate", str(script), "--with-framework", "--json"])
     found = {f["code"]: f["message"] for f in json.loads(result.stdout)["files"][0]["findings"]}
     assert result.exit_code == 0 and "4 accumulation steps" in found["framework-accepts"]
-    wrong = script.read_text().replace("--training.global_batch_size 64", "--training.global_batch_size 60")
+    wrong = script.read_text().replace(
+        "--training.global_batch_size 64", "--training.global_batch_size 60"
+    )
     script.write_text(wrong)
     result = runner.invoke(main, ["validate", str(script), "--with-framework", "--json"])
     found = {f["code"]: f["message"] for f in json.loads(result.stdout)["files"][0]["findings"]}
@@ -289,8 +298,19 @@ def test_smoke_runs_torchtitans_trainer_on_two_cpu_ranks_and_expect_global_can_f
     runner = CliRunner()
     runner.invoke(main, ["render", str(spec), "--to", "torchtitan", "--out", str(tmp_path)])
     args = [
-        "smoke", str(tmp_path / "torchtitan.sh"), "--nproc-per-node", "2", "--device", "cpu",
-        "--seq-len", "32", "--steps", "2", "--workdir", str(tmp_path / "work"), "--json",
+        "smoke",
+        str(tmp_path / "torchtitan.sh"),
+        "--nproc-per-node",
+        "2",
+        "--device",
+        "cpu",
+        "--seq-len",
+        "32",
+        "--steps",
+        "2",
+        "--workdir",
+        str(tmp_path / "work"),
+        "--json",
     ]
     result = runner.invoke(main, [*args, "--expect-global", "8"])
     out = json.loads(result.stdout)

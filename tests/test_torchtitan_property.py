@@ -26,7 +26,9 @@ def test_rendered_specs_are_accepted_by_torchtitan(spec):
     config, dims = verdict.configured(template.flags(spec), spec.world)
     per_step = verdict.accumulation(config, dims)
     pieces = config.training.local_batch_size // (
-        config.parallelism.pipeline_parallel_microbatch_size if spec.pipeline_parallel_size > 1 else config.training.local_batch_size
+        config.parallelism.pipeline_parallel_microbatch_size
+        if spec.pipeline_parallel_size > 1
+        else config.training.local_batch_size
     )
     assert dims.dp_replicate * dims.dp_shard == spec.data_parallel
     assert per_step * pieces == spec.accumulation

@@ -5,7 +5,6 @@ that follows the world would not keep the batch). A TOML file takes a key it lac
 
 from __future__ import annotations
 
-from translator.errors import ConfigError
 from translator.frameworks.torchtitan import generation, keys, template
 from translator.reading import Reading
 from translator.spec import BatchSpec
@@ -14,7 +13,7 @@ from translator.spec import BatchSpec
 def edits(reading: Reading, spec: BatchSpec) -> dict:
     """Key -> new value for each key of the reading's generation that the spec changes."""
     if generation.of(reading) == "tokens":
-        wanted = _tokens(spec)
+        wanted = _tokens(reading, spec)
         always = "training.num_tokens_per_train_step"
     else:
         wanted = template.flags(spec)
@@ -23,14 +22,22 @@ def edits(reading: Reading, spec: BatchSpec) -> dict:
         shard = reading.values.get("parallelism.data_parallel_shard_degree")
         if shard is None or shard.value == -1:
             wanted.pop("parallelism.data_parallel_shard_degree")
-    return {k: v for k, v in wanted.items() if k in reading.values or k == always or v != keys.DEFAULTS.get(k, v)}
+    return {
+        k: v
+        for k, v in wanted.items()
+        if k in reading.values or k == always or v != keys.DEFAULTS.get(k, v)
+    }
 
 
-def _tokens(spec: BatchSpec) -> dict:
+def _tokens(reading: Reading, spec: BatchSpec) -> dict:
     """The token keys for a spec (a sample is ``max_context_length`` tokens)."""
+    from translator.update import cannot_edit
+
     samples = template.flags(spec)
     if spec.sequence_length is None:
-        raise ConfigError("the token-based torchtitan needs the sequence length: give --seq-len")
+        raise cannot_edit(
+            reading.path, "the token counts need the sequence length (max_context_length)"
+        )
     seq = spec.sequence_length
     out = {
         "training.num_tokens_per_microbatch_per_dp_rank": spec.micro * seq,
@@ -69,6 +76,10 @@ def inserted(reading: Reading, key: str, value: object) -> str:
     """The line a TOML file takes for a key it lacks (its table's header first when the file
     has no such table)."""
     table, _, name = key.rpartition(".")
-    has_table = any(line.strip().strip("[] ") == table for line in reading.text.splitlines() if line.strip().startswith("["))
+    has_table = any(
+        line.strip().strip("[] ") == table
+        for line in reading.text.splitlines()
+        if line.strip().startswith("[")
+    )
     ending = "" if reading.text.endswith("\n") or not reading.text else "\n"
     return f"{name} = {value}" if has_table else f"{ending}\n[{table}]\n{name} = {value}"

@@ -70,7 +70,13 @@ def flags(ctx: RunContext, on_gpu: bool) -> list[str]:
             "--parallelism.spmd_backend",  # spmd_types wants DTensor parameters there
             "full_dtensor",
         ]
-    return [*out, "--training.steps", str(ctx.steps), "--training.seq_len", str(ctx.sequence_length)]
+    return [
+        *out,
+        "--training.steps",
+        str(ctx.steps),
+        "--training.seq_len",
+        str(ctx.sequence_length),
+    ]
 
 
 def run(ctx: RunContext):
@@ -82,7 +88,9 @@ def run(ctx: RunContext):
     from torchtitan.config.manager import ConfigManager
 
     with harness.process_group():
-        config = ConfigManager().parse_args(["--module", MODULE, "--config", CONFIG, *flags(ctx, harness.on_gpu)])
+        config = ConfigManager().parse_args(
+            ["--module", MODULE, "--config", CONFIG, *flags(ctx, harness.on_gpu)]
+        )
         config.dump_folder = str(ctx.workdir / "torchtitan")
         config.checkpoint.enable = False
         config.compile.enable = False

@@ -76,7 +76,7 @@ def _fate(mine: str, theirs: str) -> str:
 def _get(reading: Reading, key: str) -> int | None:
     v = reading.values.get(key)
     if v is None:
-        return keys.DEFAULTS[key]  # type: ignore[return-value]
+        return keys.DEFAULTS[key]
     return v.value if isinstance(v.value, int) and not isinstance(v.value, bool) else None
 
 
@@ -85,14 +85,15 @@ def equivalents(reading: Reading, target: str) -> str:
     known)."""
     pp = _get(reading, "parallelism.pipeline_parallel_degree") or 1
     if target == "tokens":
-        local, total = _get(reading, "training.local_batch_size"), reading.values.get(
-            "training.global_batch_size"
+        local, total = (
+            _get(reading, "training.local_batch_size"),
+            reading.values.get("training.global_batch_size"),
         )
         seq = _get(reading, "training.seq_len")
         size = _get(reading, "parallelism.pipeline_parallel_microbatch_size")
         micro = size if pp > 1 else local
         step = -1 if total is None or total.value == -1 else total.count
-        flags = {
+        flags: dict[str, object] = {
             "training.num_tokens_per_microbatch_per_dp_rank": _times(micro, seq),
             "training.num_tokens_per_train_step": step if step == -1 else _times(step, seq),
             "training.max_context_length": seq,
@@ -105,13 +106,13 @@ def equivalents(reading: Reading, target: str) -> str:
         per_micro = _get(reading, "training.num_tokens_per_microbatch_per_dp_rank")
         context = _get(reading, "training.max_context_length")
         pieces = _get(reading, "parallelism.num_pp_microbatches") if pp > 1 else 1
-        step = reading.values.get("training.num_tokens_per_train_step")
+        per_step = reading.values.get("training.num_tokens_per_train_step")
         micro = _over(per_micro, context)
         flags = {
             "training.local_batch_size": _times(micro, pieces),
             "training.global_batch_size": -1
-            if step is None or step.value == -1
-            else _over(step.count, context),
+            if per_step is None or per_step.value == -1
+            else _over(per_step.count, context),
             "training.seq_len": context,
         }
         if pp > 1:
@@ -121,9 +122,10 @@ def equivalents(reading: Reading, target: str) -> str:
             flags = {k: _get(reading, k) for k in keys.SAMPLES if k in reading.values}
         elif given == "batch_size":  # the global batch needs the data-parallel degree
             batch = _get(reading, "training.batch_size")
+            accumulation = _get(reading, "training.gradient_accumulation_steps")
             flags = {
                 "training.local_batch_size": batch,
-                "training.global_batch_size": f"{batch}×{_get(reading, 'training.gradient_accumulation_steps')}×DP",
+                "training.global_batch_size": f"{batch}×{accumulation}×DP",
             }
     flags |= {k: _get(reading, k) for k in keys.DEGREES if k in reading.values}
     return " ".join(f"--{k} {'?' if v is None else v}" for k, v in flags.items())

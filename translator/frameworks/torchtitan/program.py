@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from translator.files import read_text
 from translator.errors import InputError
+from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.torchtitan import keys, rules
 from translator.frameworks.torchtitan.generation import TOML_FLAG
@@ -52,7 +52,9 @@ def program(call: Call) -> Reading | None:
                     Source(SOURCES[key], before.value, reading.where(key), False, "a flag wins")
                 )
             if key in SOURCES:
-                reading.sources.append(Source(SOURCES[key], value.value, f"{call.path}:{flag.line} --{key}"))
+                reading.sources.append(
+                    Source(SOURCES[key], value.value, f"{call.path}:{flag.line} --{key}")
+                )
         elif key in ("module", "config"):
             reading.values[key] = value
     reading.findings += rules.typo(
@@ -164,7 +166,9 @@ def _toml(reading: Reading, call: Call, named: tuple[Word, Value]) -> None:
     else:
         found, looked = call.locate(value.value)
         if found is None:
-            reading.findings.append(not_found(f"the torchtitan job file {value.value}", looked, where))
+            reading.findings.append(
+                not_found(f"the torchtitan job file {value.value}", looked, where)
+            )
             why = f"unknown: {value.value} is not found"
         else:
             try:
@@ -177,7 +181,9 @@ def _toml(reading: Reading, call: Call, named: tuple[Word, Value]) -> None:
                 reading.findings += inner.findings
                 for key, v in inner.values.items():
                     if key in SOURCES:
-                        reading.sources.append(Source(SOURCES[key], v.value, f"{found}:{v.line} {key}"))
+                        reading.sources.append(
+                            Source(SOURCES[key], v.value, f"{found}:{v.line} {key}")
+                        )
                 return
     for key in keys.SAMPLES | keys.DEGREES:
         reading.values[key] = Value(None, flag.line, None, why)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 
 from translator import job
 from translator.findings import Finding, finding
@@ -76,7 +77,7 @@ def read_toml(text: str, where: str, found: str | None = None) -> Reading:
 _TABLES = ("training", "parallelism")
 
 
-def typo(seen: dict[str, int | None], where: str) -> list[Finding]:
+def typo(seen: Mapping[str, int | None], where: str) -> list[Finding]:
     """Misspelt batch keys among ``seen`` (key -> line)."""
     return typo_findings(
         seen,
@@ -115,11 +116,11 @@ def _count(reading: Reading, key: str, findings: list[Finding]) -> int | None:
     of the wrong kind is an error."""
     v = reading.values.get(key)
     if v is None:
-        return keys.DEFAULTS[key]  # type: ignore[return-value]
+        return keys.DEFAULTS[key]
     if v.value is None:
         return None
     if key in keys.SWITCHES:
-        return v.value if isinstance(v.value, bool) else None  # type: ignore[return-value]
+        return v.value if isinstance(v.value, bool) else None
     if isinstance(v.value, int) and not isinstance(v.value, bool):
         if v.value >= 1 or (v.value == -1 and key in _MINUS_ONE):
             return v.value
@@ -179,7 +180,9 @@ def _mesh(
         values["world_size"] = product
         return rep * shard
     if shard < 1 or product != world:
-        tp, pp, cp = (got[f"parallelism.{n}_parallel_degree"] for n in ("tensor", "pipeline", "context"))
+        tp, pp, cp = (
+            got[f"parallelism.{n}_parallel_degree"] for n in ("tensor", "pipeline", "context")
+        )
         fix = world // (rep * cp * tp * pp)
         findings.append(
             finding(
@@ -208,7 +211,10 @@ def _samples(
     oldest = keys.generation_of(reading.values) == "batch_size"
     if oldest:  # per-rank batch_size, the fork's accumulation: no global key to check
         local, total = got["training.batch_size"], -1
-    size, pp = got["parallelism.pipeline_parallel_microbatch_size"], got["parallelism.pipeline_parallel_degree"]
+    size, pp = (
+        got["parallelism.pipeline_parallel_microbatch_size"],
+        got["parallelism.pipeline_parallel_degree"],
+    )
     if got["training.seq_len"] is not None:
         values["sequence_length"] = got["training.seq_len"]
     if local is None or total is None or pp is None or (pp > 1 and size is None):
@@ -225,7 +231,9 @@ def _samples(
     values["micro_batch_size"] = size if pp > 1 else local
     if oldest:
         accumulation = got["training.gradient_accumulation_steps"]
-        values["gradient_accumulation_steps"] = None if accumulation is None else accumulation * pieces
+        values["gradient_accumulation_steps"] = (
+            None if accumulation is None else accumulation * pieces
+        )
         return
     if total == -1:
         values["gradient_accumulation_steps"] = pieces
@@ -250,7 +258,9 @@ def _tokens(
         got["training.num_tokens_per_train_step"],
     )
     context, pieces = got["training.max_context_length"], got["parallelism.num_pp_microbatches"]
-    pp, tp, cp = (got[f"parallelism.{n}_parallel_degree"] for n in ("pipeline", "tensor", "context"))
+    pp, tp, cp = (
+        got[f"parallelism.{n}_parallel_degree"] for n in ("pipeline", "tensor", "context")
+    )
     if context is not None:
         values["sequence_length"] = context
     if None in (pp, tp, cp):
@@ -274,7 +284,9 @@ def _tokens(
     if per_step == -1:
         values["gradient_accumulation_steps"] = pieces
         findings.append(
-            _follows_world(reading, "training.num_tokens_per_train_step", per_micro * pieces, dp, "tokens")
+            _follows_world(
+                reading, "training.num_tokens_per_train_step", per_micro * pieces, dp, "tokens"
+            )
         )
         return
     if dp is None:

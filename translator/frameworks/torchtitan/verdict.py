@@ -84,7 +84,7 @@ def verdict(inspection, world: int) -> str:
             raise NotEnoughKnown(f"{key} is unknown ({v.why_unknown})")
         values[key] = v.value
     if None not in function:
-        module, name = (v.value for v in function)  # type: ignore[union-attr]
+        module, name = (v.value for v in function if v is not None)
         if not isinstance(module, str) or not isinstance(name, str):
             raise NotEnoughKnown("--module or --config is unknown")
         config, _ = parsed(module, name, values)
