@@ -188,6 +188,17 @@ def test_malformed_toml_is_one_line_naming_the_file_and_line(tmp_path):
     assert "Traceback" not in result.output
 
 
+def test_a_toml_that_is_no_torchtitan_job_is_refused(tmp_path):
+    path = tmp_path / "pyproject.toml"
+    path.write_text('[project]\nname = "x"\n')
+    result = CliRunner().invoke(main, ["inspect", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"batchspec: error: {path}: not a torchtitan job file (it has no [training] or "
+        "[parallelism] table)"
+    )
+
+
 def test_update_inserts_the_global_batch_under_its_table_and_keeps_every_other_byte(tmp_path):
     text = "[training]\nlocal_batch_size = 8  # per rank\nsteps = 10\n\n[model]\nname = 'x'\n"
     path = tmp_path / "job.toml"

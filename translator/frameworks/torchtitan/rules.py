@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 
 from translator import job
+from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.torchtitan import generation, keys, toml_file
 from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
@@ -31,12 +32,14 @@ NAME = "torchtitan"
 #: What marks a torchtitan file or launch by content.
 _MARK = re.compile(
     r"torchtitan[./](\w+[./])*train\b|--job\.config[_-]file|"
-    r"^\s*\[(training|parallelism)\]\s*$",
+    r"^\s*\[(training|parallelism)\]\s*(#.*)?$",
     re.M,
 )
 #: A batch key in a file or a launch line.
 _BATCH = re.compile(
     r"\b(local_batch_size|global_batch_size|num_tokens_per_(microbatch_per_dp_rank|train_step))\b"
+    r"|--training\.batch_size\b|^\s*batch_size\s*=",
+    re.M,
 )
 
 
@@ -64,6 +67,10 @@ def read_toml(text: str, where: str, found: str | None = None) -> Reading:
     """A TOML job file's batch keys (``found``: its path when it is a job's, for the values'
     ``file``)."""
     data = toml_file.load(text, where)
+    if not any(isinstance(data.get(t), dict) for t in (*_TABLES, "experimental")):
+        raise InputError(
+            f"{where}: not a torchtitan job file (it has no [training] or [parallelism] table)"
+        )
     values, lines = toml_file.values(text, data, keys.DEFAULTS, keys.ALIASES)
     if found is not None:
         values = {k: Value(v.value, v.line, v.span, None, found) for k, v in values.items()}
