@@ -105,7 +105,16 @@ def test_pipeline_micro_batches_are_the_canonical_micro_batch():
     # DP 4; GA 64 / (8 * 4) = 2; 8 / 2 = 4 pipeline micro-batches of 2
     assert (got.spec.micro, got.spec.accumulation, got.spec.data_parallel) == (2, 8, 4)
     wrong = inspect(text.replace("microbatch_size = 2", "microbatch_size = 3"), 8)
-    assert "torchtitan-pp-microbatch" in codes(wrong)
+    (split,) = [f for f in wrong.findings if f.code == "torchtitan-pp-microbatch"]
+    assert split.hint == "set training.local_batch_size to 6 or 9"
+    for fix in (6, 9):
+        fixed = inspect(
+            text.replace("microbatch_size = 2", "microbatch_size = 3").replace(
+                "local_batch_size = 8", f"local_batch_size = {fix}"
+            ),
+            8,
+        )
+        assert "torchtitan-pp-microbatch" not in codes(fixed)
 
 
 TOKENS = """\
