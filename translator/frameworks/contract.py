@@ -134,6 +134,7 @@ _MODULE_FUNCTIONS = (
     "check",
     "edits",
     "insertion",
+    "inserted",
     "launch_of",
     "verdict",
     "program",
