@@ -15,7 +15,7 @@ from translator.spec import BatchSpec
 deepspeed = get("deepspeed")
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(specs(pipeline=False))
 def test_every_backend_reads_back_what_it_rendered(spec):
     """Every backend that takes the spec (the HF Trainer's file cannot carry TP/CP sizes,
