@@ -57,9 +57,7 @@ RECIPE = ("--recipe", "--model", "--factory", "-f")
 #: Options that name a YAML of ConfigContainer overrides.
 CONFIG = ("--config-file", "--config_file")
 #: Spec field of each key whose sources are listed.
-FIELDS = {k: f for g in rules.GENERATIONS for k, f in g.fields.items()} | {
-    k: "world_size" for k in rules.TRAINER
-}
+FIELDS = {k: f for g in rules.GENERATIONS for k, f in g.fields.items()}
 
 
 def program(call: Call) -> Reading | None:
@@ -231,3 +229,8 @@ def _nemo_world(reading: Reading, call: Call) -> None:
         )
         return
     rules.trainer_world(reading, rules.NEMO2)
+    if reading.world_size is not None:
+        shown = "; ".join(
+            f"{call.path}:{v.line} {k}" for k, v in zip(rules.TRAINER, (devices, nodes))
+        )
+        reading.sources.append(Source("world_size", reading.world_size, shown))

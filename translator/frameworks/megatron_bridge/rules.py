@@ -379,7 +379,7 @@ def _generation_note(reading: Reading, gen: Generation) -> list[Finding]:
     pairs = [
         f"{key} → {BRIDGE.key(field)}"
         for key, field in gen.fields.items()
-        if key in reading.values and field != "sequence_length"
+        if key in reading.values and field != "sequence_length" and key != BRIDGE.key(field)
     ]
     retired = (
         "NeMo 2's LLM collection is being replaced by Megatron-Bridge"
@@ -470,7 +470,7 @@ def _switches(reading: Reading, values: dict, launch: Launch) -> list[Finding]:
         return out
     rounded = _rounded(values, launch)
     where = reading.where(DECREASE)
-    if rounded is None or rounded == values.get("global_batch_size"):
+    if rounded is None or rounded[0] == values.get("global_batch_size"):
         out.append(
             finding(
                 "megatron-bridge-decrease-batch",
