@@ -50,7 +50,9 @@ def test_a_size_no_override_gives_is_the_recipes(tmp_path):
 
 
 def test_a_positional_word_is_refused_as_the_runner_refuses_it(tmp_path):
-    code, out = inspect(write(tmp_path, "run.sh", RUNNER.replace("--step_func gpt_step", "gpt_step")))
+    code, out = inspect(
+        write(tmp_path, "run.sh", RUNNER.replace("--step_func gpt_step", "gpt_step"))
+    )
     assert code == 1
     assert [f["code"] for f in out["findings"] if f["severity"] == "error"] == [
         "megatron-bridge-bad-override"

@@ -202,7 +202,9 @@ def _config(reading: Reading, call: Call, named: Word) -> None:
     reading.findings += inner.findings
 
 
-def _set(reading: Reading, key: str, line: int, value: Value, where: str | None = None) -> None:
+def _set(
+    reading: Reading, key: str, line: int | None, value: Value, where: str | None = None
+) -> None:
     """A value over the one set before (an option, the config file, an earlier override)."""
     before = reading.values.get(key)
     reading.values[key] = value

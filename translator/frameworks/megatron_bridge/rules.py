@@ -266,24 +266,25 @@ def _duplicate(dup: parsing.Duplicate, where: str) -> Finding:
 
 def trainer_world(reading: Reading, gen: Generation) -> None:
     """NeMo's world: ``trainer.devices × trainer.num_nodes`` (Lightning's, checked against the
-    launcher's); unknown when either is not a count (``auto``, ``-1``)."""
+    launcher's; one node when ``num_nodes`` is not set); unknown when either is not a count
+    (``auto``, ``-1``)."""
     per_node_key, nodes_key = gen.world or TRAINER
     per_node, nodes = reading.values.get(per_node_key), reading.values.get(nodes_key)
     if per_node is None:
         return
     reading.launcher = "trainer"
     reading.launch_keys = {"per_node": per_node_key} | ({"nodes": nodes_key} if nodes else {})
-    counts = {"per_node": per_node.count, "nodes": 1 if nodes is None else nodes.count}
-    reading.launch_counts = {k: v for k, v in counts.items() if v is not None}
-    if None in counts.values():
-        bad = per_node if per_node.count is None else nodes
-        key = per_node_key if bad is per_node else nodes_key
-        shown = bad.why_unknown if bad is not None and bad.why_unknown else repr(bad and bad.value)
-        reading.world_unknown = Note(
-            bad.line if bad else None, f"{key} is {shown}, not a number of processes"
-        )
+    devices, count = per_node.count, 1 if nodes is None else nodes.count
+    reading.launch_counts = {
+        k: v for k, v in (("per_node", devices), ("nodes", count)) if v is not None
+    }
+    if devices is not None and count is not None:
+        reading.world_size = devices * count
         return
-    reading.world_size = counts["per_node"] * counts["nodes"]  # type: ignore[operator]
+    key, bad = (per_node_key, per_node) if devices is None else (nodes_key, nodes)
+    assert bad is not None  # a missing num_nodes counts as one node
+    shown = bad.why_unknown or parsing.brief(bad.value)
+    reading.world_unknown = Note(bad.line, f"{key} is {shown}, not a number of processes")
 
 
 # Interpreting -----------------------------------------------------------------------------
