@@ -142,6 +142,18 @@ def test_sbatch_lines_set_what_slurm_sets(tmp_path):
     ) == (4, 4, 64)
 
 
+@pytest.mark.parametrize("option", ["--gpus=16", "--gpus=h100:16", "-G 16"])
+def test_sbatch_gpus_sets_slurm_gpus(tmp_path, option):
+    script = tmp_path / "job.sh"
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH {option}\n"
+        "torchrun --nproc_per_node $((SLURM_GPUS / SLURM_NNODES)) --nnodes $SLURM_NNODES "
+        "pretrain_gpt.py --micro-batch-size 1 --global-batch-size 256\n"
+    )
+    out = json.loads(CliRunner().invoke(main, ["inspect", str(script), "--json"]).stdout)
+    assert (out["world_size"], out["gradient_accumulation_steps"]) == (16, 16)
+
+
 def test_an_unknown_parallel_size_is_never_reported_as_one(tmp_path):
     """The case that was silently wrong: TP from a variable Slurm sets, without #SBATCH."""
     script = tmp_path / "job.sh"

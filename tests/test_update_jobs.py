@@ -404,3 +404,35 @@ def test_an_sbatch_size_and_a_quoted_variable_are_named_as_written(tmp_path):
     ]
     assert path.read_text() == text.replace("nodes=2", "nodes=4").replace('"8"', '"4"')
     assert batch(path) == (16, 128, 1, 8)
+
+
+#: A LLaMA-Factory launch whose key=value overrides take their values from variables.
+OVERRIDES = """#!/bin/bash
+export FORCE_TORCHRUN=1 NPROC_PER_NODE=2
+BS=4
+GA=8
+llamafactory-cli train cfg.yaml per_device_train_batch_size=$BS gradient_accumulation_steps=${GA}
+"""
+LMF_CONFIG = "stage: sft\ndo_train: true\nper_device_train_batch_size: 1\noutput_dir: out\n"
+
+
+def test_an_override_from_a_variable_is_edited_where_the_variable_is_set(tmp_path):
+    (tmp_path / "cfg.yaml").write_text(LMF_CONFIG)
+    path = tmp_path / "run.sh"
+    path.write_text(OVERRIDES)
+    result, _ = update(path, "--global-batch", "32", "--in-place")
+    assert result.exit_code == 0, result.output
+    assert result.output == (f"{path}: gradient_accumulation_steps (line 5) ← GA=8 → 4 (line 4)\n")
+    assert path.read_text() == OVERRIDES.replace("GA=8", "GA=4")
+    assert batch(path) == (2, 32, 4, 4)
+
+
+def test_a_variable_behind_two_overrides_is_still_refused(tmp_path):
+    (tmp_path / "cfg.yaml").write_text(LMF_CONFIG)
+    path = tmp_path / "run.sh"
+    path.write_text(OVERRIDES.replace("GA=8", "GA=$BS").replace("BS=4", "BS=8"))
+    before = path.read_text()
+    result, _ = update(path, "--global-batch", "32", "--in-place")
+    assert result.exit_code == 1
+    assert "edit it by hand" in result.output or "also used by" in result.output
+    assert path.read_text() == before

@@ -16,14 +16,17 @@ VARIABLES = {
     "--ntasks": ["SLURM_NTASKS", "SLURM_NPROCS"],
     "-n": ["SLURM_NTASKS", "SLURM_NPROCS"],
     "--gpus-per-node": ["SLURM_GPUS_PER_NODE"],
+    "--gpus": ["SLURM_GPUS"],
+    "-G": ["SLURM_GPUS"],
+    "--gpus-per-task": ["SLURM_GPUS_PER_TASK"],
     "--gres": ["SLURM_GPUS_ON_NODE"],
     "--cpus-per-task": ["SLURM_CPUS_PER_TASK"],
 }
 OPTION = re.compile(r"(--[a-z-]+|-[A-Za-z])(?:[= ]\s*)(\S+)")
 #: Where an option starts in a ``#SBATCH`` line (``#SBATCH <SLURM OPTIONS> --nodes=128``).
 STARTS = re.compile(r"(?<!\S)(?:--[a-z-]+|-[A-Za-z])(?=[= ])")
-#: Options whose count ends the value (``--gres=gpu:a100:8``, ``--gpus-per-node=h100:4``).
-TRAILING_COUNT = ("--gres", "--gpus-per-node")
+#: Options whose count ends the value (``--gres=gpu:a100:8``, ``--gpus=h100:16``).
+TRAILING_COUNT = ("--gres", "--gpus-per-node", "--gpus", "-G", "--gpus-per-task")
 
 
 def sbatch_variables(text: str, env: Env) -> bool:

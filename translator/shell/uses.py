@@ -3,11 +3,15 @@ also feeds something else (a variable behind two flags)."""
 
 from __future__ import annotations
 
+import re
+
 from translator.reading import Use
-from translator.shell.values import Script
+from translator.shell.values import Script, Word
 
 #: Commands whose words are printed, not run: editing a logged value harms nothing.
 PRINTERS = ("echo", "printf")
+#: A ``key=value`` override (OmegaConf, Hydra's ``+key=``/``++key=``, jsonargparse), by its key.
+OVERRIDE = re.compile(r"\+{0,2}([A-Za-z_][\w.\-]*)=")
 
 
 def uses_of(script: Script) -> dict:
@@ -19,8 +23,12 @@ def uses_of(script: Script) -> dict:
             continue
         for i, word in enumerate(command):
             before = command[i - 1].text if i else None
-            if word.text and word.text.startswith("--") and "=" in word.text:
-                name = word.text.split("=", 1)[0]
+            head = word.text if word.text is not None else _literal_head(word)
+            override = OVERRIDE.match(head) if i else None
+            if head.startswith("--") and "=" in head:
+                name = head.split("=", 1)[0]
+            elif override:
+                name = override.group(1)
             elif before and before.startswith("--"):
                 name = before
             else:
@@ -28,3 +36,9 @@ def uses_of(script: Script) -> dict:
             for span in word.sources:
                 uses.setdefault(span, []).append(Use(name, word.line))
     return uses
+
+
+def _literal_head(word: Word) -> str:
+    """The literal text a word starts with (``key=`` of ``key=$N``), or nothing."""
+    first = word.parts[0] if word.parts else None
+    return first.text if first is not None and first.text else ""
