@@ -403,9 +403,8 @@ def _refuse_shared(reading: Reading, key: str, old, edits: dict) -> None:
 
 
 def _flag_name(word: str) -> str:
-    """A key or the flag that sets it, one way (``--per-device-x`` is ``per_device_x``; a
-    ``key=value`` override word, quoted as a use names it, is its key)."""
-    return word.strip("'\"").split("=", 1)[0].lstrip("-").replace("-", "_")
+    """A key or the flag that sets it, one way (``--per-device-x`` is ``per_device_x``)."""
+    return word.lstrip("-").replace("-", "_")
 
 
 def _without_line_end(text: str, span: tuple[int, int]) -> tuple[int, int]:
