@@ -303,3 +303,17 @@ def test_the_verdict_runs_the_calculator_with_the_rampup_and_the_round_down():
         "  micro_batch_size: 2\n", "  micro_batch_size: 2\n  decrease_batch_size_if_needed: true\n"
     )
     assert "global 96, rounded down from 100" in verdict(inspect(down, 16), 16)
+
+
+def test_the_interleaved_schedule_rules_apply_to_virtual_stages():
+    text = BRIDGE.replace(
+        "  pipeline_model_parallel_size: 1\n",
+        "  pipeline_model_parallel_size: 4\n  virtual_pipeline_model_parallel_size: 2\n",
+    ).replace("tensor_model_parallel_size: 2", "tensor_model_parallel_size: 1")
+    got = inspect(text, 16)  # DP 4, M = 64 / (2 × 4) = 8: interleaves in groups of 4
+    assert got.spec.virtual_pipeline_stages == 2 and "virtual-pipeline-microbatches" not in codes(
+        got
+    )
+    few = inspect(text.replace("global_batch_size: 64", "global_batch_size: 16"), 16)  # M = 2 < PP
+    (err,) = [f for f in few.findings if f.code == "virtual-pipeline-microbatches"]
+    assert err.severity == "error" and "at least PP=4 micro-batches" in err.message

@@ -22,13 +22,16 @@ from dataclasses import dataclass
 from translator import parsing
 from translator.errors import InputError
 from translator.findings import Finding, counted, finding
+from translator.frameworks.shared import mcore_schedule
 from translator.reading import Launch, Note, Reading, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
 
 NAME = "megatron-bridge"
 
-#: Spec fields of the batch and the parallel sizes (the last three optional in every generation).
+#: Spec fields of the parallel sizes every generation has.
 SIZES = ("tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size")
+#: Spec fields whose null means "none" (the ConfigContainer's default).
+OPTIONAL = ("virtual_pipeline_stages", "microbatch_group_size_per_vp_stage")
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,11 @@ def _megatron_keys(block: str, batch: str) -> dict[str, str]:
 TRAINER = ("trainer.devices", "trainer.num_nodes")
 BRIDGE = Generation(
     "Megatron-Bridge",
-    _megatron_keys("model", "train") | {"dataset.seq_length": "sequence_length"},
+    _megatron_keys("model", "train")
+    | {
+        "model.microbatch_group_size_per_vp_stage": "microbatch_group_size_per_vp_stage",
+        "dataset.seq_length": "sequence_length",
+    },
     "train.rampup_batch_size",
     recipe=True,
 )
@@ -307,7 +314,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         if v.why_unknown is not None:
             values[field] = None
             findings.append(_unknown(key, v, reading))
-        elif v.value is None and field in ("global_batch_size", "virtual_pipeline_stages"):
+        elif v.value is None and field in ("global_batch_size", *OPTIONAL):
             continue  # the dataclass default: micro × DP; no virtual stages
         elif not v.is_count:
             findings.append(invalid_value(key, v, v.file or reading.path))
@@ -522,6 +529,7 @@ def _rounded(values: dict, launch: Launch) -> tuple[int, int] | None:
 
 
 def check(spec: BatchSpec) -> list[Finding]:
+    """The implied accumulation, and what megatron-core's interleaved schedule refuses."""
     m = spec.accumulation
     return [
         finding(
@@ -531,7 +539,7 @@ def check(spec: BatchSpec) -> list[Finding]:
             f"per step, and checks that it divides only when the job starts (world {spec.world})",
             hint="keep any wrapper's own accumulation at 1 (NeMo's trainer.accumulate_grad_batches)",
         )
-    ]
+    ] + mcore_schedule.findings(spec)
 
 
 def context(spec: BatchSpec) -> dict:
