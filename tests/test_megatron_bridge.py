@@ -317,3 +317,10 @@ def test_the_interleaved_schedule_rules_apply_to_virtual_stages():
     few = inspect(text.replace("global_batch_size: 64", "global_batch_size: 16"), 16)  # M = 2 < PP
     (err,) = [f for f in few.findings if f.code == "virtual-pipeline-microbatches"]
     assert err.severity == "error" and "at least PP=4 micro-batches" in err.message
+
+
+def test_a_null_global_batch_is_one_micro_batch_per_step_and_a_wrong_one_is_an_error():
+    got = inspect(BRIDGE.replace("global_batch_size: 64", "global_batch_size: null"), 16)
+    assert got.spec.global_batch == 16 and "megatron-bridge-global-default" in codes(got)
+    wrong = inspect(BRIDGE.replace("global_batch_size: 64", "global_batch_size: many"), 16)
+    assert "invalid-value" in codes(wrong) and "megatron-bridge-global-default" not in codes(wrong)

@@ -326,7 +326,8 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     findings += _accumulation(reading)
     findings += _rampup(reading, gen)
     findings += _switches(reading, values, launch)
-    if "global_batch_size" not in values and gen.key("global_batch_size") in reading.values:
+    written = reading.values.get(gen.key("global_batch_size"))
+    if written is not None and written.value is None and written.why_unknown is None:
         if "micro_batch_size" in values:
             values["gradient_accumulation_steps"] = 1
             findings.append(

@@ -43,14 +43,21 @@ class Layout:
     """The batch and parallel layout a framework's rendered config gives."""
 
     micro_batch_size: int
+    """Samples per forward/backward on one rank."""
     global_batch_size: int | None
     """None when the config leaves it out: megatron-core then uses micro x data-parallel."""
     tensor_parallel_size: int = 1
+    """``initialize_model_parallel``'s tensor-parallel size."""
     pipeline_parallel_size: int = 1
+    """Its pipeline-parallel size."""
     context_parallel_size: int = 1
+    """Its context-parallel size."""
     virtual_pipeline_stages: int | None = None
+    """Model chunks per pipeline rank (the interleaved schedule); None: one."""
     decrease_batch_size_if_needed: bool = False
+    """Whether the calculator rounds a global batch that does not divide down."""
     use_distributed_optimizer: bool = False
+    """Whether megatron's distributed optimizer shards the optimizer state (GPUs only)."""
     distributed_optimizer_switch: str = "--use-distributed-optimizer"
     """How the framework's config spells the distributed optimizer (for messages)."""
 
