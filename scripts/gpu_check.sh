@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The GPU check of the smoke engines and of tune, at most 8 minutes on one GPU: the torch,
+# The GPU check of the smoke engines and of tune, at most 10 minutes on one GPU: the torch,
 # DeepSpeed and Megatron engines on the 125m model in bf16 (5 optimizer steps, 1024 tokens per
 # sample), each run's samples per step checked by batchspec itself, then tokens/s, MFU and peak
-# memory; then `tune` of the 125m model at global batch 64 (its probes, pick, and the memory
+# memory; nanotron's (GPU-only) samples per step where flash-attn is installed; then `tune` of the 125m model at global batch 64 (its probes, pick, and the memory
 # estimate beside the measured peak).
 # The README's GPU figures come only from this script, with the GPU it names.
 # Run from the repository root, in an environment with batchspec[test] installed:
@@ -46,6 +46,29 @@ print(f"{engine:10} exit {code}  {out['device']}  samples/step "
 PY
   [ "$code" -eq 0 ] || status=1
 done
+
+# nanotron trains on GPUs only (its smoke engine refuses a CPU) and imports flash-attn, which no
+# extra installs: without it the engine is reported as not run, not as a failure.
+if "$PYTHON" -c "import flash_attn" 2>/dev/null; then
+  timeout 100 "$PYTHON" -m translator smoke "$out/spec.yaml" --framework nanotron --model 125m \
+    --device gpu --nproc 1 --steps 5 --timeout 90 --workdir "$out/nanotron" --json \
+    > "$out/nanotron.json" 2> "$out/nanotron.log"
+  code=$?
+  "$PYTHON" - "$out/nanotron.json" "$code" <<'PY'
+import json, sys
+path, code = sys.argv[1], int(sys.argv[2])
+try:
+    out = json.load(open(path))
+except (OSError, ValueError):
+    print(f"nanotron   exit {code}: no result (see its .log)")
+    sys.exit(0)
+print(f"nanotron   exit {code}  {out['device']}  samples/step {out['samples_per_optimizer_step']}"
+      + (f"  errors: {out['errors']}" if out.get("errors") else ""))
+PY
+  [ "$code" -eq 0 ] || status=1
+else
+  echo "nanotron   not run: flash_attn is not installed (pip install flash-attn)"
+fi
 
 cat > "$out/tune.yaml" <<'YAML'
 global_batch_size: 64

@@ -15,17 +15,19 @@ from translator.spec import BatchSpec
 deepspeed = get("deepspeed")
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(specs(pipeline=False))
 def test_every_backend_reads_back_what_it_rendered(spec):
-    """Every backend that takes the spec (the HF Trainer's file cannot carry TP/CP sizes, and
-    says so) renders a file that reads back as it."""
+    """Every backend that takes the spec (the HF Trainer's file cannot carry TP/CP sizes,
+    litgpt has no model parallelism, torchtune 0.6.1 has no context parallelism: they say so)
+    renders a file that reads back as it."""
     launch = Launch.of(spec)
     for backend in FRAMEWORKS.values():
         if any(f.severity == "error" for f in backend.check(spec)):
-            assert backend.name in ("hf", "llamafactory") and (
-                spec.tensor_parallel_size > 1 or spec.context_parallel_size > 1
-            )
+            assert (
+                backend.name in ("hf", "llamafactory", "litgpt")
+                and (spec.tensor_parallel_size > 1 or spec.context_parallel_size > 1)
+            ) or (backend.name == "torchtune" and spec.context_parallel_size > 1)
             continue
         r = render(spec, backend)
         got = inspect_reading(backend, backend.read(r.text, r.filename), launch)

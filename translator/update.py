@@ -220,8 +220,14 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
             if new is None:
                 continue
             at = _insertion(reading, key)
-            replacements[at] = f"{key}: {new}{_line_ending(text, at[0])}"
-            edit = Edit(_line_of(text, at[0]), None, f"{key}: {new}")
+            written = (
+                f"{key}: {new}"
+                if framework.inserted is None
+                else framework.inserted(reading, key, new)
+            )
+            ending = _line_ending(text, at[0])
+            replacements[at] = ending.join(written.split("\n")) + ending
+            edit = Edit(_line_of(text, at[0]), None, written)
         elif new is None:
             at = _line_span(text, old.span, reading.path, key)
             replacements[at] = ""

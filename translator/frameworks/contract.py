@@ -84,6 +84,9 @@ class Framework:
     """Codes that already say why a file's batch cannot be solved (no "missing value" then)."""
     insertion: Callable[[Reading, str], tuple[int, int]] | None = None
     """Where ``update`` writes a key the file lacks: the span to replace; None: it cannot."""
+    inserted: Callable[[Reading, str, object], str] | None = None
+    """What ``update`` writes there for ``key`` and its new value (one or more lines, no final
+    line end: a nested key indented under its block); None: ``key: value``."""
     launch_of: Callable[[Reading], Launch] | None = None
     """For a launcher's config (accelerate's): the world, parallel sizes and accumulation it
     gives the other files of the job."""
@@ -132,6 +135,7 @@ _MODULE_FUNCTIONS = (
     "check",
     "edits",
     "insertion",
+    "inserted",
     "launch_of",
     "verdict",
     "program",

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 
 from translator import shell as bash
-from translator import solve
 from translator.errors import InputError
 from translator.findings import Finding, counted, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
+from translator.frameworks.shared import mcore_schedule
 from translator.memory import Setting, Settings
 from translator.reading import Call, Launch, Note, Reading, Value, invalid_value, typo_findings
 from translator.shell import launchers
@@ -578,8 +578,8 @@ def _virtual_from_layers(reading: Reading, values: dict) -> None:
 
 
 def check(spec: BatchSpec) -> list[Finding]:
-    m, pp = spec.accumulation, spec.pipeline_parallel_size
-    out = [
+    m = spec.accumulation
+    return [
         finding(
             "megatron-accumulation-implied",
             f"Megatron has no accumulation flag: it runs global {spec.global_batch} / (micro "
@@ -587,90 +587,7 @@ def check(spec: BatchSpec) -> list[Finding]:
             "per step",
             hint="keep any wrapper's own accumulation at 1 (NeMo/Lightning accumulate_grad_batches)",
         )
-    ]
-    if spec.virtual_pipeline_stages is None:
-        return out
-    if pp == 1:
-        out.append(
-            finding(
-                "virtual-pipeline-needs-pp",
-                f"virtual_pipeline_stages {spec.virtual_pipeline_stages} needs pipeline parallelism, "
-                "but pipeline_parallel_size is 1",
-                hint="set pipeline_parallel_size > 2 (or 2 with --overlap-p2p-comm), or drop the "
-                "virtual stages",
-            )
-        )
-        return out
-    group = spec.microbatch_group_size_per_vp_stage or pp
-    if not pp <= group <= m:
-        out.append(_group_out_of_range(spec, m, group, pp))
-    elif 0 < m % group < pp:
-        # Below M only the multiple of N keeps a remainder Megatron takes; above it, the first
-        # is remainder PP (the next multiple when N is PP).
-        below = solve.nearest_multiples(m, group)[0]
-        out.append(
-            finding(
-                "virtual-pipeline-microbatches",
-                f"the remainder of M={m} micro-batches divided by N={group} should be 0 or at least "
-                f"PP={pp}, but it is {m % group}",
-                hint=f"use accumulation {below} or {below + pp}",
-            )
-        )
-    return out
-
-
-def _interleaves(m: int, group: int, pp: int) -> bool:
-    """Whether Megatron's interleaved schedule takes ``m`` micro-batches per step in groups of
-    ``group`` on ``pp`` stages (``core/pipeline_parallel/schedules.py``): the group size lies in
-    [PP, M], and the last group is whole or at least PP."""
-    return pp <= group <= m and not 0 < m % group < pp
-
-
-def _group_out_of_range(spec: BatchSpec, m: int, group: int, pp: int) -> Finding:
-    """Megatron's "[PP, M]" rule broken: said plainly, with the changes that satisfy it."""
-    explicit = spec.microbatch_group_size_per_vp_stage is not None
-    if m < pp:
-        message = (
-            f"the interleaved pipeline schedule needs at least PP={pp} micro-batches per step; "
-            f"this step has {m}"
-        )
-    elif group > m:
-        message = (
-            f"microbatch_group_size_per_vp_stage {group} is more than the "
-            f"{counted(m, 'micro-batch', 'micro-batches')} of a step; the interleaved schedule "
-            f"needs it between PP={pp} and M={m}"
-        )
-    else:
-        message = (
-            f"microbatch_group_size_per_vp_stage {group} is below PP={pp}; the interleaved "
-            f"schedule needs it between PP={pp} and M={m}"
-        )
-    prefix = ""
-    if group < pp:  # the group size is what must change; M may not take PP either
-        groups = [n for n in range(pp, m + 1) if _interleaves(m, n, pp)]
-        if groups:
-            return finding(
-                "virtual-pipeline-microbatches",
-                message,
-                hint=f"use microbatch_group_size_per_vp_stage {groups[0]}"
-                + (f" (or drop it: the default is PP={pp})" if groups[0] == pp else ""),
-            )
-        prefix, group = f"drop microbatch_group_size_per_vp_stage (the default is PP={pp}) and ", pp
-    g, micro, dp = spec.global_batch, spec.micro, spec.data_parallel
-    # More micro-batches keep the global batch with a smaller micro-batch; else the global
-    # batch grows to the group size's (a remainder of 0 always satisfies the rule).
-    keep = [
-        mu for mu, a in solve.decompositions(g, dp) if mu < micro and _interleaves(a, group, pp)
-    ]
-    options = [
-        f"micro-batch {mu} ({g // (mu * dp)} micro-batches, global {g} kept)" for mu in keep[:1]
-    ]
-    options.append(f"global {group * micro * dp} ({group} micro-batches of {micro})")
-    if explicit and pp <= m < group:  # M itself is always a valid group size
-        options.append(f"microbatch_group_size_per_vp_stage {m}")
-    return finding(
-        "virtual-pipeline-microbatches", message, hint=prefix + "use " + ", or ".join(options)
-    )
+    ] + mcore_schedule.findings(spec)
 
 
 def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:

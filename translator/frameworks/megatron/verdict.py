@@ -2,40 +2,8 @@
 
 from __future__ import annotations
 
-import inspect
-
 from translator.findings import counted
-
-
-def num_microbatches(
-    global_batch_size: int,
-    micro_batch_size: int,
-    data_parallel_size: int,
-    rampup_batch_size: list[int] | None = None,
-) -> int:
-    """How many micro-batches per step megatron-core runs for these sizes.
-
-    Works with both calculator signatures (0.16: five positional parameters; 0.19: keywords
-    with defaults) by passing only the parameters the installed version names. The
-    calculator's own errors propagate unchanged.
-    """
-    from megatron.core import num_microbatches_calculator as calc
-
-    wanted = {
-        "rank": 0,
-        "rampup_batch_size": rampup_batch_size,
-        "global_batch_size": global_batch_size,
-        "micro_batch_size": micro_batch_size,
-        "data_parallel_size": data_parallel_size,
-        "decrease_batch_size_if_needed": False,
-    }
-    params = inspect.signature(calc.init_num_microbatches_calculator).parameters
-    calc.destroy_num_microbatches_calculator()
-    try:
-        calc.init_num_microbatches_calculator(**{k: v for k, v in wanted.items() if k in params})
-        return calc.get_num_microbatches()
-    finally:
-        calc.destroy_num_microbatches_calculator()
+from translator.frameworks.shared.mcore_calculator import num_microbatches
 
 
 def verdict(inspection, world: int) -> str:

@@ -1,0 +1,124 @@
+"""Megatron-Bridge and NeMo 2 launches read as jobs: the recipe runner's options and trailing
+``KEY=VALUE`` overrides (the last one wins), ``--config-file`` YAML under them, ``nemo llm``'s
+NeMo-Run overrides, and ``update`` editing the literal an override's variable holds."""
+
+import json
+
+from click.testing import CliRunner
+
+from translator.cli import main
+
+
+def inspect(path, *args) -> tuple[int, dict]:
+    result = CliRunner().invoke(main, ["inspect", str(path), *map(str, args), "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def write(folder, name: str, text: str):
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+RUNNER = """\
+#!/bin/bash
+GBS=128
+torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config \\
+    --step_func gpt_step -gb 256 -mb 1 -tp 2 \\
+    train.global_batch_size=$GBS train.micro_batch_size=2 \\
+    +model.pipeline_model_parallel_size=1 model.context_parallel_size=1
+"""
+
+
+def test_the_trailing_override_wins_over_the_runners_options(tmp_path):
+    code, out = inspect(write(tmp_path, "run.sh", RUNNER))
+    assert code == 0 and out["framework"] == "megatron-bridge"
+    assert [out[k] for k in ("world_size", "global_batch_size", "micro_batch_size")] == [8, 128, 2]
+    assert (out["tensor_parallel_size"], out["gradient_accumulation_steps"]) == (2, 16)
+    lost = [s for s in out["sources"] if s["field"] == "global_batch_size" and not s["won"]]
+    assert [s["where"] for s in lost] == [f"{tmp_path / 'run.sh'}:4 -gb"]
+
+
+def test_a_size_no_override_gives_is_the_recipes(tmp_path):
+    code, out = inspect(
+        write(tmp_path, "run.sh", RUNNER.replace(" model.context_parallel_size=1", ""))
+    )
+    assert code == 0 and out["gradient_accumulation_steps"] is None
+    (note,) = [f for f in out["findings"] if f["code"] == "megatron-bridge-recipe-value"]
+    assert "model.context_parallel_size" in note["message"]
+    assert "llama3_8b_pretrain_config" in note["message"]
+
+
+def test_a_positional_word_is_refused_as_the_runner_refuses_it(tmp_path):
+    code, out = inspect(
+        write(tmp_path, "run.sh", RUNNER.replace("--step_func gpt_step", "gpt_step"))
+    )
+    assert code == 1
+    assert [f["code"] for f in out["findings"] if f["severity"] == "error"] == [
+        "megatron-bridge-bad-override"
+    ]
+
+
+def test_the_config_file_is_read_and_an_override_wins_over_it(tmp_path):
+    write(
+        tmp_path,
+        "o.yaml",
+        "train:\n  global_batch_size: 8\n  micro_batch_size: 1\nmodel:\n  tensor_model_parallel_size: 2\n  pipeline_model_parallel_size: 1\n  context_parallel_size: 1\n",
+    )
+    job = write(
+        tmp_path,
+        "d.sh",
+        "torchrun --nproc_per_node=4 distill.py --config-file o.yaml train.global_batch_size=16\n",
+    )
+    code, out = inspect(job, "--run-dir", tmp_path)
+    assert code == 0
+    assert (
+        out["global_batch_size"],
+        out["data_parallel_size"],
+        out["gradient_accumulation_steps"],
+    ) == (16, 2, 8)
+    micro = [s for s in out["sources"] if s["field"] == "micro_batch_size"]
+    assert micro[0]["where"].endswith("o.yaml:3 train.micro_batch_size")
+
+
+def test_nemo_llm_overrides_and_its_trainer_world(tmp_path):
+    job = write(
+        tmp_path,
+        "nemo.sh",
+        "nemo llm pretrain --factory llama3_8b data.micro_batch_size=4 data.global_batch_size=64 "
+        "trainer.devices=8 trainer.num_nodes=2 trainer.strategy.tensor_model_parallel_size=2 "
+        "trainer.strategy.pipeline_model_parallel_size=1 trainer.strategy.context_parallel_size=1 "
+        "model.config.context_parallel_size=2\n",
+    )
+    code, out = inspect(job)
+    assert code == 0
+    assert (out["world_size"], out["data_parallel_size"], out["gradient_accumulation_steps"]) == (
+        16,
+        8,
+        2,
+    )
+    found = {f["code"] for f in out["findings"]}
+    assert {"megatron-bridge-generation", "megatron-bridge-nemo-overwritten"} <= found
+
+
+def test_nemo_llm_without_the_trainer_sizes_has_no_world(tmp_path):
+    job = write(
+        tmp_path, "nemo.sh", "nemo llm pretrain --factory llama3_8b data.global_batch_size=64\n"
+    )
+    code, out = inspect(job)
+    assert code == 0 and out["world_size"] is None and out["global_batch_size"] == 64
+
+
+def test_update_edits_the_variable_an_override_takes(tmp_path):
+    job = write(tmp_path, "run.sh", RUNNER)
+    result = CliRunner().invoke(main, ["update", str(job), "--global-batch", "64", "--in-place"])
+    assert result.exit_code == 0, result.output
+    assert job.read_text() == RUNNER.replace("GBS=128", "GBS=64")
+
+
+def test_update_edits_a_literal_override_in_place(tmp_path):
+    text = RUNNER.replace("train.micro_batch_size=2", "train.micro_batch_size=4")
+    job = write(tmp_path, "run.sh", text)
+    result = CliRunner().invoke(main, ["update", str(job), "--micro-batch", "2", "--in-place"])
+    assert result.exit_code == 0, result.output
+    assert job.read_text() == RUNNER

@@ -1,0 +1,35 @@
+"""litgpt: ``litgpt pretrain`` / ``litgpt finetune`` YAMLs (``train.global_batch_size``,
+``train.micro_batch_size``, ``devices``, ``num_nodes``), read as its ``TrainArgs`` floors them
+(:mod:`.rules`), release by release (:mod:`.generations`); in a job, its command line with
+jsonargparse's overrides (:mod:`.program`); its own parser and arithmetic as the verdict
+(:mod:`.verdict`); its real ``litgpt pretrain`` on CPU as the smoke engine (:mod:`.engine`)."""
+
+from pathlib import Path
+
+from translator.frameworks.contract import Engine, from_module
+from translator.frameworks.litgpt import program, rules, verdict
+from translator.frameworks.litgpt.codes import CODES
+
+FRAMEWORK = from_module(
+    rules,
+    template=str(Path(__file__).with_name("litgpt.yaml.j2")),
+    filename="litgpt.yaml",
+    extensions=(".yaml", ".yml"),
+    # Its nested micro_batch_size would pass for Axolotl's (claim order 20) by a plain search.
+    claim_order=10,
+    codes=CODES,
+    inserted=rules.inserted,
+    rewrites=frozenset({"litgpt-floor", "litgpt-world-mismatch"}),
+    requires=("torch", "litgpt"),
+    extra="native",
+    verdict=verdict.verdict,
+    engine=Engine(
+        "translator.frameworks.litgpt.engine",
+        requires=("torch", "litgpt"),
+        extra="native",
+        environment=verdict.OFFLINE_ENV,
+    ),
+    program=program.program,
+    job_config=program.job_config,
+    commands=program.TOOLS,
+)

@@ -1,0 +1,29 @@
+"""Megatron-Bridge and NeMo 2 (and NeMo 1's YAML): ConfigContainer YAML override files, NeMo
+recipe trees and ``key=value`` launch overrides, counted by megatron-core's micro-batch
+calculator (:mod:`.rules`, :mod:`.program`)."""
+
+from pathlib import Path
+
+from translator.frameworks.contract import Engine, from_module
+from translator.frameworks.megatron_bridge import program, rules, verdict
+from translator.frameworks.megatron_bridge.codes import CODES
+
+FRAMEWORK = from_module(
+    rules,
+    template=str(Path(__file__).with_name("megatron_bridge.yaml.j2")),
+    filename="megatron_bridge.yaml",
+    extensions=(".yaml", ".yml"),
+    # Before Axolotl (20), which claims any YAML with a micro_batch_size.
+    claim_order=15,
+    codes=CODES,
+    requires=("torch", "megatron.core"),
+    extra="megatron-bridge",
+    verdict=verdict.verdict,
+    program=program.program,
+    commands=program.TOOLS,
+    engine=Engine(
+        "translator.frameworks.megatron_bridge.engine",
+        requires=("torch", "megatron.core"),
+        extra="megatron-bridge",
+    ),
+)

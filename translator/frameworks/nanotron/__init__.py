@@ -1,0 +1,30 @@
+"""nanotron: a YAML of ``Config`` sections; the batch is in ``tokens`` and ``parallelism``, the
+world must be the product of the parallel sizes. In a job: any program given such a YAML with
+``--config-file`` (``run_train.py``) (:mod:`.program`). Two generations of keys
+(:mod:`.generation`); training needs CUDA, so its smoke engine is GPU-only."""
+
+from pathlib import Path
+
+from translator.frameworks.contract import Engine, from_module
+from translator.frameworks.nanotron import engine, program, rules, verdict
+from translator.frameworks.nanotron.codes import CODES
+
+FRAMEWORK = from_module(
+    rules,
+    template=str(Path(__file__).with_name("nanotron.yaml.j2")),
+    filename="nanotron.yaml",
+    extensions=(".yaml", ".yml"),
+    # Before Axolotl, which claims any YAML with a micro_batch_size key.
+    claim_order=15,
+    codes=CODES,
+    requires=("torch", "nanotron", "dacite"),
+    extra="nanotron",
+    verdict=verdict.verdict,
+    engine=Engine(
+        "translator.frameworks.nanotron.engine",
+        requires=engine.REQUIRES,
+        extra="nanotron",
+        environment=engine.ENVIRONMENT,
+    ),
+    program=program.program,
+)

@@ -1,0 +1,108 @@
+"""A nanotron training launch in a job: ``torchrun ... run_train.py --config-file x.yaml``.
+
+nanotron's training programs (its ``run_train.py``, the examples' ``train_mamba.py`` and the
+like) take one flag, ``--config-file`` (argparse, so ``--config-file=x.yaml`` too), and every
+batch value is in that YAML: nanotron has no command-line overrides. A program is nanotron's
+when it is ``run_train.py`` or when the YAML it is given is nanotron's by content. The world is
+the launcher's; the values are the YAML's, at their lines there (``update`` edits that file).
+"""
+
+from __future__ import annotations
+
+from translator.errors import InputError
+from translator.files import read_text
+from translator.findings import finding
+from translator.frameworks.nanotron import rules
+from translator.job import not_found
+from translator.reading import Call, Note, Reading, Source, Value
+from translator.shell.values import Word
+
+#: The program nanotron ships; any other is nanotron's only by the YAML it is given.
+PROGRAM = "run_train.py"
+#: The flag, as argparse takes it.
+FLAG = "--config-file"
+
+
+def program(call: Call) -> Reading | None:
+    """nanotron's training from one launch command, or ``None`` when it runs none."""
+    named = _config_word(call.arguments)
+    ours = call.program.rsplit("/", 1)[-1] == PROGRAM
+    if named is None:
+        return _without_config(call) if ours else None
+    found = None
+    if named.text is not None:
+        found, looked = call.locate(named.text)
+        if found is None and not ours:
+            return None
+        text = read_text(found) if found is not None else ""
+        if found is not None and not rules.claims(text):
+            return None
+    elif not ours:
+        return None
+    reading = Reading(call.path, rules.NAME, call.text)
+    if named.text is None:
+        reading.notes.append(Note(named.line, f"the nanotron config is {named.why_unknown}"))
+        _unknown(reading, named, f"unknown: the config is {named.why_unknown}")
+    elif found is None:
+        reading.findings.append(
+            not_found(f"the nanotron config {named.text}", looked, f"{call.path}:{named.line}")
+        )
+        _unknown(reading, named, f"unknown: {named.text} is not found")
+    else:
+        _take(reading, call, named, str(found), text)
+    return reading
+
+
+def _config_word(words: list[Word]) -> Word | None:
+    """The word after ``--config-file`` (or the value of ``--config-file=...``), the last one
+    winning as argparse has it."""
+    named = None
+    for i, word in enumerate(words):
+        text = word.text or ""
+        if text == FLAG and i + 1 < len(words):
+            named = words[i + 1]
+        elif text.startswith(FLAG + "="):
+            value = text[len(FLAG) + 1 :]
+            named = Word(value, word.line, None)
+    return named
+
+
+def _without_config(call: Call) -> Reading:
+    """``run_train.py`` without ``--config-file``: argparse refuses it (the flag is required)."""
+    reading = Reading(call.path, rules.NAME, call.text)
+    reading.findings.append(
+        finding(
+            "nanotron-missing-key",
+            f"{call.program} is run without --config-file, which it requires (argparse: the "
+            "following arguments are required: --config-file)",
+            hint="give it --config-file with the nanotron YAML",
+            where=f"{call.path}:{call.line}",
+        )
+    )
+    _unknown(reading, None, "unknown: no config file is given")
+    return reading
+
+
+def _unknown(reading: Reading, named: Word | None, why: str) -> None:
+    """Every required batch key unknown, for a config that cannot be read (the optional ones
+    are not assumed: they would tell a generation the file may not be)."""
+    line = None if named is None else named.line
+    for key in (*rules.FRAGMENT_REQUIRED, rules.SEQUENCE):
+        reading.values[key] = Value(None, line, None, why)
+
+
+def _take(reading: Reading, call: Call, named: Word, found: str, text: str) -> None:
+    """The YAML's values and findings, each at its line in that file."""
+    try:
+        inner = rules.read(text, found)
+    except InputError as exc:
+        reading.findings.append(
+            finding("job-file-unreadable", str(exc), where=f"{call.path}:{named.line}")
+        )
+        _unknown(reading, named, f"unknown: {named.text} does not read as a nanotron config")
+        return
+    for key, v in inner.values.items():
+        reading.values[key] = Value(v.value, v.line, None, v.why_unknown, found)
+        if key in rules.FIELDS:
+            reading.sources.append(Source(rules.FIELDS[key], v.value, f"{found}:{v.line} {key}"))
+    reading.findings += inner.findings

@@ -1,0 +1,32 @@
+"""torchtitan: TOML job files (≤ 0.2.2) and launches of ``torchtitan.train`` with
+``--section.key`` flags (0.3.0's ``--module``/``--config``, and the token-based generation
+after it). Rendered as a launch script for torchtitan 0.3.0 (:mod:`.rules`, :mod:`.keys`)."""
+
+from pathlib import Path
+
+from translator.frameworks.contract import Engine, from_module
+from translator.frameworks.torchtitan import edits, program, rules, template, verdict
+from translator.frameworks.torchtitan.codes import CODES
+
+FRAMEWORK = from_module(
+    rules,
+    template=str(Path(__file__).with_name("torchtitan.sh.j2")),
+    filename="torchtitan.sh",
+    extensions=(".toml",),
+    claim_order=25,
+    codes=CODES,
+    context=template.context,
+    edits=edits.edits,
+    insertion=edits.insertion,
+    inserted=edits.inserted,
+    verdict=verdict.verdict,
+    requires=("torch", "torchtitan"),
+    extra="native",
+    program=program.program,
+    engine=Engine(
+        "translator.frameworks.torchtitan.engine",
+        requires=("torch", "torchtitan"),
+        extra="native",
+        environment={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    ),
+)

@@ -1,0 +1,189 @@
+"""A torchtitan training launch in a job: ``torchrun ... -m torchtitan.train`` (or an
+experiment's ``torchtitan.experiments.<x>.train``, or ``torchtitan/train.py``) with its
+arguments, as torchtitan's ConfigManager takes them:
+
+- ``--job.config_file x.toml`` (≤ 0.2.2): the TOML job file, then the flags on top;
+- ``--module llama3 --config llama3_8b`` (0.3.0 and later): a Python config function, then
+  the flags on top; what the function sets is Python, not read, so a key the flags do not give
+  stays unknown;
+- ``--section.key value`` / ``--section.key=value`` (dashes or underscores): the last one wins.
+"""
+
+from __future__ import annotations
+
+import re
+
+from translator.errors import InputError
+from translator.files import read_text
+from translator.findings import finding
+from translator.frameworks.torchtitan import keys, rules
+from translator.frameworks.torchtitan.generation import TOML_FLAG
+from translator.job import not_found
+from translator.reading import Call, Reading, Source, Value
+from translator.shell.values import Word
+
+#: A program that is torchtitan's trainer.
+PROGRAM = re.compile(r"torchtitan(\.\w+)*\.train|(.*/)?torchtitan/(\w+/)*train\.py")
+#: The spec field of each batch key whose sources a job lists.
+SOURCES = {
+    "training.local_batch_size": "micro_batch_size",
+    "training.global_batch_size": "global_batch_size",
+}
+
+
+def program(call: Call) -> Reading | None:
+    """torchtitan's training from one launch command, or ``None`` when it runs none."""
+    flags = _flags(call.arguments)
+    if not PROGRAM.fullmatch(call.program) and TOML_FLAG not in flags:
+        return None
+    reading = Reading(call.path, rules.NAME, call.text)
+    toml = flags.pop(TOML_FLAG, None)
+    config = flags.get("config")
+    if toml is not None:
+        _toml(reading, call, toml)
+    seen = {}
+    for key, (flag, value) in flags.items():
+        seen[key] = flag.line
+        if key in keys.DEFAULTS:
+            before = reading.values.get(key)
+            reading.values[key] = value
+            if key in SOURCES and before is not None:
+                reading.sources.append(
+                    Source(SOURCES[key], before.value, reading.where(key), False, "a flag wins")
+                )
+            if key in SOURCES:
+                reading.sources.append(
+                    Source(SOURCES[key], value.value, f"{call.path}:{flag.line} --{key}")
+                )
+        elif key in ("module", "config"):
+            reading.values[key] = value
+    reading.findings += rules.typo(
+        {k: line for k, line in seen.items() if k.split(".")[0] in ("training", "parallelism")},
+        call.path,
+    )
+    reading.opaque = _opaque(call.arguments)
+    why = None
+    if reading.opaque:
+        why = f"not given, and {reading.opaque[0]} may give it"
+    elif toml is None:
+        named = None if config is None else config[1]
+        shown = "" if named is None else f" {named.value or named.why_unknown}"
+        why = f"set by the --config{shown} function (Python, not read)"
+        if set(unknown_keys(reading)) - set(reading.values) - _PIECES:
+            reading.findings.append(
+                finding(
+                    "torchtitan-config-function",
+                    f"the --config{shown} function sets every key the flags do not give; it is "
+                    "Python, which batchspec does not run",
+                    hint="give the batch keys and the parallelism degrees as flags (batchspec "
+                    "render --to torchtitan writes them all)",
+                    where=f"{call.path}:{call.line}",
+                )
+            )
+    if why is not None:
+        for key in unknown_keys(reading):
+            reading.values.setdefault(key, Value(None, call.line, None, why))
+    return reading
+
+
+#: Keys whose value a rendered launch may leave to the config function (the sequence length,
+#: and the pipeline split when there is no pipeline).
+_PIECES = {
+    "training.seq_len",
+    "training.max_context_length",
+    "parallelism.pipeline_parallel_microbatch_size",
+    "parallelism.num_pp_microbatches",
+    "parallelism.expert_parallel_degree",
+}
+
+
+def unknown_keys(reading: Reading) -> dict:
+    """The keys a value not seen may set: the degrees, and the batch keys of the generation the
+    given keys are (the installed torchtitan's when none is given)."""
+    given = [k for k in reading.values if k in keys.SAMPLES or k in keys.TOKENS]
+    found = keys.installed()
+    if given:
+        tokens = keys.generation_of(given) == "tokens"
+    else:
+        tokens = found is not None and found[1] == "tokens"
+    return (keys.TOKENS if tokens else keys.SAMPLES) | keys.DEGREES
+
+
+def _flags(words: list[Word]) -> dict[str, tuple[Word, Value]]:
+    """``--section.key`` flags -> (the flag's word, its value), the last one winning."""
+    out: dict[str, tuple[Word, Value]] = {}
+    i = 0
+    while i < len(words):
+        word, i = words[i], i + 1
+        text = word.text
+        if text is None or not text.startswith("--"):
+            continue
+        name, eq, inline = text[2:].partition("=")
+        key = name.replace("-", "_")
+        key = keys.ALIASES.get(key, key)
+        if eq:
+            start = None if word.span is None else word.span[1] - len(inline)
+            span = None if start is None else (start, word.span[1])  # type: ignore[index]
+            value = Value(_parse(inline), word.line, span)
+        elif i < len(words) and not (words[i].text or "").startswith("--"):
+            value, i = Value.of_word(words[i]), i + 1
+            value = Value(_parse(value.value), value.line, value.span, value.why_unknown)
+        else:
+            value = Value(True, word.line)
+        out.pop(key, None)
+        out[key] = (word, value)
+    return out
+
+
+def _parse(value: object) -> object:
+    """A flag's text as tyro takes it: an int, a bool, else the text."""
+    if isinstance(value, str):
+        if re.fullmatch(r"-?\d+", value):
+            return int(value)
+        if value in ("True", "False", "true", "false"):
+            return value.lower() == "true"
+    return value
+
+
+def _opaque(words: list[Word]) -> list[str]:
+    """Unknown words that may hold flags of their own (``$EXTRA_ARGS``; not a flag's value)."""
+    out = []
+    for i, w in enumerate(words):
+        before = words[i - 1].text if i else None
+        after_flag = before is not None and before.startswith("--") and "=" not in before
+        if w.text is None and not w.absent and not after_flag:
+            out.append(f"line {w.line}: {w.why_unknown}")
+    return out
+
+
+def _toml(reading: Reading, call: Call, named: tuple[Word, Value]) -> None:
+    """The TOML job file ``--job.config_file`` names, looked for where the job runs."""
+    flag, value = named
+    reading.values[TOML_FLAG] = value
+    where = f"{call.path}:{flag.line}"
+    if not isinstance(value.value, str):
+        why = f"unknown: the job file is {value.why_unknown or value.value}"
+    else:
+        found, looked = call.locate(value.value)
+        if found is None:
+            reading.findings.append(
+                not_found(f"the torchtitan job file {value.value}", looked, where)
+            )
+            why = f"unknown: {value.value} is not found"
+        else:
+            try:
+                inner = rules.read_toml(read_text(found), str(found), str(found))
+            except InputError as exc:
+                reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
+                why = f"unknown: {value.value} does not read as TOML"
+            else:
+                reading.values |= inner.values
+                reading.findings += inner.findings
+                for key, v in inner.values.items():
+                    if key in SOURCES:
+                        reading.sources.append(
+                            Source(SOURCES[key], v.value, f"{found}:{v.line} {key}")
+                        )
+                return
+    for key in keys.SAMPLES | keys.DEGREES:
+        reading.values[key] = Value(None, flag.line, None, why)

@@ -1,0 +1,31 @@
+"""torchtune: a recipe config with ``batch_size`` per data-parallel rank and
+``gradient_accumulation_steps``, and no global batch key (:mod:`.rules`); which torchtune counts
+it, 0.6.1 or main (:mod:`.generation`). In a job: ``tune run [torchrun options] RECIPE --config
+X [key=value ...]`` (:mod:`.program`)."""
+
+from pathlib import Path
+
+from translator.frameworks.contract import Engine, from_module
+from translator.frameworks.torchtune import program, rules, verdict
+from translator.frameworks.torchtune.codes import CODES
+
+FRAMEWORK = from_module(
+    rules,
+    template=str(Path(__file__).with_name("torchtune.yaml.j2")),
+    filename="torchtune.yaml",
+    extensions=(".yaml", ".yml"),
+    claim_order=45,
+    codes=CODES,
+    requires=("torch", "torchtune"),
+    extra="native",
+    verdict=verdict.verdict,
+    engine=Engine(
+        "translator.frameworks.torchtune.engine",
+        requires=("torch", "torchtune", "torchao"),
+        extra="native",
+        environment={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    ),
+    program=program.program,
+    job_config=program.job_config,
+    commands=program.TOOLS,
+)
