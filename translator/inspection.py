@@ -7,11 +7,10 @@ import dataclasses
 import math
 from collections.abc import Collection
 from dataclasses import dataclass
-from pathlib import Path
 
 from translator import solve
 from translator.advice import general_findings
-from translator.detection import detect
+from translator.detection import claimant, detect
 from translator.errors import BatchspecError, ConfigError, InputError
 from translator.files import read_text
 from translator.findings import Finding, finding, has_errors
@@ -74,12 +73,10 @@ class Inspection:
 
 
 def is_batch_config(path: str, text: str, framework: str | None = None) -> bool:
-    """Whether a file holds batch settings at all, as its framework (given, or claiming its
-    extension; else any) marks them."""
-    suffix = Path(path).suffix.lower()
-    every = by_claim_order()
-    named = [FRAMEWORKS[framework]] if framework else [f for f in every if suffix in f.extensions]
-    return any(f.holds_batch(text) for f in named[:1] or every)
+    """Whether a file holds batch settings at all, as its framework (given, or the one that
+    claims it; else any) marks them."""
+    found = FRAMEWORKS[framework] if framework else claimant(path, text)
+    return any(f.holds_batch(text) for f in ([found] if found else by_claim_order()))
 
 
 def inspect_file(
