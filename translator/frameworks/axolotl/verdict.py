@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import contextmanager
 from pathlib import Path
+
+from translator.frameworks.shared.environ import environ
 
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
 VOCAB_SIZE = 411
@@ -150,21 +151,6 @@ def make_tiny_model(directory: str | os.PathLike) -> Path:
     return model_dir
 
 
-@contextmanager
-def _environ(values: dict[str, str]):
-    """Set environment variables for the block, then restore the previous values."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def build_config(yaml_text: str, base_dir: Path) -> dict:
     """The file's batch keys plus what Axolotl needs to validate them."""
     import yaml
@@ -196,7 +182,7 @@ def resolve(yaml_text: str, world_size: int, base_dir: Path) -> dict:
     ``micro_batch_size``, ``gradient_accumulation_steps`` and ``world_size``. Axolotl's own
     exceptions propagate unchanged (``context_parallel_size`` > 1 needs ``ring_flash_attn``).
     """
-    with _environ({**OFFLINE_ENV, "WORLD_SIZE": str(world_size)}):
+    with environ({**OFFLINE_ENV, "WORLD_SIZE": str(world_size)}):
         import torch
         from axolotl.utils.config import normalize_config, validate_config
         from axolotl.utils.dict import DictDefault

@@ -16,12 +16,11 @@ litgpt is imported inside the functions only.
 from __future__ import annotations
 
 import math
-import os
-from contextlib import contextmanager
 from inspect import signature
 
 from translator.frameworks.contract import NotEnoughKnown
 from translator.frameworks.litgpt import rules
+from translator.frameworks.shared.environ import environ
 
 #: Set while litgpt runs: never reach the Hub; ``torch.compile`` is a no-op (the tiny model
 #: would spend longer compiling than training).
@@ -63,20 +62,9 @@ def parse(text: str, command: str):
     raise refusals[0]
 
 
-@contextmanager
 def _world(world: int):
     """A torchelastic launch of ``world`` processes, for Fabric's check of it."""
-    values = {"WORLD_SIZE": str(world), "RANK": "0", "LOCAL_RANK": "0", "GROUP_RANK": "0"}
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return environ({"WORLD_SIZE": str(world), "RANK": "0", "LOCAL_RANK": "0", "GROUP_RANK": "0"})
 
 
 def resolve(text: str, command: str, world: int) -> dict:
