@@ -74,6 +74,23 @@ def require_installed(name: str) -> None:
         )
 
 
+def model_parallel_sizes(spec) -> str:
+    """The model-parallel sizes above 1 of ``spec`` (``tensor 2, pipeline 4``); empty when it
+    is data-parallel only."""
+    sizes = (
+        ("tensor", spec.tensor_parallel_size),
+        ("pipeline", spec.pipeline_parallel_size),
+        ("context", spec.context_parallel_size),
+    )
+    return ", ".join(f"{name} {size}" for name, size in sizes if size > 1)
+
+
+def data_parallel_only(engine_name: str, spec) -> str | None:
+    """An engine's refusal of a ``spec`` that is not data-parallel only, else None."""
+    sizes = model_parallel_sizes(spec)
+    return f"the {engine_name} engine runs data parallelism only, not {sizes}" if sizes else None
+
+
 def runs_layout(spec, device: str) -> list[str]:
     """The frameworks whose engines run ``spec``'s layout on ``device``."""
     from translator.frameworks import names

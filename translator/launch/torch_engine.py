@@ -24,16 +24,10 @@ EPOCH_STEPS = 1000
 
 def refuse(spec, device: str) -> str | None:
     """Why this engine cannot run ``spec``'s layout (it is data-parallel only), else None."""
-    model = {
-        "tensor": spec.tensor_parallel_size,
-        "pipeline": spec.pipeline_parallel_size,
-        "context": spec.context_parallel_size,
-    }
-    bigger = {k: v for k, v in model.items() if v > 1}
-    if bigger:
-        sizes = ", ".join(f"{k} {v}" for k, v in bigger.items())
-        from translator.launch.engines import runs_layout
+    from translator.launch.engines import model_parallel_sizes, runs_layout
 
+    sizes = model_parallel_sizes(spec)
+    if sizes:
         others = runs_layout(spec, device)
         return f"the torch engine runs data parallelism only, not {sizes}; " + (
             f"run the layout with --framework {' or '.join(others)}"

@@ -25,6 +25,7 @@ from translator.frameworks.shared.deepspeed_json import FILENAME as DEEPSPEED_JS
 from translator.launch import model as models
 from translator.launch import parity_rank
 from translator.launch.context import RunContext
+from translator.launch.engines import data_parallel_only
 from translator.launch.harness import Harness
 from translator.launch.model import IGNORE
 
@@ -59,20 +60,8 @@ PARITY_SETTINGS = {
 
 
 def refuse(spec, device: str) -> str | None:
-    bigger = {
-        k: v
-        for k, v in (
-            ("tensor", spec.tensor_parallel_size),
-            ("pipeline", spec.pipeline_parallel_size),
-            ("context", spec.context_parallel_size),
-        )
-        if v > 1
-    }
-    if bigger:
-        return "the HF Trainer engine runs data parallelism only, not " + ", ".join(
-            f"{k} {v}" for k, v in bigger.items()
-        )
-    return None
+    """Why this engine cannot run ``spec``'s layout (it is data-parallel only), else None."""
+    return data_parallel_only("HF Trainer", spec)
 
 
 def refuse_config(config: str, partners, where: str, device: str) -> str | None:

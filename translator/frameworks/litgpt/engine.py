@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from translator.launch.context import RunContext
+from translator.launch.engines import model_parallel_sizes
 from translator.launch.harness import Harness
 
 #: The class litgpt's parser instantiates for ``data:``.
@@ -38,12 +39,7 @@ EXTRA_FILE = "litgpt-run.yaml"
 
 def refuse(spec, device: str) -> str | None:
     """Why this engine cannot run ``spec``'s layout on ``device``, else None."""
-    model = {
-        "tensor": spec.tensor_parallel_size,
-        "pipeline": spec.pipeline_parallel_size,
-        "context": spec.context_parallel_size,
-    }
-    bigger = ", ".join(f"{k} {v}" for k, v in model.items() if v > 1)
+    bigger = model_parallel_sizes(spec)
     if bigger:
         return f"litgpt's training has data parallelism only, not {bigger}"
     if device == "cpu" and spec.world_size != 1:

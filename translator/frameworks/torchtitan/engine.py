@@ -22,6 +22,7 @@ import os
 import types
 
 from translator.launch.context import RunContext
+from translator.launch.engines import data_parallel_only
 from translator.launch.harness import Harness
 
 #: The config function the run builds on (torchtitan's smallest llama3).
@@ -31,20 +32,8 @@ VOCAB = 2048
 
 
 def refuse(spec, device: str) -> str | None:
-    bigger = {
-        k: v
-        for k, v in (
-            ("tensor", spec.tensor_parallel_size),
-            ("pipeline", spec.pipeline_parallel_size),
-            ("context", spec.context_parallel_size),
-        )
-        if v > 1
-    }
-    if bigger:
-        return "the torchtitan engine runs data parallelism only, not " + ", ".join(
-            f"{k} {v}" for k, v in bigger.items()
-        )
-    return None
+    """Why this engine cannot run ``spec``'s layout (it is data-parallel only), else None."""
+    return data_parallel_only("torchtitan", spec)
 
 
 def flags(ctx: RunContext, on_gpu: bool) -> list[str]:

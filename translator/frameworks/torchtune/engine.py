@@ -28,6 +28,7 @@ import yaml
 
 from translator.launch import model as models
 from translator.launch.context import RunContext
+from translator.launch.engines import data_parallel_only
 from translator.launch.harness import Harness
 
 #: Keys of the config the run keeps (the batch); the rest is the smoke run's own.
@@ -37,20 +38,8 @@ PAD = 0
 
 
 def refuse(spec, device: str) -> str | None:
-    bigger = {
-        k: v
-        for k, v in (
-            ("tensor", spec.tensor_parallel_size),
-            ("pipeline", spec.pipeline_parallel_size),
-            ("context", spec.context_parallel_size),
-        )
-        if v > 1
-    }
-    if bigger:
-        return "the torchtune engine runs data parallelism only, not " + ", ".join(
-            f"{k} {v}" for k, v in bigger.items()
-        )
-    return None
+    """Why this engine cannot run ``spec``'s layout (it is data-parallel only), else None."""
+    return data_parallel_only("torchtune", spec)
 
 
 def refuse_config(config: str, partners, where: str, device: str) -> str | None:
