@@ -153,6 +153,31 @@ class Reading:
         v = self.values.get(key)
         return None if v is None else v.count
 
+    def set_later(
+        self,
+        key: str,
+        value: Value,
+        field: str | None,
+        where: str,
+        why: str,
+        why_again: str | None = None,
+    ) -> None:
+        """Set ``key`` to ``value`` over what was set before, as a framework that reads its
+        sources in order does (the later wins). When the key gives a spec ``field``, the
+        ``sources`` say so: the field's earlier winners now lose, with ``why`` (the framework's
+        rule), or ``why_again`` where the earlier value came from the same command line rather
+        than a file; ``where`` wins."""
+        before = self.values.get(key)
+        self.values[key] = value
+        if field is None:
+            return
+        if before is not None:
+            rule = why_again if why_again is not None and not before.file else why
+            lost = [s for s in self.sources if s.name == field and s.won]
+            self.sources = [s for s in self.sources if not (s.name == field and s.won)]
+            self.sources += [Source(s.name, s.value, s.where, False, rule) for s in lost]
+        self.sources.append(Source(field, value.value, where))
+
 
 @dataclass(frozen=True)
 class Source:

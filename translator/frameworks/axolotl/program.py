@@ -344,20 +344,14 @@ def _override(reading: Reading, call: Call, override: Override, config: dict | N
             reading.sources.append(Source(field, given, where, False, why))
         return
     value = _cast(override, None if config is None else config.get(key), call.text)
-    before = reading.values.get(key)
-    reading.values[key] = value
-    if field is None:
-        return
-    if before is not None:
-        why = (
-            "a command-line override wins over the YAML (Axolotl's load_cfg)"
-            if before.file
-            else "the last occurrence of an option wins"
-        )
-        lost = [s for s in reading.sources if s.name == field and s.won]
-        reading.sources = [s for s in reading.sources if not (s.name == field and s.won)]
-        reading.sources += [Source(s.name, s.value, s.where, False, why) for s in lost]
-    reading.sources.append(Source(field, value.value, where))
+    reading.set_later(
+        key,
+        value,
+        field,
+        where,
+        "a command-line override wins over the YAML (Axolotl's load_cfg)",
+        "the last occurrence of an option wins",
+    )
 
 
 def _cast(override: Override, existing: object, script: str) -> Value:

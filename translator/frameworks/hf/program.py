@@ -233,22 +233,14 @@ def _set(reading: Reading, flag: Flag, call: Call) -> None:
         parsed = Value(None, value.line, None, why)
     else:
         parsed = Value(_literal(value.text), value.line, value.span)
-    before = reading.values.get(flag.key)
-    reading.values[flag.key] = parsed
-    field = FIELDS.get(flag.key)
-    if field is None:
-        return
-    where = f"{call.path}:{flag.word.line} --{flag.key}"
-    if before is not None:
-        earlier = [s for s in reading.sources if s.name == field and s.won]
-        reading.sources = [s for s in reading.sources if not (s.name == field and s.won)]
-        why = (
-            "a flag overrides the arguments file (TrlParser)"
-            if before.file
-            else "the last occurrence of a flag wins (argparse)"
-        )
-        reading.sources += [Source(s.name, s.value, s.where, False, why) for s in earlier]
-    reading.sources.append(Source(field, parsed.value, where))
+    reading.set_later(
+        flag.key,
+        parsed,
+        FIELDS.get(flag.key),
+        f"{call.path}:{flag.word.line} --{flag.key}",
+        "a flag overrides the arguments file (TrlParser)",
+        "the last occurrence of a flag wins (argparse)",
+    )
 
 
 def _empty_value(flag: Flag, path: str) -> Finding:

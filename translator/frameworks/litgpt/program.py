@@ -144,25 +144,9 @@ def _scalar(text: str) -> object:
 
 
 def _record(reading: Reading, key: str, got: Value, where: str) -> None:
-    before = reading.values.get(key)
-    reading.values[key] = got
-    field = FIELDS.get(key)
-    if field is None:
-        return
-    if before is not None:
-        lost = [s for s in reading.sources if s.name == field and s.won]
-        reading.sources = [s for s in reading.sources if not (s.name == field and s.won)]
-        reading.sources += [
-            Source(
-                s.name,
-                s.value,
-                s.where,
-                False,
-                "jsonargparse applies its arguments in order: the later wins",
-            )
-            for s in lost
-        ]
-    reading.sources.append(Source(field, got.value, where))
+    """``key`` set to ``got`` over what was set before (a config, an earlier flag)."""
+    why = "jsonargparse applies its arguments in order: the later wins"
+    reading.set_later(key, got, FIELDS.get(key), where, why)
 
 
 def _config(reading: Reading, call: Call, word: Word, named: Word | None) -> None:

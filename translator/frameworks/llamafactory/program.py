@@ -238,23 +238,15 @@ def _set(
     reading: Reading, call: Call, key: str, word: Word, value: Value, flag: bool = False
 ) -> None:
     """A value of the command line, over the config's (or an earlier flag's)."""
-    before = reading.values.get(key)
-    reading.values[key] = value
-    field = FIELDS.get(key)
-    if field is None:
-        return
     shown = (word.text or "").split("=", 1)[0] or key
-    if before is not None:
-        why = (
-            "a key=value override wins over the config (OmegaConf.merge in LLaMA-Factory's "
-            "read_args)"
-            if before.file
-            else "the last occurrence wins"
-        )
-        lost = [s for s in reading.sources if s.name == field and s.won]
-        reading.sources = [s for s in reading.sources if not (s.name == field and s.won)]
-        reading.sources += [Source(s.name, s.value, s.where, False, why) for s in lost]
-    reading.sources.append(Source(field, value.value, f"{call.path}:{word.line} {shown}"))
+    reading.set_later(
+        key,
+        value,
+        FIELDS.get(key),
+        f"{call.path}:{word.line} {shown}",
+        "a key=value override wins over the config (OmegaConf.merge in LLaMA-Factory's read_args)",
+        "the last occurrence wins",
+    )
 
 
 def _deepspeed(reading: Reading, call: Call) -> None:

@@ -206,17 +206,9 @@ def _set(
     reading: Reading, key: str, line: int | None, value: Value, where: str | None = None
 ) -> None:
     """A value over the one set before (an option, the config file, an earlier override)."""
-    before = reading.values.get(key)
-    reading.values[key] = value
-    field = FIELDS.get(key)
-    if field is None:
-        return
-    if before is not None:
-        lost = [s for s in reading.sources if s.name == field and s.won]
-        reading.sources = [s for s in reading.sources if not (s.name == field and s.won)]
-        why = "a later override wins (OmegaConf merge, in order)"
-        reading.sources += [Source(s.name, s.value, s.where, False, why) for s in lost]
-    reading.sources.append(Source(field, value.value, where or f"{reading.path}:{line} {key}"))
+    why = "a later override wins (OmegaConf merge, in order)"
+    shown = where or f"{reading.path}:{line} {key}"
+    reading.set_later(key, value, FIELDS.get(key), shown, why)
 
 
 def _nemo_world(reading: Reading, call: Call) -> None:

@@ -216,21 +216,14 @@ def _yaml(raw: str) -> object:
 
 def _set(reading: Reading, call: Call, key: str, word: Word, value: Value) -> None:
     """A value of the command line, over the config's (or an earlier override's)."""
-    before = reading.values.get(key)
-    reading.values[key] = value
-    field = rules.KEYS.get(key)
-    if field is None:
-        return
-    if before is not None:
-        why = (
-            "a key=value override wins over the config (torchtune's _merge_yaml_and_cli_args)"
-            if before.file
-            else "the last override wins"
-        )
-        lost = [s for s in reading.sources if s.name == field and s.won]
-        reading.sources = [s for s in reading.sources if not (s.name == field and s.won)]
-        reading.sources += [Source(s.name, s.value, s.where, False, why) for s in lost]
-    reading.sources.append(Source(field, value.value, f"{call.path}:{word.line} {key}"))
+    reading.set_later(
+        key,
+        value,
+        rules.KEYS.get(key),
+        f"{call.path}:{word.line} {key}",
+        "a key=value override wins over the config (torchtune's _merge_yaml_and_cli_args)",
+        "the last override wins",
+    )
 
 
 # The world ---------------------------------------------------------------------------------
