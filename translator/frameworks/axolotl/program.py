@@ -26,6 +26,7 @@ from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.axolotl import rules
 from translator.frameworks.shared import hf_deepspeed
+from translator.frameworks.shared.ray_world import ray_world
 from translator.job import launcher_config, not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell import launchers
@@ -499,16 +500,4 @@ def _ray_world(reading: Reading, call: Call, command: Command) -> None:
             "--use-ray), and each of its processes would start Ray's workers of its own",
         )
         return
-    reading.launcher = "ray"
-    v = reading.values.get("ray_num_workers")
-    if v is None:
-        reading.world_size = 1
-        reading.sources.append(Source("world_size", 1, "ray_num_workers: Axolotl's default"))
-    elif v.count is not None:
-        reading.world_size = v.count
-        shown = f"{v.file or call.path}:{v.line}"
-        reading.sources.append(Source("world_size", v.count, f"{shown} ray_num_workers"))
-    else:
-        reading.world_unknown = Note(
-            v.line, f"Ray's ray_num_workers is {v.why_unknown or repr(v.value)}"
-        )
+    ray_world(reading, call, "Axolotl")

@@ -30,7 +30,8 @@ from translator.findings import finding
 from translator.frameworks.llamafactory import rules
 from translator.frameworks.shared import hf_deepspeed
 from translator.frameworks.shared import hf_trainer as hf
-from translator.frameworks.shared.overrides import value_span
+from translator.frameworks.shared.overrides import unknown_key, value_span
+from translator.frameworks.shared.ray_world import ray_world
 from translator.job import not_found
 from translator.reading import Call, Note, Reading, Source, Value, typo_findings
 from translator.shell.values import Word
@@ -149,12 +150,9 @@ def _override(reading: Reading, call: Call, word: Word) -> bool:
     Whether the word is one (a word without ``=`` becomes a key of its own)."""
     text = word.text
     if text is None:
-        head = word.parts[0].text if word.parts and word.parts[0].text else ""
-        key = head.split("=", 1)[0] if "=" in head else None
-        if key in READ:
+        key = unknown_key(reading, word, READ)
+        if key is not None:
             _set(reading, call, key, word, Value(None, word.line, None, word.why_unknown))
-        elif key is None and not getattr(word, "absent", False):
-            reading.opaque.append(f"line {word.line}: {word.why_unknown}")
         return True
     key, eq, raw = text.partition("=")
     if not eq:
@@ -318,7 +316,7 @@ def _cli_world(reading: Reading, call: Call) -> None:
     if torchrun:
         _torchrun_world(reading, call, count, why_count)
     elif ray:
-        _ray_world(reading, call)
+        ray_world(reading, call, "LLaMA-Factory")
     else:
         _one_process(reading, call, "llamafactory-cli train without FORCE_TORCHRUN")
 
@@ -383,21 +381,6 @@ def _count_of(env: Mapping[str, Word], name: str, default: int | None) -> tuple[
 
 def _int(text: str | None) -> object:
     return int(text) if text is not None and text.isascii() and text.isdigit() else text
-
-
-def _ray_world(reading: Reading, call: Call) -> None:
-    """``USE_RAY``: Ray trains in ``ray_num_workers`` workers (LLaMA-Factory's default 1)."""
-    reading.launcher = "ray"
-    v = reading.values.get("ray_num_workers")
-    if v is None:
-        reading.world_size = 1
-        reading.sources.append(Source("world_size", 1, "ray_num_workers: LLaMA-Factory's default"))
-    elif v.count is not None:
-        reading.world_size = v.count
-        shown = f"{v.file or call.path}:{v.line}"
-        reading.sources.append(Source("world_size", v.count, f"{shown} ray_num_workers"))
-    else:
-        reading.world_unknown = Note(v.line, f"ray_num_workers is {v.why_unknown or v.value!r}")
 
 
 def _one_process(reading: Reading, call: Call, how: str) -> None:

@@ -23,7 +23,7 @@ from translator import parsing
 from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import finding
-from translator.frameworks.shared.overrides import value_span
+from translator.frameworks.shared.overrides import unknown_key, value_span
 from translator.frameworks.torchtune import generation, rules
 from translator.job import not_found
 from translator.reading import Call, Note, Reading, Source, Value
@@ -169,12 +169,9 @@ def _override(reading: Reading, call: Call, word: Word) -> bool:
     Whether it is one (torchtune refuses any other word)."""
     text = word.text
     if text is None:
-        head = word.parts[0].text if word.parts and word.parts[0].text else ""
-        key = head.split("=", 1)[0] if "=" in head else None
-        if key in READ:
+        key = unknown_key(reading, word, READ)
+        if key is not None:
             _set(reading, call, key, word, Value(None, word.line, None, word.why_unknown))
-        elif key is None and not getattr(word, "absent", False):
-            reading.opaque.append(f"line {word.line}: {word.why_unknown}")
         return True
     if text.startswith("~"):
         key = text[1:].split("=")[0]
