@@ -62,14 +62,8 @@ def parse_layout(text: str, path: str) -> Layout:
     )
 
 
-def refuse(spec, device: str) -> str | None:
-    """Why this engine cannot run ``spec``'s layout on ``device`` (``cpu``/``gpu``), else None."""
-    return mcore_engine.refusal(
-        spec.tensor_parallel_size,
-        spec.pipeline_parallel_size,
-        spec.context_parallel_size,
-        device == "gpu",
-    )
+#: Why this engine cannot run a spec's layout on a device (megatron-core's CPU limits).
+refuse = mcore_engine.refuse
 
 
 def refuse_config(config: str, partners, where: str, device: str) -> str | None:

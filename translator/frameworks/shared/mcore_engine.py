@@ -98,6 +98,17 @@ def refusal(tensor: int, pipeline: int, context: int, on_gpu: bool) -> str | Non
     return None
 
 
+def refuse(spec, device: str) -> str | None:
+    """Why a megatron-core engine cannot run ``spec``'s layout on ``device`` (``cpu``/``gpu``),
+    else None (the engines' ``refuse``)."""
+    return refusal(
+        spec.tensor_parallel_size,
+        spec.pipeline_parallel_size,
+        spec.context_parallel_size,
+        device == "gpu",
+    )
+
+
 def layout_refusal(layout: Layout, on_gpu: bool) -> str | None:
     """Why this engine cannot run ``layout`` here, else None."""
     why = refusal(
