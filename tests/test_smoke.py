@@ -798,24 +798,6 @@ def test_a_batch_other_than_the_expected_one_exits_1_naming_both(
     assert code == 1, err
     assert out["samples_per_optimizer_step"] == [real, real]
     assert f"{framework} consumed {real} samples per optimizer step, not the 16 expected" in err
-    # and the same run with the right expectation passes
-    code, out, err = smoke_json(
-        path,
-        "--framework",
-        framework,
-        "--nproc",
-        nproc,
-        "--steps",
-        2,
-        "--device",
-        "cpu",
-        "--expect-global",
-        real,
-        "--workdir",
-        tmp_path / "w",
-        timeout=600,
-    )
-    assert code == 0, err
 
 
 def test_the_gpu_check_script_says_so_when_there_is_no_gpu(tmp_path):
@@ -953,7 +935,7 @@ def test_deepspeed_ulysses_counts_each_sequence_group_once(tmp_path):
 def test_the_hf_trainer_runs_the_deepspeed_json_its_file_names(tmp_path):
     """A TrainingArguments file naming a DeepSpeed JSON of "auto" values (ZeRO 2): the Trainer
     steps through DeepSpeed's engine on 2 CPU ranks, 2 × 2 × 2 = 8 samples per step; the same
-    run expecting 16 fails naming both numbers."""
+    run, expecting 16, fails naming both numbers."""
     (tmp_path / "ds.json").write_text(
         json.dumps(
             {
@@ -978,30 +960,15 @@ def test_the_hf_trainer_runs_the_deepspeed_json_its_file_names(tmp_path):
         16,
         "--device",
         "cpu",
-        "--workdir",
-        tmp_path / "w",
-        timeout=600,
-    )
-    assert code == 0, err
-    assert out["samples_per_optimizer_step"] == [8, 8]
-    assert out["stepped_by"] == "Trainer (DeepSpeedEngine)"
-    code, out, err = smoke_json(
-        args,
-        "--nproc",
-        2,
-        "--steps",
-        2,
-        "--seq-len",
-        16,
-        "--device",
-        "cpu",
         "--expect-global",
         16,
         "--workdir",
         tmp_path / "w",
         timeout=600,
     )
-    assert code == 1
+    assert code == 1, err
+    assert out["samples_per_optimizer_step"] == [8, 8]
+    assert out["stepped_by"] == "Trainer (DeepSpeedEngine)"
     assert "hf consumed 8 samples per optimizer step, not the 16 expected" in err
 
 
