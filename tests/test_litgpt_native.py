@@ -150,3 +150,55 @@ def test_smoke_refuses_several_cpu_processes_before_starting(tmp_path):
     path.write_text(GOOD.replace("devices: 4", "devices: 2").replace("64", "8"))
     code, _, err = smoke(tmp_path, path, "--nproc-per-node", 2, "--device", "cpu")
     assert code == 2 and "FSDP is only available on GPU" in err and "nothing was started" in err
+
+
+PARITY_FILE = "{first}devices: 1\nnum_nodes: 1\ntrain:\n  global_batch_size: 8\n  micro_batch_size: {micro}\n  max_seq_length: 32\n"
+
+
+def test_parity_holds_on_litgpt_pretrain_for_two_splits_of_one_batch(tmp_path):
+    """litgpt pretrain's own loss and accumulation (each micro-batch's chunked_cross_entropy
+    divided by gradient_accumulation_iters) over the full rows it trains on, SGD in place of
+    its optimizer: micro 4 × 2 and 1 × 8 train the same step (measured 1.5e-5 of the update)."""
+    import litgpt  # noqa: F401
+
+    path = tmp_path / "litgpt.yaml"
+    path.write_text(PARITY_FILE.format(first="model_name: x\n", micro=4))
+    code, out, err = smoke(tmp_path, path, "--parity", "micro=1", "--workdir", tmp_path / "w")
+    assert code == 0, err
+    a, b = out["a"], out["b"]
+    assert (a["gradient_accumulation_steps"], b["gradient_accumulation_steps"]) == (2, 8)
+    assert a["stepped_by"] == b["stepped_by"] == "SGD"
+    diff = out["difference"]
+    assert diff["same_initial_weights"]
+    assert diff["update"]["largest"]["relative_difference"] < out["tolerance"] == 1e-3
+    assert diff["loss"]["relative_difference"] < 1e-5
+
+
+def _finetune_divides_each_micro_batch_mean() -> bool:
+    """Whether litgpt's finetune_full backpropagates each micro-batch's own mean loss
+    (chunked_cross_entropy over its unmasked targets) divided by the accumulation."""
+    import inspect
+
+    from litgpt.finetune import full
+
+    source = inspect.getsource(full.fit)
+    return "chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])" in source and (
+        "fabric.backward(loss / train.gradient_accumulation_iters(" in source
+    )
+
+
+def test_parity_on_litgpt_finetune_follows_its_per_micro_batch_mean(tmp_path):
+    """litgpt 0.5.13's finetune_full divides each micro-batch's mean over its own unmasked
+    tokens by the accumulation (the HF Trainer's bug before 4.46): on padded samples of
+    different lengths, micro 8 × 1 and 2 × 4 differ by 98 % of the update here."""
+    path = tmp_path / "finetune.yaml"
+    path.write_text(PARITY_FILE.format(first="checkpoint_dir: checkpoints/x\n", micro=8))
+    code, out, err = smoke(tmp_path, path, "--parity", "micro=2", "--workdir", tmp_path / "w")
+    assert out["b"]["gradient_accumulation_steps"] == 4, err
+    assert out["difference"]["same_initial_weights"]
+    largest = out["difference"]["update"]["largest"]
+    if _finetune_divides_each_micro_batch_mean():
+        assert code == 1 and largest["relative_difference"] > 0.5, err
+        assert f"the update of {largest['parameter']} differs by" in err
+    else:
+        assert code == 0 and largest["relative_difference"] < 1e-3, err

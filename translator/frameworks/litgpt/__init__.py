@@ -27,6 +27,7 @@ FRAMEWORK = from_module(
         "translator.frameworks.litgpt.engine",
         requires=("torch", "litgpt"),
         extra="native",
+        options=frozenset({"parity"}),
         environment=verdict.OFFLINE_ENV,
     ),
     program=program.program,

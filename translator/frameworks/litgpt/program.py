@@ -24,6 +24,7 @@ from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import Finding, finding
 from translator.frameworks.litgpt import rules
+from translator.frameworks.litgpt.verdict import REQUIRED
 from translator.frameworks.shared.overrides import value_span
 from translator.job import not_found
 from translator.reading import Call, Note, Reading, Source, Value
@@ -218,7 +219,8 @@ def _world(reading: Reading, call: Call) -> None:
 
 def job_config(reading: Reading) -> str:
     """The litgpt YAML a job's words give (its config with the overrides applied, the
-    command's defaults where nothing is set), for the smoke engine and the verdict."""
+    command's defaults where nothing is set, its command's required setting with a stand-in),
+    for the smoke engine and the verdict."""
     command = reading.values.get(rules.COMMAND)
     defaults = rules.DEFAULTS[str(command.value)] if command is not None else None
     devices, nodes = rules.device_count(reading)
@@ -232,6 +234,9 @@ def job_config(reading: Reading) -> str:
     if seq is not None and seq.value is not None:
         train["max_seq_length"] = seq.value
     config: dict = {}
+    if command is not None:  # the setting that tells the command (the batch needs no value)
+        key, stand_in = REQUIRED[str(command.value)]
+        config[key] = stand_in
     if devices is not None:
         config["devices"] = devices
     if nodes is not None:
