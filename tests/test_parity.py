@@ -330,3 +330,67 @@ def test_parity_on_axolotl_follows_its_trainers_loss_normalisation(tmp_path):
         assert code == 1 and largest > 0.05, err
     else:
         assert code == 0 and largest < 1e-3, err
+
+
+def torchtune_config(folder: Path, name: str, micro: int, accumulation: int, data: str = ""):
+    """A torchtune recipe config of the batch (``data``: its ``dataset`` section, whose
+    component decides how the parity samples are labelled)."""
+    path = folder / name
+    path.write_text(f"batch_size: {micro}\ngradient_accumulation_steps: {accumulation}\n{data}")
+    return path
+
+
+@pytest.mark.framework
+@pytest.mark.native
+def test_torchtunes_recipe_trains_the_same_step_on_two_splits_of_sft_samples(tmp_path):
+    """full_finetune_distributed sums each micro-batch's loss times its unmasked labels and
+    scales the gradients by world ÷ the step's labels on all ranks: micro 4 × 2 FSDP ranks and
+    micro 1 × accumulation 8 on one rank train the same step (an SFT dataset masks the BOS)."""
+    import torchtune  # noqa: F401  (the native venv's)
+
+    config = torchtune_config(tmp_path, "torchtune.yaml", 4, 1)
+    code, out, err = parity_json(
+        config,
+        *("--nproc-per-node", 2, "--device", "cpu", "--seq-len", 32),
+        *("--parity", "micro=1,nproc=1", "--workdir", tmp_path / "w"),
+    )
+    assert code == 0, err
+    assert out["b"]["gradient_accumulation_steps"] == 8 and out["a"]["stepped_by"] == "SGD"
+    diff = out["difference"]
+    assert diff["same_initial_weights"]
+    assert diff["update"]["largest"]["relative_difference"] < 1e-3  # measured: 4.2e-5
+
+
+def _torchtune_counts_before_the_shift() -> bool:
+    """Whether the installed recipe counts a micro-batch's unmasked labels before it shifts
+    them (0.6.1 shifts in the recipe, through ``ignore_labels_cache``; main shifts them in the
+    dataset, so what it counts is what its loss predicts)."""
+    import inspect
+
+    from translator.frameworks.torchtune.verdict import recipe_module
+
+    recipe = recipe_module().FullFinetuneRecipeDistributed
+    return "ignore_labels_cache" in inspect.getsource(recipe.train)
+
+
+@pytest.mark.framework
+@pytest.mark.native
+def test_torchtune_0_6_1_weighs_micro_batches_by_a_label_its_loss_never_predicts(tmp_path):
+    """A text-completion dataset labels the BOS too; torchtune 0.6.1's recipe counts it (its
+    labels are counted before the shift drops the first) but its loss never predicts it, so
+    each micro-batch's mean is weighted by (labels) / (labels − rows): micro 8 × 1 and 1 × 8 of
+    the same samples train differently (measured: 12.9% of the update)."""
+    data = "dataset:\n  _component_: torchtune.datasets.text_completion_dataset\n"
+    one = torchtune_config(tmp_path, "one.yaml", 8, 1, data)
+    eight = torchtune_config(tmp_path, "eight.yaml", 1, 8, data)
+    code, out, err = parity_json(
+        one, "--device", "cpu", "--seq-len", 32, "--parity", eight, "--workdir", tmp_path / "w"
+    )
+    assert out["difference"]["same_initial_weights"], err
+    assert out["b"]["gradient_accumulation_steps"] == 8
+    largest = out["difference"]["update"]["largest"]
+    if _torchtune_counts_before_the_shift():
+        assert code == 1 and largest["relative_difference"] > 0.05, err
+        assert f"the update of {largest['parameter']} differs by" in err
+    else:
+        assert code == 0 and largest["relative_difference"] < 1e-3, err
