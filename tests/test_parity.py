@@ -330,3 +330,116 @@ def test_parity_on_axolotl_follows_its_trainers_loss_normalisation(tmp_path):
         assert code == 1 and largest > 0.05, err
     else:
         assert code == 0 and largest < 1e-3, err
+
+
+def torchtune_config(folder: Path, name: str, micro: int, accumulation: int, data: str = ""):
+    """A torchtune recipe config of the batch (``data``: its ``dataset`` section, whose
+    component decides how the parity samples are labelled)."""
+    path = folder / name
+    path.write_text(f"batch_size: {micro}\ngradient_accumulation_steps: {accumulation}\n{data}")
+    return path
+
+
+@pytest.mark.framework
+@pytest.mark.native
+def test_torchtunes_recipe_trains_the_same_step_on_two_splits_of_sft_samples(tmp_path):
+    """full_finetune_distributed sums each micro-batch's loss times its unmasked labels and
+    scales the gradients by world ÷ the step's labels on all ranks: micro 4 × 2 FSDP ranks and
+    micro 1 × accumulation 8 on one rank train the same step (an SFT dataset masks the BOS)."""
+    import torchtune  # noqa: F401  (the native venv's)
+
+    config = torchtune_config(tmp_path, "torchtune.yaml", 4, 1)
+    code, out, err = parity_json(
+        config,
+        *("--nproc-per-node", 2, "--device", "cpu", "--seq-len", 32),
+        *("--parity", "micro=1,nproc=1", "--workdir", tmp_path / "w"),
+    )
+    assert code == 0, err
+    assert out["b"]["gradient_accumulation_steps"] == 8 and out["a"]["stepped_by"] == "SGD"
+    diff = out["difference"]
+    assert diff["same_initial_weights"]
+    assert diff["update"]["largest"]["relative_difference"] < 1e-3  # measured: 4.2e-5
+
+
+def _torchtune_counts_before_the_shift() -> bool:
+    """Whether the installed recipe counts a micro-batch's unmasked labels before it shifts
+    them (0.6.1 shifts in the recipe, through ``ignore_labels_cache``; main shifts them in the
+    dataset, so what it counts is what its loss predicts)."""
+    import inspect
+
+    from translator.frameworks.torchtune.verdict import recipe_module
+
+    recipe = recipe_module().FullFinetuneRecipeDistributed
+    return "ignore_labels_cache" in inspect.getsource(recipe.train)
+
+
+@pytest.mark.framework
+@pytest.mark.native
+def test_torchtune_0_6_1_weighs_micro_batches_by_a_label_its_loss_never_predicts(tmp_path):
+    """A text-completion dataset labels the BOS too; torchtune 0.6.1's recipe counts it (its
+    labels are counted before the shift drops the first) but its loss never predicts it, so
+    each micro-batch's mean is weighted by (labels) / (labels − rows): micro 8 × 1 and 1 × 8 of
+    the same samples train differently (measured: 12.9% of the update)."""
+    data = "dataset:\n  _component_: torchtune.datasets.text_completion_dataset\n"
+    one = torchtune_config(tmp_path, "one.yaml", 8, 1, data)
+    eight = torchtune_config(tmp_path, "eight.yaml", 1, 8, data)
+    code, out, err = parity_json(
+        one, "--device", "cpu", "--seq-len", 32, "--parity", eight, "--workdir", tmp_path / "w"
+    )
+    assert out["difference"]["same_initial_weights"], err
+    assert out["b"]["gradient_accumulation_steps"] == 8
+    largest = out["difference"]["update"]["largest"]
+    if _torchtune_counts_before_the_shift():
+        assert code == 1 and largest["relative_difference"] > 0.05, err
+        assert f"the update of {largest['parameter']} differs by" in err
+    else:
+        assert code == 0 and largest["relative_difference"] < 1e-3, err
+
+
+def torchtitan_launch(folder: Path, micro: int, world: int) -> Path:
+    """torchtitan's launch of global batch 8 (``render --to torchtitan``), in ``folder``."""
+    spec = folder / "spec.json"
+    spec.write_text(
+        json.dumps({"global_batch_size": 8, "micro_batch_size": micro, "world_size": world})
+    )
+    result = run("render", spec, "--to", "torchtitan", "--out", folder)
+    assert result.exit_code == 0, result.output
+    return folder / "torchtitan.sh"
+
+
+def _torchtitan_sums_a_replicated_loss() -> bool:
+    """Whether torchtitan's loss reduction takes a DTensor loss's local part and sums it over
+    the ranks (0.3.0's ``_dist_reduce_tensor``): under ``spmd_backend full_dtensor`` the loss is
+    already the whole batch's (Replicate) on every rank, so it logs data-parallel × the loss."""
+    import inspect
+
+    from torchtitan.distributed import utils
+
+    return "x = x.to_local()" in inspect.getsource(utils._dist_reduce_tensor)
+
+
+@pytest.mark.framework
+@pytest.mark.native
+def test_torchtitans_trainer_trains_the_same_step_on_two_splits_and_logs_a_loss_per_rank(tmp_path):
+    """torchtitan's train_step divides each micro-batch's summed loss by the labels of the whole
+    step on all ranks: micro 4 and micro 1 × accumulation 4 on 2 ranks (a second file) train the
+    same step; on one rank (nproc=1) too, but the loss it logs on 2 CPU ranks (full_dtensor, its
+    only backend there) is twice the loss."""
+    for folder, micro in (("a", 4), ("b", 1)):
+        (tmp_path / folder).mkdir()
+        torchtitan_launch(tmp_path / folder, micro, 2)
+    common = ("--device", "cpu", "--seq-len", 32, "--nproc-per-node", 2)
+    a, b = tmp_path / "a" / "torchtitan.sh", tmp_path / "b" / "torchtitan.sh"
+    code, out, err = parity_json(a, *common, "--parity", b, "--workdir", tmp_path / "w")
+    assert code == 0, err
+    assert out["b"]["gradient_accumulation_steps"] == 4 and out["a"]["stepped_by"] == "SGD"
+    assert out["difference"]["same_initial_weights"]
+    assert out["difference"]["update"]["largest"]["relative_difference"] < 1e-3
+    code, out, err = parity_json(a, *common, "--parity", "nproc=1", "--workdir", tmp_path / "w1")
+    assert out["difference"]["update"]["largest"]["relative_difference"] < 1e-3, err
+    loss = out["difference"]["loss"]
+    if _torchtitan_sums_a_replicated_loss():
+        assert code == 1 and loss["a"] == pytest.approx(2 * loss["b"], rel=1e-4), err
+        assert "parity fails: the loss differs by 50%" in err
+    else:
+        assert code == 0, err

@@ -112,6 +112,14 @@ def snapshot(named_parameters) -> dict:
     return {name: p.detach().float().cpu().clone() for name, p in named_parameters}
 
 
+def gathered(named_parameters) -> list:
+    """``(name, tensor)`` of every parameter, whole: a sharded one (a DTensor, as FSDP2 and
+    torchtitan hold them) gathered from all ranks, so every rank must call it together."""
+    return [
+        (name, p.full_tensor() if hasattr(p, "full_tensor") else p) for name, p in named_parameters
+    ]
+
+
 def fingerprint(weights: dict) -> str:
     """A hash of the weights: two runs start from the same weights when theirs agree."""
     digest = hashlib.sha256()

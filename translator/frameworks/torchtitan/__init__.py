@@ -27,6 +27,7 @@ FRAMEWORK = from_module(
         "translator.frameworks.torchtitan.engine",
         requires=("torch", "torchtitan"),
         extra="native",
+        options=frozenset({"parity"}),
         environment={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
     ),
 )

@@ -14,13 +14,24 @@ monitor's calls (``torch.cpu`` lacks ``get_device_name``, ``memory_stats``...), 
 sets timeouts with (it passes ``device_ids``, which gloo refuses), and FlexAttention, which has
 no backward on CPU: its kernel is replaced by causal SDPA, which is what its block mask computes
 for rows of one document each. Data parallelism only: tensor, pipeline and context parallel
-layouts are refused before launch (:func:`refuse`)."""
+layouts are refused before launch (:func:`refuse`).
+
+A parity run (``smoke --parity``) keeps the Trainer's own loss and accumulation
+(``train_step`` counts the labels that are not ``IGNORE_INDEX`` in all the step's micro-batches,
+sums them over the batch mesh, and each micro-batch's loss is its summed cross-entropy divided
+by that count) and changes what it is fed: rows as 0.3.0's SFT path (``ChatDataset``) pads them,
+one sample of its own length each, then padding labelled ``IGNORE_INDEX`` (its pretraining path
+packs full rows, where every label counts and no split can weigh a token differently), and plain
+SGD at learning rate 1 (:func:`_parity`: torchtitan's optimizer names have no SGD, so its factory
+is given one; no warm-up, no clipping). Rank 0 writes the update of the whole (gathered) weights,
+every rank the loss the Trainer logs."""
 
 from __future__ import annotations
 
 import os
 import types
 
+from translator.launch import parity_rank
 from translator.launch.context import RunContext
 from translator.launch.engines import data_parallel_only
 from translator.launch.harness import Harness
@@ -85,13 +96,22 @@ def run(ctx: RunContext):
         config.compile.enable = False
         config.validator.enable = False
         config.tokenizer = _Built(types.SimpleNamespace(eos_id=0, bos_id=1, pad_id=0))
-        config.dataloader = _Data(ctx.rank, harness)
+        config.dataloader = _Data(ctx, harness)
+        if ctx.parity:
+            _parity(config, harness.on_gpu)
         torch.manual_seed(0)
         trainer = config.build()
         try:
             model = trainer.model_parts[0]
             harness.watch(trainer.optimizers.optimizers[0])
+            if ctx.parity:  # gathered on every rank (the parameters are DTensors)
+                before = parity_rank.snapshot(parity_rank.gathered(model.named_parameters()))
+                losses = _logged_losses(trainer)
             trainer.train()
+            if ctx.parity:
+                after = parity_rank.gathered(model.named_parameters())
+                first = before if ctx.rank == 0 else None
+                parity_rank.write(ctx.workdir, ctx.rank, losses[0], first, after)
         finally:
             trainer.close()
         rank = trainer.parallel_dims.get_mesh("batch").get_local_rank() if ctx.world_size > 1 else 0
@@ -110,15 +130,56 @@ class _Built:
         return self.made
 
 
-class _Data:
-    """torchtitan's dataloader config, duck-typed: ``build`` gives endless random batches of
-    the size and length the Trainer asks for (``{"input", "positions"}``, labels)."""
+def _parity(config, on_gpu: bool) -> None:
+    """The parity run's settings, on ``config``: plain SGD at learning rate 1 for every
+    parameter, no warm-up (the first step's factor is 1), no clipping (an infinite norm clips
+    by 1); on CPU float32 compute, where torchtitan's default is bf16 autocast (its
+    ``mixed_precision_param``, taken by autocast when no parameter is sharded), whose rounding
+    of each micro-batch's gradient alone differs by 4e-3 between splits."""
+    import torch
+    from torchtitan.components.optimizer.optimizer import OptimizersContainer, ParamGroupConfig
 
-    def __init__(self, seed: int, harness: Harness):
-        self.seed, self.harness = seed, harness
+    known = OptimizersContainer._resolve_optimizer_factory
+    OptimizersContainer._resolve_optimizer_factory = staticmethod(
+        lambda name: torch.optim.SGD if name == "SGD" else known(name)
+    )
+    sgd = {"lr": parity_rank.LEARNING_RATE, "momentum": 0.0, "weight_decay": 0.0}
+    config.optimizer.param_groups = [
+        ParamGroupConfig(pattern=".*", optimizer_name="SGD", optimizer_kwargs=sgd)
+    ]
+    config.optimizer.implementation = "for-loop"
+    config.lr_scheduler.warmup_steps = 0
+    config.training.max_norm = float("inf")
+    if not on_gpu:
+        config.training.mixed_precision_param = "float32"
+
+
+def _logged_losses(trainer) -> list[float]:
+    """The losses the Trainer logs, one a step (``global_avg_loss``: the step's summed loss over
+    its counted labels, on every rank together)."""
+    losses: list[float] = []
+    log = trainer.metrics_processor.log
+
+    def keep(step, global_avg_loss, *args, **kwargs):
+        losses.append(float(global_avg_loss))
+        return log(step, global_avg_loss, *args, **kwargs)
+
+    trainer.metrics_processor.log = keep
+    return losses
+
+
+class _Data:
+    """torchtitan's dataloader config, duck-typed: ``build`` gives endless batches of the size
+    and length the Trainer asks for (``{"input", "positions"}``, labels): random tokens, or a
+    parity run's padded samples."""
+
+    def __init__(self, ctx: RunContext, harness: Harness):
+        self.ctx, self.harness = ctx, harness
 
     def build(self, *, local_batch_size: int, seq_len: int, **_):
-        return _Batches(local_batch_size, seq_len, self.seed, self.harness)
+        if self.ctx.parity:
+            return _ParityBatches(local_batch_size, seq_len, self.ctx, self.harness)
+        return _Batches(local_batch_size, seq_len, self.ctx.rank, self.harness)
 
 
 class _Batches:
@@ -143,6 +204,26 @@ class _Batches:
 
     def load_state_dict(self, state: dict) -> None:
         pass
+
+
+class _ParityBatches(_Batches):
+    """The parity samples (:func:`translator.launch.parity_rank.micro_batches`: each step the
+    next global batch of samples, whatever the split), a sample a row, padding after it
+    labelled ``IGNORE_INDEX`` (-100, :data:`translator.launch.model.IGNORE`)."""
+
+    def __init__(self, rows: int, length: int, ctx: RunContext, harness: Harness):
+        super().__init__(rows, length, ctx.rank, harness)
+        self.replicas = ctx.world_size
+
+    def __iter__(self):
+        import torch
+
+        positions = torch.arange(self.length).repeat(self.rows, 1)
+        for tokens, labels in parity_rank.micro_batches(
+            self.seed, self.replicas, self.rows, self.length, VOCAB
+        ):
+            self.harness.add(tokens[:, :-1])
+            yield {"input": tokens[:, :-1], "positions": positions}, labels
 
 
 def _cpu() -> None:

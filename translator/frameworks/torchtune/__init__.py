@@ -23,6 +23,7 @@ FRAMEWORK = from_module(
         "translator.frameworks.torchtune.engine",
         requires=("torch", "torchtune", "torchao"),
         extra="native",
+        options=frozenset({"parity"}),
         environment={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
     ),
     program=program.program,

@@ -12,6 +12,13 @@ the random weights written in the work folder for the recipe's checkpointer to l
 on the recipe's model counts the rows of each training forward, and the recipe's optimizer's
 post-step hook closes the step.
 
+A parity run (``smoke --parity``) keeps the recipe's own loss and accumulation (it sums each
+micro-batch's loss times its unmasked labels, and before the step scales the gradients by
+world ÷ the step's unmasked labels on all ranks) and changes what it is fed: the parity samples
+(:func:`parity_dataset`, rows of different lengths that the recipe's ``padded_collate_sft`` pads,
+labels with ``-100``) and plain SGD (:data:`PARITY_OPTIMIZER`, no clipping or schedule). Rank 0
+writes the loss the recipe logs for the step and the update of the full (unsharded) weights.
+
 On a CPU rank two memory-housekeeping calls are replaced (:func:`cpu_housekeeping`), nothing
 that trains: 0.6.1's recipe logs ``training.get_memory_stats`` after loading the model, which
 raises on a CPU ("Logging memory stats is not supported on CPU devices"), and its
@@ -27,14 +34,30 @@ from unittest import mock
 import yaml
 
 from translator.launch import model as models
+from translator.launch import parity_rank
 from translator.launch.context import RunContext
 from translator.launch.engines import data_parallel_only
 from translator.launch.harness import Harness
+from translator.launch.model import IGNORE
 
 #: Keys of the config the run keeps (the batch); the rest is the smoke run's own.
 KEPT = ("batch_size", "gradient_accumulation_steps", "clip_grad_norm")
 #: Padding token of the synthetic rows (token ids start above it).
 PAD = 0
+#: The parity run's optimizer: plain SGD, whose update is the gradient.
+PARITY_OPTIMIZER = {
+    "_component_": "torch.optim.SGD",
+    "lr": parity_rank.LEARNING_RATE,
+    "momentum": 0.0,
+    "weight_decay": 0.0,
+}
+#: torchtune's datasets that label every token, the first (BOS) included
+#: (``TextCompletionDataset``: ``labels = tokens.copy()``); its SFT datasets mask the BOS.
+TEXT_COMPLETION = (
+    "text_completion_dataset",
+    "TextCompletionDataset",
+    "cnn_dailymail_articles_dataset",
+)
 
 
 def refuse(spec, device: str) -> str | None:
@@ -74,11 +97,42 @@ def dataset(tokenizer: Tokenizer, rows: int, vocab: int, seed: int = 1000) -> li
     return [{"tokens": t.tolist(), "labels": t.tolist()} for t in tokens.unbind(0)]
 
 
+def parity_dataset(
+    tokenizer: Tokenizer, rows: int, vocab: int, bos_labelled: bool = False
+) -> list[dict]:
+    """The parity samples (:func:`translator.launch.parity_rank.row`) as torchtune's datasets
+    give them: each row its own length, unpadded (the recipe's collate pads), the labels the
+    tokens (the recipe shifts them), the first masked as an SFT dataset masks its BOS, or not
+    (``bos_labelled``, as a text-completion dataset labels it)."""
+    out = []
+    for i in range(rows):
+        real = parity_rank.real_tokens(i, tokenizer.max_seq_len)
+        tokens = parity_rank.row(i, tokenizer.max_seq_len, vocab)[:real].tolist()
+        labels = tokens if bos_labelled else [IGNORE, *tokens[1:]]
+        out.append({"tokens": tokens, "labels": list(labels)})
+    return out
+
+
+def labels_bos(given: dict) -> bool:
+    """Whether the config's dataset is one of torchtune's text-completion datasets, which label
+    the BOS (:data:`TEXT_COMPLETION`)."""
+    data = given.get("dataset")
+    name = data.get("_component_", "") if isinstance(data, dict) else ""
+    return isinstance(name, str) and name.rsplit(".", 1)[-1] in TEXT_COMPLETION
+
+
 def config(ctx: RunContext, given: dict, on_gpu: bool) -> dict:
     """The recipe config of the run: the batch keys of ``given``, the rest the smoke run's."""
     shape = models.SHAPES[ctx.model]
     folder = ctx.workdir / f"torchtune-rank{ctx.rank}"
-    return {k: given[k] for k in KEPT if k in given} | {
+    rows = {"rows": ctx.steps * ctx.spec.global_batch, "vocab": shape.vocab}
+    data = (
+        {"_component_": f"{__name__}.parity_dataset", "bos_labelled": labels_bos(given)}
+        if ctx.parity
+        else {"_component_": f"{__name__}.dataset"}
+    )
+    kept = {k: given[k] for k in KEPT if k in given and not (ctx.parity and k == "clip_grad_norm")}
+    return kept | {
         "output_dir": str(folder / "output"),
         "model": {
             "_component_": "torchtune.models.llama3.llama3",
@@ -91,11 +145,7 @@ def config(ctx: RunContext, given: dict, on_gpu: bool) -> dict:
             "max_seq_len": ctx.sequence_length,
         },
         "tokenizer": {"_component_": f"{__name__}.Tokenizer", "max_seq_len": ctx.sequence_length},
-        "dataset": {
-            "_component_": f"{__name__}.dataset",
-            "rows": ctx.steps * ctx.spec.global_batch,
-            "vocab": shape.vocab,
-        },
+        "dataset": data | rows,
         "checkpointer": {
             "_component_": "torchtune.training.FullModelTorchTuneCheckpointer",
             "checkpoint_dir": str(folder / "weights"),
@@ -108,7 +158,9 @@ def config(ctx: RunContext, given: dict, on_gpu: bool) -> dict:
         "shuffle": False,
         "epochs": 1,
         "max_steps_per_epoch": ctx.steps,
-        "optimizer": {"_component_": "torch.optim.AdamW", "lr": 1e-4, "fused": False},
+        "optimizer": PARITY_OPTIMIZER
+        if ctx.parity
+        else {"_component_": "torch.optim.AdamW", "lr": 1e-4, "fused": False},
         "loss": {"_component_": "torchtune.modules.loss.CEWithChunkedOutputLoss"},
         "device": "cuda" if on_gpu else "cpu",
         "dtype": "fp32",
@@ -181,10 +233,31 @@ def run(ctx: RunContext):
             with_kwargs=True,
         )
         harness.watch(recipe._optimizer)
+        if ctx.parity:
+            before = parity_rank.snapshot(parity_rank.gathered(recipe._model.named_parameters()))
+            logged = _logged_losses(recipe) if ctx.rank == 0 else []
         with contextlib.nullcontext() if harness.on_gpu else cpu_housekeeping():
             recipe.train()
+        if ctx.parity:  # every rank gathers the sharded weights; rank 0 logged the loss
+            after = parity_rank.gathered(recipe._model.named_parameters())
+            if ctx.rank == 0:
+                parity_rank.write(ctx.workdir, 0, logged[0], before, after)
         parameters = sum(p.numel() for p in recipe._model.parameters())
         dp_rank = getattr(recipe, "dp_rank", ctx.rank)
     finally:
         recipe.cleanup()
     return harness.result(replica=dp_rank, counts=True, parameters=parameters)
+
+
+def _logged_losses(recipe) -> list[float]:
+    """The losses the recipe logs, one a step (rank 0 logs them: the step's summed loss over
+    its unmasked labels, on every rank together), as it logs them."""
+    losses: list[float] = []
+    log_dict = recipe._metric_logger.log_dict
+
+    def keep(payload, step):
+        losses.append(float(payload["loss"]))
+        return log_dict(payload, step=step)
+
+    recipe._metric_logger.log_dict = keep
+    return losses
