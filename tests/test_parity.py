@@ -187,6 +187,55 @@ def test_a_loss_normalised_per_micro_batch_fails_parity(spec, tmp_path):
     assert "parity fails: the update of" in err
 
 
+@pytest.mark.framework
+def test_parity_under_slurm_runs_both_jobs_on_the_cluster(spec, tmp_path, slurm_cluster):
+    code, out, err = parity_json(
+        spec,
+        "--nproc-per-node",
+        2,
+        "--parity",
+        "micro=2,nproc=1",
+        "--slurm",
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+        "--timeout",
+        240,
+    )
+    assert code == 0, err
+    a, b = out["a"], out["b"]
+    assert a["slurm_job"] and b["slurm_job"] and a["slurm_job"] != b["slurm_job"]
+    assert (a["world_size"], b["world_size"], b["gradient_accumulation_steps"]) == (2, 1, 4)
+    assert a["samples_per_optimizer_step"] == b["samples_per_optimizer_step"] == [8]
+    assert out["difference"]["update"]["largest"]["relative_difference"] < 1e-3
+
+
+@pytest.mark.framework
+def test_a_wrong_normalisation_fails_parity_under_slurm(spec, tmp_path, slurm_cluster):
+    """The job's ranks get the launcher's environment, the deliberate bug's switch with it."""
+    import os
+
+    env = os.environ | {parity_rank.PER_MICRO_MEAN_ENV: "1"}
+    code, out, err = parity_json(
+        spec,
+        "--parity",
+        "micro=1",
+        "--slurm",
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+        "--timeout",
+        240,
+        env=env,
+    )
+    assert code == 1, err
+    assert out["a"]["slurm_job"] and out["b"]["slurm_job"]
+    assert out["difference"]["update"]["largest"]["relative_difference"] > 0.05
+    assert "parity fails: the update of" in err
+
+
 def old_transformers() -> Path:
     """A venv with transformers 4.45.2 and its dependencies, on top of the running one (a .pth
     to its site-packages), built once and kept under .pytest_cache, keyed by the versions."""
