@@ -4,7 +4,7 @@ batch, model and sequence), as a ratio (goal: at most 2.2), against the smoke ru
 (the file parity derived for B) together, and the float noise parity saw
 between two correct splits of the batch (the relative difference of the loss and of the
 update's parameter that differs most), the figures the README's tolerance is set against.
-Run: python scripts/bench_parity.py"""
+Run: python scripts/bench_parity.py [ENGINE ...] (default: every engine below)"""
 
 from __future__ import annotations
 
@@ -23,11 +23,23 @@ MEGATRON = """BATCH_ARGS=(
     --calculate-per-token-loss
 )
 """
+BRIDGE = """train:
+  global_batch_size: 8
+  micro_batch_size: 4
+model:
+  tensor_model_parallel_size: 1
+  pipeline_model_parallel_size: 1
+  context_parallel_size: 1
+  calculate_per_token_loss: true
+dataset:
+  seq_length: 32
+"""
 RUNS = [  # (engine, file name, its text, processes, --parity)
     ("torch", "spec.yaml", SPEC, 2, "micro=1,nproc=1"),
     ("deepspeed", "spec.yaml", SPEC, 2, "micro=1,nproc=1"),
     ("megatron", "megatron.sh", MEGATRON, 2, "micro=1,nproc=1"),
     ("hf", "spec.yaml", SPEC, 2, "micro=1,nproc=1"),
+    ("megatron-bridge", "megatron_bridge.yaml", BRIDGE, 2, "micro=1,nproc=1"),
 ]
 
 
@@ -47,11 +59,12 @@ def smoke(args: list[str]) -> tuple[float, dict]:
 
 def main() -> None:
     print(
-        f"{'engine':10} {'A':>7} {'B':>7} {'smoke A':>8} {'smoke B':>8} {'parity':>7} "
+        f"{'engine':15} {'A':>7} {'B':>7} {'smoke A':>8} {'smoke B':>8} {'parity':>7} "
         f"{'/A':>5} {'/(A+B)':>6} {'loss diff':>10} {'update diff':>12}  parameter"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        for engine, name, text, nproc, other in RUNS:
+        asked = sys.argv[1:] or [run[0] for run in RUNS]
+        for engine, name, text, nproc, other in (r for r in RUNS if r[0] in asked):
             path = Path(tmp) / engine / name
             path.parent.mkdir()
             path.write_text(text)
@@ -81,7 +94,7 @@ def main() -> None:
             a, b = out["a"], out["b"]
             split = "{micro_batch_size}x{gradient_accumulation_steps}x{data_parallel_size}"
             print(
-                f"{engine:10} {split.format(**a):>7} {split.format(**b):>7} {one:7.1f}s "
+                f"{engine:15} {split.format(**a):>7} {split.format(**b):>7} {one:7.1f}s "
                 f"{other_side:7.1f}s {both:6.1f}s {both / one:5.2f} "
                 f"{both / (one + other_side):6.2f} {diff['loss']['relative_difference']:10.1e} "
                 f"{largest['relative_difference']:12.1e}  {largest['parameter']}"

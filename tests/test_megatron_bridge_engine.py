@@ -82,3 +82,19 @@ def test_the_layout_is_read_back_from_the_rendered_file(tmp_path):
         engine.parse_layout(
             text.replace("train:\n", "train:\n  rampup_batch_size: [8, 8, 100]\n"), "x.yaml"
         )
+
+
+def test_the_per_token_loss_is_read_as_bridge_reads_it():
+    # Bridge's GPTModelProvider keeps megatron-core's TransformerConfig default.
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    default = TransformerConfig.__dataclass_fields__["calculate_per_token_loss"].default
+    text = render(BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2), MB).text
+    assert engine.parse_layout(text, "x.yaml").calculate_per_token_loss is default is False
+    on = text.replace("model:\n", "model:\n  calculate_per_token_loss: true\n")
+    assert engine.parse_layout(on, "x.yaml").calculate_per_token_loss is True
+    wrong = text.replace("model:\n", "model:\n  calculate_per_token_loss: 'yes'\n")
+    line = wrong.splitlines().index("  calculate_per_token_loss: 'yes'") + 1
+    assert engine.refuse_config(wrong, None, "x.yaml", "cpu") == (
+        f"x.yaml:{line}: model.calculate_per_token_loss is 'yes', not true or false"
+    )

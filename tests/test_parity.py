@@ -187,6 +187,55 @@ def test_a_loss_normalised_per_micro_batch_fails_parity(spec, tmp_path):
     assert "parity fails: the update of" in err
 
 
+@pytest.mark.framework
+def test_parity_under_slurm_runs_both_jobs_on_the_cluster(spec, tmp_path, slurm_cluster):
+    code, out, err = parity_json(
+        spec,
+        "--nproc-per-node",
+        2,
+        "--parity",
+        "micro=2,nproc=1",
+        "--slurm",
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+        "--timeout",
+        240,
+    )
+    assert code == 0, err
+    a, b = out["a"], out["b"]
+    assert a["slurm_job"] and b["slurm_job"] and a["slurm_job"] != b["slurm_job"]
+    assert (a["world_size"], b["world_size"], b["gradient_accumulation_steps"]) == (2, 1, 4)
+    assert a["samples_per_optimizer_step"] == b["samples_per_optimizer_step"] == [8]
+    assert out["difference"]["update"]["largest"]["relative_difference"] < 1e-3
+
+
+@pytest.mark.framework
+def test_a_wrong_normalisation_fails_parity_under_slurm(spec, tmp_path, slurm_cluster):
+    """The job's ranks get the launcher's environment, the deliberate bug's switch with it."""
+    import os
+
+    env = os.environ | {parity_rank.PER_MICRO_MEAN_ENV: "1"}
+    code, out, err = parity_json(
+        spec,
+        "--parity",
+        "micro=1",
+        "--slurm",
+        "--device",
+        "cpu",
+        "--workdir",
+        tmp_path / "w",
+        "--timeout",
+        240,
+        env=env,
+    )
+    assert code == 1, err
+    assert out["a"]["slurm_job"] and out["b"]["slurm_job"]
+    assert out["difference"]["update"]["largest"]["relative_difference"] > 0.05
+    assert "parity fails: the update of" in err
+
+
 def old_transformers() -> Path:
     """A venv with transformers 4.45.2 and its dependencies, on top of the running one (a .pth
     to its site-packages), built once and kept under .pytest_cache, keyed by the versions."""
@@ -294,6 +343,49 @@ def test_megatron_needs_the_per_token_loss_for_padded_samples(tmp_path, per_toke
         assert code == 0 and largest < 1e-3, err
     else:
         assert code == 1 and largest > 0.5, err
+
+
+BRIDGE = """train:
+  global_batch_size: 8
+  micro_batch_size: {micro}
+model:
+  tensor_model_parallel_size: 1
+  pipeline_model_parallel_size: 1
+  context_parallel_size: 1
+{extra}dataset:
+  seq_length: 32
+"""
+
+
+@pytest.mark.framework
+@pytest.mark.parametrize(
+    "per_token, parity, accumulation, holds",
+    [(True, "micro=1,nproc=1", 8, True), (False, "b.yaml", 4, False)],
+)
+def test_megatron_bridge_needs_its_per_token_loss_for_padded_samples(
+    tmp_path, per_token, parity, accumulation, holds
+):
+    """Megatron-Bridge's model.calculate_per_token_loss (default false) is megatron-core's
+    switch: off, each micro-batch's loss is divided by its own tokens. B is A with overrides,
+    or a second file (micro-batch 1 on A's two ranks)."""
+    extra = "  calculate_per_token_loss: true\n" * per_token
+    a = tmp_path / "a.yaml"
+    a.write_text(BRIDGE.format(micro=4, extra=extra))
+    (tmp_path / "b.yaml").write_text(BRIDGE.format(micro=1, extra=extra))
+    other = parity if "=" in parity else tmp_path / parity
+    code, out, err = parity_json(
+        a, "--nproc-per-node", 2, "--parity", other, "--workdir", tmp_path / "w"
+    )
+    assert out["a"]["framework"] == out["b"]["framework"] == "megatron-bridge", err
+    assert out["b"]["gradient_accumulation_steps"] == accumulation
+    assert out["a"]["samples_per_optimizer_step"] == out["b"]["samples_per_optimizer_step"] == [8]
+    assert out["difference"]["same_initial_weights"]
+    largest = out["difference"]["update"]["largest"]["relative_difference"]
+    if holds:
+        assert code == 0 and largest < 1e-3, err
+    else:
+        assert code == 1 and largest > 0.5, err
+        assert "parity fails: the update of" in err
 
 
 def _axolotl_drops_the_loss_kwargs() -> bool:

@@ -63,12 +63,13 @@ def test_the_slurm_job_is_told_no_parity_when_it_was_turned_off():
     assert "--parity" in asked and "--no-parity" not in asked
 
 
-def _setup(tmp_path: Path, pick: Candidate):
-    """A tune of SPEC on one rank whose probe of ``pick`` ran (its candidate file is there)."""
-    path = tmp_path / "spec.yaml"
-    path.write_text(SPEC)
+def _setup(tmp_path: Path, pick: Candidate, text=SPEC, name="spec.yaml", framework="torch"):
+    """A tune of ``text`` (SPEC's batch) on one rank whose probe of ``pick`` ran (its candidate
+    file is there)."""
+    path = tmp_path / name
+    path.write_text(text)
     spec = BatchSpec(global_batch_size=8, micro_batch_size=4, world_size=1, sequence_length=32)
-    plan = SmokePlan("torch", 1, 1, 2, "tiny", 32, tmp_path / "tune", "", device="cpu")
+    plan = SmokePlan(framework, 1, 1, 2, "tiny", 32, tmp_path / "tune", "", device="cpu")
     setup = probes.Setup(spec, plan)
     folder = probes.probe_folder(setup, pick)
     folder.mkdir(parents=True)
@@ -102,3 +103,28 @@ def test_the_files_own_split_needs_no_check(tmp_path):
     file, setup = _setup(tmp_path, Candidate(4, 2))
     out, error = tune_parity.check(file, setup, Candidate(4, 2), Progress(quiet=True))
     assert (out, error) == ({"checked": False, "why": "the pick is the file's own split"}, None)
+
+
+BRIDGE = """train:
+  global_batch_size: 8
+  micro_batch_size: 4
+model:
+  tensor_model_parallel_size: 1
+  pipeline_model_parallel_size: 1
+  context_parallel_size: 1
+  calculate_per_token_loss: true
+dataset:
+  seq_length: 32
+"""
+
+
+@pytest.mark.framework
+def test_the_pick_keeps_the_files_other_settings(tmp_path):
+    """B is the user's Megatron-Bridge file at the pick's micro-batch, its per-token loss kept
+    (the candidate spec the probe ran, rendered, would train without it and fail)."""
+    file, setup = _setup(tmp_path, Candidate(2, 4), BRIDGE, "bridge.yaml", "megatron-bridge")
+    out, error = tune_parity.check(file, setup, Candidate(2, 4), Progress(quiet=True))
+    assert error is None, out["errors"]
+    assert (out["b"]["micro_batch_size"], out["b"]["gradient_accumulation_steps"]) == (2, 4)
+    (derived,) = (tmp_path / "tune" / "parity" / "b-input").iterdir()
+    assert "calculate_per_token_loss: true" in derived.read_text()

@@ -55,8 +55,15 @@ def check(
             device=plan.device,
         )
 
-    candidate = str(probes.probe_folder(setup, pick) / "candidate.json")
-    a, b = parity.sides(file, candidate, prepare, plan.nproc, plan.nnodes, plan.workdir / "parity")
+    # B is the user's file at the pick's micro-batch (edited as `smoke --parity micro=N` edits
+    # it), so that it keeps the file's other settings (a per-token loss switch, say), which the
+    # candidate spec its probe ran does not carry; a ZeRO stage is the candidate's alone.
+    other = (
+        f"micro={pick.micro_batch_size}"
+        if pick.zero_stage is None
+        else str(probes.probe_folder(setup, pick) / "candidate.json")
+    )
+    a, b = parity.sides(file, other, prepare, plan.nproc, plan.nnodes, plan.workdir / "parity")
     say(f"parity: the pick against {file}'s own split")
     done = parity.run(a, b, None, left, setup.memory_limit, parity.TOLERANCE[plan.device], say)
     if done.output["out_of_memory"] == "A":  # the probes' memory cap, or the device's

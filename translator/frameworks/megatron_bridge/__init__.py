@@ -25,5 +25,6 @@ FRAMEWORK = from_module(
         "translator.frameworks.megatron_bridge.engine",
         requires=("torch", "megatron.core"),
         extra="megatron-bridge",
+        options=frozenset({"parity"}),
     ),
 )

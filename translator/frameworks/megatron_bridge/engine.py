@@ -5,10 +5,12 @@ Megatron-Bridge needs Transformer Engine and does not install on a CPU machine, 
 loop cannot run here; what it hands megatron-core is what this engine hands it: the layout read
 back from the rendered file (``train.global_batch_size``, ``train.micro_batch_size``,
 ``model.*_model_parallel_size``, ``train.decrease_batch_size_if_needed``,
-``ddp.use_distributed_optimizer``), the same ``initialize_model_parallel`` and micro-batch
-calculator, ``get_forward_backward_func`` with ``get_num_microbatches()`` micro-batches and
-megatron's DDP and optimizer. On CPU it runs data parallelism only; other layouts are refused
-before launch."""
+``ddp.use_distributed_optimizer``, ``model.calculate_per_token_loss``), the same
+``initialize_model_parallel`` and micro-batch calculator, ``get_forward_backward_func`` with
+``get_num_microbatches()`` micro-batches and megatron's DDP and optimizer, and the loss of
+Bridge's ``masked_next_token_loss`` (training/losses.py: the masked sum and the token count of
+each micro-batch, which megatron-core divides by). On CPU it runs data parallelism only; other
+layouts are refused before launch."""
 
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ def parse_layout(text: str, path: str) -> Layout:
     micro = count("micro_batch_size")
     assert micro is not None  # required
     decrease, optimizer = reading.values.get(rules.DECREASE), reading.values.get(rules.OPTIMIZER)
+    per_token = per_token_loss(reading, path) if gen is rules.BRIDGE else False
     return Layout(
         micro_batch_size=micro,
         global_batch_size=count("global_batch_size"),
@@ -59,7 +62,27 @@ def parse_layout(text: str, path: str) -> Layout:
         decrease_batch_size_if_needed=decrease is not None and decrease.value is True,
         use_distributed_optimizer=optimizer is not None and optimizer.value is True,
         distributed_optimizer_switch=rules.OPTIMIZER,
+        calculate_per_token_loss=per_token,
     )
+
+
+def per_token_loss(reading, path: str) -> bool:
+    """``model.calculate_per_token_loss`` as the file sets it. Left out (or null), it is the
+    dataclass default, False: Bridge's ``GPTModelProvider`` (models/gpt_provider.py) inherits
+    the field from megatron-core's ``TransformerConfig`` (``calculate_per_token_loss: bool =
+    False``) through Bridge's own ``TransformerConfig`` (models/transformer_config.py), which
+    does not change it; a recipe may set it (Bridge's Qwen3 and gpt-oss recipes set it true),
+    and what the recipe sets is not in the file. (NeMo's generations keep the model config
+    elsewhere; their runs take the default.)"""
+    value = reading.values.get(rules.PER_TOKEN_LOSS)
+    if value is None:
+        return False
+    if not isinstance(value.value, bool):  # a bool field: OmegaConf refuses null too
+        shown = value.why_unknown or repr(value.value)
+        raise RuntimeError(
+            f"{path}:{value.line}: {rules.PER_TOKEN_LOSS} is {shown}, not true or false"
+        )
+    return value.value
 
 
 #: Why this engine cannot run a spec's layout on a device (megatron-core's CPU limits).

@@ -101,6 +101,10 @@ SCHEDULE = "train.step_batch_size_schedule"
 ACCUMULATE = "trainer.accumulate_grad_batches"
 #: The ConfigContainer's distributed-optimizer switch (the smoke engine runs it on GPUs only).
 OPTIMIZER = "ddp.use_distributed_optimizer"
+#: The ConfigContainer's per-token loss switch: the model provider's ``calculate_per_token_loss``
+#: (megatron-core's TransformerConfig field, which Bridge's GPTModelProvider inherits), true:
+#: the step's loss is divided by all its tokens, false: each micro-batch's by its own.
+PER_TOKEN_LOSS = "model.calculate_per_token_loss"
 #: NeMo 2's model-config sizes, which its strategy overwrites (set_model_parallel_attributes).
 OVERWRITTEN = {
     f"model.config.{name}": f"trainer.strategy.{name}"
@@ -116,7 +120,7 @@ FACTORY = "--factory"
 KEYS = tuple(
     dict.fromkeys(
         [k for g in GENERATIONS for k in (*g.fields, g.rampup)]
-        + [*TRAINER, ACCUMULATE, DECREASE, SCHEDULE, OPTIMIZER, *OVERWRITTEN]
+        + [*TRAINER, ACCUMULATE, DECREASE, SCHEDULE, OPTIMIZER, PER_TOKEN_LOSS, *OVERWRITTEN]
     )
 )
 #: Keys of a batch block that look like its batch keys but are real (no typo finding).
