@@ -434,6 +434,21 @@ def output_options(fn):
     )(fn)
 
 
+def render_each(spec, targets: Sequence, where: str) -> list:
+    """``spec`` rendered for each framework of ``targets``; a refusal (a framework that cannot
+    take the batch, a spec that leaves the micro-batch open) names ``where``, the file the
+    batch came from."""
+    from translator.findings import located
+    from translator.render import render
+
+    try:
+        return [render(spec, framework) for framework in targets]
+    except ConfigError as exc:
+        raise ConfigError(located(exc.findings, where)) from None
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
 def write_rendered(
     as_json: bool,
     output: dict,
