@@ -157,14 +157,17 @@ class Report:
 # The layout --------------------------------------------------------------------------------
 
 
-def layout_of_flags(flags: list[Flag]) -> Layout:
-    """The layout the flags alone give (micro-batch 1 on one GPU when they give nothing)."""
+def layout_of_flags(flags: list[Flag], names: dict[str, str] | None = None) -> Layout:
+    """The layout the flags alone give (micro-batch 1 on one GPU when they give nothing);
+    ``names``: the command's flag of each spec field, for messages about one not given."""
     from translator.spec_file import build_spec
 
     values = {f.field: f.value for f in flags if f.field not in memory.SETTINGS}
     if not values:
         values = {"micro_batch_size": 1, "world_size": 1, "gradient_accumulation_steps": 1}
-    layout = Layout(build_spec(values, "flags"))
+    layout = Layout(
+        build_spec(values, "flags", flags=(names or {}) | {f.field: f.name for f in flags})
+    )
     _apply_settings(layout, Settings(), flags)
     return layout
 

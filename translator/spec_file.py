@@ -64,9 +64,13 @@ def build_spec(
             f"{where}: give global_batch_size or its alias effective_batch_size, not both"
         )
     lines = lines or {}
+    # A world the flags gave (a world flag drops the file's world keys) is named as the flags.
+    from_flags = where == FLAGS or any(k in values and k not in lines for k in WORLD_KEYS)
+    names = {k: flag for k, flag in (flags or {}).items() if k in WORLD_KEYS and from_flags}
     try:
-        spec = BatchSpec(
-            **{k: v for k, v in values.items() if k not in DERIVED_KEYS and v is not None}
+        spec = BatchSpec.model_validate(
+            {k: v for k, v in values.items() if k not in DERIVED_KEYS and v is not None},
+            context={"names": names},
         )
     except ValidationError as exc:
         raise InputError(describe(exc, where, lines)) from None
