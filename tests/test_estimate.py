@@ -392,7 +392,7 @@ def test_zero_stage_without_a_file():
     "args, message",
     [
         (["--lr", "1e-4"], "--lr beside {file}: it does not change the memory estimate"),
-        (["--nnodes", 2], "give both --nnodes and --gpus-per-node, or --world-size"),
+        (["--nnodes", 2], "give both --nnodes and --nproc-per-node, or --world-size alone"),
         (
             ["--zero-stage", 2, "--distributed-optimizer"],
             "--zero-stage 2 and --distributed-optimizer (ZeRO 1): give one of them",

@@ -213,17 +213,18 @@ class _Read:
 
 
 def _world_of_nodes(given: dict[str, Flag]) -> None:
-    """``--nnodes`` with ``--gpus-per-node`` as the world they make (both or neither)."""
+    """``--nnodes`` with ``--nproc-per-node`` as the world they make (both or neither)."""
     nodes, per_node = given.pop("nodes", None), given.pop("gpus_per_node", None)
     if nodes is None and per_node is None:
         return
     if nodes is None or per_node is None:
-        raise InputError("give both --nnodes and --gpus-per-node, or --world-size")
+        raise InputError("give both --nnodes and --nproc-per-node, or --world-size alone")
     world = nodes.value * per_node.value  # type: ignore[operator]
     if "world_size" in given and given["world_size"].value != world:
         raise InputError(
-            f"--world-size {given['world_size'].value} ≠ --nnodes {nodes.value} × "
-            f"--gpus-per-node {per_node.value}"
+            f"--world-size {given['world_size'].value} ≠ {nodes.name} {nodes.value} × "
+            f"{per_node.name} {per_node.value} = {world} (fix: drop --world-size or set it to "
+            f"{world})"
         )
     given["world_size"] = Flag(f"{nodes.name} × {per_node.name}", "world_size", world)
 
