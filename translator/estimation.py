@@ -175,7 +175,7 @@ def layout_of_flags(flags: list[Flag], names: dict[str, str] | None = None) -> L
 def layout_of_file(path: str, framework: str | None, flags: list[Flag]) -> Layout:
     """FILE's layout and settings with the flags given beside it (see the module's text)."""
     from translator.files import read_text
-    from translator.layouts import spec_values
+    from translator.spec_file import spec_values
 
     refused = [f for f in flags if f.field in NOT_MEMORY]
     if refused:

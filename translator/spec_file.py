@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Mapping
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -164,3 +165,34 @@ def load_values(path: str, overrides: dict | None = None) -> tuple[dict, str, di
     # A line is cited only for a value the file still gives (not one a flag replaced).
     lines = {k: line for k, line in lines.items() if k in values and k not in given}
     return values | given, where, lines
+
+
+#: Spec keys that are also top-level keys of a framework's own config (Axolotl's, the HF
+#: Trainer's, torchtune's): a file of these alone is that framework's (a rendered Axolotl file
+#: may hold only micro_batch_size and gradient_accumulation_steps), not a spec.
+SHARED_KEYS = frozenset(
+    {
+        "micro_batch_size",
+        "gradient_accumulation_steps",
+        "tensor_parallel_size",
+        "context_parallel_size",
+        "expert_parallel_size",
+        "num_experts",
+        "learning_rate",
+        "optimizer",
+        "adam_beta2",
+    }
+)
+
+
+def spec_values(text: str, path: str) -> dict | None:
+    """The mapping when the file is a batchspec spec (only spec keys, one at least that no
+    framework's config has: :data:`SHARED_KEYS`), else None."""
+    if Path(path).suffix.lower() not in (".yaml", ".yml", ".json") and path != "-":
+        return None
+    try:
+        values, _ = parse_mapping(text, path)
+    except InputError:
+        return None
+    keys = set(values)
+    return values if keys - SHARED_KEYS and keys <= spec_fields() | DERIVED_KEYS else None

@@ -373,6 +373,7 @@ def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None
     from translator.files import read_text
     from translator.inspection import inspect_together, is_batch_config, read_file
     from translator.job import is_job
+    from translator.spec_file import spec_values
 
     loaded, unusable = [], []
     for path in files:
@@ -381,6 +382,8 @@ def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None
                 text = read_text(path)
                 if not is_job(path, text) and not is_batch_config(path, text, framework):
                     continue
+                if framework is None and spec_values(text, path) is not None:
+                    continue  # a batchspec spec: plan and render check it
             loaded.append(read_file(path, framework, run_as))
         except InputError as exc:
             if skip_others and isinstance(exc, NotAJob):
