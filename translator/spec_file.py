@@ -8,7 +8,10 @@ Malformed input (not a mapping, unknown key, a string where a count belongs...) 
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import difflib
+import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -123,11 +126,16 @@ def _located(f: Finding, where: str, lines: dict[str, int]) -> Finding:
 
 def describe(exc: ValidationError, where: str, lines: dict[str, int]) -> str:
     """One line for the first of pydantic's errors (and how many more there are)."""
-    errors = exc.errors(include_url=False, include_input=False)
+    errors = exc.errors(include_url=False)
     first = errors[0]
     key = ".".join(str(p) for p in first["loc"]) or "spec"
     top = str(first["loc"][0]) if first["loc"] else ""
     at = f"{where}:{lines[top]}" if top in lines else where
+    number = _number_in_text(first.get("input"))
+    if number is not None:  # one error for the field, not one per member of its type's union
+        others = {e["loc"][0] for e in errors if e["loc"] and e["loc"][0] != first["loc"][0]}
+        more = f" (and {len(others)} more)" if others else ""
+        return f"{at}: {parsing.brief(top, quote='')} is the text {first['input']!r}, not a number{number}{more}"
     if first["type"] == "extra_forbidden":
         close = difflib.get_close_matches(top, sorted(spec_fields()), n=1)
         shown = parsing.brief(key, quote="'")
@@ -136,6 +144,34 @@ def describe(exc: ValidationError, where: str, lines: dict[str, int]) -> str:
         text = f"{parsing.brief(key, quote='')}: {first['msg']}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{at}: {text}{more}"
+
+
+def _number_in_text(value: object) -> str | None:
+    """How to write ``value``, a string that holds a number, as one (``: write 64``); None
+    when it is no such string. YAML 1.1, PyYAML's, reads ``3e-4`` (no dot) as text, as the
+    Axolotl and Trainer YAMLs people copy write it."""
+    if not isinstance(value, str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    if not math.isfinite(number):
+        return None
+    if number.is_integer() and "e" not in value.lower() and "." not in value:
+        return f": write {int(number)}"
+    plain = format(decimal.Decimal(repr(number)), "f")
+    # YAML 1.1's float has a dot and a signed exponent.
+    dotted = re.sub(r"^\s*([+-]?\d+)(?:\.(\d*))?[eE]([+-]?)(\d+)\s*$", _yaml_float, value)
+    if dotted != value:
+        why = f"YAML reads {value} as text: a float needs a dot and a signed exponent"
+        return f" ({why}): write {plain} or {dotted}"
+    return f": write {plain}"
+
+
+def _yaml_float(match: re.Match) -> str:
+    whole, fraction, sign, exponent = match.groups()
+    return f"{whole}.{fraction or 0}e{sign or '+'}{exponent}"
 
 
 def source_name(path: str) -> str:
