@@ -301,7 +301,7 @@ BAD_SPECS = [
         "string.yaml",
         b"global_batch_size: '64'\nworld_size: 8\n",
         2,
-        "string.yaml:1: global_batch_size: Input should be a valid integer",
+        "string.yaml:1: global_batch_size is the text '64', not a number: write 64",
     ),
     (
         "float.yaml",

@@ -46,6 +46,48 @@ def test_old_spellings_still_work_in_plan_and_estimate():
     assert new.exit_code == old.exit_code == 0 and new.stdout == old.stdout
 
 
+@pytest.mark.parametrize("command", ["plan", "estimate"])
+def test_a_world_given_by_flags_is_refused_in_the_flags_words(command):
+    """A world the flags give is refused naming the flags, not the spec's keys."""
+    half = run(command, "--global-batch", 64, "--nnodes", 2)
+    assert half.exit_code == 2
+    assert half.stderr.strip() == (
+        "batchspec: error: give both --nnodes and --nproc-per-node, or --world-size alone"
+    )
+    mismatch = run(
+        command, "--global-batch", 64, "--nnodes", 2, "--nproc-per-node", 4, "--world-size", 6
+    )
+    assert mismatch.exit_code == 1
+    assert mismatch.stderr.strip() == (
+        "batchspec: error: --world-size 6 ≠ --nnodes 2 × --nproc-per-node 4 = 8 "
+        "(fix: drop --world-size or set it to 8)"
+    )
+
+
+def test_a_world_given_by_flags_beside_a_file_is_refused_in_the_flags_words(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4}')
+    half = run("estimate", path, "--nnodes", 2)
+    assert half.exit_code == 2 and half.stderr.strip() == (
+        "batchspec: error: give both --nnodes and --nproc-per-node, or --world-size alone"
+    )
+    mismatch = run("estimate", path, "--nnodes", 2, "--nproc-per-node", 4, "--world-size", 6)
+    assert mismatch.exit_code == 2 and mismatch.stderr.strip() == (
+        "batchspec: error: --world-size 6 ≠ --nnodes 2 × --nproc-per-node 4 = 8 "
+        "(fix: drop --world-size or set it to 8)"
+    )
+
+
+def test_a_world_a_spec_file_gives_is_refused_in_its_keys(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("global_batch_size: 64\nnodes: 2\n")
+    result = run("plan", path)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"batchspec: error: {path}: give both nodes and gpus_per_node, or world_size alone"
+    )
+
+
 def test_old_spellings_still_work_in_smoke(tmp_path, fake_sinfo):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)

@@ -153,6 +153,51 @@ def test_model_states_are_megatrons_18_bytes_and_6_plus_12_over_dp_distributed()
     )
 
 
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_context_parallel_ranks_share_the_model_state_shards(stage):
+    """Megatron's distributed optimizer, DeepSpeed's ZeRO under Ulysses and FSDP with context
+    parallelism all shard over the data-parallel and context-parallel ranks together (DP × CP,
+    the ranks that hold the same layers): DP 4 × CP 2 shards as DP 8 does, not as DP 4."""
+    model = PRESETS["llama3-8b"]
+    with_cp = parts(
+        memory.estimate(model, Run(1, 8192, data_parallel=4, context=2, zero_stage=stage))
+    )
+    dp8 = parts(memory.estimate(model, Run(1, 8192, data_parallel=8, zero_stage=stage)))
+    dp4 = parts(memory.estimate(model, Run(1, 8192, data_parallel=4, zero_stage=stage)))
+    states = ("weights", "gradients", "optimizer")
+    assert [with_cp[n] for n in states] == [dp8[n] for n in states]
+    assert with_cp["optimizer"] < dp4["optimizer"]
+
+
+def test_megatron_and_deepspeed_shard_over_the_context_parallel_ranks_too():
+    """What the test above takes from the frameworks, in their own code: megatron-core builds
+    its distributed optimizer on the data-parallel group with context parallelism (``dp_cp``),
+    and DeepSpeed's engine gives ZeRO its sequence-data-parallel group (DP × Ulysses size)."""
+    import inspect
+
+    pytest.importorskip("megatron.core")
+    pytest.importorskip("deepspeed")
+    from deepspeed.runtime import engine
+    from megatron.core import optimizer
+
+    source = inspect.getsource(optimizer.get_megatron_optimizer)
+    assert "data_parallel_group=intra_dp_cp_group" in source
+    assert "dp_process_group=self.seq_data_parallel_group" in inspect.getsource(engine)
+
+
+def test_the_estimate_of_a_context_parallel_script_divides_by_dp_times_cp(tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text(
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 1 --global-batch-size 64"
+        " --seq-length 8192 --context-parallel-size 2 --use-distributed-optimizer\n"
+    )
+    code, data = estimate_json(script, "--model", "llama3-8b")
+    assert code == 0 and data["layout"]["data_parallel_size"] == 4
+    p = memory.shard_parameters(PRESETS["llama3-8b"], Run(1, 1))
+    assert part(data, "optimizer")["bytes"] == 12 * p // 8
+    assert part(data, "optimizer")["formula"].endswith("/ DP×CP 8")
+
+
 def test_zero_3_model_states_equal_deepspeeds_own_estimator():
     """DeepSpeed's estimate_zero3_model_states_mem_needs without offload: 18 P / N on the GPU
     plus its largest-layer term, which batchspec leaves to the overhead."""
@@ -347,7 +392,7 @@ def test_zero_stage_without_a_file():
     "args, message",
     [
         (["--lr", "1e-4"], "--lr beside {file}: it does not change the memory estimate"),
-        (["--nnodes", 2], "give both --nnodes and --gpus-per-node, or --world-size"),
+        (["--nnodes", 2], "give both --nnodes and --nproc-per-node, or --world-size alone"),
         (
             ["--zero-stage", 2, "--distributed-optimizer"],
             "--zero-stage 2 and --distributed-optimizer (ZeRO 1): give one of them",

@@ -421,6 +421,28 @@ def test_convert_to_a_framework_that_refuses_the_layout_names_the_file(tmp_path,
     assert result.stderr.startswith(f"batchspec: error: {path}: Axolotl has no pipeline")
 
 
+def test_render_to_a_framework_that_refuses_the_layout_names_the_spec(tmp_path):
+    """As convert does: the refusal is of the file's batch, so it names the file."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        "global_batch_size: 64\nmicro_batch_size: 4\nworld_size: 8\npipeline_parallel_size: 2\n"
+    )
+    result, out = run_json("render", path, "--to", "axolotl", "--out", tmp_path / "o")
+    assert result.exit_code == 1 and out["findings"][0]["where"] == str(path)
+    assert result.stderr.startswith(f"batchspec: error: {path}: Axolotl has no pipeline")
+    assert not (tmp_path / "o").exists()
+
+
+def test_render_of_a_spec_that_leaves_the_micro_batch_open_names_it(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("global_batch_size: 64\nworld_size: 8\n")
+    result = run("render", path, "--to", "deepspeed", "--out", tmp_path / "o")
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith(
+        f"batchspec: error: {path}: the spec leaves the micro-batch open; set micro_batch_size"
+    )
+
+
 def test_axolotl_no_pipeline_hint_names_the_accumulation_that_keeps_the_global():
     spec = BatchSpec(
         global_batch_size=256, micro_batch_size=4, world_size=16, pipeline_parallel_size=2

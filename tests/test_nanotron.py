@@ -123,6 +123,16 @@ def test_a_world_other_than_the_product_is_refused_in_the_installed_generations_
     assert out["global_batch_size"] == 64 and "nanotron-world-product" not in codes(out)
 
 
+def test_a_world_of_one_process_is_counted_in_words(tmp_path):
+    one = write(tmp_path, blocks(dp=1, tp=1, micro=2, accumulation=8))
+    found = codes(json.loads(run("inspect", one, "--world-size", 2, "--json").stdout))
+    assert found["nanotron-world-product"]["hint"].startswith("launch exactly 1 process, or")
+    two = write(tmp_path, blocks(dp=2, tp=1, micro=2, accumulation=8), "two.yaml")
+    found = codes(json.loads(run("inspect", two, "--world-size", 1, "--json").stdout))
+    assert "= 2, but 1 process is launched" in found["nanotron-world-product"]["message"]
+    assert "set dp: 1 for 1 process and" in found["nanotron-world-product"]["hint"]
+
+
 def test_context_parallel_is_in_the_world_not_in_the_batch(tmp_path):
     text = blocks(dp=2, tp=2).replace("  pp_engine", "  context_parallel_size: 4\n  pp_engine")
     out = inspect(write(tmp_path, text), "--world-size", 16)

@@ -127,3 +127,52 @@ def test_a_yaml_no_framework_claims_is_refused_naming_the_file(tmp_path):
         f"--framework {'|'.join(FRAMEWORKS)}"
     ]
     assert "Traceback" not in result.output
+
+
+#: A batchspec spec whose keys Axolotl's reader would take for its own (micro_batch_size).
+SPEC_LIKE_AXOLOTL = (
+    "global_batch_size: 64\nmicro_batch_size: 4\nworld_size: 8\npipeline_parallel_size: 2\n"
+)
+
+
+@pytest.mark.parametrize("command", ["inspect", "validate", "convert", "update"])
+def test_a_spec_is_not_read_as_the_framework_its_keys_resemble(tmp_path, command):
+    """Read as Axolotl it was "ok" with world 8 and pipeline 2 ignored, while smoke, estimate
+    and tune read the same file as a spec: one file, one reading, so here it is refused."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC_LIKE_AXOLOTL)
+    extra = {
+        "convert": ["--to", "deepspeed", "--out", tmp_path / "o"],
+        "update": ["--world-size", 4],
+    }
+    result = CliRunner().invoke(main, [command, str(path), *map(str, extra.get(command, []))])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"batchspec: error: {path}: this is a batchspec spec (only spec keys), not a framework's "
+        "config: plan, render, smoke, estimate and tune read it; give --framework to read it as "
+        "a framework's config"
+    ]
+    assert result.stdout == "" and not (tmp_path / "o").exists()
+
+
+def test_a_spec_read_as_a_spec_and_as_a_framework_when_asked(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC_LIKE_AXOLOTL)
+    planned = CliRunner().invoke(main, ["plan", str(path), "--json"])
+    assert json.loads(planned.stdout)["pipeline_parallel_size"] == 2
+    asked = CliRunner().invoke(main, ["inspect", str(path), "--framework", "axolotl", "--json"])
+    assert asked.exit_code == 0 and json.loads(asked.stdout)["framework"] == "axolotl"
+    # Beside other files in a pre-commit run it is passed over, as other files are.
+    other = CliRunner().invoke(main, ["validate", str(path), "--skip-other-files"])
+    assert other.exit_code == 0 and other.output == ""
+
+
+def test_a_file_of_keys_axolotl_shares_with_the_spec_reads_as_axolotl_everywhere(tmp_path):
+    """What batchspec renders for Axolotl may hold micro_batch_size and
+    gradient_accumulation_steps alone: that is Axolotl's file for inspect and smoke alike."""
+    path = tmp_path / "axolotl.yaml"
+    path.write_text("micro_batch_size: 2\ngradient_accumulation_steps: 4\n")
+    inspected = CliRunner().invoke(main, ["inspect", str(path), "--world-size", "8", "--json"])
+    assert json.loads(inspected.stdout)["framework"] == "axolotl"
+    smoked = CliRunner().invoke(main, ["smoke", str(path), "--nproc-per-node", "2", "--dry-run"])
+    assert "Axolotl smoke engine runs one process" in smoked.stderr

@@ -1037,6 +1037,20 @@ def test_the_verdict_is_one_line(spec, tmp_path):
     )
 
 
+@pytest.mark.framework
+def test_the_first_line_counts_its_nodes_and_steps_in_words(spec, tmp_path):
+    pytest.importorskip("torch")
+    done = subprocess.run(
+        [sys.executable, "-m", "translator", "smoke", str(spec), "--nproc-per-node", "1"]
+        + ["--steps", "1", "--device", "cpu", "--workdir", str(tmp_path / "w")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("smoke: torch on cpu, 1 node × 1, 1 step, global batch 8")
+
+
 def partial(folder, rank, samples, error=None, **fields):
     """A rank's report as written during the run (after each step), or by a rank that failed."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -121,3 +121,37 @@ def test_every_field_has_a_docstring_in_the_schema():
     props = BatchSpec.model_json_schema()["properties"]
     missing = [name for name, p in props.items() if not p.get("description")]
     assert not missing
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "learning_rate: 3e-4\n",
+            "spec.yaml:3: learning_rate is the text '3e-4', not a number (YAML reads 3e-4 as text: "
+            "a float needs a dot and a signed exponent): write 0.0003 or 3.0e-4",
+        ),
+        (
+            'global_batch_size: "64"\n',
+            "spec.yaml:1: global_batch_size is the text '64', not a number: write 64",
+        ),
+    ],
+)
+def test_a_number_written_as_text_says_so_and_how_to_write_it(tmp_path, monkeypatch, text, message):
+    """PyYAML (YAML 1.1) reads 3e-4 as a string, as the Axolotl and Trainer YAMLs people copy
+    from write it; pydantic's union error named 'learning_rate.float' and '2 more'."""
+    from click.testing import CliRunner
+
+    from translator.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    base = "global_batch_size: 64\nworld_size: 8\n"
+    if text.startswith("global_batch_size"):
+        base = "world_size: 8\n"
+    (tmp_path / "spec.yaml").write_text(
+        (text + base if text.startswith("global") else base + text)
+        + "reference_global_batch_size: 32\n"
+    )
+    result = CliRunner().invoke(main, ["plan", "spec.yaml"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"batchspec: error: {message}"

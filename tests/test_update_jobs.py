@@ -213,6 +213,20 @@ def test_an_update_that_changes_nothing_says_so_and_writes_nothing(megatron, arg
     assert not out_path.exists() and megatron.read_text() == MEGATRON
 
 
+def test_nothing_to_change_on_one_process_says_one_process(tmp_path):
+    script = tmp_path / "one.sh"
+    script.write_text(
+        "torchrun --nnodes 1 --nproc_per_node 1 pretrain_gpt.py --micro-batch-size 2 "
+        "--global-batch-size 8\n"
+    )
+    result, _ = update(script, "--world-size", "1")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.strip() == (
+        f"{script}: nothing to change: it already launches 1 process (1 node × 1) and gives "
+        "global batch 8 (micro-batch 2 × accumulation 4 × data-parallel 1)"
+    )
+
+
 def test_nothing_to_change_in_place_leaves_the_file_and_json_says_so(megatron):
     stamp = megatron.stat().st_mtime_ns
     result, out = update(megatron, "--world-size", "8", "--in-place", json_out=True)

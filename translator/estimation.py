@@ -157,14 +157,17 @@ class Report:
 # The layout --------------------------------------------------------------------------------
 
 
-def layout_of_flags(flags: list[Flag]) -> Layout:
-    """The layout the flags alone give (micro-batch 1 on one GPU when they give nothing)."""
+def layout_of_flags(flags: list[Flag], names: dict[str, str] | None = None) -> Layout:
+    """The layout the flags alone give (micro-batch 1 on one GPU when they give nothing);
+    ``names``: the command's flag of each spec field, for messages about one not given."""
     from translator.spec_file import build_spec
 
     values = {f.field: f.value for f in flags if f.field not in memory.SETTINGS}
     if not values:
         values = {"micro_batch_size": 1, "world_size": 1, "gradient_accumulation_steps": 1}
-    layout = Layout(build_spec(values, "flags"))
+    layout = Layout(
+        build_spec(values, "flags", flags=(names or {}) | {f.field: f.name for f in flags})
+    )
     _apply_settings(layout, Settings(), flags)
     return layout
 
@@ -172,7 +175,7 @@ def layout_of_flags(flags: list[Flag]) -> Layout:
 def layout_of_file(path: str, framework: str | None, flags: list[Flag]) -> Layout:
     """FILE's layout and settings with the flags given beside it (see the module's text)."""
     from translator.files import read_text
-    from translator.layouts import spec_values
+    from translator.spec_file import spec_values
 
     refused = [f for f in flags if f.field in NOT_MEMORY]
     if refused:
@@ -210,17 +213,18 @@ class _Read:
 
 
 def _world_of_nodes(given: dict[str, Flag]) -> None:
-    """``--nnodes`` with ``--gpus-per-node`` as the world they make (both or neither)."""
+    """``--nnodes`` with ``--nproc-per-node`` as the world they make (both or neither)."""
     nodes, per_node = given.pop("nodes", None), given.pop("gpus_per_node", None)
     if nodes is None and per_node is None:
         return
     if nodes is None or per_node is None:
-        raise InputError("give both --nnodes and --gpus-per-node, or --world-size")
+        raise InputError("give both --nnodes and --nproc-per-node, or --world-size alone")
     world = nodes.value * per_node.value  # type: ignore[operator]
     if "world_size" in given and given["world_size"].value != world:
         raise InputError(
-            f"--world-size {given['world_size'].value} ≠ --nnodes {nodes.value} × "
-            f"--gpus-per-node {per_node.value}"
+            f"--world-size {given['world_size'].value} ≠ {nodes.name} {nodes.value} × "
+            f"{per_node.name} {per_node.value} = {world} (fix: drop --world-size or set it to "
+            f"{world})"
         )
     given["world_size"] = Flag(f"{nodes.name} × {per_node.name}", "world_size", world)
 

@@ -98,8 +98,24 @@ def read_file(
     text = read_text(path)
     if is_job(path, text):
         return read_job(text, path, run_as, framework)
+    if framework is None:
+        refuse_a_spec(path, text)
     found = FRAMEWORKS[framework] if framework else detect(path, text)
     return found, found.read(text, path)
+
+
+def refuse_a_spec(path: str, text: str) -> None:
+    """A batchspec spec (:func:`~translator.spec_file.spec_values`) is not read as the
+    framework whose keys it shares (``micro_batch_size`` is Axolotl's too): smoke, estimate
+    and tune take it as a spec, so here it is refused, not read another way."""
+    from translator.spec_file import spec_values
+
+    if spec_values(text, path) is not None:
+        raise InputError(
+            f"{path}: this is a batchspec spec (only spec keys), not a framework's config: "
+            "plan, render, smoke, estimate and tune read it; give --framework to read it as "
+            "a framework's config"
+        )
 
 
 def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) -> list[Inspection]:

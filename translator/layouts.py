@@ -2,23 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from translator.errors import InputError
-from translator.spec import BatchSpec, spec_fields
-from translator.spec_file import DERIVED_KEYS, build_spec, load_spec, parse_mapping
-
-
-def spec_values(text: str, path: str) -> dict | None:
-    """The mapping when the file is a batchspec spec (only spec keys), else None."""
-    if Path(path).suffix.lower() not in (".yaml", ".yml", ".json") and path != "-":
-        return None
-    try:
-        values, _ = parse_mapping(text, path)
-    except InputError:
-        return None
-    keys = set(values)
-    return values if keys and keys <= spec_fields() | DERIVED_KEYS else None
+from translator.spec import BatchSpec
+from translator.spec_file import build_spec, load_spec, spec_values
 
 
 def load_layout(

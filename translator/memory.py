@@ -301,7 +301,11 @@ STATES = {"weights": 3, "gradients": 2, "optimizer": 1}
 
 
 def model_states(model: Model, run: Run) -> list[Part]:
-    n, stage, shard = run.data_parallel, run.zero_stage, shard_parameters(model, run)
+    # ZeRO, FSDP and Megatron's distributed optimizer shard over every rank that holds the same
+    # layers: the context-parallel ranks too (megatron-core's dp_cp group, DeepSpeed's
+    # sequence-data-parallel group, FSDP's dp_shard_cp mesh).
+    n, stage, shard = run.data_parallel * run.context, run.zero_stage, shard_parameters(model, run)
+    group = "DP×CP" if run.context > 1 else "DP"
     mixed = run.precision == "bf16"
     per = {
         "weights": 2 if mixed else 4,
@@ -311,7 +315,7 @@ def model_states(model: Model, run: Run) -> list[Part]:
     parts = []
     for name, sharded_from in STATES.items():
         divided = stage >= sharded_from and n > 1
-        formula = f"{shard:,} params × {per[name]} B" + (f" / DP {n}" if divided else "")
+        formula = f"{shard:,} params × {per[name]} B" + (f" / {group} {n}" if divided else "")
         if name in run.offload:
             parts.append(Part(name, 0, formula + ", offloaded: not on the GPU"))
         else:

@@ -17,6 +17,7 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    ValidationInfo,
     model_validator,
 )
 
@@ -104,8 +105,8 @@ class BatchSpec(BaseModel):
     """Adam's beta2 at the reference batch; advice keeps its half-life in tokens fixed."""
 
     @model_validator(mode="after")
-    def _solve(self) -> BatchSpec:
-        world = self._world_from_nodes()
+    def _solve(self, info: ValidationInfo) -> BatchSpec:
+        world = self._world_from_nodes((info.context or {}).get("names", {}))
         dp = self.data_parallel_size
         if world is not None:
             known = (self.micro_batch_size or 1) * (self.gradient_accumulation_steps or 1)
@@ -141,11 +142,14 @@ class BatchSpec(BaseModel):
         self.world_size = dp * self.model_parallel_size
         return self
 
-    def _world_from_nodes(self) -> int | None:
+    def _world_from_nodes(self, names: dict[str, str]) -> int | None:
+        """The world the nodes give, or ``world_size``; messages call each key by its name in
+        ``names`` (the flag that gave it) or its own."""
         nodes, per_node = self.nodes, self.gpus_per_node
+        n, g, w = (names.get(k, k) for k in ("nodes", "gpus_per_node", "world_size"))
         if nodes is None or per_node is None:
             if nodes is not None or per_node is not None:
-                raise InputError("give both nodes and gpus_per_node, or world_size alone")
+                raise InputError(f"give both {n} and {g}, or {w} alone")
             return self.world_size
         world = nodes * per_node
         if self.world_size is not None and self.world_size != world:
@@ -153,9 +157,8 @@ class BatchSpec(BaseModel):
                 [
                     finding(
                         "world-nodes-mismatch",
-                        f"world_size {self.world_size} ≠ nodes {self.nodes} × gpus_per_node "
-                        f"{self.gpus_per_node} = {world}",
-                        hint=f"drop world_size or set it to {world}",
+                        f"{w} {self.world_size} ≠ {n} {nodes} × {g} {per_node} = {world}",
+                        hint=f"drop {w} or set it to {world}",
                     )
                 ]
             )

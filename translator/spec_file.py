@@ -8,8 +8,12 @@ Malformed input (not a mapping, unknown key, a string where a count belongs...) 
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import difflib
+import math
+import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -64,9 +68,13 @@ def build_spec(
             f"{where}: give global_batch_size or its alias effective_batch_size, not both"
         )
     lines = lines or {}
+    # A world the flags gave (a world flag drops the file's world keys) is named as the flags.
+    from_flags = where == FLAGS or any(k in values and k not in lines for k in WORLD_KEYS)
+    names = {k: flag for k, flag in (flags or {}).items() if k in WORLD_KEYS and from_flags}
     try:
-        spec = BatchSpec(
-            **{k: v for k, v in values.items() if k not in DERIVED_KEYS and v is not None}
+        spec = BatchSpec.model_validate(
+            {k: v for k, v in values.items() if k not in DERIVED_KEYS and v is not None},
+            context={"names": names},
         )
     except ValidationError as exc:
         raise InputError(describe(exc, where, lines)) from None
@@ -118,11 +126,16 @@ def _located(f: Finding, where: str, lines: dict[str, int]) -> Finding:
 
 def describe(exc: ValidationError, where: str, lines: dict[str, int]) -> str:
     """One line for the first of pydantic's errors (and how many more there are)."""
-    errors = exc.errors(include_url=False, include_input=False)
+    errors = exc.errors(include_url=False)
     first = errors[0]
     key = ".".join(str(p) for p in first["loc"]) or "spec"
     top = str(first["loc"][0]) if first["loc"] else ""
     at = f"{where}:{lines[top]}" if top in lines else where
+    number = _number_in_text(first.get("input"))
+    if number is not None:  # one error for the field, not one per member of its type's union
+        others = {e["loc"][0] for e in errors if e["loc"] and e["loc"][0] != first["loc"][0]}
+        more = f" (and {len(others)} more)" if others else ""
+        return f"{at}: {parsing.brief(top, quote='')} is the text {first['input']!r}, not a number{number}{more}"
     if first["type"] == "extra_forbidden":
         close = difflib.get_close_matches(top, sorted(spec_fields()), n=1)
         shown = parsing.brief(key, quote="'")
@@ -131,6 +144,34 @@ def describe(exc: ValidationError, where: str, lines: dict[str, int]) -> str:
         text = f"{parsing.brief(key, quote='')}: {first['msg']}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{at}: {text}{more}"
+
+
+def _number_in_text(value: object) -> str | None:
+    """How to write ``value``, a string that holds a number, as one (``: write 64``); None
+    when it is no such string. YAML 1.1, PyYAML's, reads ``3e-4`` (no dot) as text, as the
+    Axolotl and Trainer YAMLs people copy write it."""
+    if not isinstance(value, str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    if not math.isfinite(number):
+        return None
+    if number.is_integer() and "e" not in value.lower() and "." not in value:
+        return f": write {int(number)}"
+    plain = format(decimal.Decimal(repr(number)), "f")
+    # YAML 1.1's float has a dot and a signed exponent.
+    dotted = re.sub(r"^\s*([+-]?\d+)(?:\.(\d*))?[eE]([+-]?)(\d+)\s*$", _yaml_float, value)
+    if dotted != value:
+        why = f"YAML reads {value} as text: a float needs a dot and a signed exponent"
+        return f" ({why}): write {plain} or {dotted}"
+    return f": write {plain}"
+
+
+def _yaml_float(match: re.Match) -> str:
+    whole, fraction, sign, exponent = match.groups()
+    return f"{whole}.{fraction or 0}e{sign or '+'}{exponent}"
 
 
 def source_name(path: str) -> str:
@@ -160,3 +201,34 @@ def load_values(path: str, overrides: dict | None = None) -> tuple[dict, str, di
     # A line is cited only for a value the file still gives (not one a flag replaced).
     lines = {k: line for k, line in lines.items() if k in values and k not in given}
     return values | given, where, lines
+
+
+#: Spec keys that are also top-level keys of a framework's own config (Axolotl's, the HF
+#: Trainer's, torchtune's): a file of these alone is that framework's (a rendered Axolotl file
+#: may hold only micro_batch_size and gradient_accumulation_steps), not a spec.
+SHARED_KEYS = frozenset(
+    {
+        "micro_batch_size",
+        "gradient_accumulation_steps",
+        "tensor_parallel_size",
+        "context_parallel_size",
+        "expert_parallel_size",
+        "num_experts",
+        "learning_rate",
+        "optimizer",
+        "adam_beta2",
+    }
+)
+
+
+def spec_values(text: str, path: str) -> dict | None:
+    """The mapping when the file is a batchspec spec (only spec keys, one at least that no
+    framework's config has: :data:`SHARED_KEYS`), else None."""
+    if Path(path).suffix.lower() not in (".yaml", ".yml", ".json") and path != "-":
+        return None
+    try:
+        values, _ = parse_mapping(text, path)
+    except InputError:
+        return None
+    keys = set(values)
+    return values if keys - SHARED_KEYS and keys <= spec_fields() | DERIVED_KEYS else None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from translator import solve
 from translator.errors import ConfigError, InputError
-from translator.findings import finding
+from translator.findings import counted, finding
 from translator.frameworks import Framework
 from translator.inspection import Inspection, inspect_reading
 from translator.job import RunAs, is_job, read_job
@@ -346,7 +346,7 @@ def _wanted(reading: Reading, spec: BatchSpec) -> dict[str, int]:
         return {"per_node": per_node, "nodes": world // per_node}
     shapes = [(world // p, p) for p in range(per_node - 1, 0, -1) if world % p == 0][:2]
     raise InputError(
-        f"{reading.path}: the {reading.launcher} line starts {per_node} processes per node, "
+        f"{reading.path}: the {reading.launcher} line starts {counted(per_node, 'process', 'processes')} per node, "
         f"which cannot make world {world}; give --nnodes and --nproc-per-node (such as "
         + " or ".join(f"{n} × {p}" for n, p in shapes)
         + "), or edit the launch line by hand"
@@ -456,9 +456,9 @@ class Updated:
         counts = reading.launch_counts
         shape = ""
         if "per_node" in counts and "nodes" in counts:
-            nodes = f"{counts['nodes']} node{'s' if counts['nodes'] > 1 else ''}"
-            shape = f" ({nodes} × {counts['per_node']})"
-        return f"nothing to change: it already launches {spec.world} processes{shape} and gives {batch}"
+            shape = f" ({counted(counts['nodes'], 'node')} × {counts['per_node']})"
+        launches = counted(spec.world, "process", "processes")
+        return f"nothing to change: it already launches {launches}{shape} and gives {batch}"
 
 
 def update(
@@ -489,7 +489,8 @@ def update(
     if again.reading.world_size not in (None, spec.world_size):
         raise cannot_edit(
             path,
-            f"the launch line would still start {again.reading.world_size} processes, not "
+            f"the launch line would still start "
+            f"{counted(again.reading.world_size, 'process', 'processes')}, not "
             f"{spec.world_size}; edit it by hand",
         )
     for key in (

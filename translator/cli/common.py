@@ -373,6 +373,7 @@ def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None
     from translator.files import read_text
     from translator.inspection import inspect_together, is_batch_config, read_file
     from translator.job import is_job
+    from translator.spec_file import spec_values
 
     loaded, unusable = [], []
     for path in files:
@@ -381,6 +382,8 @@ def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None
                 text = read_text(path)
                 if not is_job(path, text) and not is_batch_config(path, text, framework):
                     continue
+                if framework is None and spec_values(text, path) is not None:
+                    continue  # a batchspec spec: plan and render check it
             loaded.append(read_file(path, framework, run_as))
         except InputError as exc:
             if skip_others and isinstance(exc, NotAJob):
@@ -432,6 +435,21 @@ def output_options(fn):
         metavar="FRAMEWORKS",
         help=frameworks_help("Frameworks to write for"),
     )(fn)
+
+
+def render_each(spec, targets: Sequence, where: str) -> list:
+    """``spec`` rendered for each framework of ``targets``; a refusal (a framework that cannot
+    take the batch, a spec that leaves the micro-batch open) names ``where``, the file the
+    batch came from."""
+    from translator.findings import located
+    from translator.render import render
+
+    try:
+        return [render(spec, framework) for framework in targets]
+    except ConfigError as exc:
+        raise ConfigError(located(exc.findings, where)) from None
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
 
 
 def write_rendered(

@@ -11,6 +11,7 @@ from translator.cli.common import (
     output_options,
     pop_launch,
     pop_run_as,
+    render_each,
     write_rendered,
 )
 
@@ -38,17 +39,11 @@ def convert(
       $ batchspec convert axolotl.yml --to deepspeed --out configs --world-size 16
       $ batchspec convert train.sh --to all --out configs --env NNODES=2
     """
-    from translator.errors import ConfigError
-    from translator.findings import located
     from translator.frameworks import get_many
     from translator.inspection import inspect_file
-    from translator.render import render
 
     frameworks = get_many(targets)
     inspection = inspect_file(file, framework, pop_launch(params), pop_run_as(params))
     spec = inspection.require_spec()
-    try:
-        rendered = [render(spec, b) for b in frameworks]
-    except ConfigError as exc:  # a target framework refuses the file's batch: name the file
-        raise ConfigError(located(exc.findings, file)) from None
+    rendered = render_each(spec, frameworks, file)
     write_rendered(as_json, inspection.output(), rendered, out_dir, force, inspection.findings)

@@ -107,7 +107,7 @@ def estimate(
     if file is None:
         if framework is not None:
             raise InputError("--framework names how to read FILE: give a FILE")
-        layout = layout_of_flags(flags)
+        layout = layout_of_flags(flags, names)
     else:
         layout = layout_of_file(file, framework, flags)
     found = estimate_layout(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from translator.cli.common import command, output_options, write_rendered
+from translator.cli.common import command, output_options, render_each, write_rendered
 
 
 @command("render")
@@ -25,7 +25,6 @@ def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: boo
     from translator.errors import ConfigError
     from translator.findings import has_errors, located
     from translator.frameworks import get_many
-    from translator.render import render as render_one
     from translator.spec_file import load_spec, source_name
 
     frameworks = get_many(targets)
@@ -35,5 +34,5 @@ def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: boo
     findings = located(general_findings(spec), source_name(spec_file))
     if has_errors(findings):
         raise ConfigError([f for f in findings if f.severity == "error"])
-    rendered = [render_one(spec, b) for b in frameworks]
+    rendered = render_each(spec, frameworks, source_name(spec_file))
     write_rendered(as_json, spec.output(), rendered, out_dir, force, findings)

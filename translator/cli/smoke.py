@@ -73,6 +73,7 @@ def smoke(
       $ batchspec smoke spec.yaml --nproc-per-node 2 --slurm --device cpu --dry-run
     """
     from translator.errors import ConfigError, InputError
+    from translator.findings import counted
     from translator.launch import smoke as runs
     from translator.launch.progress import Progress
 
@@ -124,8 +125,9 @@ def smoke(
     say = Progress()  # stderr: with --json, stdout holds the one object and nothing else
     plan = prepared.plan
     say(
-        f"smoke: {plan.framework} on {plan.device}, {nnodes} node(s) × {nproc}, {steps} steps, "
-        f"global batch {prepared.spec.global_batch_size}, workdir {plan.workdir}"
+        f"smoke: {plan.framework} on {plan.device}, {counted(nnodes, 'node')} × {nproc}, "
+        f"{counted(steps, 'step')}, global batch {prepared.spec.global_batch_size}, "
+        f"workdir {plan.workdir}"
     )
     warning = runs.long_run_warning(prepared, None if use_slurm else os.cpu_count())
     if warning:

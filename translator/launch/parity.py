@@ -25,8 +25,8 @@ from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
 from translator.launch.engines import engine, with_option
 from translator.launch.progress import Progress
-from translator.layouts import spec_values
 from translator.spec import BatchSpec
+from translator.spec_file import spec_values
 
 #: The largest relative difference of the loss, and of any parameter's update, that parity
 #: accepts, by device: float32 on CPU, bf16 compute on GPU. The README gives the float noise

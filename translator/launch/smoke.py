@@ -19,10 +19,9 @@ from translator.launch.engines import TORCH, config_framework, config_refusal, e
 from translator.launch.model import SHAPES, ModelShape
 from translator.launch.progress import Progress, duration
 from translator.launch.result import Measurement, RankResult, merge, read_all
-from translator.layouts import spec_values
 from translator.reading import Launch
 from translator.spec import BatchSpec
-from translator.spec_file import WORLD_KEYS, build_spec
+from translator.spec_file import WORLD_KEYS, build_spec, spec_values
 
 #: Tokens per sample when neither the config nor --seq-len says.
 DEFAULT_SEQUENCE = {"tiny": 64, "125m": 1024}

@@ -13,7 +13,7 @@ import re
 
 from translator import parsing
 from translator.errors import InputError
-from translator.findings import Finding, finding
+from translator.findings import Finding, counted, finding
 from translator.frameworks.nanotron import generation
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
@@ -356,7 +356,7 @@ def _world(
             finding(
                 "nanotron-world-needed",
                 f"{reading.world_unknown}; nanotron's ParallelContext needs exactly {wanted}",
-                hint=f"make the launch start {wanted} processes",
+                hint=f"make the launch start {counted(wanted, 'process', 'processes')}",
                 where=reading.path,
             )
         )
@@ -372,10 +372,10 @@ def _world(
         else f"TP*CP*DP*PP={wanted} != WORLD_SIZE={world}"
     )
     model = wanted // sizes["dp"]
-    fix = f"launch exactly {wanted} processes"
+    fix = f"launch exactly {counted(wanted, 'process', 'processes')}"
     if world % model == 0:
         dp = world // model
-        fix += f", or set dp: {dp} for {world} processes"
+        fix += f", or set dp: {dp} for {counted(world, 'process', 'processes')}"
         if per_replica:
             total = per_replica * sizes["dp"]
             fix += (
@@ -389,7 +389,8 @@ def _world(
     out.append(
         finding(
             "nanotron-world-product",
-            f"{product} = {wanted}, but {world} processes are launched: nanotron's "
+            f"{product} = {wanted}, but {counted(world, 'process', 'processes')} "
+            f"{'is' if world == 1 else 'are'} launched: nanotron's "
             f"ParallelContext refuses it ({said})",
             hint=fix,
             # a job's launcher words, else the file's dp
