@@ -513,15 +513,18 @@ def assert_shows_what_ran(out: str, asked: int) -> int:
 
 
 @pytest.mark.framework
-def test_ctrl_c_stops_the_whole_group_and_shows_what_ran(spec, tmp_path):
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_stops_the_whole_group_and_shows_what_ran(spec, tmp_path, sig, status):
+    """Ctrl-C, or SIGTERM (``timeout``, ``kill``, a scheduler), stops every rank and says what
+    ran; before, SIGTERM ended batchspec alone, silently, and left the ranks to themselves."""
     pytest.importorskip("torch")
     workdir = tmp_path / "interrupted-run"
     proc = start_smoke(spec, workdir)
     wait_for_steps(workdir)
     time.sleep(2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "interrupted" in err
+    assert proc.returncode == status and "interrupted" in err
     steps = assert_shows_what_ran(out, 100000)
     assert f"batchspec: error: interrupted ({steps} of 100000 optimizer steps ran)" in err
     assert leftovers(str(workdir)) == []

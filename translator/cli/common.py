@@ -4,11 +4,14 @@ or a compact table)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
 import os
+import signal
 import sys
+import threading
 from collections import Counter
 from collections.abc import Sequence
 
@@ -54,9 +57,47 @@ SEVERITIES = ("info", "warning", "error")
 DEBUG, QUIET, LEAST = "batchspec.debug", "batchspec.quiet", "batchspec.least"
 
 
-def command(name: str, findings: bool = True, **kwargs):
+#: The exit status of a command stopped by SIGTERM (128 + 15, as a shell reports it).
+TERMINATED = 143
+#: The exit status of a run stopped by Ctrl-C (128 + SIGINT's 2).
+INTERRUPTED = 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, ``kill``, a scheduler ending the job that runs batchspec), raised
+    where the signal lands so that a run stops as on Ctrl-C: its processes ended, its Slurm jobs
+    cancelled, what ran said."""
+
+
+@contextlib.contextmanager
+def stopped_by_sigterm():
+    """Within it, SIGTERM raises :class:`Terminated`, and the run's exit status for an
+    interruption becomes :data:`TERMINATED` (without this, SIGTERM ends batchspec at once and
+    leaves its ranks' process group, or its Slurm job, running)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got = []
+
+    def terminate(signum, frame):
+        got.append(signum)
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    except SystemExit as exc:
+        if got and exc.code == INTERRUPTED:
+            raise SystemExit(TERMINATED) from None
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def command(name: str, findings: bool = True, stoppable: bool = False, **kwargs):
     """A click command with ``--json`` and ``--debug`` (and, where it prints ``findings``,
-    ``--quiet`` and ``--min-severity``); the only place errors become exit codes."""
+    ``--quiet`` and ``--min-severity``); the only place errors become exit codes. A
+    ``stoppable`` command (one that starts processes) stops them on SIGTERM as on Ctrl-C."""
 
     def decorate(fn):
         @functools.wraps(fn)
@@ -73,7 +114,8 @@ def command(name: str, findings: bool = True, **kwargs):
                 if quiet and min_severity:
                     raise InputError("give --quiet or --min-severity, not both")
                 meta[LEAST] = "error" if quiet else min_severity or "info"
-                fn(as_json=as_json, **params)
+                with stopped_by_sigterm() if stoppable else contextlib.nullcontext():
+                    fn(as_json=as_json, **params)
             except BatchspecError as exc:
                 if debug:
                     raise

@@ -7,11 +7,18 @@ import sys
 
 import click
 
-from translator.cli.common import COUNT, command, emit_json, print_findings, print_table
+from translator.cli.common import (
+    COUNT,
+    INTERRUPTED,
+    command,
+    emit_json,
+    print_findings,
+    print_table,
+)
 from translator.cli.options import engine_options, parse_memory, pop_slurm
 
 
-@command("smoke")
+@command("smoke", stoppable=True)
 @click.argument("file", metavar="FILE")
 @engine_options
 @click.option("--steps", type=COUNT, default=3, show_default=True, help="Optimizer steps.")
@@ -145,7 +152,7 @@ def smoke(
     line = runs.verdict(done.report, plan)
     if done.report.errors:
         click.echo(f"batchspec: {line}", err=True)
-        sys.exit(130 if done.stopped == "interrupted" else ConfigError.exit_code)
+        sys.exit(INTERRUPTED if done.stopped == "interrupted" else ConfigError.exit_code)
     click.echo(line, err=as_json)
 
 
@@ -187,7 +194,7 @@ def _parity(
         print_table(parity_compare.rows(done.output), title=f"parity ({a.prepared.plan.framework})")
     if done.errors:
         click.echo(f"batchspec: error: parity fails: {'; '.join(done.errors)}", err=True)
-        sys.exit(130 if done.stopped == "interrupted" else ConfigError.exit_code)
+        sys.exit(INTERRUPTED if done.stopped == "interrupted" else ConfigError.exit_code)
     click.echo(f"ok: {parity_compare.summary(done.output)}", err=as_json)
 
 

@@ -23,7 +23,7 @@ from translator.cli.options import (
 )
 
 
-@command("tune")
+@command("tune", stoppable=True)
 @click.argument("file", metavar="FILE")
 @engine_options
 @click.option(
