@@ -131,6 +131,11 @@ def test_a_world_of_one_process_is_counted_in_words(tmp_path):
     found = codes(json.loads(run("inspect", two, "--world-size", 1, "--json").stdout))
     assert "= 2, but 1 process is launched" in found["nanotron-world-product"]["message"]
     assert "set dp: 1 for 1 process and" in found["nanotron-world-product"]["hint"]
+    pipeline = write(tmp_path, blocks(dp=2, tp=1, pp=4, micro=2, accumulation=8), "pp.yaml")
+    found = codes(json.loads(run("inspect", pipeline, "--world-size", 1, "--json").stdout))
+    assert (
+        "; 1 process does not split into replicas of 4" in found["nanotron-world-product"]["hint"]
+    )
 
 
 def test_context_parallel_is_in_the_world_not_in_the_batch(tmp_path):

@@ -385,7 +385,11 @@ def _world(
                 else f" (no micro × accumulation keeps the global batch {total} on dp {dp})"
             )
     else:
-        fix += f"; {world} processes do not split into replicas of {model} ({product} / dp)"
+        verb = "does" if world == 1 else "do"
+        fix += (
+            f"; {counted(world, 'process', 'processes')} {verb} not split into replicas of "
+            f"{model} ({product} / dp)"
+        )
     out.append(
         finding(
             "nanotron-world-product",
