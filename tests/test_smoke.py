@@ -1314,12 +1314,6 @@ def test_the_command_warns_before_it_runs(tmp_path, monkeypatch):
 # Refused before any process starts: what a CPU rank cannot run ---------------------------------
 
 
-def _cpu_has_fp16():
-    from translator.frameworks.shared.deepspeed_device import _cpu_has_fp16
-
-    return _cpu_has_fp16()
-
-
 MEGATRON_LINE = (
     "torchrun --nproc_per_node 2 pretrain_gpt.py --micro-batch-size 2 --global-batch-size 8 "
     "--seq-length 32 {extra}\n"
@@ -1370,12 +1364,15 @@ MEGATRON_LINE = (
     ],
 )
 def test_a_setting_a_cpu_rank_cannot_run_is_refused_before_launch(
-    tmp_path, name, text, partner, why
+    tmp_path, monkeypatch, name, text, partner, why
 ):
     """Exit 2, one line naming the setting and the file, nothing written or started (these were
-    found by the ranks, exit 1, after their start-up)."""
-    if "fp16" in why and _cpu_has_fp16():
-        pytest.skip("this CPU has fp16 (oneDNN), so DeepSpeed runs it")
+    found by the ranks, exit 1, after their start-up). fp16 is refused on a CPU without it
+    (DeepSpeed's CPU accelerator asks oneDNN), whatever CPU runs the test; one with it runs
+    fp16 (below)."""
+    from translator.frameworks.shared import deepspeed_device
+
+    monkeypatch.setattr(deepspeed_device, "_cpu_has_fp16", lambda: False)
     path = tmp_path / name
     path.write_text(text)
     if partner:
@@ -1391,6 +1388,10 @@ def test_a_setting_a_cpu_rank_cannot_run_is_refused_before_launch(
     if "rampup" not in why:
         on_gpu = run("smoke", path, "--nproc", 2, "--device", "gpu", "--dry-run")
         assert on_gpu.exit_code == 0, on_gpu.output
+    if "fp16" in why:
+        monkeypatch.setattr(deepspeed_device, "_cpu_has_fp16", lambda: True)
+        with_fp16 = run("smoke", path, "--nproc", 2, "--device", "cpu", "--dry-run")
+        assert with_fp16.exit_code == 0, with_fp16.output
 
 
 # Work folders ----------------------------------------------------------------------------------

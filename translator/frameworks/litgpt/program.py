@@ -24,7 +24,6 @@ from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import Finding, finding
 from translator.frameworks.litgpt import rules
-from translator.frameworks.litgpt.verdict import REQUIRED
 from translator.frameworks.shared.overrides import value_span
 from translator.job import not_found
 from translator.reading import Call, Note, Reading, Source, Value
@@ -235,7 +234,7 @@ def job_config(reading: Reading) -> str:
         train["max_seq_length"] = seq.value
     config: dict = {}
     if command is not None:  # the setting that tells the command (the batch needs no value)
-        key, stand_in = REQUIRED[str(command.value)]
+        key, stand_in = rules.REQUIRED[str(command.value)]
         config[key] = stand_in
     if devices is not None:
         config["devices"] = devices

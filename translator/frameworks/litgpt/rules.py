@@ -75,6 +75,10 @@ OWN_TOP = PRETRAIN_ONLY | FINETUNE_ONLY | {DEVICES, NODES, "out_dir", "precision
 #: Values of ``devices`` that mean every GPU of the machine (``parse_devices``).
 AUTO = ("auto", -1)
 
+#: The required positional setting of each command, given a stand-in (the batch does not
+#: depend on it): what the verdict's parser and a job's config fill in.
+REQUIRED = {"pretrain": ("model_name", "pythia-14m"), "finetune": ("checkpoint_dir", "checkpoints")}
+
 
 def command_of(config: dict) -> str | None:
     """``pretrain`` or ``finetune`` by the settings only one of them has, else ``None``."""

@@ -25,11 +25,6 @@ from translator.frameworks.shared.environ import environ
 #: Set while litgpt runs: never reach the Hub; ``torch.compile`` is a no-op (the tiny model
 #: would spend longer compiling than training).
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TORCHDYNAMO_DISABLE": "1"}
-#: The required positional setting of each command, given a stand-in (the batch does not
-#: depend on it).
-REQUIRED = {"pretrain": ("model_name", "pythia-14m"), "finetune": ("checkpoint_dir", "checkpoints")}
-
-
 #: The modules of ``litgpt finetune_<x>`` (``finetune`` is LoRA's): a finetune YAML does not
 #: say which it is for, and they count the batch alike.
 FINETUNES = ("lora", "full", "adapter", "adapter_v2")
@@ -49,7 +44,7 @@ def parse(text: str, command: str):
     finetune command that takes it (else LoRA's refusal)."""
     from jsonargparse import ArgumentParser
 
-    key, stand_in = REQUIRED[command]
+    key, stand_in = rules.REQUIRED[command]
     refusals = []
     for setup in setup_functions(command):
         parser = ArgumentParser(exit_on_error=False)
