@@ -73,6 +73,14 @@ def test_compare_names_the_parameter_that_differs_most():
     (message,) = parity_compare.problems(diff, 1e-3)
     assert message == "the update of b.bias differs by 200% of A's (tolerance 0.1%)"
     assert parity_compare.problems(parity_compare.compare(a, a), 1e-3) == []
+    # Steps that held different samples are no comparison of splits, and parity says so.
+    held = parity_rank.held([b"one", b"two"])
+    assert held == parity_rank.held([b"two", b"one"]) != parity_rank.held([b"one", b"three"])
+    other = parity_compare.compare(a | {"samples": held}, a | {"samples": parity_rank.held([b"1"])})
+    assert parity_compare.problems(other, 1e-3) == [
+        "the two runs' steps held different samples (A 2, B 1): the split changed what a step "
+        "trains on"
+    ]
     other = parity_compare.compare(a, b | {"initial": "y", "loss": 3.0})
     assert (
         parity_compare.problems(other, 1e-3)[0]
