@@ -19,6 +19,17 @@ def test_rows_are_the_first_dimension_of_the_first_tensor():
     assert len(counter.times) == 1
 
 
+def test_packed_rows_count_the_samples_they_hold():
+    counter = StepCounter()
+    counter.add(tensor(2, 64), samples=7)
+    counter.add(tensor(2, 64), samples=6)
+    counter.stepped("SGD")
+    counter.add(tensor(3, 8))
+    counter.stepped("SGD")
+    assert counter.samples == [13, 3] and counter.rows == [4, 3]
+    assert counter.tokens == [4 * 64, 3 * 8]
+
+
 def test_a_step_closes_on_the_optimizers_own_step_and_starts_afresh():
     counter = StepCounter()
     hooks = []

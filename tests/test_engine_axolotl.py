@@ -76,3 +76,42 @@ def test_axolotl_runs_two_optimizer_steps_of_the_rendered_global_batch(tmp_path)
     assert report["global_step"] == 2
     assert [s["axolotl_tokens_total"] for s in report["steps"]] == [256, 512]
     assert "micro_batch_size: 2" in (out / "axolotl" / "axolotl-smoke.yaml").read_text()
+
+
+def test_packed_rows_split_back_into_the_samples_axolotls_collator_packed(tmp_path):
+    """Axolotl's own multipack collator packs five samples into two rows and pads them; the
+    engine's count finds exactly those five (the padding, a run of positions with nothing
+    predicted, is no sample)."""
+    import torch
+    from axolotl.utils.collators.batching import V2BatchSamplerDataCollatorForSeq2Seq
+    from transformers import AutoTokenizer
+
+    from translator.frameworks.axolotl.engine import fed_samples
+    from translator.frameworks.axolotl.verdict import make_tiny_model
+
+    tokenizer = AutoTokenizer.from_pretrained(make_tiny_model(tmp_path))
+    lengths = [[9, 14, 5], [20, 7]]
+    features, token = [], 10
+    for bin_ in lengths:
+        features.append([])
+        for n in bin_:
+            ids = list(range(token, token + n))
+            token += n
+            features[-1].append(
+                {
+                    "input_ids": ids,
+                    "attention_mask": [1] * n,
+                    "labels": [-100] * 2 + ids[2:],  # the prompt is not predicted
+                    "position_ids": list(range(n)),
+                }
+            )
+    collate = V2BatchSamplerDataCollatorForSeq2Seq(
+        tokenizer, padding=True, pad_to_multiple_of=64, return_tensors="pt"
+    )
+    batch = collate(features)
+    assert batch["input_ids"].shape == (2, 64)
+    samples = fed_samples(dict(batch), packed=True)
+    expected = [torch.tensor(f["input_ids"]) for bin_ in features for f in bin_]
+    assert len(samples) == 5 and all(map(torch.equal, samples, expected))
+    # Unpacked, each row is one sample, whatever it holds.
+    assert len(fed_samples(dict(batch), packed=False)) == 2

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from translator.cli import main
 from translator.launch import command, slurm
 from translator.launch.result import RankResult, merge
-from translator.launch.smoke import judge, mfu, prepare
+from translator.launch.smoke import judge, mfu, prepare, verdict
 
 SPEC = "global_batch_size: 8\nmicro_batch_size: 2\nsequence_length: 32\n"
 
@@ -358,7 +358,7 @@ def test_the_declared_layouts_run(spec, tmp_path):
         assert result.exit_code == 0, (framework, layout, result.output)
 
 
-def write_results(folder, per_rank):
+def write_results(folder, per_rank, packed_rows=None):
     folder.mkdir(parents=True)
     for rank, samples in enumerate(per_rank):
         RankResult(
@@ -369,6 +369,7 @@ def write_results(folder, per_rank):
             samples,
             [0.1] * len(samples),
             sequence_length=32,
+            packed_rows_per_step=packed_rows and packed_rows[rank],
             finished=True,
         ).write(folder)
 
@@ -383,6 +384,24 @@ def test_judge_sums_data_parallel_ranks_and_catches_a_wrong_batch(spec, tmp_path
     assert error == (
         "samples per optimizer step 8 × 1, 4 × 1 on 2 ranks, expected 8 (the global batch)"
     )
+
+
+def test_packed_the_global_batch_counts_rows_and_the_samples_are_reported(spec, tmp_path):
+    """A packed row holds several samples: the global batch is in rows, the samples vary."""
+    prepared = prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path)
+    write_results(prepared.plan.results, [[13, 11], [12, 12]], [[4, 4], [4, 4]])
+    report = judge(prepared, None, None, [])
+    assert report.errors == []
+    assert report.measurement.samples_per_optimizer_step == [25, 23]
+    assert verdict(report, prepared.plan) == (
+        "ok: 8 packed rows per optimizer step on 2 ranks, as expected, holding samples 25 × 1, "
+        "23 × 1"
+    )
+    # Packed rows, not the samples, are held to the global batch.
+    shutil.rmtree(prepared.plan.results)
+    write_results(prepared.plan.results, [[4, 4], [4, 4]], [[2, 2], [2, 2]])
+    (error,) = judge(prepared, None, None, []).errors
+    assert error == "4 packed rows per optimizer step on 2 ranks, expected 8 (the global batch)"
 
 
 def test_judge_reports_missing_ranks_with_the_last_output(spec, tmp_path):

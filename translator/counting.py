@@ -36,7 +36,9 @@ class StepCounter:
 
     def __init__(self):
         self.samples: list[int] = []
-        """Rows of each closed step."""
+        """Samples of each closed step (its rows, unless a row holds several: packing)."""
+        self.rows: list[int] = []
+        """Rows of each closed step (a packed row holds several samples)."""
         self.tokens: list[int] = []
         """Tokens of each closed step (rows × sequence positions)."""
         self.times: list[float] = []
@@ -45,16 +47,19 @@ class StepCounter:
         self.counting = True
         """Whether rows are counted; off, batches pass uncounted."""
         self._rows = 0
+        self._samples = 0
         self._tokens = 0
         self._start = time.perf_counter()
 
-    def add(self, batch) -> None:
-        """A batch that enters the model: its rows (the first dimension) and tokens."""
+    def add(self, batch, samples: int | None = None) -> None:
+        """A batch that enters the model: its rows (the first dimension) and tokens, and its
+        ``samples`` (given when its rows are packed, else one a row)."""
         if not self.counting:
             return
         shape = _shape(batch)
         rows = int(shape[0]) if shape else 0
         self._rows += rows
+        self._samples += rows if samples is None else samples
         self._tokens += rows * int(shape[1]) if len(shape) > 1 else rows
 
     def count(self, batches):
@@ -78,10 +83,11 @@ class StepCounter:
     def stepped(self, by: str) -> None:
         """The framework's optimizer ``by`` (its class name) has just stepped: close the step."""
         now = time.perf_counter()
-        self.samples.append(self._rows)
+        self.samples.append(self._samples)
+        self.rows.append(self._rows)
         self.tokens.append(self._tokens)
         self.times.append(now - self._start)
-        self._rows = self._tokens = 0
+        self._rows = self._samples = self._tokens = 0
         self._start = now
 
     def restart_clock(self) -> None:

@@ -242,6 +242,7 @@ def _table(out: dict, stopped_of: int | None = None) -> None:
         return f"{n / 2**20:.0f} MiB" if n else None
 
     samples = out["samples_per_optimizer_step"]
+    packed = out.get("packed_rows_per_optimizer_step")
     rows = [
         ("global batch", out["global_batch_size"]),
         ("micro-batch", out["micro_batch_size"]),
@@ -250,6 +251,7 @@ def _table(out: dict, stopped_of: int | None = None) -> None:
         ("world", out["world_size"]),
         ("optimizer steps", out["optimizer_steps"]),
         ("samples per step", None if samples is None else run_lengths(samples)),
+        *([] if packed is None else [("packed rows per step", run_lengths(packed))]),
         (
             "tokens/s",
             None if out["tokens_per_second"] is None else f"{out['tokens_per_second']:,.0f}",

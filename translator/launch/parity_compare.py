@@ -29,6 +29,9 @@ class Difference:
     """Each parameter's ``max |update B - update A| / max |update A|``."""
     same_start: bool
     """Both runs started from the same weights (their fingerprints agree)."""
+    samples: tuple[int, int] | None = None
+    """How many samples A's step and B's held, when they held different ones; None when they
+    held the same, or when the engine does not say."""
 
     @property
     def largest(self) -> tuple[str, float]:
@@ -54,6 +57,7 @@ def read(results: Path) -> dict | None:
         "loss": sum(r["loss"] for r in records) / len(records),
         "initial": first["initial"],
         "update": first["update"],
+        "samples": first.get("samples"),
     }
 
 
@@ -70,12 +74,17 @@ def compare(a: dict, b: dict) -> Difference:
         gap = float((ub - ua).abs().max())
         parameters[name] = gap / scale if scale > 0 else (0.0 if gap == 0 else float("inf"))
     la, lb = a["loss"], b["loss"]
+    held_a, held_b = a.get("samples"), b.get("samples")
+    counts = None
+    if held_a is not None and held_b is not None and held_a != held_b:
+        counts = (held_a["count"], held_b["count"])
     return Difference(
         la,
         lb,
         abs(lb - la) / abs(la) if la else abs(lb - la),
         parameters,
         a["initial"] == b["initial"],
+        counts,
     )
 
 
@@ -85,6 +94,11 @@ def problems(diff: Difference, tolerance: float) -> list[str]:
     out = []
     if not diff.same_start:
         out.append("the two runs did not start from the same weights")
+    if diff.samples is not None:
+        out.append(
+            f"the two runs' steps held different samples (A {diff.samples[0]}, B "
+            f"{diff.samples[1]}): the split changed what a step trains on"
+        )
     name, largest = diff.largest
     if largest > tolerance:
         out.append(
@@ -116,6 +130,9 @@ def output(a: Side, b: Side, runs_out: dict, diff: Difference | None, tolerance:
                 "parameters": diff.parameters,
             },
             "same_initial_weights": diff.same_start,
+            "different_samples": (
+                None if diff.samples is None else dict(zip("ab", diff.samples, strict=True))
+            ),
         }
     return {
         "parity": runs_out["parity"],
@@ -151,6 +168,13 @@ def rows(out: dict) -> list[tuple[str, object]]:
         ),
         ("update", f"largest relative difference {largest:.2g} ({name})"),
         ("same start", "yes" if diff["same_initial_weights"] else "no"),
+        *(
+            []
+            if not diff.get("different_samples")
+            else [
+                ("samples", "A {a}, B {b}: different samples".format(**diff["different_samples"]))
+            ]
+        ),
         ("tolerance", f"{out['tolerance']:g}"),
     ]
 

@@ -129,12 +129,32 @@ def fingerprint(weights: dict) -> str:
     return digest.hexdigest()[:16]
 
 
-def write(folder: Path, rank: int, loss: float, before: dict | None, named_parameters) -> None:
+def held(samples: list[bytes]) -> dict:
+    """What a step held, for comparing two runs: how many samples and a fingerprint of the set
+    (each sample as the bytes of its tokens; the order does not matter)."""
+    digest = hashlib.sha256()
+    for sample in sorted(hashlib.sha256(s).digest() for s in samples):
+        digest.update(sample)
+    return {"count": len(samples), "fingerprint": digest.hexdigest()[:16]}
+
+
+def write(
+    folder: Path,
+    rank: int,
+    loss: float,
+    before: dict | None,
+    named_parameters,
+    samples: dict | None = None,
+) -> None:
     """This rank's part: its ``loss`` of the step (the launcher takes the mean over ranks) and,
-    given the weights ``before`` the step (rank 0), their fingerprint and each update."""
+    given the weights ``before`` the step (rank 0), their fingerprint and each update; with
+    ``samples`` (:func:`held`), what the step held (an engine whose samples depend on the split,
+    as packing's can)."""
     import torch
 
     record: dict = {"loss": float(loss)}
+    if samples is not None:
+        record["samples"] = samples
     if before is not None:
         after = snapshot(named_parameters)
         record["initial"] = fingerprint(before)

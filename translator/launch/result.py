@@ -45,6 +45,9 @@ class RankResult:
     stepped_by: str = ""
     """What took the optimizer steps that close each count (``AdamW``, ``DeepSpeedEngine``,
     megatron-core's ``DistributedOptimizer``...)."""
+    packed_rows_per_step: list[int] | None = None
+    """Rows this rank fed during each optimizer step when its rows are packed (each holds
+    several samples, counted in ``samples_per_step``); None when a row is one sample."""
     finished: bool = False
     """True once the engine's run returned; a report written during the run, or by a rank that
     failed, is not finished."""
@@ -84,7 +87,10 @@ class Measurement:
     stepped_by: str = ""
     """What took the optimizer steps (rank 0's engine)."""
     sequence_length: int | None = None
-    """Tokens per sample, as the ranks ran (None when none reported)."""
+    """Tokens per sample (per packed row), as the ranks ran (None when none reported)."""
+    packed_rows_per_optimizer_step: list[int] | None = None
+    """The packed rows of each step, summed like the samples, when the ranks packed several
+    samples into a row (the global batch counts these rows); None when they did not."""
 
 
 def merge(results: list[RankResult], world_size: int | None = None) -> Measurement:
@@ -98,13 +104,16 @@ def merge(results: list[RankResult], world_size: int | None = None) -> Measureme
     per_step = (
         replica_totals((r.samples_per_step for r in counting), n) if placed or n == 0 else None
     )
+    packed = any(r.packed_rows_per_step is not None for r in counting)
+    rows = replica_totals((r.packed_rows_per_step or [] for r in counting), n) if packed else None
+    filled = rows if rows is not None else per_step  # rows of sequence_length tokens each
     times = [max(r.step_times[i] for r in results) for i in range(n)]
     timed = times[1:] or times
     median = statistics.median(timed) if timed else None
     seq = max((r.sequence_length for r in results), default=0)
     tokens = (
-        (sum(per_step[1:] or per_step) * seq / sum(timed))
-        if per_step is not None and timed and sum(timed) > 0
+        (sum(filled[1:] or filled) * seq / sum(timed))
+        if filled is not None and timed and sum(timed) > 0
         else None
     )
     return Measurement(
@@ -116,4 +125,5 @@ def merge(results: list[RankResult], world_size: int | None = None) -> Measureme
         device=results[0].device if results else None,
         stepped_by=results[0].stepped_by if results else "",
         sequence_length=seq or None,
+        packed_rows_per_optimizer_step=rows,
     )

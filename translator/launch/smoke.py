@@ -259,16 +259,19 @@ def judge(
     if not errors:
         if m.optimizer_steps != plan.steps:
             errors.append(f"{m.optimizer_steps} optimizer steps ran, not {plan.steps}")
-        counts = m.samples_per_optimizer_step or []
+        # Packed, the global batch counts rows (each holding several samples), not samples.
+        packed = m.packed_rows_per_optimizer_step
+        counts = (packed if packed is not None else m.samples_per_optimizer_step) or []
         if any(n != spec.global_batch_size for n in counts):
             errors.append(
-                f"{per_step(counts, plan.world_size)}, expected {spec.global_batch_size} "
-                "(the global batch)"
+                f"{per_step(counts, plan.world_size, packed is not None)}, expected "
+                f"{spec.global_batch_size} (the global batch)"
             )
         expected = prepared.expect_global
         if expected is not None and any(n != expected for n in counts):
             errors.append(
-                f"{plan.framework} consumed {_samples(counts)} samples per optimizer step, not "
+                f"{plan.framework} consumed {_samples(counts)} "
+                f"{'packed rows' if packed is not None else 'samples'} per optimizer step, not "
                 f"the {expected} expected (--expect-global)"
             )
     return Report(m, errors, results, oom)
@@ -279,16 +282,22 @@ def verdict(report: Report, plan: command.SmokePlan) -> str:
     ``error: `` and what is wrong."""
     if report.errors:
         return "error: " + "; ".join(report.errors)
-    counts = report.measurement.samples_per_optimizer_step or []
-    return f"ok: {per_step(counts, plan.world_size)}, as expected"
+    m = report.measurement
+    counts = m.samples_per_optimizer_step or []
+    if m.packed_rows_per_optimizer_step is None:
+        return f"ok: {per_step(counts, plan.world_size)}, as expected"
+    rows = per_step(m.packed_rows_per_optimizer_step, plan.world_size, packed=True)
+    return f"ok: {rows}, as expected, holding samples {run_lengths(counts)}"
 
 
-def per_step(counts: list[int], ranks: int) -> str:
-    """``8 samples per optimizer step on 2 ranks``; with steps that differ, run-length."""
+def per_step(counts: list[int], ranks: int, packed: bool = False) -> str:
+    """``8 samples per optimizer step on 2 ranks`` (``packed rows`` when ``packed``); with
+    steps that differ, run-length."""
     on = f"on {ranks} rank{'s' if ranks != 1 else ''}"
+    what = "packed rows" if packed else "samples"
     if len(set(counts)) == 1:
-        return f"{counts[0]} samples per optimizer step {on}"
-    return f"samples per optimizer step {run_lengths(counts)} {on}"
+        return f"{counts[0]} {what} per optimizer step {on}"
+    return f"{what} per optimizer step {run_lengths(counts)} {on}"
 
 
 def run_lengths(counts: list[int]) -> str:
@@ -466,6 +475,7 @@ def run(
         "framework": plan.framework,
         "optimizer_steps": m.optimizer_steps,
         "samples_per_optimizer_step": m.samples_per_optimizer_step,
+        "packed_rows_per_optimizer_step": m.packed_rows_per_optimizer_step,
         "tokens_per_second": m.tokens_per_second,
         "step_time_seconds": m.step_time_seconds,
         "peak_memory_bytes": m.peak_memory_bytes or None,

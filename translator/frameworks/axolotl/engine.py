@@ -12,6 +12,14 @@ deduplication is off and ``excess_length_strategy: raise`` makes Axolotl fail ra
 row silently. Each row is padded to exactly ``sequence_len`` tokens, and the result reports the
 rendered ``sequence_len`` (``--seq-len`` only when the file has none).
 
+A file with ``sample_packing: true`` runs packed, as Axolotl packs on CPU: with ``sdpa`` its
+multipack sampler fills bins of ``sequence_len`` tokens, ``micro_batch_size`` bins a
+micro-batch, and its collator concatenates each bin's samples (position ids restarting at 0).
+The dataset then has enough rows to fill every bin and ``max_steps`` ends the run after the
+smoke's steps. A step's samples are counted sample by sample (:func:`packed_samples`) and checked
+against the bins the sampler made; the result reports the packed rows per step too (the global
+batch counts rows).
+
 Measuring: Axolotl loads :class:`CountingPlugin` (``plugins:`` in the YAML). Inside the Axolotl
 process it adds the shared Trainer callback of :mod:`translator.counting` (the counter the
 harness and the guard use): a forward pre-hook on the trainer's model counts the rows of every
@@ -42,11 +50,22 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from translator.counting import TrainerCounter
+from translator.launch import parity_rank
 from translator.launch.context import RunContext, mentions_out_of_memory
 
 #: Keys of the rendered YAML that are run (everything else is the tiny model's setup).
 #: ``batch_size`` is not rendered, but if a file has it, Axolotl must see it too.
-RUN_KEYS = ("micro_batch_size", "gradient_accumulation_steps", "batch_size", "sequence_len")
+RUN_KEYS = (
+    "micro_batch_size",
+    "gradient_accumulation_steps",
+    "batch_size",
+    "sequence_len",
+    "sample_packing",
+)
+#: Fewer tokens than any row of the synthetic dataset holds (15 to 20 tokenised): a packed bin
+#: of ``sequence_len`` tokens holds at most ``sequence_len // MIN_ROW_TOKENS`` rows.
+MIN_ROW_TOKENS = 8
 #: Where :class:`CountingPlugin` writes its report (set for the Axolotl process only).
 REPORT_ENV = "BATCHSPEC_AXOLOTL_REPORT"
 #: Set for a parity run: the folder where the plugin writes the loss and update (as rank 0).
@@ -118,11 +137,18 @@ def run(ctx: RunContext):
     accumulation = keys.get("gradient_accumulation_steps", 1)
     sequence_len = keys.get("sequence_len", ctx.sequence_length)
     keys["sequence_len"] = sequence_len
+    packed = bool(keys.get("sample_packing"))
+    rows = ctx.steps * micro * accumulation
+    if packed:
+        # Enough rows to fill every bin of every step however they pack; max_steps stops the
+        # run at ctx.steps (the packed dataset's length is Axolotl's estimate).
+        rows *= sequence_len // MIN_ROW_TOKENS
+        keys["max_steps"] = ctx.steps
 
     scratch = Path(ctx.workdir).resolve() / "axolotl"
     scratch.mkdir(parents=True, exist_ok=True)
     model_dir = make_tiny_model(scratch)
-    write_dataset(scratch / DATA_FILE, ctx.steps * micro * accumulation)
+    write_dataset(scratch / DATA_FILE, rows)
     config = scratch / CONFIG_FILE
     settings = smoke_config(keys, model_dir, scratch) | (PARITY_KEYS if ctx.parity else {})
     config.write_text(yaml.safe_dump(settings, sort_keys=False))
@@ -140,6 +166,7 @@ def run(ctx: RunContext):
         data_parallel_rank=0,
         counts_samples=True,
         samples_per_step=[step["samples"] for step in report["steps"]],
+        packed_rows_per_step=[step["rows"] for step in report["steps"]] if packed else None,
         step_times=[step["seconds"] for step in report["steps"]],
         parameters=report["parameters"],
     )
@@ -151,7 +178,8 @@ def run(ctx: RunContext):
 
 
 def check(report: dict) -> None:
-    """Raise when the hook's count disagrees with what Axolotl's trainer itself reports."""
+    """Raise when the hook's count disagrees with what Axolotl's trainer itself reports (and,
+    packed, with the samples its multipack sampler put in each step's bins)."""
     steps = report["steps"]
     if len(steps) != report["global_step"]:
         raise RuntimeError(
@@ -167,6 +195,12 @@ def check(report: dict) -> None:
             raise RuntimeError(
                 f"step {number}: the model was fed {step['tokens']} tokens "
                 f"({step['samples']} samples) but Axolotl counted {axolotl}"
+            )
+        binned = step.get("axolotl_samples")
+        if binned is not None and binned != step["samples"]:
+            raise RuntimeError(
+                f"step {number}: the model was fed {step['samples']} samples in "
+                f"{step['rows']} packed rows but Axolotl's multipack sampler binned {binned}"
             )
 
 
@@ -195,6 +229,10 @@ def smoke_config(keys: dict, model_dir: Path, scratch: Path) -> dict:
         "output_dir": str(scratch / "out"),
         **CPU_SAFE,
         "val_set_size": 0,
+        # Unset, Axolotl shuffles the dataset with no seed (a new order every run, so the two
+        # runs of a parity check would not see the same samples); 42 is also the Trainer's
+        # default seed, so nothing else changes.
+        "seed": 42,
         "dataset_exact_deduplication": False,
         "excess_length_strategy": "raise",
         "pad_to_sequence_len": True,
@@ -259,6 +297,45 @@ def train(config: Path, scratch: Path, report_path: Path, parity: Path | None = 
     return proc.stdout
 
 
+def fed_samples(inputs: dict, packed: bool) -> list:
+    """The samples of the model's ``inputs`` (a forward's keyword arguments): each row, or with
+    ``packed`` the :func:`packed_samples` of the rows."""
+    if not packed:
+        return list(inputs["input_ids"])
+    if inputs.get("position_ids") is None:
+        raise RuntimeError("sample_packing is on, but the model got no position_ids")
+    return packed_samples(inputs["input_ids"], inputs["position_ids"], inputs["labels"])
+
+
+def packed_samples(ids, positions, labels) -> list:
+    """The samples of packed rows (each sample's tokens): the runs of ``positions`` that start
+    at 0 and hold a predicted token (a label other than -100). Axolotl's collator pads a bin
+    with positions counting from 0 again and labels -100: a run with nothing predicted."""
+    samples = []
+    for row, position, label in zip(ids, positions, labels, strict=True):
+        starts = [*(position == 0).nonzero().flatten().tolist(), len(position)]
+        samples += [row[a:b] for a, b in zip(starts, starts[1:]) if (label[a:b] != -100).any()]
+    return samples
+
+
+def binned_samples(sampler, step: int, accumulation: int) -> int:
+    """The samples Axolotl's ``MultipackBatchSampler`` put into the bins of optimizer step
+    ``step`` (from 0): its batches (``micro_batch_size`` bins each, a bin a list of dataset
+    indices) as it yields them, ``accumulation`` to a step."""
+    # _batches is the sampler's cache of what its __iter__ yields this epoch (no public view).
+    batches = sampler._batches[step * accumulation : (step + 1) * accumulation]
+    return sum(len(bin_) for batch in batches for bin_ in batch)
+
+
+def multipack_sampler(loader):
+    """The ``MultipackBatchSampler`` behind the Trainer's (prepared) train dataloader."""
+    for _ in range(4):
+        if hasattr(loader, "generate_batches"):
+            return loader
+        loader = getattr(loader, "batch_sampler", None)
+    raise RuntimeError("sample_packing is on, but the train dataloader has no multipack sampler")
+
+
 def last_line(output: str) -> str:
     """The last error-looking line of a log, else its last line."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
@@ -266,93 +343,127 @@ def last_line(output: str) -> str:
     return (errors or lines or ["(no output)"])[-1]
 
 
+def report_steps(counter) -> list[dict]:
+    """The closed steps of the plugin's counter, each with what Axolotl says of it: its running
+    ``tokens/total`` as logged, and packed, the samples its sampler binned."""
+    steps = [
+        {"samples": samples, "rows": rows, "tokens": tokens, "seconds": seconds}
+        for samples, rows, tokens, seconds in zip(
+            counter.samples, counter.rows, counter.tokens, counter.times
+        )
+    ]
+    for index, total in counter.axolotl_totals.items():
+        steps[index]["axolotl_tokens_total"] = total
+    for index, binned in counter.binned.items():
+        steps[index]["axolotl_samples"] = binned
+    return steps
+
+
 # --- Inside the Axolotl process -------------------------------------------------------------
+
+
+class StepReport(TrainerCounter):
+    """The counter, with Axolotl's own account beside it, written after every step (the Trainer
+    callback :class:`CountingPlugin` adds inside the Axolotl process)."""
+
+    def __init__(self, model, path: Path, packed: bool):
+        super().__init__()
+        self.path = path
+        self.packed = packed
+        """Axolotl packs several samples into a row (``sample_packing``)."""
+        self.sampler = None
+        """Axolotl's multipack sampler, when packed."""
+        self.binned: dict[int, int] = {}
+        """The samples the sampler binned into each step (by the step's index)."""
+        self.first: list[bytes] = []
+        """The samples of the first step (their tokens' bytes), for a parity run."""
+        self.parameters = sum(p.numel() for p in model.parameters())
+        self.global_step = 0
+        self.runtime: float | None = None
+        self.axolotl_totals: dict[int, int] = {}
+        """Axolotl's ``tokens/total`` after each step (by the step's index), as logged."""
+        self.model = model
+        self.before: dict | None = None
+        """A parity run's weights before the first step."""
+        self.loss: float | None = None
+        """The trainer's loss of the run, as logged."""
+
+    def forward(self, module, args, kwargs):
+        if not (module.training and self.counting):
+            return
+        samples = fed_samples(kwargs, self.packed)
+        self.add(kwargs["input_ids"], len(samples))
+        if not self.samples:  # no step closed yet: the first
+            self.first += [sample.cpu().numpy().tobytes() for sample in samples]
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.packed:
+            self.sampler = multipack_sampler(kwargs.get("train_dataloader"))
+        if os.environ.get(PARITY_ENV):
+            self.before = parity_rank.snapshot(self.model.named_parameters())
+        self.restart_clock()  # the first step's time runs from the start of training
+        return super().on_train_begin(args, state, control, model=model, **kwargs)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        super().on_step_end(args, state, control, **kwargs)
+        if self.sampler is not None:
+            step = len(self.samples) - 1
+            accumulation = args.gradient_accumulation_steps
+            self.binned[step] = binned_samples(self.sampler, step, accumulation)
+        self.global_step = state.global_step
+        self.write()
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        # Axolotl's own running count of token slots trained on (its compute_loss adds
+        # labels.numel() of every training micro-batch), logged after each step.
+        logs = logs or {}
+        if "tokens/total" in logs and self.samples and state.global_step == len(self.samples):
+            self.axolotl_totals[len(self.samples) - 1] = int(logs["tokens/total"])
+        if "train_runtime" in logs:
+            self.runtime = float(logs["train_runtime"])
+        if "train_loss" in logs:
+            self.loss = float(logs["train_loss"])
+        self.write()
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.stop()
+        self.global_step = state.global_step
+        self.write()
+        folder = os.environ.get(PARITY_ENV)
+        if folder and self.loss is not None:
+            named = self.model.named_parameters()
+            held = parity_rank.held(self.first)
+            parity_rank.write(Path(folder), 0, self.loss, self.before, named, held)
+        return control
+
+    def write(self):
+        report = {
+            "steps": report_steps(self),
+            "global_step": self.global_step,
+            "parameters": self.parameters,
+            "train_runtime": self.runtime,
+        }
+        import torch
+
+        if torch.cuda.is_available():
+            report["cuda_peak_memory_bytes"] = int(torch.cuda.max_memory_allocated())
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(report))
+        tmp.replace(self.path)
 
 
 def _plugin_class():
     """:class:`CountingPlugin`, built on first use (it subclasses Axolotl's ``BasePlugin``)."""
-    import torch
     from axolotl.integrations.base import BasePlugin
-
-    from translator.counting import TrainerCounter
-    from translator.launch import parity_rank
-
-    class StepReport(TrainerCounter):
-        """The counter, with Axolotl's own account beside it, written after every step."""
-
-        def __init__(self, model, path: Path):
-            super().__init__()
-            self.path = path
-            self.parameters = sum(p.numel() for p in model.parameters())
-            self.global_step = 0
-            self.runtime: float | None = None
-            self.axolotl_totals: dict[int, int] = {}
-            """Axolotl's ``tokens/total`` after each step (by the step's index), as logged."""
-            self.model = model
-            self.before: dict | None = None
-            """A parity run's weights before the first step."""
-            self.loss: float | None = None
-            """The trainer's loss of the run, as logged."""
-
-        def on_train_begin(self, args, state, control, model=None, **kwargs):
-            if os.environ.get(PARITY_ENV):
-                self.before = parity_rank.snapshot(self.model.named_parameters())
-            self.restart_clock()  # the first step's time runs from the start of training
-            return super().on_train_begin(args, state, control, model=model, **kwargs)
-
-        def on_step_end(self, args, state, control, **kwargs):
-            super().on_step_end(args, state, control, **kwargs)
-            self.global_step = state.global_step
-            self.write()
-            return control
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            # Axolotl's own running count of token slots trained on (its compute_loss adds
-            # labels.numel() of every training micro-batch), logged after each step.
-            logs = logs or {}
-            if "tokens/total" in logs and self.samples and state.global_step == len(self.samples):
-                self.axolotl_totals[len(self.samples) - 1] = int(logs["tokens/total"])
-            if "train_runtime" in logs:
-                self.runtime = float(logs["train_runtime"])
-            if "train_loss" in logs:
-                self.loss = float(logs["train_loss"])
-            self.write()
-            return control
-
-        def on_train_end(self, args, state, control, **kwargs):
-            self.stop()
-            self.global_step = state.global_step
-            self.write()
-            folder = os.environ.get(PARITY_ENV)
-            if folder and self.loss is not None:
-                named = self.model.named_parameters()
-                parity_rank.write(Path(folder), 0, self.loss, self.before, named)
-            return control
-
-        def write(self):
-            steps = [
-                {"samples": rows, "tokens": tokens, "seconds": seconds}
-                for rows, tokens, seconds in zip(self.samples, self.tokens, self.times)
-            ]
-            for index, total in self.axolotl_totals.items():
-                steps[index]["axolotl_tokens_total"] = total
-            report = {
-                "steps": steps,
-                "global_step": self.global_step,
-                "parameters": self.parameters,
-                "train_runtime": self.runtime,
-            }
-            if torch.cuda.is_available():
-                report["cuda_peak_memory_bytes"] = int(torch.cuda.max_memory_allocated())
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(report))
-            tmp.replace(self.path)
 
     class CountingPlugin(BasePlugin):
         """Adds :class:`StepReport` to Axolotl's trainer."""
 
         def add_callbacks_post_trainer(self, cfg, trainer):
-            return [StepReport(trainer.model, Path(os.environ[REPORT_ENV]))]
+            report = Path(os.environ[REPORT_ENV])
+            return [StepReport(trainer.model, report, bool(cfg.sample_packing))]
 
     return CountingPlugin
 
