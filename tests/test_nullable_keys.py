@@ -16,13 +16,16 @@ from __future__ import annotations
 import json
 import types
 import typing
+from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from translator.cli import main
 from translator.frameworks.accelerate import rules as accelerate_rules
 from translator.frameworks.axolotl import rules as axolotl_rules
+from translator.frameworks.nanotron import rules as nanotron_rules
 from translator.frameworks.shared import deepspeed_json
 
 WORLD = 8
@@ -338,3 +341,62 @@ def test_a_null_num_processes_is_left_to_the_command_line_as_minus_one_is(tmp_pa
         "accelerate-processes-from-command-line"
     ]
     assert "num_processes is null" in out["findings"][0]["message"] and code == 0
+
+
+# nanotron and Megatron-Bridge ------------------------------------------------------------------
+
+NANOTRON = Path(__file__).resolve().parent.parent / "fixtures" / "nanotron" / "valid"
+
+
+def nanotron_schema() -> dict[str, bool | None]:
+    """Each key our nanotron reader checks -> whether ``ParallelismArgs`` / ``TokensArgs``
+    allows None (None: the installed generation has no such field)."""
+    pytest.importorskip("nanotron")
+    from translator.frameworks.nanotron import native
+
+    config = native.config()
+    hints = {
+        "parallelism": typing.get_type_hints(config.ParallelismArgs),
+        "tokens": typing.get_type_hints(config.TokensArgs),
+    }
+    out: dict[str, bool | None] = {}
+    for key in dict.fromkeys([*nanotron_rules.FIELDS, *nanotron_rules.REQUIRED, *NANOTRON_OTHER]):
+        block, _, inner = key.partition(".")
+        out[key] = allows_none(hints[block][inner]) if inner in hints[block] else None
+    return out
+
+
+#: Keys the nanotron reader reads beside its spec fields.
+NANOTRON_OTHER = (nanotron_rules.EP, nanotron_rules.ENGINE)
+
+
+def nanotron_loads(data: dict) -> bool:
+    """Whether nanotron's own ``get_config_from_dict`` takes the config."""
+    from translator.frameworks.nanotron import native
+
+    config = native.config()
+    try:
+        config.get_config_from_dict(data, config_class=config.Config)
+    except Exception:  # dacite's WrongTypeError / UnexpectedDataError: it refuses the file
+        return False
+    return True
+
+
+@pytest.mark.parametrize("key", [*nanotron_rules.FIELDS, "tokens.train_steps", *NANOTRON_OTHER])
+def test_a_blank_nanotron_key_reads_as_nanotron_loads_it(tmp_path, key):
+    """dacite loads a null only into an ``Optional`` field (``pp_engine``, which
+    ``ParallelismArgs`` then makes afab, as our reader does); every size and token count is a
+    plain ``int`` and a null there is refused, here too. A key the installed generation has no
+    field for (``context_parallel_size`` in 0.4) is refused by the installed nanotron whatever
+    its value."""
+    allowed = nanotron_schema()[key]
+    text = (NANOTRON / "tiny_llama_04.yaml").read_text()
+    data = yaml.safe_load(text)
+    block, _, inner = key.partition(".")
+    data[block][inner] = None
+    loads = nanotron_loads(data)
+    assert loads is bool(allowed)  # the schema says it: a null loads where None is allowed
+    code, out = validate(tmp_path, "nanotron.yaml", yaml.safe_dump(data, sort_keys=False))
+    assert out["framework"] == "nanotron"
+    assert bool(errors(out)) is not loads, (key, loads, errors(out))
+    assert code == (0 if loads else 1)
