@@ -15,6 +15,7 @@ from test_nullable_keys import allows_none, errors, yaml_with_blank
 
 from translator.cli import main
 from translator.frameworks.litgpt import rules as litgpt_rules
+from translator.frameworks.torchtitan import keys as torchtitan_keys
 
 pytestmark = [pytest.mark.framework, pytest.mark.native]
 WORLD = 8
@@ -216,3 +217,49 @@ def test_a_blank_fsdp_reshard_after_forward_is_refused_by_fully_shard(tmp_path):
     (error,) = errors(out)
     assert error.startswith("invalid-value: fsdp_reshard_after_forward is None")
     assert "reshard_after_forward should be a bool or an int" in error and code == 1
+
+
+# torchtitan ------------------------------------------------------------------------------------
+
+
+def torchtitan_schema() -> dict[str, bool]:
+    """Each key of torchtitan's own config our TOML reader checks -> whether the installed
+    torchtitan's ``TrainingConfig`` / ``ParallelismConfig`` allows None for it."""
+    from torchtitan.config.configs import ParallelismConfig, TrainingConfig
+
+    hints = {
+        "training": typing.get_type_hints(TrainingConfig),
+        "parallelism": typing.get_type_hints(ParallelismConfig),
+    }
+    out = {}
+    for key in torchtitan_keys.DEFAULTS:
+        table, _, inner = key.partition(".")
+        if inner in hints[table]:  # the fork-only and later keys have no field here
+            out[key] = allows_none(hints[table][inner])
+    return out
+
+
+def test_torchtitan_types_every_key_we_read_without_none():
+    pytest.importorskip("torchtitan")
+    schema = torchtitan_schema()
+    assert "training.local_batch_size" in schema and "parallelism.tensor_parallel_degree" in schema
+    assert [k for k, allowed in schema.items() if allowed] == []
+
+
+@pytest.mark.parametrize("key", sorted(torchtitan_keys.DEFAULTS))
+def test_a_blank_torchtitan_key_is_not_toml(tmp_path, key):
+    """TOML has no null: ``key =`` with no value is refused by ``tomllib`` (what torchtitan
+    0.2.2's job config loader parses with) and by us, exit 2, naming the line, whatever the
+    schema says."""
+    import tomllib
+
+    table, _, inner = key.partition(".")
+    text = f"[{table}]\n{inner} =\n"
+    with pytest.raises(tomllib.TOMLDecodeError):
+        tomllib.loads(text)
+    path = tmp_path / "job.toml"
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["validate", str(path), "--world-size", WORLD])
+    assert result.exit_code == 2
+    assert f"{path}:2: not valid TOML" in result.output
+
