@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from translator.cli import main
 from translator.frameworks.accelerate import rules as accelerate_rules
 from translator.frameworks.axolotl import rules as axolotl_rules
+from translator.frameworks.megatron_bridge import rules as bridge_rules
 from translator.frameworks.nanotron import rules as nanotron_rules
 from translator.frameworks.shared import deepspeed_json
 
@@ -400,3 +401,59 @@ def test_a_blank_nanotron_key_reads_as_nanotron_loads_it(tmp_path, key):
     assert out["framework"] == "nanotron"
     assert bool(errors(out)) is not loads, (key, loads, errors(out))
     assert code == (0 if loads else 1)
+
+
+BRIDGE = (
+    "train:\n  train_iters: 10\n  global_batch_size: 64\n  micro_batch_size: 2\n"
+    "model:\n  seq_length: 4096\n  tensor_model_parallel_size: 2\n"
+    "  pipeline_model_parallel_size: 1\n  context_parallel_size: 1\n"
+)
+
+
+def bridge_model_schema() -> dict[str, bool]:
+    """Megatron-Bridge is not installable here (Transformer Engine, Python 3.12): its model
+    keys are megatron-core's ``TransformerConfig`` fields (the provider inherits them), asked
+    of the installed megatron-core. -> whether each allows None."""
+    pytest.importorskip("megatron.core")
+    from megatron.core.transformer import TransformerConfig
+
+    hints = typing.get_type_hints(TransformerConfig)
+    keys = [k for k in bridge_rules.BRIDGE.fields if k.startswith("model.")]
+    return {k: allows_none(hints[k.removeprefix("model.")]) for k in keys}
+
+
+@pytest.mark.parametrize("key", [k for k in bridge_rules.BRIDGE.fields if k.startswith("model.")])
+def test_a_blank_bridge_model_size_reads_as_megatron_core_types_it(tmp_path, key):
+    """The parallel sizes are plain ``int`` (megatron-core divides the world by them): a blank
+    one is an error; the virtual pipeline size and its micro-batch group are ``Optional``
+    (None: no interleaving), and a blank one is not."""
+    allowed = bridge_model_schema()[key]
+    code, out = validate(tmp_path, "bridge.yaml", yaml_with_blank(BRIDGE, key))
+    assert out["framework"] == "megatron-bridge"
+    assert bool(errors(out)) is not allowed, (key, allowed, errors(out))
+    assert code == (0 if allowed else 1)
+
+
+def test_the_bridge_schema_allows_none_somewhere_and_not_everywhere():
+    allowed = bridge_model_schema()
+    assert allowed["model.virtual_pipeline_model_parallel_size"] is True
+    assert allowed["model.tensor_model_parallel_size"] is False
+
+
+def test_a_blank_bridge_micro_batch_fails_in_megatron_core_s_calculator(tmp_path):
+    """A blank global batch is megatron-core's micro × data-parallel (what our verdict and
+    reader say); a blank micro-batch fails in the calculator itself, and is an error here."""
+    pytest.importorskip("megatron.core")
+    from translator.frameworks.shared.mcore_calculator import calculate
+
+    with pytest.raises(TypeError, match="NoneType"):
+        calculate(64, None, 4, None, False)
+    code, out = validate(tmp_path, "bridge.yaml", yaml_with_blank(BRIDGE, "train.micro_batch_size"))
+    assert errors(out) == [
+        "invalid-value: train.micro_batch_size is None (NoneType); it must be a positive integer"
+    ]
+    code, out = validate(
+        tmp_path, "bridge.yaml", yaml_with_blank(BRIDGE, "train.global_batch_size")
+    )
+    assert not errors(out) and code == 0
+    assert "megatron-bridge-global-default" in [f["code"] for f in out["findings"]]

@@ -263,3 +263,37 @@ def test_a_blank_torchtitan_key_is_not_toml(tmp_path, key):
     assert result.exit_code == 2
     assert f"{path}:2: not valid TOML" in result.output
 
+
+# NeMo's trainer block (Lightning) --------------------------------------------------------------
+
+NEMO1 = (
+    "trainer:\n  devices: 8\n  num_nodes: 1\nmodel:\n  micro_batch_size: 4\n"
+    "  global_batch_size: 256\n  tensor_model_parallel_size: 2\n"
+)
+
+
+@pytest.mark.parametrize(
+    "key, refusal",
+    [
+        ("trainer.devices", (TypeError, "`devices` selected with `CPUAccelerator`")),
+        ("trainer.num_nodes", (ValueError, "`num_nodes` must be a positive integer")),
+    ],
+)
+def test_a_blank_nemo_trainer_world_is_refused_by_lightning_and_by_us(tmp_path, key, refusal):
+    """NeMo hands ``trainer:`` to Lightning's ``Trainer`` (installed here with litgpt); a null
+    is passed as None, which it refuses (on CPU in its CPU words; on GPUs "Device IDs (GPU/TPU)
+    must be an int ... but you passed None", which our message quotes)."""
+    pl = pytest.importorskip("lightning.pytorch")
+    from lightning.fabric.utilities.device_parser import _check_data_type
+
+    inner = key.removeprefix("trainer.")
+    kind, words = refusal
+    with pytest.raises(kind, match=words):
+        pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, **{inner: None})
+    with pytest.raises(TypeError, match="but you passed None"):
+        _check_data_type(None)  # what the CUDA accelerator's parse_devices runs first
+    code, out = validate(tmp_path, "nemo.yaml", yaml_with_blank(NEMO1, key))
+    assert out["framework"] == "megatron-bridge"
+    (error,) = errors(out)
+    assert error.startswith(f"invalid-value: {key} is None") and "Lightning" in error
+    assert code == 1
