@@ -16,6 +16,7 @@ from test_nullable_keys import allows_none, errors, yaml_with_blank
 from translator.cli import main
 from translator.frameworks.litgpt import rules as litgpt_rules
 from translator.frameworks.torchtitan import keys as torchtitan_keys
+from translator.frameworks.torchtune import rules as torchtune_rules
 
 pytestmark = [pytest.mark.framework, pytest.mark.native]
 WORLD = 8
@@ -199,6 +200,17 @@ def test_a_blank_torchtune_switch_is_its_default(tmp_path, key):
     text = yaml_with_blank(TORCHTUNE, key)
     code, out = validate(tmp_path, "tt.yaml", text)
     assert out["framework"] == "torchtune" and not errors(out) and code == 0
+
+
+@pytest.mark.parametrize("key", ["context_parallel_dim", *torchtune_rules.DP_KEYS])
+def test_a_blank_torchtune_main_key_is_ignored_as_0_6_1_ignores_it(tmp_path, key):
+    """torchtune 0.6.1's recipe does not read main's ParallelDims keys at all, blank or not:
+    a warning that it ignores them, no error."""
+    pytest.importorskip("torchtune")
+    assert key not in recipe_source()
+    code, out = validate(tmp_path, "tt.yaml", yaml_with_blank(TORCHTUNE, key))
+    assert not errors(out) and code == 0
+    assert "torchtune-unreleased-keys" in [f["code"] for f in out["findings"]]
 
 
 def test_a_blank_fsdp_reshard_after_forward_is_refused_by_fully_shard(tmp_path):
