@@ -16,13 +16,17 @@ from __future__ import annotations
 import json
 import types
 import typing
+from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from translator.cli import main
 from translator.frameworks.accelerate import rules as accelerate_rules
 from translator.frameworks.axolotl import rules as axolotl_rules
+from translator.frameworks.megatron_bridge import rules as bridge_rules
+from translator.frameworks.nanotron import rules as nanotron_rules
 from translator.frameworks.shared import deepspeed_json
 
 WORLD = 8
@@ -338,3 +342,118 @@ def test_a_null_num_processes_is_left_to_the_command_line_as_minus_one_is(tmp_pa
         "accelerate-processes-from-command-line"
     ]
     assert "num_processes is null" in out["findings"][0]["message"] and code == 0
+
+
+# nanotron and Megatron-Bridge ------------------------------------------------------------------
+
+NANOTRON = Path(__file__).resolve().parent.parent / "fixtures" / "nanotron" / "valid"
+
+
+def nanotron_schema() -> dict[str, bool | None]:
+    """Each key our nanotron reader checks -> whether ``ParallelismArgs`` / ``TokensArgs``
+    allows None (None: the installed generation has no such field)."""
+    pytest.importorskip("nanotron")
+    from translator.frameworks.nanotron import native
+
+    config = native.config()
+    hints = {
+        "parallelism": typing.get_type_hints(config.ParallelismArgs),
+        "tokens": typing.get_type_hints(config.TokensArgs),
+    }
+    out: dict[str, bool | None] = {}
+    for key in dict.fromkeys([*nanotron_rules.FIELDS, *nanotron_rules.REQUIRED, *NANOTRON_OTHER]):
+        block, _, inner = key.partition(".")
+        out[key] = allows_none(hints[block][inner]) if inner in hints[block] else None
+    return out
+
+
+#: Keys the nanotron reader reads beside its spec fields.
+NANOTRON_OTHER = (nanotron_rules.EP, nanotron_rules.ENGINE)
+
+
+def nanotron_loads(data: dict) -> bool:
+    """Whether nanotron's own ``get_config_from_dict`` takes the config."""
+    from translator.frameworks.nanotron import native
+
+    config = native.config()
+    try:
+        config.get_config_from_dict(data, config_class=config.Config)
+    except Exception:  # dacite's WrongTypeError / UnexpectedDataError: it refuses the file
+        return False
+    return True
+
+
+@pytest.mark.parametrize("key", [*nanotron_rules.FIELDS, "tokens.train_steps", *NANOTRON_OTHER])
+def test_a_blank_nanotron_key_reads_as_nanotron_loads_it(tmp_path, key):
+    """dacite loads a null only into an ``Optional`` field (``pp_engine``, which
+    ``ParallelismArgs`` then makes afab, as our reader does); every size and token count is a
+    plain ``int`` and a null there is refused, here too. A key the installed generation has no
+    field for (``context_parallel_size`` in 0.4) is refused by the installed nanotron whatever
+    its value."""
+    allowed = nanotron_schema()[key]
+    text = (NANOTRON / "tiny_llama_04.yaml").read_text()
+    data = yaml.safe_load(text)
+    block, _, inner = key.partition(".")
+    data[block][inner] = None
+    loads = nanotron_loads(data)
+    assert loads is bool(allowed)  # the schema says it: a null loads where None is allowed
+    code, out = validate(tmp_path, "nanotron.yaml", yaml.safe_dump(data, sort_keys=False))
+    assert out["framework"] == "nanotron"
+    assert bool(errors(out)) is not loads, (key, loads, errors(out))
+    assert code == (0 if loads else 1)
+
+
+BRIDGE = (
+    "train:\n  train_iters: 10\n  global_batch_size: 64\n  micro_batch_size: 2\n"
+    "model:\n  seq_length: 4096\n  tensor_model_parallel_size: 2\n"
+    "  pipeline_model_parallel_size: 1\n  context_parallel_size: 1\n"
+)
+
+
+def bridge_model_schema() -> dict[str, bool]:
+    """Megatron-Bridge is not installable here (Transformer Engine, Python 3.12): its model
+    keys are megatron-core's ``TransformerConfig`` fields (the provider inherits them), asked
+    of the installed megatron-core. -> whether each allows None."""
+    pytest.importorskip("megatron.core")
+    from megatron.core.transformer import TransformerConfig
+
+    hints = typing.get_type_hints(TransformerConfig)
+    keys = [k for k in bridge_rules.BRIDGE.fields if k.startswith("model.")]
+    return {k: allows_none(hints[k.removeprefix("model.")]) for k in keys}
+
+
+@pytest.mark.parametrize("key", [k for k in bridge_rules.BRIDGE.fields if k.startswith("model.")])
+def test_a_blank_bridge_model_size_reads_as_megatron_core_types_it(tmp_path, key):
+    """The parallel sizes are plain ``int`` (megatron-core divides the world by them): a blank
+    one is an error; the virtual pipeline size and its micro-batch group are ``Optional``
+    (None: no interleaving), and a blank one is not."""
+    allowed = bridge_model_schema()[key]
+    code, out = validate(tmp_path, "bridge.yaml", yaml_with_blank(BRIDGE, key))
+    assert out["framework"] == "megatron-bridge"
+    assert bool(errors(out)) is not allowed, (key, allowed, errors(out))
+    assert code == (0 if allowed else 1)
+
+
+def test_the_bridge_schema_allows_none_somewhere_and_not_everywhere():
+    allowed = bridge_model_schema()
+    assert allowed["model.virtual_pipeline_model_parallel_size"] is True
+    assert allowed["model.tensor_model_parallel_size"] is False
+
+
+def test_a_blank_bridge_micro_batch_fails_in_megatron_core_s_calculator(tmp_path):
+    """A blank global batch is megatron-core's micro × data-parallel (what our verdict and
+    reader say); a blank micro-batch fails in the calculator itself, and is an error here."""
+    pytest.importorskip("megatron.core")
+    from translator.frameworks.shared.mcore_calculator import calculate
+
+    with pytest.raises(TypeError, match="NoneType"):
+        calculate(64, None, 4, None, False)
+    code, out = validate(tmp_path, "bridge.yaml", yaml_with_blank(BRIDGE, "train.micro_batch_size"))
+    assert errors(out) == [
+        "invalid-value: train.micro_batch_size is None (NoneType); it must be a positive integer"
+    ]
+    code, out = validate(
+        tmp_path, "bridge.yaml", yaml_with_blank(BRIDGE, "train.global_batch_size")
+    )
+    assert not errors(out) and code == 0
+    assert "megatron-bridge-global-default" in [f["code"] for f in out["findings"]]

@@ -324,6 +324,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             findings.append(invalid_value(key, v, v.file or reading.path))
         else:
             values[field] = v.value
+    findings += _blank_world(reading, gen)
     findings += _absent(reading, gen, absent, values, launch)
     findings += _generation_note(reading, gen)
     findings += _overwritten(reading, gen)
@@ -344,6 +345,33 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
                 )
             )
     return values, findings
+
+
+#: Lightning's ``Trainer`` (which NeMo hands ``trainer:``) on a None devices / num_nodes:
+#: key -> what it takes, its words.
+LIGHTNING_REFUSES = {
+    "trainer.devices": (
+        "a positive integer or auto",
+        "Device IDs (GPU/TPU) must be an int, a string, a sequence of ints, but you passed None",
+    ),
+    "trainer.num_nodes": (
+        "a positive integer",
+        "`num_nodes` must be a positive integer, but got None.",
+    ),
+}
+
+
+def _blank_world(reading: Reading, gen: Generation) -> list[Finding]:
+    """A blank ``trainer.devices`` or ``trainer.num_nodes``: NeMo passes it to Lightning's
+    ``Trainer`` as None, which refuses it (its default applies only to a missing key)."""
+    out = []
+    for key in gen.world or ():
+        v = reading.values.get(key)
+        if v is not None and v.value is None and v.why_unknown is None:
+            wants, words = LIGHTNING_REFUSES[key]
+            wants += f"; Lightning's Trainer refuses None ({words})"
+            out.append(invalid_value(key, v, v.file or reading.path, wants=wants))
+    return out
 
 
 def _unknown(key: str, v: Value, reading: Reading) -> Finding:

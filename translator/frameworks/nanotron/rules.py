@@ -178,6 +178,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         else:
             counts[key] = v.count
     findings += [_unknown(reading, keys, why) for why, keys in unknown.items()]
+    findings += _null_required(reading)
     values |= {FIELDS[k]: c for k, c in counts.items() if k in FIELDS}
     findings += _missing(reading)
     findings += _generations(reading)
@@ -218,6 +219,19 @@ def _unknown(reading: Reading, keys: list[str], why: str) -> Finding:
         hint="write the values in the YAML as literals",
         where=reading.where(keys[0]),
     )
+
+
+def _null_required(reading: Reading) -> list[Finding]:
+    """The required keys not read into the spec (``train_steps``) written blank: dacite loads
+    a null only into an ``Optional`` field and refuses it for these plain ``int`` ones."""
+    return [
+        invalid_value(key, v, reading.path)
+        for key in REQUIRED
+        if key not in FIELDS
+        and (v := reading.values.get(key)) is not None
+        and v.value is None
+        and v.why_unknown is None
+    ]
 
 
 def _missing(reading: Reading) -> list[Finding]:

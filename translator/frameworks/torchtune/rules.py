@@ -34,6 +34,8 @@ RECIPE = "tune run recipe"
 REQUIRED = ("batch_size", "gradient_accumulation_steps")
 #: Main's data-parallel dims (``ParallelDims``).
 DP_KEYS = ("data_parallel_shard_dim", "data_parallel_replicate_dim")
+#: The recipe's FSDP2 switch it hands ``fully_shard`` as ``reshard_after_forward``.
+RESHARD = "fsdp_reshard_after_forward"
 #: Read too, for what they say about the batch or memory.
 OTHER_KEYS = (
     *DP_KEYS,
@@ -44,12 +46,17 @@ OTHER_KEYS = (
     "max_steps_per_epoch",
     "enable_activation_checkpointing",
     "fsdp_cpu_offload",
-    "fsdp_reshard_after_forward",
+    RESHARD,
 )
 #: Real torchtune keys that look like batch keys.
 LOOKALIKES = {"batch_size_val", "tensor_parallel_plan", "context_parallel_rotate_method"}
 #: The recipe's words when it refuses.
 TP_PLAN = "Tensor Parallel plan needs to be provided when tensor parallel is enabled."
+#: torch's ``fully_shard`` when ``reshard_after_forward`` is None.
+RESHARD_REFUSED = (
+    "torch's fully_shard refuses None (reshard_after_forward should be a bool or an int "
+    "representing the group size to reshard to, not None)"
+)
 IN_BWD = (
     "Gradient accumulation is not supported with optimizer in bwd. Please set "
     "gradient_accumulation_steps=1, or optimizer_in_bwd=False."
@@ -128,6 +135,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             findings.append(invalid_value(key, v, reading.path))
         else:
             counts[key] = v.count
+    findings += _blank_reshard(reading)
     absent = [key for key in REQUIRED if key not in reading.values]
     if len(absent) == len(REQUIRED):
         findings.append(_no_batch_keys(reading))
@@ -262,6 +270,15 @@ def _mesh(reading: Reading, values: dict, counts: dict, world: int | None) -> li
             where=reading.where(next((k for k in DP_KEYS if k in counts), "tensor_parallel_dim")),
         )
     ]
+
+
+def _blank_reshard(reading: Reading) -> list[Finding]:
+    """A blank ``fsdp_reshard_after_forward``: the recipe's ``cfg.get(key, True)`` gives None
+    for it (the default is for a missing key), which torch's ``fully_shard`` refuses."""
+    v = reading.values.get(RESHARD)
+    if v is None or v.value is not None or v.why_unknown is not None:
+        return []
+    return [invalid_value(RESHARD, v, reading.path, wants=f"true or false: {RESHARD_REFUSED}")]
 
 
 def _refusals(reading: Reading, tp: int, micro: int, accumulation: int) -> list[Finding]:
@@ -429,7 +446,7 @@ def memory_settings(reading: Reading) -> Settings:
     forward unless ``fsdp_reshard_after_forward: false``), offload to the CPU with
     ``fsdp_cpu_offload``, and checkpoint activations with ``enable_activation_checkpointing``
     (all off by default but the sharding)."""
-    reshard = reading.values.get("fsdp_reshard_after_forward")
+    reshard = reading.values.get(RESHARD)
     stage = 2 if reshard is not None and reshard.value is False else 3
     given = [Setting("zero_stage", stage, f"{reading.path} (the distributed recipes' FSDP2)")]
     for key, setting in (
