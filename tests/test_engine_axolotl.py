@@ -19,48 +19,28 @@ pytestmark = pytest.mark.framework
 
 
 def test_axolotl_runs_two_optimizer_steps_of_the_rendered_global_batch(tmp_path):
+    """``smoke`` on the rendered YAML: two steps of 4 samples, counted as Axolotl's trainer
+    stepped; ``--expect-global 8`` makes the same run fail, naming both numbers (one run: each
+    costs about a minute here)."""
     spec = BatchSpec(global_batch_size=4, micro_batch_size=2, world_size=1, sequence_length=64)
     assert spec.gradient_accumulation_steps == 2
-    (tmp_path / "spec.json").write_text(spec.model_dump_json())
     (tmp_path / "axolotl.yaml").write_text(render(spec, FRAMEWORKS["axolotl"]).text)
-    out = tmp_path / "results"
-    out.mkdir()
-    env = dict(
-        os.environ,
-        WORLD_SIZE="1",
-        RANK="0",
-        LOCAL_RANK="0",
-        HF_HUB_OFFLINE="1",
-        AXOLOTL_DO_NOT_TRACK="1",
-    )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "translator.launch.worker",
-            "--engine",
-            "axolotl",
-            "--spec",
-            str(tmp_path / "spec.json"),
-            "--config",
-            str(tmp_path / "axolotl.yaml"),
-            "--out",
-            str(out),
-            "--steps",
-            "2",
-            "--model",
-            "tiny",
-            "--seq-len",
-            "64",
-        ],
-        env=env,
+    work = tmp_path / "w"
+    done = subprocess.run(
+        [sys.executable, "-m", "translator", "smoke", str(tmp_path / "axolotl.yaml")]
+        + ["--framework", "axolotl", "--nproc-per-node", "1", "--steps", "2", "--device", "cpu"]
+        + ["--expect-global", "8", "--workdir", str(work), "--json"],
+        env=dict(os.environ, HF_HUB_OFFLINE="1", AXOLOTL_DO_NOT_TRACK="1"),
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "axolotl consumed 4 samples per optimizer step, not the 8 expected" in done.stderr
+    assert json.loads(done.stdout)["samples_per_optimizer_step"] == [4, 4]
 
+    out = work / "results"
     results = read_all(out)
     assert [r.error for r in results] == [None]
     measured = merge(results)
