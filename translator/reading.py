@@ -153,6 +153,16 @@ class Reading:
         v = self.values.get(key)
         return None if v is None else v.count
 
+    def take(self, values: Mapping[str, Value], found: str, fields: Mapping[str, str]) -> None:
+        """The ``values`` of another file a job names (``found``: its path), each marked as
+        that file's, so ``update`` edits none of them here; their spans index that file's text,
+        not this one's, so none is kept. Keys that are spec ``fields`` (key -> field) are
+        listed in ``sources``."""
+        for key, v in values.items():
+            self.values[key] = Value(v.value, v.line, None, v.why_unknown, found)
+            if key in fields:
+                self.sources.append(Source(fields[key], v.value, f"{found}:{v.line} {key}"))
+
     def set_later(
         self,
         key: str,

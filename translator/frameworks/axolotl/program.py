@@ -293,11 +293,7 @@ def _read_config(reading: Reading, call: Call, named: Word | None) -> dict | Non
             )
             why = f"unknown: {named.text} does not read as an Axolotl YAML"
         else:
-            for key, v in inner.values.items():
-                reading.values[key] = Value(v.value, v.line, None, v.why_unknown, str(found))
-                if key in rules.KEYS:
-                    shown = f"{found}:{v.line} {key}"
-                    reading.sources.append(Source(rules.KEYS[key], v.value, shown))
+            reading.take(inner.values, str(found), rules.KEYS)
             reading.findings += inner.findings
             return config
     line = named.line if named is not None else call.line

@@ -185,10 +185,7 @@ def _read_file(reading: Reading, call: Call, named: Word) -> bool:
             finding("job-file-unreadable", str(exc), where=f"{call.path}:{named.line}")
         )
         return True
-    for key, v in inner.values.items():
-        reading.values[key] = Value(v.value, v.line, None, v.why_unknown, str(found))
-        if key in FIELDS:
-            reading.sources.append(Source(FIELDS[key], v.value, f"{found}:{v.line} {key}"))
+    reading.take(inner.values, str(found), FIELDS)
     reading.partners += inner.partners
     reading.findings += [_as_job(f) for f in inner.findings]
     return True

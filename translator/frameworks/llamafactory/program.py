@@ -136,10 +136,7 @@ def _take(reading: Reading, inner: Reading, found: str) -> None:
     run, LLaMA-Factory opens the path from where it runs, and an override may name another
     (:func:`_deepspeed` looks for it again)."""
     ds_where = inner.where("deepspeed")
-    for key, v in inner.values.items():
-        reading.values[key] = Value(v.value, v.line, None, v.why_unknown, found)
-        if key in FIELDS:
-            reading.sources.append(Source(FIELDS[key], v.value, f"{found}:{v.line} {key}"))
+    reading.take(inner.values, found, FIELDS)
     reading.findings += [
         f for f in inner.findings if not (f.code == "missing-file" and f.where == ds_where)
     ]

@@ -14,7 +14,7 @@ from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.nanotron import rules
 from translator.job import not_found
-from translator.reading import Call, Note, Reading, Source, Value
+from translator.reading import Call, Note, Reading, Value
 from translator.shell.values import Word
 
 #: The program nanotron ships; any other is nanotron's only by the YAML it is given.
@@ -101,8 +101,5 @@ def _take(reading: Reading, call: Call, named: Word, found: str, text: str) -> N
         )
         _unknown(reading, named, f"unknown: {named.text} does not read as a nanotron config")
         return
-    for key, v in inner.values.items():
-        reading.values[key] = Value(v.value, v.line, None, v.why_unknown, found)
-        if key in rules.FIELDS:
-            reading.sources.append(Source(rules.FIELDS[key], v.value, f"{found}:{v.line} {key}"))
+    reading.take(inner.values, found, rules.FIELDS)
     reading.findings += inner.findings

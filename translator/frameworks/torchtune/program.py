@@ -156,10 +156,7 @@ def _take_file(reading: Reading, found: Path, where: str) -> str | None:
     except InputError as exc:
         reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
         return f"unknown: {found} does not read as a torchtune config"
-    for key, v in inner.values.items():
-        reading.values[key] = Value(v.value, v.line, v.span, v.why_unknown, str(found))
-        if key in rules.KEYS:
-            reading.sources.append(Source(rules.KEYS[key], v.value, f"{found}:{v.line} {key}"))
+    reading.take(inner.values, str(found), rules.KEYS)
     reading.findings += inner.findings
     return None
 
