@@ -299,6 +299,22 @@ def test_update_refuses_a_value_the_yaml_holds_and_names_the_yaml(run_dir):
     assert (run_dir / "job.sh").read_text().endswith("--num_processes 8\n")
 
 
+def test_update_refuses_to_delete_a_key_the_yaml_holds_and_names_the_yaml(run_dir):
+    """Axolotl's batch_size trap is deleted by update; set in the job's YAML, it is refused
+    naming that file (it was 'cannot remove batch_size: its value is not a plain scalar')."""
+    (run_dir / "x.yml").write_text("base_model: m\nmicro_batch_size: 2\nbatch_size: 16\n")
+    (run_dir / "job.sh").write_text(
+        "#!/bin/bash\ntorchrun --nproc_per_node 2 -m axolotl.cli.train x.yml\n"
+    )
+    framework, reading = read_file("job.sh")
+    spec = BatchSpec(global_batch_size=32, micro_batch_size=2, world_size=2)
+    with pytest.raises(
+        ConfigError,
+        match=r"batch_size is set in x.yml, not in job.sh; update that file \(delete batch_size\)",
+    ):
+        update.apply(framework, reading, spec)
+
+
 def test_update_in_place_changes_the_launcher_flag_and_keeps_every_other_byte(run_dir):
     (run_dir / "job.sh").write_text(JOB)
     result = CliRunner().invoke(main, ["update", "job.sh", "--world-size", "16", "--in-place"])

@@ -228,15 +228,16 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
             ending = _line_ending(text, at[0])
             replacements[at] = ending.join(written.split("\n")) + ending
             edit = Edit(_line_of(text, at[0]), None, written)
+        elif old.file is not None:
+            change = f"delete {key}" if new is None else f"to {new}"
+            raise cannot_edit(
+                reading.where(key),
+                f"{key} is set in {old.file}, not in {reading.path}; update that file ({change})",
+            )
         elif new is None:
             at = _line_span(text, old.span, reading.path, key)
             replacements[at] = ""
             edit = Edit(_line_of(text, at[0]), text[at[0] : at[1]].strip(), None)
-        elif old.file is not None:
-            raise cannot_edit(
-                reading.where(key),
-                f"{key} is set in {old.file}, not in {reading.path}; update that file (to {new})",
-            )
         elif old.span is None and old.why_unknown:
             raise cannot_edit(
                 reading.where(key),
