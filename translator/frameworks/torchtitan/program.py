@@ -172,18 +172,13 @@ def _toml(reading: Reading, call: Call, named: tuple[Word, Value]) -> None:
             why = f"unknown: {value.value} is not found"
         else:
             try:
-                inner = rules.read_toml(read_text(found), str(found), str(found))
+                inner = rules.read_toml(read_text(found), str(found))
             except InputError as exc:
                 reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
                 why = f"unknown: {value.value} does not read as TOML"
             else:
-                reading.values |= inner.values
+                reading.take(inner.values, str(found), SOURCES)
                 reading.findings += inner.findings
-                for key, v in inner.values.items():
-                    if key in SOURCES:
-                        reading.sources.append(
-                            Source(SOURCES[key], v.value, f"{found}:{v.line} {key}")
-                        )
                 return
     for key in keys.SAMPLES | keys.DEGREES:
         reading.values[key] = Value(None, flag.line, None, why)

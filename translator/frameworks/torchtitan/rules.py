@@ -24,7 +24,7 @@ from translator import job
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.torchtitan import generation, keys, toml_file
-from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
+from translator.reading import Launch, Reading, invalid_value, typo_findings
 from translator.solve import nearest_multiples
 from translator.spec import BatchSpec
 
@@ -63,17 +63,14 @@ def read(text: str, where: str) -> Reading:
     return read_toml(text, where)
 
 
-def read_toml(text: str, where: str, found: str | None = None) -> Reading:
-    """A TOML job file's batch keys (``found``: its path when it is a job's, for the values'
-    ``file``)."""
+def read_toml(text: str, where: str) -> Reading:
+    """A TOML job file's batch keys."""
     data = toml_file.load(text, where)
     if not any(isinstance(data.get(t), dict) for t in (*_TABLES, "experimental")):
         raise InputError(
             f"{where}: not a torchtitan job file (it has no [training] or [parallelism] table)"
         )
     values, lines = toml_file.values(text, data, keys.DEFAULTS, keys.ALIASES)
-    if found is not None:
-        values = {k: Value(v.value, v.line, v.span, None, found) for k, v in values.items()}
     reading = Reading(where, NAME, text, values=values)
     table_keys = {k: line for k, line in lines.items() if k.split(".")[0] in _TABLES}
     reading.findings += typo(table_keys, where)
