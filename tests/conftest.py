@@ -98,3 +98,12 @@ def slurm_cluster() -> None:
         said = f"{said}; after scripts/local-slurm.sh start: {again} {started.stderr[-400:]}"
     if not up:
         pytest.skip(f"no Slurm cluster (scripts/local-slurm.sh start): {said}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``pytest -n`` (xdist, as CI runs it) the tests that use the one-node Slurm cluster
+    run on one worker, one after another: its jobs share the node's CPUs and the rendezvous
+    port (29500), so two at once would queue behind each other or collide."""
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
