@@ -69,7 +69,7 @@ BARE = {  # a hand-written one-step script per engine: the same model, no batchs
     "torch": """
 import os, torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from translator.launch import model as models
+from translator.rank import model as models
 dist.init_process_group("gloo")
 net = DistributedDataParallel(models.build("tiny", 128))
 opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
@@ -83,7 +83,7 @@ dist.destroy_process_group()
 import os, json, sys, torch
 os.environ["DS_ACCELERATOR"] = "cpu"
 import deepspeed
-from translator.launch import model as models
+from translator.rank import model as models
 deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 deepspeed.init_distributed(dist_backend="gloo")
 net = models.build("tiny", 128)

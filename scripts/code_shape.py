@@ -1,6 +1,9 @@
-"""The shape of the code: the largest classes and functions (lines, cyclomatic complexity) and
-the import cycles among translator's modules, once for the imports run at import time and once
-counting the imports inside functions too (those under ``TYPE_CHECKING`` never count).
+"""The shape of the code: the largest classes and functions (lines, cyclomatic complexity), the
+import cycles among translator's modules (once for the imports run at import time, once
+counting the imports inside functions too), and the floors: every module's floor in
+:data:`FLOORS` and each import that runs from a lower floor up to a higher one, counting every
+import (inside functions and under ``TYPE_CHECKING`` too: a type the reader must look up above
+is an upward dependency all the same). tests/test_architecture.py holds the code to both.
 
     python scripts/code_shape.py [ROOT]     # ROOT: a checkout (default: this one)
 """
@@ -36,6 +39,105 @@ def complexity(node: ast.AST) -> int:
         elif isinstance(child, ast.BoolOp):
             count += len(child.values) - 1
     return count
+
+
+#: The floors, bottom first: a module may import only from its own floor and those below. A
+#: module's floor is that of the longest prefix listed. DESIGN.md says why each is where it is.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    # the words: errors, findings, files and the chatter filter
+    ("translator.errors", "translator.findings", "translator.files", "translator.chatter"),
+    # launch scripts read with tree-sitter-bash, without running them
+    ("translator.shell",),
+    # the values: the spec and its solver, a reading of a file, memory, elastic and tuning maths
+    (
+        "translator.parsing",
+        "translator.spec",
+        "translator.spec_file",
+        "translator.solve",
+        "translator.counting",
+        "translator.reading",
+        "translator.memory",
+        "translator.elastic",
+        "translator.tuning",
+    ),
+    # what a framework implements and may use: contract, registry, inspection, findings
+    ("translator.plugin",),
+    # the operations on files and jobs
+    (
+        "translator.detection",
+        "translator.job",
+        "translator.inspection",
+        "translator.advice",
+        "translator.estimation",
+        "translator.layouts",
+        "translator.render",
+        "translator.update",
+        "translator.elastic_report",
+        "translator.verdict",
+        "translator.guard",
+    ),
+    # what runs inside a launched process
+    ("translator.rank",),
+    # one package per framework
+    ("translator.frameworks",),
+    # what starts processes
+    ("translator.launch",),
+    # the command line on top
+    ("translator.cli", "translator.__main__", "translator"),
+)
+
+
+def floor_of(module: str) -> int | None:
+    """The index in :data:`FLOORS` of ``module``'s floor (its longest listed prefix)."""
+    best: tuple[int, int] | None = None
+    for index, prefixes in enumerate(FLOORS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    return None if best is None else best[0]
+
+
+def every_import(root: Path) -> dict[str, set[tuple[str, int]]]:
+    """module -> (translator module it imports, line), for every import statement anywhere."""
+    modules = {module_of(root, p): p for p in (root / "translator").rglob("*.py")}
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    found: dict[str, set[tuple[str, int]]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found[name] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    module = ".".join(parts + ([module] if module else []))
+                targets = [f"{module}.{a.name}" for a in node.names]
+            for target in targets:
+                resolved = known(target)
+                if resolved and resolved != name:
+                    found[name].add((resolved, node.lineno))
+    return found
+
+
+def upward(root: Path) -> list[tuple[str, int, str]]:
+    """(module, line, what it imports) for each import from a lower floor up to a higher one."""
+    out = []
+    for name, targets in sorted(every_import(root).items()):
+        here = floor_of(name)
+        for target, line in sorted(targets):
+            there = floor_of(target)
+            if here is not None and there is not None and there > here:
+                out.append((name, line, target))
+    return out
 
 
 def units(root: Path):
@@ -164,6 +266,20 @@ def main() -> None:
         print(f"import cycles {what}: {len(found)}")
         for group in found:
             print(f"  {len(group)} modules: {', '.join(group)}")
+    modules = sorted(every_import(root))
+    print("floors, bottom first (modules on each):")
+    for index, prefixes in enumerate(FLOORS):
+        count = sum(floor_of(m) == index for m in modules)
+        print(
+            f"  {index}  {count:3d}  {', '.join(p.removeprefix('translator.') for p in prefixes)}"
+        )
+    homeless = [m for m in modules if floor_of(m) is None]
+    if homeless:
+        print(f"modules on no floor: {', '.join(homeless)}")
+    up = upward(root)
+    print(f"imports from a lower floor up to a higher one: {len(up)}")
+    for name, line, target in up:
+        print(f"  {name}:{line} -> {target}")
 
 
 if __name__ == "__main__":

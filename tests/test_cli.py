@@ -227,7 +227,7 @@ class _NoTorch(importlib.abc.MetaPathFinder):
 def deepspeed_missing(monkeypatch):
     """The deepspeed engine's package is not installed here; looking torch up, or starting a
     process, would fail the command. Yields the processes started (none)."""
-    from translator.frameworks import contract
+    from translator.plugin import contract
 
     monkeypatch.setattr(contract, "_installed", lambda package: package != "deepspeed")
     monkeypatch.delitem(sys.modules, "torch", raising=False)

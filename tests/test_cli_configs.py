@@ -196,7 +196,7 @@ def test_validate_with_framework_megatron_and_axolotl(files):
 def test_validate_with_framework_warns_naming_what_to_install(files, monkeypatch):
     import dataclasses
 
-    from translator import frameworks
+    from translator.plugin import registry as frameworks
 
     real = frameworks.get
     monkeypatch.setattr(

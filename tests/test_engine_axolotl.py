@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("axolotl")
 
 from translator.frameworks import FRAMEWORKS  # noqa: E402
-from translator.launch.result import merge, read_all  # noqa: E402
+from translator.rank.result import merge, read_all  # noqa: E402
 from translator.render import render  # noqa: E402
 from translator.spec import BatchSpec  # noqa: E402
 

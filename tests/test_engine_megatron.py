@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from translator.frameworks import FRAMEWORKS
-from translator.launch import worker
-from translator.launch.context import RunContext
-from translator.launch.result import merge, read_all
+from translator.rank import worker
+from translator.rank.context import RunContext
+from translator.rank.result import merge, read_all
 from translator.render import render
 from translator.spec import BatchSpec
 
@@ -55,7 +55,7 @@ def test_two_ranks_run_two_steps_of_the_rendered_global_batch(tmp_path):
             "--nproc_per_node",
             "2",
             "-m",
-            "translator.launch.worker",
+            "translator.rank.worker",
             "--engine",
             "megatron",
             "--spec",

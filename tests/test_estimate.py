@@ -66,7 +66,7 @@ def test_parameter_counts_match_the_published_models(name, count):
 @pytest.mark.parametrize("name, seq", [("tiny", 64), ("125m", 256)])
 def test_the_smoke_models_have_the_parameters_their_preset_counts(name, seq):
     pytest.importorskip("torch")
-    from translator.launch.model import build
+    from translator.rank.model import build
 
     real = sum(p.numel() for p in build(name, seq).parameters())
     assert memory.model_named(name, seq).parameters == real

@@ -128,7 +128,7 @@ def test_a_rendered_file_without_a_sequence_length_is_refused_by_nanotron():
 
 def test_the_smoke_engines_whole_config_is_one_nanotron_loads(tmp_path):
     from translator.frameworks.nanotron.engine import whole_config
-    from translator.launch.context import RunContext
+    from translator.rank.context import RunContext
 
     spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2, sequence_length=64)
     rendered = render(spec, nanotron)

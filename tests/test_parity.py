@@ -10,7 +10,8 @@ import torch
 from click.testing import CliRunner
 
 from translator.cli import main
-from translator.launch import parity_compare, parity_rank
+from translator.launch import parity_compare
+from translator.rank import parity_rank
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "global_batch_size: 8\nmicro_batch_size: 4\nsequence_length: 32\n"

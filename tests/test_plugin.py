@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from translator import frameworks
 from translator.cli import main
 from translator.errors import InputError
+from translator.plugin import registry as frameworks
 
 ROOT = Path(__file__).resolve().parent.parent
 

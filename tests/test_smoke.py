@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from translator.cli import main
 from translator.launch import command, slurm
-from translator.launch.result import RankResult, merge
 from translator.launch.smoke import judge, mfu, prepare, verdict
+from translator.rank.result import RankResult, merge
 
 SPEC = "global_batch_size: 8\nmicro_batch_size: 2\nsequence_length: 32\n"
 
@@ -559,7 +559,7 @@ def test_a_rank_that_dies_mid_run_shows_what_ran(spec, tmp_path):
     rank1 = [
         int(line.split(":")[0])
         for line in leftovers(str(workdir / "results"))
-        if "translator.launch.worker" in line
+        if "translator.rank.worker" in line
         and b"RANK=1\0" in Path(f"/proc/{line.split(':')[0]}/environ").read_bytes()
     ]
     assert len(rank1) == 1
@@ -1135,8 +1135,8 @@ def test_a_replica_not_known_yet_leaves_the_sums_unknown():
 def test_the_harness_reports_after_every_step(tmp_path, monkeypatch):
     """Each closed step rewrites the rank's report (not finished); with model parallelism
     which rank counts stays unknown until the engine's final report."""
-    from translator.launch.context import RunContext
-    from translator.launch.harness import FAIL_AT_STEP_ENV, Harness
+    from translator.rank.context import RunContext
+    from translator.rank.harness import FAIL_AT_STEP_ENV, Harness
     from translator.spec import BatchSpec
 
     def harness(**layout):
@@ -1163,14 +1163,14 @@ def test_the_harness_reports_after_every_step(tmp_path, monkeypatch):
 
 
 def read_all_results(folder):
-    from translator.launch.result import read_all
+    from translator.rank.result import read_all
 
     return read_all(folder)
 
 
 def test_a_failed_rank_keeps_the_steps_it_reported(tmp_path):
-    from translator.launch.context import RunContext
-    from translator.launch.worker import failed
+    from translator.rank.context import RunContext
+    from translator.rank.worker import failed
     from translator.spec import BatchSpec
 
     spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2)

@@ -8,10 +8,11 @@ from click.testing import CliRunner
 
 from translator.cli import main
 from translator.files import write_files
-from translator.launch import parity_rank, probes, tune_parity
+from translator.launch import probes, tune_parity
 from translator.launch.command import SmokePlan
 from translator.launch.progress import Progress
 from translator.launch.tune import GivenOption, job_command
+from translator.rank import parity_rank
 from translator.spec import BatchSpec
 from translator.tuning import Candidate
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from translator import parsing
 from translator.errors import InputError
-from translator.frameworks import FRAMEWORKS, Framework, by_claim_order
+from translator.plugin.contract import Framework
+from translator.plugin.registry import FRAMEWORKS, by_claim_order
 
 
 def claimant(path: str, text: str) -> Framework | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Collection
-from dataclasses import dataclass
 
 from translator import solve
 from translator.advice import general_findings
@@ -14,62 +13,15 @@ from translator.detection import claimant, detect
 from translator.errors import BatchspecError, ConfigError, InputError
 from translator.files import read_text
 from translator.findings import Finding, finding, has_errors
-from translator.frameworks import FRAMEWORKS, Framework, by_claim_order
 from translator.job import RunAs, is_job, read_job
+from translator.plugin.contract import Framework
+from translator.plugin.inspection import Inspection
+from translator.plugin.registry import FRAMEWORKS, by_claim_order
 from translator.reading import Launch, Reading
-from translator.spec import OUTPUT_KEYS, BatchSpec
+from translator.spec import BatchSpec
 
 #: World sizes shown when a file does not say its own.
 COMMON_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-
-
-@dataclass
-class Inspection:
-    """What batchspec makes of one file."""
-
-    reading: Reading
-    """What the reader took from the file."""
-    values: dict
-    """Spec fields the file determines (with the launch), even when no full spec results."""
-    spec: BatchSpec | None
-    """The resolved spec, when the file and the launch determine one."""
-    findings: list[Finding]
-    """Everything found, errors first."""
-
-    def require_spec(self) -> BatchSpec:
-        """The resolved spec, or the error that says why there is none."""
-        errors = [f for f in self.findings if f.severity == "error"]
-        if errors:
-            raise ConfigError(errors)
-        if self.spec is None or not self.spec.is_decided:
-            # The warnings say what is unknown; without any, the notes that explain it do
-            # (a DeepSpeed JSON whose batch values are left to the launch to fill).
-            reasons = [f for f in self.findings if f.severity == "warning"] or [
-                f for f in self.findings if f.hint
-            ]
-            why = "; ".join(dict.fromkeys(f.message for f in reasons))
-            fixes = "; ".join(dict.fromkeys(f.hint for f in reasons if f.hint))
-            raise InputError(
-                f"{self.reading.path}: its batch is not fully known"
-                + (f" ({why})" if why else "")
-                + f"; {fixes or f'see batchspec inspect {self.reading.path}'}"
-            )
-        return self.spec
-
-    def output(self) -> dict:
-        """The DESIGN.md resolved-spec keys (``None`` when unknown), plus file and framework."""
-        if self.spec is not None:
-            data = self.spec.output()
-        else:
-            data = {key: self.values.get(key) for key in OUTPUT_KEYS}
-        return (
-            {"file": self.reading.path, "framework": self.reading.framework}
-            | data
-            | {
-                "sources": [s.as_dict() for s in self.reading.sources],
-                "findings": [f.as_dict() for f in self.findings],
-            }
-        )
 
 
 def is_batch_config(path: str, text: str, framework: str | None = None) -> bool:

@@ -21,7 +21,9 @@ from translator.detection import claimant
 from translator.errors import NotAJob
 from translator.files import read_text
 from translator.findings import finding
-from translator.frameworks import FRAMEWORKS, Framework, by_claim_order
+from translator.plugin.contract import Framework
+from translator.plugin.findings import not_found
+from translator.plugin.registry import FRAMEWORKS, by_claim_order
 from translator.reading import Call, Launch, Note, Reading, Source, Value
 from translator.shell import launchers
 from translator.shell.uses import PRINTERS, uses_of
@@ -301,16 +303,6 @@ def launcher_config(reading: Reading, call: Call, sizes: launchers.Sizes, config
         given.context_parallel_size,
         given.gradient_accumulation_steps,
         str(found),
-    )
-
-
-def not_found(name: str, looked: str, where: str):
-    """The warning for a file the job names that is not where it was looked for."""
-    return finding(
-        "job-file-not-found",
-        f"{name} is not found (looked for {looked}); the values it would set are unknown",
-        hint="run batchspec from the folder the job runs in, or give --run-dir",
-        where=where,
     )
 
 

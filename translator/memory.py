@@ -86,7 +86,7 @@ class Model:
 
 
 PRESETS = {
-    # The smoke engines' models (translator.launch.model): GPT-style, tied head, learned positions.
+    # The smoke engines' models (translator.rank.model): GPT-style, tied head, learned positions.
     "tiny": Model("tiny", 2, 64, 4, 4, 256, 512, positions=64),
     "125m": Model("125m", 12, 768, 12, 12, 3072, 50304, positions=1024),
     # Llama 3 shapes (their published config.json files): GQA with 8 KV heads, SwiGLU.

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from translator.findings import Finding
+from translator.shell.notes import Note, Use
 
 if TYPE_CHECKING:
     from translator.shell.launchers import Sizes, Split
@@ -61,42 +62,6 @@ class Value:
     def is_count(self) -> bool:
         """A usable positive integer (bools are not counts)."""
         return self.count is not None
-
-
-@dataclass(frozen=True, eq=False)
-class Note:
-    """Something a reader did not follow or could not decide, with the line it is about."""
-
-    line: int | None
-    """1-based line it is about; ``None`` when it is about the whole file."""
-    text: str
-    """What happened (``source env.sh is not read``)."""
-
-    def __str__(self) -> str:
-        return self.text if self.line is None else f"line {self.line}: {self.text}"
-
-    # A note is the text it prints: two notes that print alike are equal, and a note equals
-    # that text (lists of notes compare with the strings shown to the user).
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Note | str):
-            return str(self) == str(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(str(self))
-
-
-@dataclass(frozen=True)
-class Use:
-    """One word that a literal feeds (a launch script's variable behind a flag)."""
-
-    word: str
-    """The flag the word is the value of (``--seq-length``), else the word itself, quoted."""
-    line: int
-    """1-based line the word stands on."""
-
-    def __str__(self) -> str:
-        return f"{self.word} (line {self.line})"
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 from translator import solve
 from translator.errors import ConfigError, InputError, RenderError
 from translator.findings import Finding, has_errors
-from translator.frameworks import Framework
+from translator.plugin.contract import Framework
 from translator.reading import Launch
 from translator.spec import BatchSpec
 

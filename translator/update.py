@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from translator import solve
 from translator.errors import ConfigError, InputError
 from translator.findings import counted, finding
-from translator.frameworks import Framework
 from translator.inspection import Inspection, inspect_reading
 from translator.job import RunAs, is_job, read_job
+from translator.plugin.contract import Framework
+from translator.plugin.findings import cannot_edit
 from translator.reading import Launch, Reading
 from translator.spec import BatchSpec
 
@@ -106,7 +107,7 @@ def target_spec(
 ) -> BatchSpec:
     """The new spec: the old global batch and micro-batch unless told otherwise, accumulation
     re-solved. Refuses (exit 1) with the options when that does not divide."""
-    from translator.frameworks import get
+    from translator.plugin.registry import get
 
     rewritten = REWRITES | get(old.reading.framework).rewrites
     kept = [f for f in old.findings if f.severity == "error" and f.code not in rewritten]
@@ -270,12 +271,6 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
     return text, changes
 
 
-def cannot_edit(where: str, message: str) -> ConfigError:
-    """The error for a request update cannot carry out (exit 1): the file reads, but what it
-    would have to change is not a literal update can edit."""
-    return ConfigError([finding("update-not-editable", message, where=where)])
-
-
 def _line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
@@ -376,7 +371,7 @@ def _no_word(reading: Reading, role: str, count: int, spec: BatchSpec) -> Config
 
 def _insertion(reading: Reading, key: str) -> tuple[int, int]:
     """Where a key the file lacks goes: where its framework says (``insertion``), if it can."""
-    from translator.frameworks import get
+    from translator.plugin.registry import get
 
     framework = get(reading.framework)
     if framework.insertion is None:

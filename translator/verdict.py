@@ -1,5 +1,5 @@
 """The framework's own verdict on a config, beside batchspec's (``validate --with-framework``):
-each framework's ``verdict(inspection, world)`` (see :mod:`translator.frameworks.contract`),
+each framework's ``verdict(inspection, world)`` (see :mod:`translator.plugin.contract`),
 asked only when the packages it ``requires`` are installed."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import contextlib
 import sys
 
 from translator.findings import Finding, finding
-from translator.frameworks.contract import NotEnoughKnown, missing
 from translator.inspection import Inspection
+from translator.plugin.contract import NotEnoughKnown, missing
 
 
 def framework_verdict(inspection: Inspection) -> Finding:
     """Run the framework's validator on the file, or say plainly why it was not run."""
-    from translator.frameworks import get
+    from translator.plugin.registry import get
 
     name = inspection.reading.framework
     where = inspection.reading.path

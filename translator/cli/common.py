@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 import click
 
-from translator import frameworks
 from translator.errors import BatchspecError, ConfigError, InputError
 from translator.findings import Finding
+from translator.plugin import registry as frameworks
 
 #: Where a command's docstring starts its examples, shown last in its ``--help``.
 EXAMPLES = "\nExamples:\n"

@@ -39,8 +39,8 @@ def convert(
       $ batchspec convert axolotl.yml --to deepspeed --out configs --world-size 16
       $ batchspec convert train.sh --to all --out configs --env NNODES=2
     """
-    from translator.frameworks import get_many
     from translator.inspection import inspect_file
+    from translator.plugin.registry import get_many
 
     frameworks = get_many(targets)
     inspection = inspect_file(file, framework, pop_launch(params), pop_run_as(params))

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from translator.cli.common import COUNT, OldSpellings
-from translator.launch.engines import engine_names
+from translator.rank.engines import engine_names
 
 MEMORY = re.compile(r"^(\d+)([KMGT]?)$")
 

@@ -57,7 +57,7 @@ def plan(
     from translator import solve
     from translator.advice import general_findings
     from translator.findings import located
-    from translator.frameworks import get_many
+    from translator.plugin.registry import get_many
     from translator.spec_file import FLAGS, build_spec, load_spec, source_name
 
     values = pop_spec_values(params)

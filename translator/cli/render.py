@@ -24,7 +24,7 @@ def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: boo
     from translator.advice import general_findings
     from translator.errors import ConfigError
     from translator.findings import has_errors, located
-    from translator.frameworks import get_many
+    from translator.plugin.registry import get_many
     from translator.spec_file import load_spec, source_name
 
     frameworks = get_many(targets)

@@ -37,7 +37,7 @@ class SmokePlan:
     """Recompute each layer's activations in the backward pass (engines that can say so)."""
     parity: bool = False
     """One side of a parity check: the ranks run its samples and optimizer and write their loss
-    and update (:mod:`translator.launch.parity_rank`)."""
+    and update (:mod:`translator.rank.parity_rank`)."""
 
     @property
     def world_size(self) -> int:
@@ -49,10 +49,10 @@ class SmokePlan:
 
 
 def worker_args(plan: SmokePlan) -> list[str]:
-    """``-m translator.launch.worker ...``: what each rank runs."""
+    """``-m translator.rank.worker ...``: what each rank runs."""
     return [
         "-m",
-        "translator.launch.worker",
+        "translator.rank.worker",
         "--engine",
         plan.framework,
         "--spec",

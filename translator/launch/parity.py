@@ -5,7 +5,7 @@ the first optimizer step's loss and update compared within a tolerance.
 B is a second config or spec of the same job, or overrides of A (``micro=2``, ``nproc=1``,
 ``micro=2,nproc=1``) that keep its global batch, accumulation re-solved: a spec's values are
 changed, a framework config is edited as ``batchspec update`` edits it. What each rank runs and
-writes is :mod:`translator.launch.parity_rank`'s; the comparison and its report are
+writes is :mod:`translator.rank.parity_rank`'s; the comparison and its report are
 :mod:`translator.launch.parity_compare`'s.
 """
 
@@ -23,8 +23,9 @@ from translator.launch import parity_compare as compared
 from translator.launch import slurm
 from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
-from translator.launch.engines import engine, with_option
+from translator.launch.parity_compare import Side
 from translator.launch.progress import Progress
+from translator.rank.engines import engine, with_option
 from translator.spec import BatchSpec
 from translator.spec_file import spec_values
 
@@ -34,18 +35,6 @@ from translator.spec_file import spec_values
 TOLERANCE = {"cpu": 1e-3, "gpu": 3e-2}
 #: The keys an override may set, and what they change.
 OVERRIDES = {"micro": "the micro-batch", "nproc": "processes per node", "nnodes": "nodes"}
-
-
-@dataclass(frozen=True)
-class Side:
-    """One of the two runs."""
-
-    label: str
-    """``A`` (FILE) or ``B`` (``--parity``)."""
-    source: str
-    """What it runs: the file, or A's file with the overrides."""
-    prepared: runs.Prepared
-    """Its smoke run, one optimizer step, with the parity samples and optimizer."""
 
 
 def parse_overrides(text: str) -> dict[str, int]:
@@ -151,7 +140,7 @@ def derive_file(path: str, a: runs.Prepared, split, folder: Path) -> str:
 
 
 def _frameworks() -> tuple[str, ...]:
-    from translator.frameworks import names
+    from translator.plugin.registry import names
 
     return tuple(names())
 

@@ -1,5 +1,5 @@
 """The comparison of a parity check's two runs (:mod:`translator.launch.parity`): what their
-ranks wrote (:mod:`translator.launch.parity_rank`), the relative difference of the loss and
+ranks wrote (:mod:`translator.rank.parity_rank`), the relative difference of the loss and
 of each parameter's update, why they are not the same training, and the report (``--json``'s
 object, the table, the line of a check that passed)."""
 
@@ -9,10 +9,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from translator.launch import parity_rank
+from translator.rank import parity_rank
 
 if TYPE_CHECKING:
-    from translator.launch.parity import Side
+    from translator.launch import smoke as runs
+
+
+@dataclass(frozen=True)
+class Side:
+    """One of the two runs."""
+
+    label: str
+    """``A`` (FILE) or ``B`` (``--parity``)."""
+    source: str
+    """What it runs: the file, or A's file with the overrides."""
+    prepared: runs.Prepared
+    """Its smoke run, one optimizer step, with the parity samples and optimizer."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
-from translator.launch.harness import PROGRESS
+from translator.rank.harness import PROGRESS
 
 #: Seconds between plain progress lines off a terminal.
 EVERY = 10.0

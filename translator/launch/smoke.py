@@ -11,14 +11,15 @@ from pathlib import Path
 from translator.errors import ConfigError, InputError
 from translator.files import read_text, write_files
 from translator.findings import Finding, finding
-from translator.frameworks import get
-from translator.launch import command, parity_rank, runner, slurm
+from translator.launch import command, runner, slurm
 from translator.launch import workdir as workdirs
-from translator.launch.context import mentions_out_of_memory
-from translator.launch.engines import TORCH, config_framework, config_refusal, engine
-from translator.launch.model import SHAPES, ModelShape
 from translator.launch.progress import Progress, duration
-from translator.launch.result import Measurement, RankResult, merge, read_all
+from translator.plugin.registry import get
+from translator.rank import parity_rank
+from translator.rank.context import mentions_out_of_memory
+from translator.rank.engines import TORCH, config_framework, config_refusal, engine
+from translator.rank.model import SHAPES, ModelShape
+from translator.rank.result import Measurement, RankResult, merge, read_all
 from translator.reading import Launch
 from translator.spec import BatchSpec
 from translator.spec_file import WORLD_KEYS, build_spec, spec_values
@@ -148,7 +149,7 @@ def check_engine(
     """Refuse, before any process starts, an engine that is not installed (before anything
     imports torch) or a layout it does not run (``where``: the file that asks for it); the
     device the ranks compute on (see :func:`resolve_device`)."""
-    from translator.launch.engines import refusal, require_installed
+    from translator.rank.engines import refusal, require_installed
 
     require_installed(framework)
     device = resolve_device(device, use_slurm)
@@ -197,7 +198,7 @@ def environment(engine_name: str, memory_limit: int | None) -> dict:
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(engine(engine_name).environment, PYTHONUNBUFFERED="1")
     if memory_limit:
-        from translator.launch.worker import MEMORY_LIMIT_ENV
+        from translator.rank.worker import MEMORY_LIMIT_ENV
 
         env[MEMORY_LIMIT_ENV] = str(memory_limit)
     return env

@@ -26,12 +26,12 @@ from translator.launch import probes, slurm, tune_parity, tune_report
 from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan
-from translator.launch.engines import TORCH, engine, with_option
 from translator.launch.progress import Progress
 from translator.memory import GIB
+from translator.rank.engines import TORCH, engine, with_option
 
 if TYPE_CHECKING:
-    from translator.frameworks import Framework
+    from translator.plugin.contract import Framework
 
 #: What the Slurm job writes: the inner tune's JSON output.
 RESULT_FILE = "tune.json"
@@ -261,7 +261,7 @@ def _pick_files(
     framework: str, out_dir: str, targets: str | None
 ) -> list[tuple[Framework | None, Path]]:
     """(framework or None for the spec itself, path) for each file --out will hold."""
-    from translator.frameworks import get_many
+    from translator.plugin.registry import get_many
 
     names = targets or (framework if framework != TORCH else None)
     if not names:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from translator.reading import Note
+from translator.shell.notes import Note
 from translator.shell.values import Word
 
 

@@ -22,10 +22,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from translator.errors import InputError
-from translator.reading import Note
 from translator.shell import arrays, assign, conditions, flow
 from translator.shell.expand import SBATCH, Expander, arith_piece, forget_targets
 from translator.shell.merge import agree
+from translator.shell.notes import Note
 from translator.shell.slurm import sbatch_variables
 from translator.shell.syntax import Source, repair, tree
 from translator.shell.values import (

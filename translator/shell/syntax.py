@@ -7,7 +7,7 @@ import bisect
 import re
 
 from translator.errors import InputError
-from translator.reading import Note
+from translator.shell.notes import Note
 from translator.shell.values import Piece, Span, clip
 
 _PARSER = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from translator.reading import Use
+from translator.shell.notes import Use
 from translator.shell.values import Script, Word
 
 #: Commands whose words are printed, not run: editing a logged value harms nothing.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass, field
 
-from translator.reading import Note
+from translator.shell.notes import Note
 
 Span = tuple[int, int]
 #: Limits that keep reading linear: past them a value becomes unknown.

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from translator.frameworks.accelerate import rules, verdict
 from translator.frameworks.accelerate.codes import CODES
-from translator.frameworks.contract import from_module
 from translator.frameworks.shared import hf_trainer
+from translator.plugin.contract import from_module
 
 FRAMEWORK = from_module(
     rules,

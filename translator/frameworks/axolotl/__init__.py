@@ -6,8 +6,8 @@ from pathlib import Path
 
 from translator.frameworks.axolotl import program, rules, verdict
 from translator.frameworks.axolotl.codes import CODES
-from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.shared import deepspeed_json, hf_deepspeed
+from translator.plugin.contract import Engine, from_module
 
 FRAMEWORK = from_module(
     rules,

@@ -27,7 +27,8 @@ from translator.findings import finding
 from translator.frameworks.axolotl import rules
 from translator.frameworks.shared import hf_deepspeed
 from translator.frameworks.shared.ray_world import ray_world
-from translator.job import launcher_config, not_found
+from translator.job import launcher_config
+from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell import launchers
 from translator.shell.values import Word

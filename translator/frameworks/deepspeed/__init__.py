@@ -3,10 +3,10 @@
 
 from pathlib import Path
 
-from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.deepspeed import rules, verdict
 from translator.frameworks.deepspeed.codes import CODES
 from translator.frameworks.shared import deepspeed_json
+from translator.plugin.contract import Engine, from_module
 
 FRAMEWORK = from_module(
     rules,

@@ -24,10 +24,10 @@ import json
 
 from translator.frameworks.deepspeed.ulysses import ulysses
 from translator.frameworks.shared.deepspeed_device import fp16_enabled, fp16_refusal, use_device
-from translator.launch import model as models
-from translator.launch import parity_rank
-from translator.launch.context import RunContext
-from translator.launch.harness import Harness
+from translator.rank import model as models
+from translator.rank import parity_rank
+from translator.rank.context import RunContext
+from translator.rank.harness import Harness
 
 
 def refuse(spec, device: str) -> str | None:

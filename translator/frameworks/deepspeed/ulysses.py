@@ -3,7 +3,7 @@ DeepSpeed's ``DistributedAttention``, each rank holding its slice of the sequenc
 
 from __future__ import annotations
 
-from translator.launch.model import SHAPES, next_token_loss
+from translator.rank.model import SHAPES, next_token_loss
 
 
 def ulysses(name: str, sequence_length: int, group, rank: int, size: int):

@@ -62,7 +62,7 @@ def verdict(inspection, world: int) -> str:
     """DeepSpeed's own ``DeepSpeedConfig`` on the file at ``world``."""
     import json
 
-    from translator.frameworks.contract import NotEnoughKnown
+    from translator.plugin.contract import NotEnoughKnown
 
     if '"auto"' in inspection.reading.text:
         raise NotEnoughKnown(

@@ -3,9 +3,9 @@
 
 from pathlib import Path
 
-from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.hf import program
 from translator.frameworks.shared import deepspeed_json, hf_deepspeed, hf_trainer, hf_verdict
+from translator.plugin.contract import Engine, from_module
 
 FRAMEWORK = from_module(
     hf_trainer,

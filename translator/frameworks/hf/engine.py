@@ -22,12 +22,12 @@ from translator.frameworks.shared.deepspeed_device import (
     use_device,
 )
 from translator.frameworks.shared.deepspeed_json import FILENAME as DEEPSPEED_JSON
-from translator.launch import model as models
-from translator.launch import parity_rank
-from translator.launch.context import RunContext
-from translator.launch.engines import data_parallel_only
-from translator.launch.harness import Harness
-from translator.launch.model import IGNORE
+from translator.rank import model as models
+from translator.rank import parity_rank
+from translator.rank.context import RunContext
+from translator.rank.engines import data_parallel_only
+from translator.rank.harness import Harness
+from translator.rank.model import IGNORE
 
 #: Keys of the user's file that the smoke run replaces (where it writes, how long it runs).
 RUN_KEYS = {
@@ -161,7 +161,7 @@ def random_rows(rows: int, length: int, vocab: int) -> list[dict]:
 
 
 def padded(rows: int, length: int, vocab: int) -> list[dict]:
-    """The parity samples (:func:`translator.launch.parity_rank.row`) as the Trainer takes them:
+    """The parity samples (:func:`translator.rank.parity_rank.row`) as the Trainer takes them:
     padding masked out of attention and labels (the model shifts the labels itself)."""
     import torch
 

@@ -21,7 +21,7 @@ from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json, hf_trainer
-from translator.job import not_found
+from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell.values import Word
 

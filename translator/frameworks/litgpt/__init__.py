@@ -6,9 +6,9 @@ jsonargparse's overrides (:mod:`.program`); its own parser and arithmetic as the
 
 from pathlib import Path
 
-from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.litgpt import program, rules, verdict
 from translator.frameworks.litgpt.codes import CODES
+from translator.plugin.contract import Engine, from_module
 
 FRAMEWORK = from_module(
     rules,

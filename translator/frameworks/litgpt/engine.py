@@ -27,7 +27,7 @@ A parity run (``smoke --parity``) keeps litgpt's own loop, loss (``chunked_cross
 divided by ``gradient_accumulation_iters``) and data order (no shuffling) and puts plain SGD in
 place of its optimizer (:data:`PARITY_OPTIMIZER`, no clipping). ``pretrain`` sees what it
 trains on, full rows whose every position is predicted; the finetune sees the parity samples
-(:mod:`translator.launch.parity_rank`) padded by litgpt's collate, padding labelled
+(:mod:`translator.rank.parity_rank`) padded by litgpt's collate, padding labelled
 ``-100``. The rank writes the loss litgpt logged for the step (the mean of its micro-batches'
 losses) and the update SGD at learning rate 1 makes of the gradient the step applies, read by
 an optimizer pre-step hook: litgpt's finetune warms the learning rate up from 0, so its first
@@ -41,11 +41,11 @@ import os
 import sys
 from pathlib import Path
 
-from translator.launch import parity_rank
-from translator.launch.context import RunContext
-from translator.launch.engines import model_parallel_sizes
-from translator.launch.harness import Harness
-from translator.launch.model import IGNORE
+from translator.rank import parity_rank
+from translator.rank.context import RunContext
+from translator.rank.engines import model_parallel_sizes
+from translator.rank.harness import Harness
+from translator.rank.model import IGNORE
 
 #: The classes litgpt's parser instantiates for ``data:``.
 DATA_CLASS = f"{__name__}.SyntheticTokens"
@@ -86,7 +86,7 @@ def command_of(rendered: dict) -> str:
 
 def model_config(ctx: RunContext) -> dict:
     """The tiny GPT's litgpt ``Config``: ``--model``'s shape, the sequence length as block."""
-    from translator.launch.model import SHAPES
+    from translator.rank.model import SHAPES
 
     shape = SHAPES[ctx.model]
     return {
@@ -292,7 +292,7 @@ class Rows:
 def samples(rows: int, length: int, vocab: int, padded: bool, offset: int = 0) -> list[dict]:
     """``rows`` finetune samples as litgpt's SFT datasets give them (``input_ids``, ``labels``
     and ``token_counts``; nothing masked as a prompt): the parity samples' own tokens
-    (:func:`translator.launch.parity_rank.row`) when ``padded``, else ``length`` random ones."""
+    (:func:`translator.rank.parity_rank.row`) when ``padded``, else ``length`` random ones."""
     out = []
     for i in range(offset, offset + rows):
         real = parity_rank.real_tokens(i, length) if padded else length

@@ -25,7 +25,7 @@ from translator.files import read_text
 from translator.findings import Finding, finding
 from translator.frameworks.litgpt import rules
 from translator.frameworks.shared.overrides import value_span
-from translator.job import not_found
+from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell.values import Word
 

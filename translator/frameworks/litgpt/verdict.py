@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from inspect import signature
 
-from translator.frameworks.contract import NotEnoughKnown
 from translator.frameworks.litgpt import rules
 from translator.frameworks.shared.environ import environ
+from translator.plugin.contract import NotEnoughKnown
 
 #: Set while litgpt runs: never reach the Hub; ``torch.compile`` is a no-op (the tiny model
 #: would spend longer compiling than training).

@@ -4,10 +4,10 @@ the variables that size its torchrun, or a program given its YAML (:mod:`.progra
 
 from pathlib import Path
 
-from translator.frameworks.contract import from_module
 from translator.frameworks.llamafactory import program, rules
 from translator.frameworks.llamafactory.codes import CODES
 from translator.frameworks.shared import deepspeed_json, hf_trainer, hf_verdict
+from translator.plugin.contract import from_module
 
 FRAMEWORK = from_module(
     rules,

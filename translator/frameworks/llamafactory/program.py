@@ -32,7 +32,7 @@ from translator.frameworks.shared import hf_deepspeed
 from translator.frameworks.shared import hf_trainer as hf
 from translator.frameworks.shared.overrides import unknown_key, value_span
 from translator.frameworks.shared.ray_world import ray_world
-from translator.job import not_found
+from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value, typo_findings
 from translator.shell.values import Word
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from translator.frameworks.megatron.rules import read
 from translator.frameworks.shared import mcore_engine
 from translator.frameworks.shared.mcore_engine import Layout, check_layout, layout_refusal
-from translator.launch.context import RunContext
+from translator.rank.context import RunContext
 
 __all__ = [
     "Layout",

@@ -328,7 +328,7 @@ def _read_deepspeed(
 def _deepspeed_file(reading: Reading, line: int, name: str | None, call: Call | None) -> None:
     """``--deepspeed_config FILE`` that the script does not write: read where the job runs."""
     from translator.files import read_text
-    from translator.job import not_found
+    from translator.plugin.findings import not_found
 
     if name is None or call is None:
         why = "is not known" if name is None else "is not written by the script"

@@ -8,7 +8,7 @@ from translator.frameworks.shared.mcore_calculator import num_microbatches
 
 def verdict(inspection, world: int) -> str:
     """megatron-core's own micro-batch calculator on the file's values."""
-    from translator.frameworks.contract import NotEnoughKnown
+    from translator.plugin.contract import NotEnoughKnown
 
     v = inspection.values
     if None in (v.get("global_batch_size"), v.get("micro_batch_size"), v.get("data_parallel_size")):

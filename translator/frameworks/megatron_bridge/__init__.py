@@ -4,9 +4,9 @@ calculator (:mod:`.rules`, :mod:`.program`)."""
 
 from pathlib import Path
 
-from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.megatron_bridge import program, rules, verdict
 from translator.frameworks.megatron_bridge.codes import CODES
+from translator.plugin.contract import Engine, from_module
 
 FRAMEWORK = from_module(
     rules,

@@ -19,7 +19,7 @@ from pathlib import Path
 from translator.frameworks.megatron_bridge import rules
 from translator.frameworks.shared import mcore_engine
 from translator.frameworks.shared.mcore_engine import Layout
-from translator.launch.context import RunContext
+from translator.rank.context import RunContext
 
 
 def parse_layout(text: str, path: str) -> Layout:

@@ -27,7 +27,7 @@ def data_parallel_size(world: int, tensor: int, pipeline: int, context: int) -> 
 def verdict(inspection, world: int) -> str:
     """megatron-core's calculator, initialised as Megatron-Bridge's ``initialize`` does: the
     file's written global batch, micro-batch, ramp-up and ``decrease_batch_size_if_needed``."""
-    from translator.frameworks.contract import NotEnoughKnown
+    from translator.plugin.contract import NotEnoughKnown
 
     reading, values = inspection.reading, inspection.values
     gen = rules.generation(reading)

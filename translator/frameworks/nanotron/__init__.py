@@ -5,9 +5,9 @@ world must be the product of the parallel sizes. In a job: any program given suc
 
 from pathlib import Path
 
-from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.nanotron import engine, program, rules, verdict
 from translator.frameworks.nanotron.codes import CODES
+from translator.plugin.contract import Engine, from_module
 
 FRAMEWORK = from_module(
     rules,

@@ -17,9 +17,9 @@ the first stage.
 
 from __future__ import annotations
 
-from translator.launch import model as models
-from translator.launch.context import RunContext
-from translator.launch.harness import Harness
+from translator.rank import model as models
+from translator.rank.context import RunContext
+from translator.rank.harness import Harness
 
 #: What the ranks import (flash-attention too: :func:`refuse` asks for it on GPUs only, so a
 #: CPU machine is told first that nanotron does not train there).

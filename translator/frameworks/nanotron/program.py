@@ -13,7 +13,7 @@ from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.nanotron import rules
-from translator.job import not_found
+from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Value
 from translator.shell.values import Word
 

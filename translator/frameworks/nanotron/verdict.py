@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from translator.frameworks.contract import NotEnoughKnown
 from translator.frameworks.nanotron import native, rules
+from translator.plugin.contract import NotEnoughKnown
 
 
 class _Passed(Exception):

@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from translator.launch.harness import Harness
+    from translator.rank.harness import Harness
 
 
 def use_device(harness: Harness) -> None:

@@ -72,7 +72,7 @@ def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> N
 def read_located(reading: Reading, call: Call, name: str, where: str) -> None:
     """The DeepSpeed JSON a job names (``name``, looked for where the job runs), read into
     ``reading.partners``; one not found or not readable is a warning at ``where``."""
-    from translator.job import not_found
+    from translator.plugin.findings import not_found
 
     found, looked = call.locate(name)
     if found is None:

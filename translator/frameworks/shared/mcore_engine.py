@@ -33,10 +33,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from translator.launch import model as models
-from translator.launch import parity_rank
-from translator.launch.context import RunContext
-from translator.launch.harness import Harness
+from translator.rank import model as models
+from translator.rank import parity_rank
+from translator.rank.context import RunContext
+from translator.rank.harness import Harness
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@ after it). Rendered as a launch script for torchtitan 0.3.0 (:mod:`.rules`, :mod
 
 from pathlib import Path
 
-from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.torchtitan import edits, program, rules, template, verdict
 from translator.frameworks.torchtitan.codes import CODES
+from translator.plugin.contract import Engine, from_module
 
 FRAMEWORK = from_module(
     rules,

@@ -31,7 +31,7 @@ def edits(reading: Reading, spec: BatchSpec) -> dict:
 
 def _tokens(reading: Reading, spec: BatchSpec) -> dict:
     """The token keys for a spec (a sample is ``max_context_length`` tokens)."""
-    from translator.update import cannot_edit
+    from translator.plugin.findings import cannot_edit
 
     samples = template.flags(spec)
     if spec.sequence_length is None:
@@ -52,7 +52,7 @@ def _tokens(reading: Reading, spec: BatchSpec) -> dict:
 def insertion(reading: Reading, key: str) -> tuple[int, int]:
     """Where a TOML file takes a key it lacks: after the last line of its table, else at the
     end of the file. A launch script's flags are not added to."""
-    from translator.update import cannot_edit
+    from translator.plugin.findings import cannot_edit
 
     if not reading.path.lower().endswith(".toml"):
         raise cannot_edit(reading.where(key), f"--{key} is not on the launch line; add it by hand")

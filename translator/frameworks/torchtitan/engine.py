@@ -31,10 +31,10 @@ from __future__ import annotations
 import os
 import types
 
-from translator.launch import parity_rank
-from translator.launch.context import RunContext
-from translator.launch.engines import data_parallel_only
-from translator.launch.harness import Harness
+from translator.rank import parity_rank
+from translator.rank.context import RunContext
+from translator.rank.engines import data_parallel_only
+from translator.rank.harness import Harness
 
 #: The config function the run builds on (torchtitan's smallest llama3).
 MODULE, CONFIG = "llama3", "llama3_debugmodel"
@@ -207,9 +207,9 @@ class _Batches:
 
 
 class _ParityBatches(_Batches):
-    """The parity samples (:func:`translator.launch.parity_rank.micro_batches`: each step the
+    """The parity samples (:func:`translator.rank.parity_rank.micro_batches`: each step the
     next global batch of samples, whatever the split), a sample a row, padding after it
-    labelled ``IGNORE_INDEX`` (-100, :data:`translator.launch.model.IGNORE`)."""
+    labelled ``IGNORE_INDEX`` (-100, :data:`translator.rank.model.IGNORE`)."""
 
     def __init__(self, rows: int, length: int, ctx: RunContext, harness: Harness):
         super().__init__(rows, length, ctx.rank, harness)

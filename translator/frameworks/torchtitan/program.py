@@ -18,7 +18,7 @@ from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.torchtitan import keys, rules
 from translator.frameworks.torchtitan.generation import TOML_FLAG
-from translator.job import not_found
+from translator.plugin.findings import not_found
 from translator.reading import Call, Reading, Source, Value
 from translator.shell.values import Word
 

@@ -71,7 +71,7 @@ def verdict(inspection, world: int) -> str:
     config classes on a file's values), then ParallelDims at ``world``."""
     from torchtitan.distributed.parallel_dims import ParallelDims
 
-    from translator.frameworks.contract import NotEnoughKnown
+    from translator.plugin.contract import NotEnoughKnown
 
     reading = inspection.reading
     values = {}

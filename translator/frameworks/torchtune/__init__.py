@@ -5,9 +5,9 @@ X [key=value ...]`` (:mod:`.program`)."""
 
 from pathlib import Path
 
-from translator.frameworks.contract import Engine, from_module
 from translator.frameworks.torchtune import program, rules, verdict
 from translator.frameworks.torchtune.codes import CODES
+from translator.plugin.contract import Engine, from_module
 
 FRAMEWORK = from_module(
     rules,

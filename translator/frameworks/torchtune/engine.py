@@ -33,12 +33,12 @@ from unittest import mock
 
 import yaml
 
-from translator.launch import model as models
-from translator.launch import parity_rank
-from translator.launch.context import RunContext
-from translator.launch.engines import data_parallel_only
-from translator.launch.harness import Harness
-from translator.launch.model import IGNORE
+from translator.rank import model as models
+from translator.rank import parity_rank
+from translator.rank.context import RunContext
+from translator.rank.engines import data_parallel_only
+from translator.rank.harness import Harness
+from translator.rank.model import IGNORE
 
 #: Keys of the config the run keeps (the batch); the rest is the smoke run's own.
 KEPT = ("batch_size", "gradient_accumulation_steps", "clip_grad_norm")
@@ -100,7 +100,7 @@ def dataset(tokenizer: Tokenizer, rows: int, vocab: int, seed: int = 1000) -> li
 def parity_dataset(
     tokenizer: Tokenizer, rows: int, vocab: int, bos_labelled: bool = False
 ) -> list[dict]:
-    """The parity samples (:func:`translator.launch.parity_rank.row`) as torchtune's datasets
+    """The parity samples (:func:`translator.rank.parity_rank.row`) as torchtune's datasets
     give them: each row its own length, unpadded (the recipe's collate pads), the labels the
     tokens (the recipe shifts them), the first masked as an SFT dataset masks its BOS, or not
     (``bos_labelled``, as a text-completion dataset labels it)."""

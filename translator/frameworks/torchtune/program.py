@@ -25,7 +25,7 @@ from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.shared.overrides import unknown_key, value_span
 from translator.frameworks.torchtune import generation, rules
-from translator.job import not_found
+from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell import launchers
 from translator.shell.values import Word

@@ -23,8 +23,8 @@ import os
 import sys
 
 from translator.counting import TrainerCounter
-from translator.launch.context import RunContext
-from translator.launch.result import RankResult
+from translator.rank.context import RunContext
+from translator.rank.result import RankResult
 
 #: Prefix of the progress lines ranks print.
 PROGRESS = "[batchspec-smoke]"

@@ -12,7 +12,7 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator.launch.result import RankResult
+from translator.rank.result import RankResult
 from translator.spec import BatchSpec
 
 
@@ -29,7 +29,7 @@ class RunContext:
     steps: int
     """Optimizer steps to run."""
     model: str
-    """Model name from ``translator.launch.model.SHAPES``."""
+    """Model name from ``translator.rank.model.SHAPES``."""
     sequence_length: int
     """Tokens per sample."""
     rank: int
@@ -44,7 +44,7 @@ class RunContext:
     """Recompute each layer's activations in the backward pass (``tune --recompute``)."""
     parity: bool = False
     """A parity run (``smoke --parity``): padded samples of different lengths, plain SGD, and
-    the loss and update written for comparison (:mod:`translator.launch.parity_rank`)."""
+    the loss and update written for comparison (:mod:`translator.rank.parity_rank`)."""
 
     @functools.cached_property
     def device(self) -> str:

@@ -1,4 +1,4 @@
-"""The program every rank runs: ``python -m translator.launch.worker --engine E ...``.
+"""The program every rank runs: ``python -m translator.rank.worker --engine E ...``.
 
 It builds the engine's run from the rendered config, counts the samples the engine consumes
 per optimizer step, and writes ``rank-<R>.json`` into the results folder, also when it fails
@@ -14,9 +14,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from translator.launch.context import RunContext, is_out_of_memory
-from translator.launch.engines import module
-from translator.launch.result import RankResult
+from translator.rank.context import RunContext, is_out_of_memory
+from translator.rank.engines import module
+from translator.rank.result import RankResult
 from translator.spec import BatchSpec
 
 #: Exit code of a rank that ran out of memory.
@@ -26,7 +26,7 @@ MEMORY_LIMIT_ENV = "BATCHSPEC_MEMORY_LIMIT"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="translator.launch.worker")
+    parser = argparse.ArgumentParser(prog="translator.rank.worker")
     parser.add_argument("--engine", required=True)
     parser.add_argument("--spec", required=True, type=Path)
     parser.add_argument("--config", required=True, type=Path)

@@ -19,7 +19,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from translator.launch.model import IGNORE
+from translator.rank.model import IGNORE
 
 #: SGD's learning rate: 1, so that the update is minus the gradient.
 LEARNING_RATE = 1.0
@@ -55,7 +55,7 @@ def row(index: int, width: int, vocab: int):
 
 def shifted(indices, sequence_length: int, vocab: int):
     """``(tokens, targets)`` of the samples ``indices`` for the models of
-    :mod:`translator.launch.model`: ``sequence_length + 1`` tokens a row, and the next token of
+    :mod:`translator.rank.model`: ``sequence_length + 1`` tokens a row, and the next token of
     each input position (:data:`IGNORE` past a sample's end)."""
     import torch
 

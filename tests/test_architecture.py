@@ -1,4 +1,8 @@
-"""No import cycles: the modules under ``translator/`` import each other in one direction.
+"""The architecture: floors that import only downward, and no import cycles.
+
+The floors are :data:`FLOORS` of ``scripts/code_shape.py`` (which prints them): every module
+has one, and no import, anywhere in a module (inside functions and under ``TYPE_CHECKING``
+too), reaches a higher floor. The cycle checks below read imports as they run:
 
 Read from the source with ``ast``: an import counts when it runs at import time (module level,
 also under ``if``/``try``/``with`` and in class bodies; not inside a function, nor under ``if
@@ -8,24 +12,26 @@ counter, the engines) also imports nothing of the launcher above it, and no comm
 another command's module, not even in a function."""
 
 import ast
+import runpy
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+shape = runpy.run_path(str(ROOT / "scripts" / "code_shape.py"), run_name="code_shape")
 MODULES = {
     ".".join(p.parts[:-1] if p.name == "__init__.py" else p.with_suffix("").parts): ROOT / p
     for p in (q.relative_to(ROOT) for q in (ROOT / "translator").rglob("*.py"))
 }
 #: The launcher: what starts ranks and reads their reports.
-LAUNCHER = {f"translator.launch.{m}" for m in ("worker", "smoke", "slurm", "tune", "runner")}
+LAUNCHER = {m for m in MODULES if m.startswith("translator.launch")}
 #: The modules of translator/cli/ that are no command.
 SHARED = {"common", "options"}
 #: What runs inside a rank under the worker.
 RANK_FLOOR = [
     "translator.counting",
     "translator.guard",
-    "translator.launch.context",
-    "translator.launch.harness",
-    "translator.launch.torch_engine",
+    "translator.rank.context",
+    "translator.rank.harness",
+    "translator.rank.torch_engine",
     *(m for m in MODULES if m.startswith("translator.frameworks.") and m.endswith(".engine")),
 ]
 
@@ -123,3 +129,23 @@ def test_no_command_imports_another_commands_module():
 
 def test_the_check_sees_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_every_module_stands_on_a_floor():
+    assert [m for m in MODULES if shape["floor_of"](m) is None] == []
+
+
+def test_no_import_reaches_a_higher_floor():
+    assert shape["upward"](ROOT) == []
+
+
+def test_the_check_sees_an_upward_import(tmp_path):
+    """A core module that imports the command line, even for a type, is caught with its line."""
+    for name, text in {
+        "__init__.py": "",
+        "errors.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from translator.cli import x\n",
+        "cli/__init__.py": "x = 1\n",
+    }.items():
+        (tmp_path / "translator" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "translator" / name).write_text(text)
+    assert shape["upward"](tmp_path) == [("translator.errors", 3, "translator.cli")]

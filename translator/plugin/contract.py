@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from translator.findings import Finding, Severity
-    from translator.inspection import Inspection
     from translator.memory import Settings
+    from translator.plugin.inspection import Inspection
     from translator.reading import Call, Launch, Reading
     from translator.spec import BatchSpec
 
@@ -40,7 +40,7 @@ class Engine:
     options: frozenset[str] = frozenset()
     """Engine options it honours beyond the common ones: ``recompute`` (activation
     recomputation), ``zero_stages`` (tune's ZeRO-stage variants), ``parity`` (it runs
-    ``smoke --parity``: the samples, optimizer and record of :mod:`translator.launch.parity_rank`)."""
+    ``smoke --parity``: the samples, optimizer and record of :mod:`translator.rank.parity_rank`)."""
     environment: Mapping[str, str] = field(default_factory=dict)
     """Environment variables its ranks need (offline switches, telemetry off)."""
 

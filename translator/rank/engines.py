@@ -1,8 +1,8 @@
-"""The smoke engines: every framework's :class:`~translator.frameworks.contract.Engine`, and the
+"""The smoke engines: every framework's :class:`~translator.plugin.contract.Engine`, and the
 plain one that runs a spec with no framework config (hand-written DDP, ``torch``).
 
 An engine's module has ``run(ctx: RunContext) -> RankResult`` (the framework's real code path,
-fed the config, counting through :mod:`translator.launch.harness`) and ``refuse(spec, device)
+fed the config, counting through :mod:`translator.rank.harness`) and ``refuse(spec, device)
 -> str | None`` (why it cannot run a layout, asked before any process starts). It may also have
 ``refuse_config(config, partners, where, device) -> str | None``: why it cannot run the config
 text it is fed (with its partner files, name -> text; ``where`` is the user's file) on
@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from types import ModuleType
 
 from translator.errors import InputError
-from translator.frameworks.contract import Engine, missing
+from translator.plugin.contract import Engine, missing
 
 #: The engine that runs a plain spec (no framework config).
 TORCH = "torch"
 PLAIN = Engine(
-    "translator.launch.torch_engine",
+    "translator.rank.torch_engine",
     requires=("torch",),
     options=frozenset({"recompute", "parity"}),
 )
@@ -29,7 +29,7 @@ PLAIN = Engine(
 def engine_names() -> tuple[str, ...]:
     """``smoke --framework`` choices: every framework, and torch. (Names only: a plugin whose
     package is not imported yet is offered, and checked when chosen.)"""
-    from translator.frameworks import names
+    from translator.plugin.registry import names
 
     return (*names(), TORCH)
 
@@ -38,7 +38,7 @@ def engine(name: str) -> Engine:
     """The engine called ``name``; a framework without one is an input error."""
     if name == TORCH:
         return PLAIN
-    from translator.frameworks import get
+    from translator.plugin.registry import get
 
     found = get(name).engine
     if found is None:
@@ -93,7 +93,7 @@ def data_parallel_only(engine_name: str, spec) -> str | None:
 
 def runs_layout(spec, device: str) -> list[str]:
     """The frameworks whose engines run ``spec``'s layout on ``device``."""
-    from translator.frameworks import names
+    from translator.plugin.registry import names
 
     return [n for n in names() if _has_engine(n) and refusal(n, spec, device) is None]
 
@@ -101,7 +101,7 @@ def runs_layout(spec, device: str) -> list[str]:
 def _has_engine(name: str) -> bool:
     if name == TORCH:
         return True
-    from translator.frameworks import get
+    from translator.plugin.registry import get
 
     try:
         return get(name).engine is not None

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import contextlib
 
-from translator.launch import model as models
-from translator.launch import parity_rank
-from translator.launch.context import RunContext
-from translator.launch.harness import Harness
+from translator.rank import model as models
+from translator.rank import parity_rank
+from translator.rank.context import RunContext
+from translator.rank.harness import Harness
 
 #: Optimizer steps' worth of data in one epoch of the synthetic dataset.
 EPOCH_STEPS = 1000
@@ -24,7 +24,7 @@ EPOCH_STEPS = 1000
 
 def refuse(spec, device: str) -> str | None:
     """Why this engine cannot run ``spec``'s layout (it is data-parallel only), else None."""
-    from translator.launch.engines import model_parallel_sizes, runs_layout
+    from translator.rank.engines import model_parallel_sizes, runs_layout
 
     sizes = model_parallel_sizes(spec)
     if sizes:
@@ -40,7 +40,7 @@ def refuse(spec, device: str) -> str | None:
 class TokenRows:
     """A map-style dataset of random token rows (fixed per index, so every epoch agrees): each
     item is ``(tokens, targets)``, ``length + 1`` tokens and the next token of each input; for a
-    parity run, the padded samples of :mod:`translator.launch.parity_rank`."""
+    parity run, the padded samples of :mod:`translator.rank.parity_rank`."""
 
     def __init__(self, rows: int, length: int, vocab: int, padded: bool = False):
         self.rows, self.length, self.vocab, self.padded = rows, length, vocab, padded
