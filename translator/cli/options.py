@@ -13,6 +13,8 @@ from translator.cli.common import COUNT, OldSpellings
 from translator.rank.engines import engine_names
 
 MEMORY = re.compile(r"^(\d+)([KMGT]?)$")
+#: The values of ``--launcher``.
+LAUNCHERS = ("local", "slurm", "k8s")
 
 
 def parse_memory(value: str | None, option: str = "--memory-limit") -> int | None:
@@ -76,7 +78,13 @@ def engine_options(fn):
             "default: .batchspec-<command>/<framework>).",
         ),
         click.option(
-            "--slurm", "use_slurm", is_flag=True, help="Submit with sbatch instead of running here."
+            "--launcher",
+            type=click.Choice(LAUNCHERS),
+            help="What starts the ranks: torchrun here (local, the default), an sbatch job "
+            "(slurm) or a Kubernetes Indexed Job applied with kubectl (k8s, smoke only).",
+        ),
+        click.option(
+            "--slurm", "use_slurm", is_flag=True, help="Submit with sbatch: --launcher slurm."
         ),
         click.option("--partition", help="Slurm partition."),
         click.option("--account", help="Slurm account."),
@@ -107,21 +115,35 @@ def engine_options(fn):
             type=COUNT,
             help="CPUs Slurm gives each node's task (default: the partition's cores).",
         ),
+        click.option(
+            "--k8s-image", help="The image the pods run (batchspec and the framework installed)."
+        ),
+        click.option(
+            "--k8s-volume",
+            help="The PersistentVolumeClaim mounted at --workdir in every pod, a folder this "
+            "machine sees at the same path (the ranks read the config and write results there).",
+        ),
+        click.option("--k8s-namespace", help="The namespace of the Job (default: kubectl's)."),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
 
 
-def pop_slurm(params: dict):
-    """Take the Slurm flags out of a command's parameters: the checked
-    :class:`~translator.launch.slurm.SlurmOptions`, or None without ``--slurm``."""
+def pop_launcher(params: dict):
+    """Take the launcher's flags out of a command's parameters: the checked
+    :class:`~translator.launch.launcher.Launcher` they ask for (local when none)."""
     from translator.errors import InputError
     from translator.launch import slurm
+    from translator.launch.kubernetes import Kubernetes, KubernetesOptions
+    from translator.launch.local import Local
 
-    use_slurm = params.pop("use_slurm")
+    name, use_slurm = params.pop("launcher"), params.pop("use_slurm")
+    if use_slurm and name not in (None, "slurm"):
+        raise InputError(f"--slurm is --launcher slurm: give one launcher, not also {name}")
+    name = "slurm" if use_slurm else name or "local"
     gpus_per_node, cpus_per_task = params.pop("gpus_per_node"), params.pop("cpus_per_task")
-    if not use_slurm and (gpus_per_node or cpus_per_task):
+    if name != "slurm" and (gpus_per_node or cpus_per_task):
         raise InputError(
             "--slurm-gpus-per-node and --cpus-per-task are requests to Slurm: use them with --slurm"
         )
@@ -135,7 +157,38 @@ def pop_slurm(params: dict):
         cpus_per_task,
     )
     options.validate()
-    return options if use_slurm else None
+    image, volume = params.pop("k8s_image"), params.pop("k8s_volume")
+    namespace = params.pop("k8s_namespace")
+    if name != "k8s" and (image or volume or namespace):
+        raise InputError("--k8s-image, --k8s-volume and --k8s-namespace are for --launcher k8s")
+    if name == "slurm":
+        return slurm.Slurm(options)
+    if name == "k8s":
+        missing = [flag for flag, v in (("--k8s-image", image), ("--k8s-volume", volume)) if not v]
+        if missing:
+            raise InputError(
+                f"--launcher k8s needs {' and '.join(missing)}: the image the pods run, and "
+                "the volume that holds the work folder for the pods and for this machine"
+            )
+        k8s = KubernetesOptions(image, volume, namespace)
+        k8s.validate()
+        return Kubernetes(k8s)
+    return Local()
+
+
+def pop_slurm(params: dict):
+    """The Slurm options of a command that runs here or in a Slurm allocation (``tune``), or
+    None without ``--slurm``; another launcher is refused."""
+    from translator.errors import InputError
+    from translator.launch.local import Local
+    from translator.launch.slurm import Slurm
+
+    launcher = pop_launcher(params)
+    if isinstance(launcher, Slurm):
+        return launcher.options
+    if isinstance(launcher, Local):
+        return None
+    raise InputError(f"--launcher {launcher.name} is for smoke; tune runs here or in a Slurm job")
 
 
 def run_options(fn):

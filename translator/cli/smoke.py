@@ -15,7 +15,7 @@ from translator.cli.common import (
     print_findings,
     print_table,
 )
-from translator.cli.options import engine_options, parse_memory, pop_slurm
+from translator.cli.options import engine_options, parse_memory, pop_launcher
 
 
 @command("smoke", stoppable=True)
@@ -68,7 +68,7 @@ def smoke(
     expect_global,
     parity,
     tolerance,
-    **slurm_flags,
+    **launcher_flags,
 ) -> None:
     """Run a few real optimizer steps of FILE (a spec or a framework config) and count the
     samples every optimizer step consumes; exit 1 unless each is exactly the global batch
@@ -85,12 +85,11 @@ def smoke(
     from translator.launch.progress import Progress
 
     limit = parse_memory(memory_limit)
-    options = pop_slurm(slurm_flags)
-    use_slurm = options is not None
-    if nnodes > 1 and not use_slurm and not (dry_run and rdzv_endpoint):
+    launcher = pop_launcher(launcher_flags)
+    if nnodes > 1 and not launcher.remote and not (dry_run and rdzv_endpoint):
         raise InputError(
-            "a multi-node run outside Slurm starts on every node: print its command "
-            "with --dry-run --rdzv-endpoint HOST:PORT, or use --slurm"
+            "a multi-node run outside a scheduler starts on every node: print its command "
+            "with --dry-run --rdzv-endpoint HOST:PORT, or use --slurm or --launcher k8s"
         )
 
     def prepare(path, nproc, nnodes, folder):
@@ -106,7 +105,7 @@ def smoke(
             rdzv_endpoint,
             device,
             expect_global,
-            use_slurm=use_slurm,
+            remote=launcher.remote,
         )
 
     if parity is not None:
@@ -117,7 +116,7 @@ def smoke(
             nproc,
             nnodes,
             workdir,
-            options,
+            launcher,
             dry_run,
             as_json,
             timeout,
@@ -128,7 +127,7 @@ def smoke(
         raise InputError("--tolerance is for --parity")
     prepared = prepare(file, nproc, nnodes, workdir)
     if dry_run:
-        return _dry_run(prepared, options, as_json)
+        return _dry_run(prepared, launcher, as_json)
     say = Progress()  # stderr: with --json, stdout holds the one object and nothing else
     plan = prepared.plan
     say(
@@ -136,10 +135,10 @@ def smoke(
         f"{counted(steps, 'step')}, global batch {prepared.spec.global_batch_size}, "
         f"workdir {plan.workdir}"
     )
-    warning = runs.long_run_warning(prepared, None if use_slurm else os.cpu_count())
+    warning = runs.long_run_warning(prepared, None if launcher.remote else os.cpu_count())
     if warning:
         say(warning)
-    done = runs.run(prepared, options, timeout, limit, say)
+    done = runs.run(prepared, launcher, timeout, limit, say)
     out = done.output
     if as_json:
         emit_json(out)
@@ -163,7 +162,7 @@ def _parity(
     nproc,
     nnodes,
     workdir,
-    options,
+    launcher,
     dry_run,
     as_json,
     timeout,
@@ -179,15 +178,15 @@ def _parity(
     if dry_run:
         if as_json:
             emit_json(
-                {"a": _dry_output(a.prepared, options), "b": _dry_output(b.prepared, options)}
+                {"a": _dry_output(a.prepared, launcher), "b": _dry_output(b.prepared, launcher)}
             )
             return
         for side in (a, b):
             click.echo(f"# run {side.label}: {side.source}")
-            _dry_run(side.prepared, options, False)
+            _dry_run(side.prepared, launcher, False)
         return
     tolerance = tolerance or parity.TOLERANCE[a.prepared.plan.device]
-    done = parity.run(a, b, options, timeout, limit, tolerance, Progress())
+    done = parity.run(a, b, launcher, timeout, limit, tolerance, Progress())
     if as_json:
         emit_json(done.output)
     elif done.output["difference"] is not None:
@@ -198,39 +197,39 @@ def _parity(
     click.echo(f"ok: {parity_compare.summary(done.output)}", err=as_json)
 
 
-def _dry_output(prepared, options) -> dict:
-    """What would run (``options``: Slurm's, None without ``--slurm``), as ``--json`` says it."""
-    from translator.launch import command as commands
-    from translator.launch import slurm
+def _dry_output(prepared, launcher) -> dict:
+    """What ``launcher`` would write and run, as ``--json`` says it."""
+    from translator.launch.smoke import variables
 
     plan = prepared.plan
-    sbatch = submit = None
-    if options is not None:
-        sbatch = slurm.script(plan, options)
-        submit = slurm.submit_command(plan, str(plan.workdir / "smoke.sbatch"))
+    built = launcher.build(plan, variables(plan.framework, None))
     return prepared.spec.output() | {
         "framework": plan.framework,
-        "command": commands.local_command(plan),
-        "sbatch": sbatch,
-        "submit": submit,
+        "launcher": launcher.name,
+        "command": built.ranks,
+        "files": built.files,
+        "sbatch": built.files.get("smoke.sbatch"),
+        "submit": None if launcher.name == "local" else built.submit,
         "workdir": str(plan.workdir),
     }
 
 
-def _dry_run(prepared, options, as_json) -> None:
-    """What would run (``options``: Slurm's, None without ``--slurm``), written nowhere."""
-    out = _dry_output(prepared, options)
+def _dry_run(prepared, launcher, as_json) -> None:
+    """What ``launcher`` would write and run, written nowhere."""
+    out = _dry_output(prepared, launcher)
     if as_json:
         emit_json(out)
         return
     import shlex
 
-    plan, sbatch, submit, argv = prepared.plan, out["sbatch"], out["submit"], out["command"]
-
+    plan = prepared.plan
     click.echo(f"# would write {plan.workdir}/spec.json and {plan.workdir}/{plan.config_name}")
-    if sbatch and submit:
-        click.echo(f"# and {plan.workdir}/smoke.sbatch, submitted as: {shlex.join(submit)}")
-    click.echo(sbatch if sbatch else shlex.join(argv))
+    if not out["files"]:
+        click.echo(shlex.join(out["command"]))
+        return
+    for name, text in out["files"].items():
+        click.echo(f"# and {plan.workdir}/{name}, submitted as: {shlex.join(out['submit'])}")
+        click.echo(text.rstrip("\n"))
 
 
 def _table(out: dict, stopped_of: int | None = None) -> None:

@@ -20,9 +20,9 @@ from translator import solve
 from translator.errors import InputError
 from translator.files import write_files
 from translator.launch import parity_compare as compared
-from translator.launch import slurm
 from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
+from translator.launch.launcher import Launcher
 from translator.launch.parity_compare import Side
 from translator.launch.progress import Progress
 from translator.rank.engines import engine, with_option
@@ -209,13 +209,13 @@ class Outcome:
 def run(
     a: Side,
     b: Side,
-    options: slurm.SlurmOptions | None,
+    launcher: Launcher,
     timeout: float | None,
     memory_limit: int | None,
     tolerance: float,
     say: Progress,
 ) -> Outcome:
-    """Run A, then B (here, or under Slurm with ``options``), each a smoke run of one step,
+    """Run A, then B (through ``launcher``), each a smoke run of one step,
     and compare them; a run that fails ends the check."""
     outputs: dict = {"parity": False, "errors": []}
     records: dict[str, dict] = {}
@@ -225,7 +225,7 @@ def run(
             f"parity {side.label}: micro-batch {spec.micro} × accumulation {spec.accumulation} "
             f"× data-parallel {spec.data_parallel} ({side.source})"
         )
-        done = runs.run(side.prepared, options, timeout, memory_limit, say)
+        done = runs.run(side.prepared, launcher, timeout, memory_limit, say)
         outputs[side.label.lower()] = done.output
         errors = [f"run {side.label}: {e}" for e in done.report.errors]
         record = None if errors else compared.read(side.prepared.plan.results)

@@ -13,6 +13,7 @@ database needed).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -24,7 +25,8 @@ from pathlib import Path
 
 from translator.errors import InputError
 from translator.files import write_atomic
-from translator.launch.command import SmokePlan, torchrun_args, worker_args
+from translator.launch.command import SmokePlan, local_command, torchrun_args, worker_args
+from translator.launch.launcher import Built, Ran
 
 NAME_VALUE = re.compile(r"^[A-Za-z0-9_.,+-]+$")
 TIME_VALUE = re.compile(r"^[0-9]+(-[0-9]{1,2})?(:[0-9]{1,2}){0,2}$")
@@ -42,6 +44,8 @@ FINAL_STATES = {
     "PREEMPTED",
 }
 RDZV_PORT = 29500
+#: The sbatch script's name in the work folder.
+SCRIPT = "smoke.sbatch"
 
 
 @dataclass(frozen=True)
@@ -318,3 +322,30 @@ def _slurm(argv: list[str], env: dict, check: bool = True) -> str:
             f"{' '.join(argv[:2])} failed: {done.stderr.strip() or done.stdout.strip()}"
         )
     return done.stdout
+
+
+@dataclass(frozen=True)
+class Slurm:
+    """The Slurm launcher: one sbatch job whose tasks start torchrun on every node."""
+
+    options: SlurmOptions
+    """What the job asks of Slurm."""
+    name: str = "slurm"
+    remote: bool = True
+
+    def check(self) -> None:
+        require_sbatch()
+
+    def build(self, plan: SmokePlan, variables: dict[str, str] | None = None) -> Built:
+        text = script(plan, self.options)  # refuses unsafe values before anything is written
+        return Built(
+            {SCRIPT: text},
+            submit_command(plan, str(plan.workdir / SCRIPT)),
+            local_command(plan),
+        )
+
+    def launch(self, plan: SmokePlan, variables: dict[str, str], timeout: float | None, say) -> Ran:
+        built = self.build(plan)
+        env = dict(os.environ) | variables  # sbatch hands its environment to the job
+        job = run_job(plan, built.files[SCRIPT], SCRIPT, env, timeout, say)
+        return Ran(job.stopped, job.log_tail, job.id)

@@ -11,8 +11,9 @@ from pathlib import Path
 from translator.errors import ConfigError, InputError
 from translator.files import read_text, write_files
 from translator.findings import Finding, finding
-from translator.launch import command, runner, slurm
+from translator.launch import command
 from translator.launch import workdir as workdirs
+from translator.launch.launcher import Launcher
 from translator.launch.progress import Progress, duration
 from translator.plugin.registry import get
 from translator.rank import parity_rank
@@ -65,7 +66,7 @@ def prepare(
     device: str | None = "cpu",
     expect_global: int | None = None,
     recompute: bool = False,
-    use_slurm: bool = False,
+    remote: bool = False,
 ) -> Prepared:
     """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed;
     ``device`` is ``gpu``, ``cpu`` or None (see :func:`resolve_device`); ``workdir`` None is
@@ -84,7 +85,7 @@ def prepare(
         spec, source = inspection.require_spec(), inspection.reading.framework
         findings = inspection.findings
         framework = framework or inspection.reading.framework
-    device = check_engine(framework, spec, device, use_slurm, path)
+    device = check_engine(framework, spec, device, remote, path)
     config_of = config_framework(framework)
     partners: dict[str, str] = {}
     if config_of is None:
@@ -144,7 +145,7 @@ def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
 
 
 def check_engine(
-    framework: str, spec: BatchSpec, device: str | None, use_slurm: bool, where: str
+    framework: str, spec: BatchSpec, device: str | None, remote: bool, where: str
 ) -> str:
     """Refuse, before any process starts, an engine that is not installed (before anything
     imports torch) or a layout it does not run (``where``: the file that asks for it); the
@@ -152,19 +153,20 @@ def check_engine(
     from translator.rank.engines import refusal, require_installed
 
     require_installed(framework)
-    device = resolve_device(device, use_slurm)
+    device = resolve_device(device, remote)
     why = refusal(framework, spec, device)
     if why:
         raise InputError(f"{where}: {why} (nothing was started)")
     return device
 
 
-def resolve_device(requested: str | None, use_slurm: bool = False) -> str:
-    """``gpu`` or ``cpu``: as asked; else under Slurm ``gpu`` (compute nodes have the GPUs that
-    login nodes lack), else ``gpu`` when this machine has one."""
+def resolve_device(requested: str | None, remote: bool = False) -> str:
+    """``gpu`` or ``cpu``: as asked; else ``gpu`` when the ranks run ``remote`` (Slurm's or
+    Kubernetes' nodes have the GPUs that a login machine lacks), else ``gpu`` when this
+    machine has one."""
     if requested not in (None, "auto"):
         return requested
-    if use_slurm:
+    if remote:
         return "gpu"
     import importlib.util
 
@@ -191,17 +193,21 @@ def write_workdir(prepared: Prepared) -> None:
     write_files(list(files.items()), force=True)
 
 
-def environment(engine_name: str, memory_limit: int | None) -> dict:
-    """The ranks' environment: one thread per rank unless told, what the engine needs (offline
-    switches), optional memory cap."""
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env.update(engine(engine_name).environment, PYTHONUNBUFFERED="1")
+def variables(engine_name: str, memory_limit: int | None) -> dict[str, str]:
+    """What the ranks' environment sets beside the one they start in: one thread per rank
+    unless told, what the engine needs (offline switches), the optional memory cap."""
+    out = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1"}
+    out |= engine(engine_name).environment
     if memory_limit:
         from translator.rank.worker import MEMORY_LIMIT_ENV
 
-        env[MEMORY_LIMIT_ENV] = str(memory_limit)
-    return env
+        out[MEMORY_LIMIT_ENV] = str(memory_limit)
+    return out
+
+
+def environment(engine_name: str, memory_limit: int | None) -> dict:
+    """The ranks' environment when they start here: this one and :func:`variables`."""
+    return dict(os.environ) | variables(engine_name, memory_limit)
 
 
 @dataclass
@@ -412,31 +418,6 @@ def long_run_warning(prepared: Prepared, cores: int | None) -> str | None:
     )
 
 
-def run_local(prepared: Prepared, timeout: float | None, memory_limit: int | None, on_line):
-    write_workdir(prepared)
-    outcome = runner.run(
-        command.local_command(prepared.plan),
-        environment(prepared.plan.framework, memory_limit),
-        timeout,
-        on_line,
-    )
-    return outcome.stopped, outcome.log_tail
-
-
-def run_slurm(
-    prepared: Prepared,
-    options: slurm.SlurmOptions,
-    timeout: float | None,
-    memory_limit: int | None,
-    on_state,
-) -> slurm.Job:
-    slurm.require_sbatch()
-    text = slurm.script(prepared.plan, options)  # refuses unsafe values before writing anything
-    write_workdir(prepared)
-    env = environment(prepared.plan.framework, memory_limit)
-    return slurm.run_job(prepared.plan, text, "smoke.sbatch", env, timeout, on_state)
-
-
 @dataclass
 class Outcome:
     """A smoke run, as the command reports it."""
@@ -451,28 +432,26 @@ class Outcome:
 
 def run(
     prepared: Prepared,
-    options: slurm.SlurmOptions | None,
+    launcher: Launcher,
     timeout: float | None,
     memory_limit: int | None,
     say: Progress,
 ) -> Outcome:
-    """Run ``prepared`` here, or under Slurm with ``options``, and judge what the ranks did;
-    ``say`` tells the progress."""
+    """Run ``prepared`` through ``launcher`` and judge what the ranks did; ``say`` tells the
+    progress."""
     plan = prepared.plan
-    job = None
-    if options is not None:
-        job = run_slurm(prepared, options, timeout, memory_limit, say)
-        stopped, tail = job.stopped, job.log_tail
-    else:
-        with say.steps(plan.steps) as on_line:
-            stopped, tail = run_local(prepared, timeout, memory_limit, on_line)
+    launcher.check()
+    launcher.build(plan)  # refuses unsafe values before anything is written
+    write_workdir(prepared)
+    ran = launcher.launch(plan, variables(plan.framework, memory_limit), timeout, say)
+    stopped, tail = ran.stopped, ran.log_tail
     report = judge(prepared, stopped, timeout, tail)
     utilisation, formula = mfu(report, prepared)
     m = report.measurement
     # The sequence length the ranks ran (the config's or --seq-len's, as the engine took it).
     length = m.sequence_length or plan.sequence_length
-    ran = prepared.spec.model_copy(update={"sequence_length": length})
-    output = ran.output() | {
+    spec = prepared.spec.model_copy(update={"sequence_length": length})
+    output = spec.output() | {
         "framework": plan.framework,
         "optimizer_steps": m.optimizer_steps,
         "samples_per_optimizer_step": m.samples_per_optimizer_step,
@@ -485,7 +464,9 @@ def run(
         "mfu": utilisation,
         "mfu_formula": formula,
         "workdir": str(plan.workdir),
-        "slurm_job": job.id if job else None,
+        "launcher": launcher.name,
+        "slurm_job": ran.job if launcher.name == "slurm" else None,
+        "job": ran.job,
         "expect_global": prepared.expect_global,
         "errors": report.errors,
         "findings": [f.as_dict() for f in prepared.findings],

@@ -38,6 +38,10 @@ RESULT_FILE = "tune.json"
 #: Parameters only the login side uses; the job is given every other one as it was given.
 LOGIN_ONLY = {
     "use_slurm",
+    "launcher",
+    "k8s_image",
+    "k8s_volume",
+    "k8s_namespace",
     "partition",
     "account",
     "time_limit",

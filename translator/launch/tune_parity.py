@@ -10,6 +10,7 @@ import time
 from translator.errors import InputError
 from translator.launch import parity, probes
 from translator.launch import smoke as runs
+from translator.launch.local import Local
 from translator.launch.progress import Progress
 from translator.spec import BatchSpec
 from translator.tuning import Candidate
@@ -65,7 +66,7 @@ def check(
     )
     a, b = parity.sides(file, other, prepare, plan.nproc, plan.nnodes, plan.workdir / "parity")
     say(f"parity: the pick against {file}'s own split")
-    done = parity.run(a, b, None, left, setup.memory_limit, parity.TOLERANCE[plan.device], say)
+    done = parity.run(a, b, Local(), left, setup.memory_limit, parity.TOLERANCE[plan.device], say)
     if done.output["out_of_memory"] == "A":  # the probes' memory cap, or the device's
         return {"checked": False, "why": f"{file}'s own split ran out of memory"}, None
     out = {"checked": True} | done.output
