@@ -11,6 +11,8 @@ decoded here, so with this check nothing downstream meets a surrogate.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 import reprlib
@@ -104,50 +106,16 @@ class _Refused(Exception):
         self.line = line
 
 
-class _Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that counts what aliases expand to and turns constructor crashes
-    (``!!int 'abc'``, a 13th month) into YAML errors at the node's line."""
+#: Deepest nesting of collections read (PyYAML's own composer stops near 300, on recursion).
+MAX_DEPTH = 200
+#: An anchor: ``&name``.
+_ANCHOR = re.compile(r"&([^\s,\[\]{}]+)")
 
-    def __init__(self, text: str):
-        super().__init__(text)
-        self.expanded = 0
-        self.sizes: dict[int, int] = {}
 
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            node = self.anchors.get(event.anchor)
-            if node is not None:
-                line = event.start_mark.line + 1
-                if node.end_mark is None:  # still being composed: the alias is inside its anchor
-                    raise _Refused(
-                        line,
-                        f"alias *{brief(event.anchor, '')} refers to itself "
-                        "(a recursive structure); not a config",
-                    )
-                self.expanded += self._size(node)
-                if self.expanded > ALIAS_BUDGET:
-                    raise _Refused(
-                        line,
-                        f"aliases expand to more than {ALIAS_BUDGET} nodes "
-                        "(an alias bomb?); refused",
-                    )
-        return super().compose_node(parent, index)
-
-    def _size(self, node) -> int:
-        """Nodes in ``node`` with every alias expanded (memoised: shared nodes cost once); a
-        long scalar counts as one node per :data:`SCALAR_CHARS` characters."""
-        known = self.sizes.get(id(node))
-        if known is not None:
-            return known
-        if isinstance(node, yaml.ScalarNode):
-            size = 1 + len(node.value) // SCALAR_CHARS
-        elif isinstance(node, yaml.SequenceNode):
-            size = 1 + sum(self._size(child) for child in node.value)
-        else:
-            size = 1 + sum(self._size(k) + self._size(v) for k, v in node.value)
-        self.sizes[id(node)] = size
-        return size
+class _Constructing(yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    """Constructing safely: constructor crashes (``!!int 'abc'``, a 13th month) become YAML
+    errors at the node's line. What aliases expand to is checked on the composed graph
+    (:func:`_check_graph`) before anything is constructed."""
 
     def construct_object(self, node, deep=False):
         try:
@@ -176,7 +144,108 @@ class _Loader(yaml.SafeLoader):
         return super().construct_yaml_int(node)
 
 
-_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Constructing.add_constructor("tag:yaml.org,2002:int", _Constructing.construct_yaml_int)  # type: ignore[type-var]
+
+
+class _Loader(
+    yaml.reader.Reader,
+    yaml.scanner.Scanner,
+    yaml.parser.Parser,
+    yaml.composer.Composer,
+    _Constructing,
+):
+    """PyYAML's own scanner and composer: for a text with ``\\u`` escapes, whose lone
+    surrogates libyaml refuses with a vaguer message than :func:`_surrogate`'s."""
+
+    def __init__(self, text: str):
+        yaml.reader.Reader.__init__(self, text)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        _Constructing.__init__(self)
+
+
+if yaml.__with_libyaml__:
+
+    class _CLoader(yaml.cyaml.CParser, _Constructing):  # type: ignore[name-defined]
+        """libyaml's scanner and composer with :class:`_Constructing`'s construction."""
+
+        def __init__(self, text: str):
+            yaml.cyaml.CParser.__init__(self, text)  # type: ignore[attr-defined]
+            _Constructing.__init__(self)
+
+
+def _loader(text: str):
+    """libyaml's scanner and composer (C: the same node graph and line marks, several times
+    faster than PyYAML's) unless PyYAML lacks libyaml or ``text`` escapes a character by code
+    (see :class:`_Loader`)."""
+    if not yaml.__with_libyaml__ or "\\u" in text or "\\U" in text:
+        return _Loader(text)
+    return _CLoader(text)
+
+
+def _check_graph(root: yaml.Node, text: str) -> None:
+    """Refuse a graph whose aliases expand past :data:`ALIAS_BUDGET` nodes, that holds itself
+    (a recursive alias), or that nests deeper than :data:`MAX_DEPTH`, naming the line of the
+    alias's key (or of the sequence that holds it). The
+    graph is walked in document order: the first meeting of a node is its anchor, each further
+    one an alias, costing what the node expands to."""
+    expanded = 0
+    sizes: dict[int, int] = {}
+    met: set[int] = set()
+    holding: set[int] = set()
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, root.start_mark.line + 1, False)]
+    while stack:
+        node, line, leaving = stack.pop()
+        if leaving:
+            holding.discard(id(node))
+            continue
+        if id(node) in holding:
+            anchor = _ANCHOR.search(text.splitlines()[node.start_mark.line])
+            name = f"*{brief(anchor.group(1), '')}" if anchor else "an alias"
+            raise _Refused(
+                line, f"alias {name} refers to itself (a recursive structure); not a config"
+            )
+        if id(node) in met:
+            expanded += _size(node, sizes)
+            if expanded > ALIAS_BUDGET:
+                raise _Refused(
+                    line,
+                    f"aliases expand to more than {ALIAS_BUDGET} nodes (an alias bomb?); refused",
+                )
+            continue
+        met.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            continue
+        holding.add(id(node))
+        if len(holding) > MAX_DEPTH:
+            raise RecursionError
+        stack.append((node, line, True))
+        # An alias stands on its key's line in a mapping; in a sequence, on the sequence's
+        # (the composed graph keeps no mark of the alias itself).
+        here = node.start_mark.line + 1
+        children = (
+            [(child, here) for child in node.value]
+            if isinstance(node, yaml.SequenceNode)
+            else [(c, k.start_mark.line + 1) for k, v in node.value for c in (k, v)]
+        )
+        stack.extend((child, line, False) for child, line in reversed(children))
+
+
+def _size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """Nodes in ``node`` with every alias expanded (memoised: shared nodes cost once); a long
+    scalar counts as one node per :data:`SCALAR_CHARS` characters."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    if isinstance(node, yaml.ScalarNode):
+        size = 1 + len(node.value) // SCALAR_CHARS
+    elif isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_size(child, sizes) for child in node.value)
+    else:
+        size = 1 + sum(_size(k, sizes) + _size(v, sizes) for k, v in node.value)
+    sizes[id(node)] = size
+    return size
 
 
 def load_mapping(text: str, where: str, what: str) -> Document:
@@ -190,14 +259,10 @@ def load_mapping(text: str, where: str, what: str) -> Document:
 
 def load_yaml(text: str, where: str) -> Document:
     """The YAML document in ``text``, safely loaded (no tags, no code), with key positions and
-    duplicate keys."""
+    duplicate keys. A text is parsed once: detection, the spec check and the reader all ask
+    for it, and each is handed its own copy of what the first parse found."""
     try:
-        loader = _Loader(text)
-        try:
-            node = loader.get_single_node()
-            data = None if node is None else loader.construct_document(node)
-        finally:
-            loader.dispose()
+        found = _parsed(text)
     except _Refused as exc:
         raise InputError(f"{where}:{exc.line}: {exc}") from None
     except yaml.YAMLError as exc:
@@ -207,6 +272,26 @@ def load_yaml(text: str, where: str) -> Document:
         raise InputError(f"{at}: not valid YAML: {problem}") from None
     except RecursionError:
         raise InputError(f"{where}: nested too deeply") from None
+    return Document(copy.deepcopy(found.data), dict(found.positions), list(found.duplicates))
+
+
+def clear_cache() -> None:
+    """Forget the texts parsed so far (a benchmark's cold reads)."""
+    _parsed.cache_clear()
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> Document:
+    """``text`` parsed (errors are raised, never kept): the one copy :func:`load_yaml` hands
+    out copies of."""
+    loader = _loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _check_graph(node, text)
+        data = None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
     doc = Document(data)
     if node is not None:
         _walk_yaml(node, doc)

@@ -6,6 +6,7 @@ character span of that literal, so ``update`` can change it and nothing else.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,26 +266,34 @@ def typo_findings(
 ) -> list[Finding]:
     """Errors for keys that look like misspelt batch keys (``keys``: key -> line); ``fate``
     says what the framework does with an unknown key; ``cutoff`` how alike they must be."""
-    import difflib
-
     from translator.findings import finding
 
     out = []
+    known = tuple(batch_keys)
     for key, line in keys.items():
         if key in batch_keys or key in allowed:
             continue
-        close = difflib.get_close_matches(key, batch_keys, n=1, cutoff=cutoff)
+        close = _close_match(key, known, cutoff)
         if close:
             out.append(
                 finding(
                     "batch-key-typo",
                     f"'{key}' is not a key the framework reads, {fate}; it "
-                    f"looks like a misspelt '{close[0]}'",
-                    hint=f"rename '{key}' to '{close[0]}'",
+                    f"looks like a misspelt '{close}'",
+                    hint=f"rename '{key}' to '{close}'",
                     where=f"{path}:{line}" if line else path,
                 )
             )
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _close_match(key: str, batch_keys: tuple[str, ...], cutoff: float) -> str | None:
+    """The batch key ``key`` most looks like, if any (remembered: configs repeat their keys)."""
+    import difflib
+
+    close = difflib.get_close_matches(key, batch_keys, n=1, cutoff=cutoff)
+    return close[0] if close else None
 
 
 def invalid_value(key: str, value: Value, path: str, wants: str = "a positive integer") -> Finding:
