@@ -227,7 +227,11 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
                 else framework.inserted(reading, key, new)
             )
             ending = _line_ending(text, at[0])
-            replacements[at] = ending.join(written.split("\n")) + ending
+            lead = ""
+            if at[0] == len(text) and text and not text.endswith("\n"):
+                # After a last line without its newline: end that line first, as the file does.
+                ending = lead = "\r\n" if "\r\n" in text else "\n"
+            replacements[at] = lead + ending.join(written.split("\n")) + ending
             edit = Edit(_line_of(text, at[0]), None, written)
         elif old.file is not None:
             change = f"delete {key}" if new is None else f"to {new}"

@@ -27,7 +27,7 @@ from translator.shell.expand import SBATCH, Expander, arith_piece, forget_target
 from translator.shell.merge import agree
 from translator.shell.notes import Note
 from translator.shell.slurm import sbatch_variables
-from translator.shell.syntax import Source, repair, tree
+from translator.shell.syntax import Source, refuse_long_numbers, repair, tree
 from translator.shell.values import (
     ARGS_GIVEN,
     MANY,
@@ -925,6 +925,7 @@ def parse(
     line when the script is not valid bash (an unterminated quote, array or heredoc);
     statements bash cannot parse (a template's ``<Specify path>``) are read as unknown, with
     a note."""
+    refuse_long_numbers(text, where)
     try:
         reader = Reader(where, 20 * len(text) + 10_000, args, environment)
         return reader.read(text)

@@ -135,6 +135,20 @@ ASSIGNMENT = re.compile(
 MAX_REPAIRS = 50
 
 
+#: Most digits a number in a launch file may have: more is a typo or an attack, never a size
+#: (Python refuses to convert past 4,300 digits anyway).
+MAX_DIGITS = 1000
+_LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+
+
+def refuse_long_numbers(text: str, where: str) -> None:
+    """An :class:`InputError` naming the line of a number longer than :data:`MAX_DIGITS`."""
+    found = _LONG_NUMBER.search(text)
+    if found is not None:
+        line = text.count("\n", 0, found.start()) + 1
+        raise InputError(f"{where}:{line}: a number of {len(found.group())} digits; refused")
+
+
 def repair(data: bytes, text: str, where: str) -> tuple:
     """What tree-sitter is given for a script whose templates hold statements bash cannot
     parse (``DATA_PATH=<Specify path>``, ``--data-path <path> \\`` in a continued command):

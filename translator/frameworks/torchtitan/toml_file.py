@@ -9,6 +9,7 @@ import tomllib
 
 from translator.errors import InputError
 from translator.reading import Value
+from translator.shell.syntax import refuse_long_numbers
 
 #: A table header (``[training]``, ``[quantize.linear.float8]``, ``[[validation]]``).
 _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\" ]+?)\s*\]\]?\s*(#.*)?$")
@@ -18,6 +19,7 @@ _PAIR = re.compile(r"^\s*([A-Za-z0-9_\-]+)\s*=\s*([^#\r\n]*?)\s*(#.*)?\r?$")
 
 def load(text: str, where: str) -> dict:
     """The parsed document; malformed TOML is an input error naming the file and line."""
+    refuse_long_numbers(text, where)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
