@@ -85,7 +85,9 @@ def _rates(spec):
 
 
 def _rate_text(key: str, value: float) -> str:
-    return f"learning rate {value:.4g}" if key == "learning_rate" else f"learning rate ×{value:.4g}"
+    if key == "learning_rate":
+        return f"learning rate {value:.4g}"
+    return "learning rate unchanged" if f"{value:.4g}" == "1" else f"learning rate ×{value:.4g}"
 
 
 def _as_dict(f: elastic.WorldFit, per_node: int | None, lr) -> dict:

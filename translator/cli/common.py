@@ -163,11 +163,15 @@ def severity_options(fn):
 
 
 def fail(message: str, code: int, as_json: bool, findings: Sequence[Finding] = ()) -> None:
-    """Report an error: one line on stderr (and the JSON object on stdout), then exit."""
+    """Report an error: one line on stderr (and the JSON object on stdout: the resolved batch's
+    keys, all null, so an answer has one shape whatever happened), then exit."""
+    from translator.spec import OUTPUT_KEYS
+
     click.echo(f"batchspec: error: {printable(message)}", err=True)
     if as_json:
         emit_json(
-            {"error": message, "exit_code": code, "findings": [f.as_dict() for f in findings]}
+            {key: None for key in OUTPUT_KEYS}
+            | {"error": message, "exit_code": code, "findings": [f.as_dict() for f in findings]}
         )
     sys.exit(code)
 
@@ -433,8 +437,20 @@ def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None
             if len(files) == 1:
                 raise
             click.echo(f"batchspec: error: {printable(exc)}", err=True)
-            unusable.append({"file": path, "error": str(exc)})
+            unusable.append(unusable_output(path, str(exc)))
     return inspect_together(loaded, launch), unusable
+
+
+def unusable_output(path: str, error: str) -> dict:
+    """A file that could not be used, in the shape of an inspection's output: every batch key
+    null, no sources, no findings, and the error."""
+    from translator.spec import OUTPUT_KEYS
+
+    return (
+        {"file": path, "framework": None}
+        | {key: None for key in OUTPUT_KEYS}
+        | {"sources": [], "findings": [], "error": error}
+    )
 
 
 def exit_code(inspections, unusable) -> int:

@@ -74,19 +74,7 @@ def validate(
         for i in inspections:
             i.findings[:] = [as_error(f) for f in i.findings]
     if as_json:
-        emit_json(
-            {
-                "files": [
-                    {
-                        "file": i.reading.path,
-                        "framework": i.reading.framework,
-                        "findings": [f.as_dict() for f in i.findings],
-                    }
-                    for i in inspections
-                ]
-                + unusable
-            }
-        )
+        emit_json({"files": [i.output() for i in inspections] + unusable})
     else:
         printer = FindingsPrinter([i.findings for i in inspections])
         for i in inspections:

@@ -61,6 +61,12 @@ def config_framework(name: str) -> str | None:
     return None if name == TORCH else name
 
 
+def _listed(names) -> str:
+    """``torch``, ``torch and deepspeed``, ``a, b and c``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def require_installed(name: str) -> None:
     """Refuse, before any process starts, an engine whose packages are not installed, naming
     what to install."""
@@ -69,7 +75,8 @@ def require_installed(name: str) -> None:
     if absent:
         extra = f"pip install 'batchspec[{found.extra}]'" if found.extra else "pip install torch"
         raise InputError(
-            f"the {name} engine needs {', '.join(absent)}, which is not installed here: "
+            f"the {name} engine needs {_listed(absent)}, "
+            f"which {'is' if len(absent) == 1 else 'are'} not installed here: "
             f"{extra} (nothing was started)"
         )
 
