@@ -68,3 +68,12 @@ def test_a_list_of_packages_reads_as_english(names, said):
 def test_a_factor_of_one_is_no_change():
     assert _rate_text("learning_rate_factor", 1.00001) == "learning rate unchanged"
     assert _rate_text("learning_rate_factor", 0.9682) == "learning rate ×0.9682"
+
+
+def test_rendered_scripts_are_executable_and_configs_are_not(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("global_batch_size: 16\nmicro_batch_size: 2\nworld_size: 8\n")
+    result = run("render", spec, "--to", "megatron,deepspeed", "--out", tmp_path / "r")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r" / "megatron.sh").stat().st_mode & 0o111
+    assert not (tmp_path / "r" / "deepspeed.json").stat().st_mode & 0o111

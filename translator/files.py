@@ -244,15 +244,17 @@ def _plan(path: Path, text: str | bytes, force: bool, inside: Path | None) -> _P
 
 
 def _write_temporary(p: _Plan) -> Path:
-    """The bytes in a fsynced temporary file beside the target, with the target's mode and owner."""
+    """The bytes in a fsynced temporary file beside the target, with the target's mode and owner
+    (a new file: the umask's, executable when it starts with ``#!``)."""
     fd, name = tempfile.mkstemp(dir=p.target.parent, prefix=f".{p.target.name}.", suffix=".tmp")
     tmp = Path(name)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(p.data)
             fh.flush()
-            if p.existing is None:
-                os.fchmod(fh.fileno(), 0o666 & ~_umask())
+            if p.existing is None:  # a new script (``#!``) is executable, as shells expect
+                mode = 0o777 if p.data.startswith(b"#!") else 0o666
+                os.fchmod(fh.fileno(), mode & ~_umask())
             else:
                 _keep_owner(fh.fileno(), p, p.existing)
                 # After chown, which clears set-user/group-ID bits.
