@@ -65,6 +65,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # the operations on files and jobs
     (
         "translator.detection",
+        "translator.foreign",
         "translator.job",
         "translator.inspection",
         "translator.advice",

@@ -60,3 +60,19 @@ def test_update_adds_a_key_after_a_last_line_without_its_newline(tmp_path, endin
         f"base_model: x{ending}micro_batch_size: 2{ending}gradient_accumulation_steps: 4{ending}"
     )
     assert yaml.safe_load(written)["gradient_accumulation_steps"] == 4
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: " + "[" * 100_000 + "]" * 100_000,
+        "".join(f"{' ' * i}a:\n" for i in range(300)) + "  b\n",
+    ],
+)
+def test_a_document_too_deep_for_libyaml_is_refused_not_a_crash(text):
+    """libyaml's composer recurses on the C stack: such a text goes to PyYAML's, which stops."""
+    from translator.errors import InputError
+    from translator.parsing import load_yaml
+
+    with pytest.raises(InputError, match="x.yml"):
+        load_yaml(text, "x.yml")

@@ -13,6 +13,7 @@ from translator.detection import claimant, detect
 from translator.errors import BatchspecError, ConfigError, InputError
 from translator.files import read_text
 from translator.findings import Finding, finding, has_errors
+from translator.foreign import refuse_foreign
 from translator.job import RunAs, is_job, read_job
 from translator.plugin.contract import Framework
 from translator.plugin.inspection import Inspection
@@ -51,6 +52,7 @@ def read_file(
     if is_job(path, text):
         return read_job(text, path, run_as, framework)
     if framework is None:
+        refuse_foreign(path, text)
         refuse_a_spec(path, text)
     found = FRAMEWORKS[framework] if framework else detect(path, text)
     return found, found.read(text, path)

@@ -177,11 +177,30 @@ if yaml.__with_libyaml__:
 
 def _loader(text: str):
     """libyaml's scanner and composer (C: the same node graph and line marks, several times
-    faster than PyYAML's) unless PyYAML lacks libyaml or ``text`` escapes a character by code
-    (see :class:`_Loader`)."""
-    if not yaml.__with_libyaml__ or "\\u" in text or "\\U" in text:
+    faster than PyYAML's) unless PyYAML lacks libyaml, ``text`` escapes a character by code
+    (see :class:`_Loader`), or it may nest deeper than :data:`MAX_DEPTH`: libyaml's composer
+    recurses on the C stack, where a deep enough document crashes the process, while
+    PyYAML's stops with a RecursionError."""
+    if not yaml.__with_libyaml__ or "\\u" in text or "\\U" in text or _may_be_deep(text):
         return _Loader(text)
     return _CLoader(text)
+
+
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _may_be_deep(text: str) -> bool:
+    """Whether ``text`` may nest collections deeper than :data:`MAX_DEPTH` (an over-estimate:
+    brackets in strings count too, and so does indentation)."""
+    if max((len(line) - len(line.lstrip()) for line in text.splitlines()), default=0) > MAX_DEPTH:
+        return True
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    depth = deepest = 0
+    for bracket in _BRACKETS.finditer(text):
+        depth += 1 if bracket.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest > MAX_DEPTH
 
 
 def _check_graph(root: yaml.Node, text: str) -> None:

@@ -19,6 +19,7 @@ import click
 
 from translator.errors import BatchspecError, ConfigError, InputError
 from translator.findings import Finding
+from translator.foreign import ForeignConfig
 from translator.plugin import registry as frameworks
 
 #: Where a command's docstring starts its examples, shown last in its ``--help``.
@@ -119,7 +120,13 @@ def command(name: str, findings: bool = True, stoppable: bool = False, **kwargs)
             except BatchspecError as exc:
                 if debug:
                     raise
-                fail(str(exc), exc.exit_code, as_json, getattr(exc, "findings", []))
+                fail(
+                    str(exc),
+                    exc.exit_code,
+                    as_json,
+                    getattr(exc, "findings", []),
+                    exc.framework if isinstance(exc, ForeignConfig) else None,
+                )
             except (KeyboardInterrupt, click.exceptions.Exit, click.ClickException):
                 raise
             except BrokenPipeError:
@@ -162,15 +169,23 @@ def severity_options(fn):
     )(fn)
 
 
-def fail(message: str, code: int, as_json: bool, findings: Sequence[Finding] = ()) -> None:
+def fail(
+    message: str,
+    code: int,
+    as_json: bool,
+    findings: Sequence[Finding] = (),
+    framework: str | None = None,
+) -> None:
     """Report an error: one line on stderr (and the JSON object on stdout: the resolved batch's
-    keys, all null, so an answer has one shape whatever happened), then exit."""
+    keys, all null, so an answer has one shape whatever happened; ``framework``: the one the
+    file is for, when it is known), then exit."""
     from translator.spec import OUTPUT_KEYS
 
     click.echo(f"batchspec: error: {printable(message)}", err=True)
     if as_json:
         emit_json(
-            {key: None for key in OUTPUT_KEYS}
+            {"framework": framework}
+            | {key: None for key in OUTPUT_KEYS}
             | {"error": message, "exit_code": code, "findings": [f.as_dict() for f in findings]}
         )
     sys.exit(code)
@@ -437,17 +452,18 @@ def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None
             if len(files) == 1:
                 raise
             click.echo(f"batchspec: error: {printable(exc)}", err=True)
-            unusable.append(unusable_output(path, str(exc)))
+            named = exc.framework if isinstance(exc, ForeignConfig) else None
+            unusable.append(unusable_output(path, str(exc), named))
     return inspect_together(loaded, launch), unusable
 
 
-def unusable_output(path: str, error: str) -> dict:
+def unusable_output(path: str, error: str, framework: str | None = None) -> dict:
     """A file that could not be used, in the shape of an inspection's output: every batch key
     null, no sources, no findings, and the error."""
     from translator.spec import OUTPUT_KEYS
 
     return (
-        {"file": path, "framework": None}
+        {"file": path, "framework": framework}
         | {key: None for key in OUTPUT_KEYS}
         | {"sources": [], "findings": [], "error": error}
     )
