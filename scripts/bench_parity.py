@@ -3,7 +3,7 @@
 batch, model and sequence), as a ratio (goal: at most 2.2), against the smoke runs of A and of B
 (the file parity derived for B) together, and the float noise parity saw
 between two correct splits of the batch (the relative difference of the loss and of the
-update's parameter that differs most), the figures the README's tolerance is set against.
+update's parameter that differs most), the figures the parity tolerance (docs/guide.md) is set against.
 Run: python scripts/bench_parity.py [ENGINE ...] (default: every engine below)"""
 
 from __future__ import annotations

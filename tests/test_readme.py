@@ -1,8 +1,8 @@
-"""The README's examples print what the code prints today.
+"""The README's examples, and those of the guides under docs/, print what the code prints today.
 
-A ```console block in README.md is a transcript: each `$ ` line is a command, run with bash in
-one temporary folder shared by the whole README (so a file `render` writes can be inspected
-further down), and the lines under it, up to the next `$ ` line, are what it must print
+A ```console block in README.md (or a docs/ page) is a transcript: each `$ ` line is a command,
+run with bash in one temporary folder shared by the whole page (so a file `render` writes can
+be inspected further down), and the lines under it, up to the next `$ ` line, are what it must print
 (stdout and stderr together). A `...` line stands for any number of lines, and `...` inside a
 line for any text (timings, paths). A fenced block right under `<!-- file: NAME -->` is
 written to NAME in that folder before the transcripts run.
@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+#: The pages whose transcripts are run: the README, then each page of docs/.
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\S*)\s*$")
 FILE_MARK = re.compile(r"^<!--\s*file:\s*(\S+)\s*-->\s*$")
 
@@ -34,7 +37,9 @@ class Example:
     expected: list[str]
     """The lines it prints, `...` lines and `...` inside lines being wildcards."""
     line: int
-    """Its line in README.md."""
+    """Its line in its page."""
+    page: str = "README.md"
+    """The page it stands in, relative to the repository."""
 
 
 def _blocks(text: str) -> list[tuple[str, int, list[str], str | None]]:
@@ -56,11 +61,11 @@ def _blocks(text: str) -> list[tuple[str, int, list[str], str | None]]:
     return blocks
 
 
-def _examples(lines: list[str], first: int) -> list[Example]:
+def _examples(lines: list[str], first: int, page: str) -> list[Example]:
     examples: list[Example] = []
     for offset, line in enumerate(lines):
         if line.startswith("$ "):
-            examples.append(Example(line[2:], [], first + offset))
+            examples.append(Example(line[2:], [], first + offset, page))
         elif examples:
             examples[-1].expected.append(line)
     return examples
@@ -79,36 +84,50 @@ def _matches(expected: list[str], printed: list[str]) -> bool:
     return re.fullmatch(pattern, printed[0].rstrip()) is not None and _matches(rest, printed[1:])
 
 
-def _readme() -> tuple[dict[str, str], list[Example]]:
+def _page(path: Path) -> tuple[dict[str, str], list[Example]]:
     files: dict[str, str] = {}
     examples: list[Example] = []
-    for language, first, lines, name in _blocks(README.read_text(encoding="utf-8")):
+    page = str(path.relative_to(ROOT))
+    for language, first, lines, name in _blocks(path.read_text(encoding="utf-8")):
         if name:
             files[name] = "\n".join(lines) + "\n"
         elif language == "console":
-            examples.extend(_examples(lines, first))
+            examples.extend(_examples(lines, first, page))
     return files, examples
 
 
-FILES, EXAMPLES = _readme()
+PAGE_FILES: dict[str, dict[str, str]] = {}
+EXAMPLES: list[Example] = []
+for _path in PAGES:
+    _files, _found = _page(_path)
+    PAGE_FILES[str(_path.relative_to(ROOT))] = _files
+    EXAMPLES += _found
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    here = tmp_path_factory.mktemp("readme")
-    for name, text in FILES.items():
-        (here / name).parent.mkdir(parents=True, exist_ok=True)
-        (here / name).write_text(text, encoding="utf-8")
-    return here
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One folder per page, holding the files the page writes."""
+    out = {}
+    for page, files in PAGE_FILES.items():
+        here = tmp_path_factory.mktemp(Path(page).stem)
+        for name, text in files.items():
+            (here / name).parent.mkdir(parents=True, exist_ok=True)
+            (here / name).write_text(text, encoding="utf-8")
+        out[page] = here
+    return out
 
 
 def test_the_readme_has_transcripts() -> None:
-    assert len(EXAMPLES) >= 8
+    readme = [e for e in EXAMPLES if e.page == "README.md"]
+    assert len(readme) >= 5 and len(EXAMPLES) > len(readme)
     assert all(example.command.startswith("batchspec ") for example in EXAMPLES)
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda example: f"line{example.line}")
-def test_readme_example_prints_what_it_says(example: Example, folder: Path) -> None:
+@pytest.mark.parametrize(
+    "example", EXAMPLES, ids=lambda example: f"{Path(example.page).stem}-line{example.line}"
+)
+def test_readme_example_prints_what_it_says(example: Example, folders: dict[str, Path]) -> None:
+    folder = folders[example.page]
     bin_folder = str(Path(sys.executable).parent)
     command = shutil.which("batchspec", path=bin_folder)
     assert command, "batchspec is not installed beside this Python"
@@ -129,7 +148,7 @@ def test_readme_example_prints_what_it_says(example: Example, folder: Path) -> N
     )
     printed = done.stdout.rstrip("\n").splitlines()
     assert _matches(example.expected, printed), (
-        f"README.md line {example.line}: `{example.command}` printed:\n{done.stdout}"
+        f"{example.page} line {example.line}: `{example.command}` printed:\n{done.stdout}"
     )
 
 

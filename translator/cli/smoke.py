@@ -48,7 +48,7 @@ from translator.cli.options import engine_options, parse_memory, pop_launcher
     type=click.FloatRange(min=0, min_open=True),
     metavar="X",
     help="With --parity: the largest relative difference accepted (default: 1e-3 on CPU, "
-    "3e-2 on GPU; see the README).",
+    "3e-2 on GPU; see docs/guide.md).",
 )
 def smoke(
     as_json: bool,
