@@ -57,6 +57,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "translator.counting",
         "translator.reading",
         "translator.memory",
+        "translator.named_model",
         "translator.elastic",
         "translator.tuning",
     ),

@@ -15,6 +15,7 @@ from translator.files import read_text
 from translator.findings import Finding, finding, has_errors
 from translator.foreign import refuse_foreign
 from translator.job import RunAs, is_job, read_job
+from translator.named_model import resolve
 from translator.plugin.contract import Framework
 from translator.plugin.inspection import Inspection
 from translator.plugin.registry import FRAMEWORKS, by_claim_order
@@ -124,7 +125,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
     if set(unknown) & LAYOUT_KEYS:  # nothing about DP or accumulation is known then
         findings.append(_depends_on(values, unknown, reading))
         findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
-        return Inspection(reading, _known_values(values, unknown), None, findings)
+        return Inspection(reading, _known_values(values, unknown), None, findings, resolve(reading))
     spec, wrong, missing = _solve(values, reading)
     if unknown and not wrong:
         missing = [_depends_on(values, unknown, reading)]
@@ -147,7 +148,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
         else values | {k: v for k, v in spec.output().items() if v is not None}
     )
     findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
-    return Inspection(reading, shown, spec, findings)
+    return Inspection(reading, shown, spec, findings, resolve(reading))
 
 
 def _known_values(values: dict, unknown: Collection[str] = ()) -> dict:

@@ -98,6 +98,7 @@ def read_job(
             )
         )
     _finish(reading, call, script)
+    reading.arguments = list(call.split.arguments)
     _either_way(reading, script, index, [c[0] for c in claimed])
     return chosen, reading
 

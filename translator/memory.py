@@ -123,6 +123,12 @@ def read_hf_config(path: str) -> Model:
         raise InputError(f"{path}: not a JSON config.json ({exc})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: a config.json is a JSON object, not {type(data).__name__}")
+    return hf_shape(data, path, Path(path).name)
+
+
+def hf_shape(data: dict, where: str, name: str) -> Model:
+    """A model from a config's Hugging Face keys (a ``config.json``, or nanotron's
+    ``model_config``); ``where`` names it in errors."""
     data = data.get("text_config", data) if isinstance(data.get("text_config"), dict) else data
 
     def first(*keys, default=None):
@@ -130,11 +136,11 @@ def read_hf_config(path: str) -> Model:
             value = data.get(key)
             if value is not None:
                 if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                    raise InputError(f"{path}: {key} is {value!r}, not a positive integer")
+                    raise InputError(f"{where}: {key} is {value!r}, not a positive integer")
                 return value
         if default is None:
             raise InputError(
-                f"{path}: no {' or '.join(keys)} (is this a decoder model's config.json?)"
+                f"{where}: no {' or '.join(keys)} (is this a decoder model's config.json?)"
             )
         return default
 
@@ -142,7 +148,7 @@ def read_hf_config(path: str) -> Model:
     heads = first("num_attention_heads", "n_head")
     gpt2 = "n_embd" in data
     return Model(
-        name=Path(path).name,
+        name=name,
         layers=first("num_hidden_layers", "n_layer"),
         hidden=hidden,
         heads=heads,

@@ -107,6 +107,8 @@ class Reading:
     accumulation override of accelerate's config file), when a job was read."""
     sources: list[Source] = field(default_factory=list)
     """Where each batch value of a job comes from, and which source won where several set it."""
+    arguments: list[Word] = field(default_factory=list)
+    """The program's arguments as the job runs it (a job's reading; empty for a config)."""
 
     def where(self, key: str) -> str:
         """``path:line`` of a key, or just ``path``."""

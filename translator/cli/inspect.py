@@ -24,7 +24,18 @@ from translator.cli.common import (
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @launch_options
 @job_options
-def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **params) -> None:
+@click.option(
+    "--model-config",
+    type=click.Path(dir_okay=True, path_type=str),
+    help="The model's config.json (or its folder), for a job whose model is not found here.",
+)
+def inspect(
+    as_json: bool,
+    files: tuple[str, ...],
+    framework: str | None,
+    model_config: str | None,
+    **params,
+) -> None:
     """Resolve the batch of framework configs and jobs: DeepSpeed JSON, Axolotl, HF Trainer,
     LLaMA-Factory and accelerate YAML, and launch scripts of any of them (and of any plugin
     framework), read with the files they name.
@@ -40,6 +51,11 @@ def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **para
     launch = pop_launch(params)
     run_as = pop_run_as(params)
     inspections, unusable = inspect_all(files, framework, launch, run_as=run_as)
+    if model_config is not None:
+        from translator.named_model import resolve
+
+        for i in inspections:
+            i.model = resolve(i.reading, model_config)
     if as_json:
         outputs = [i.output() for i in inspections] + unusable
         emit_json(outputs[0] if len(files) == 1 else {"files": outputs})
@@ -48,9 +64,22 @@ def inspect(as_json: bool, files: tuple[str, ...], framework: str | None, **para
         for i in inspections:
             out = i.output()
             click.echo(printable(f"{out.pop('file')} ({out.pop('framework')})"))
+            model = out.pop("model")
+            if model is not None:
+                click.echo(printable(_model_line(model)))
             out.pop("findings")
             out.pop("sources")
             print_table([(k.replace("_", " "), v) for k, v in out.items()])
             print_sources(i.reading.sources)
             printer.print(i.findings)
     raise SystemExit(exit_code(inspections, unusable))
+
+
+def _model_line(model: dict) -> str:
+    """``model: LlamaForCausalLM, 8,030,261,248 parameters (from PATH)``, or why it is unknown."""
+    if model["parameters"] is None:
+        return f"model: {model['named']}: unknown ({model['why']})"
+    return (
+        f"model: {model['architecture']}, {model['parameters']:,} parameters "
+        f"(from {model['source']})"
+    )

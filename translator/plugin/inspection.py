@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from translator.errors import ConfigError, InputError
 from translator.findings import Finding
+from translator.named_model import NamedModel
 from translator.reading import Reading
 from translator.spec import OUTPUT_KEYS, BatchSpec
 
@@ -24,6 +25,8 @@ class Inspection:
     """The resolved spec, when the file and the launch determine one."""
     findings: list[Finding]
     """Everything found, errors first."""
+    model: NamedModel | None = None
+    """The model the file or job names, resolved offline (None when it names none)."""
 
     def require_spec(self) -> BatchSpec:
         """The resolved spec, or the error that says why there is none."""
@@ -55,6 +58,7 @@ class Inspection:
             {"file": self.reading.path, "framework": self.reading.framework}
             | data
             | {
+                "model": None if self.model is None else self.model.output(),
                 "sources": [s.as_dict() for s in self.reading.sources],
                 "findings": [f.as_dict() for f in self.findings],
             }

@@ -1,0 +1,276 @@
+"""The model a job names, resolved at read time, offline, without torch.
+
+A job names its model in one of two ways: by the architecture it carries (Megatron's flags, a
+nanotron or litgpt ``model_config``, a torchtune builder, a torchtitan flavor), or by a Hugging
+Face name or folder (``--model_name_or_path``, Axolotl's ``base_model``/``base_model_config``,
+LLaMA-Factory's ``model_name_or_path``). A name is looked up where it already is: a local
+folder's ``config.json``, then the local Hugging Face cache; ``--model-config`` gives it
+otherwise. Nothing is downloaded and no remote code runs: a ``config.json`` with ``auto_map``
+(a model whose code lives in its repository) is refused. The parameter count is the analytic
+one of :mod:`translator.memory`; a model that does not resolve is unknown, never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from translator import parsing
+from translator.errors import InputError
+from translator.memory import PRESETS, Model, hf_shape, read_hf_config
+from translator.reading import Reading
+
+#: Keys that name a Hugging Face model, in the order a framework prefers them.
+NAME_KEYS = ("base_model_config", "base_model", "model_name_or_path")
+#: torchtune builders and torchtitan flavors with the shape of a preset.
+BUILDERS = {
+    "llama3_1_8b": "llama3-8b",
+    "llama3_8b": "llama3-8b",
+    "llama3_1_70b": "llama3-70b",
+    "llama3_70b": "llama3-70b",
+    "llama3_2_1b": "llama3-1b",
+}
+FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b"}
+
+
+@dataclass(frozen=True)
+class NamedModel:
+    """The model a job names, and what batchspec makes of it."""
+
+    named: str
+    """What the job says (``meta-llama/Llama-3.1-8B``, ``Megatron flags``) and where."""
+    source: str | None
+    """Where its shape was found (a ``config.json``'s path, the flags); None when not found."""
+    architecture: str | None
+    """``LlamaForCausalLM``, ``GPT (Megatron flags)``...; None when not found."""
+    model: Model | None
+    """Its shape, for the analytic count; None when not found."""
+    why: str | None = None
+    """Why it did not resolve, and what to give."""
+
+    @property
+    def parameters(self) -> int | None:
+        return None if self.model is None else self.model.parameters
+
+    def output(self) -> dict:
+        return {
+            "named": self.named,
+            "source": self.source,
+            "architecture": self.architecture,
+            "parameters": self.parameters,
+            "why": self.why,
+        }
+
+
+def resolve(reading: Reading, model_config: str | None = None) -> NamedModel | None:
+    """The model ``reading`` names (its own text, the files it names, the program's flags),
+    shaped by ``model_config`` when given; None when it names none."""
+    if model_config is not None:
+        model, architecture = config_json(Path(model_config))
+        return NamedModel(f"--model-config {model_config}", model_config, architecture, model)
+    for config in [reading, *reading.partners]:
+        found = _from_mapping(config)
+        if found is not None:
+            return found
+    return _from_flags(reading)
+
+
+def config_json(path: Path) -> tuple[Model, str]:
+    """The shape and architecture in a ``config.json`` (or a folder holding one); an input
+    error naming the file for one that is missing, broken, or needs remote code."""
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise InputError(f"{path}: no such config.json (give a config.json or its folder)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not a JSON config.json ({exc})") from None
+    if isinstance(data, dict) and "auto_map" in data:
+        raise InputError(
+            f"{path}: its model's code lives in its repository (auto_map); batchspec runs no "
+            "remote code: give --model-config with a config of an architecture transformers has"
+        )
+    architectures = data.get("architectures") if isinstance(data, dict) else None
+    architecture = architectures[0] if isinstance(architectures, list) and architectures else None
+    return read_hf_config(str(path)), str(architecture or data.get("model_type", "unknown"))
+
+
+def hub_cache() -> Path:
+    """The local Hugging Face hub cache, as huggingface_hub finds it."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface"
+    )
+    return Path(home) / "hub"
+
+
+def find_config(name: str, near: Path) -> tuple[Path | None, str]:
+    """A name's ``config.json``: a local folder (as given, or beside the file that names it),
+    then the Hub cache's snapshot of ``refs/main`` (else the newest); ``(None, where looked)``."""
+    looked: list[str] = []
+    for folder in dict.fromkeys((Path(name).expanduser(), near / name)):
+        looked.append(str(folder))
+        if (folder / "config.json").is_file():
+            return folder / "config.json", ""
+    repo = hub_cache() / f"models--{name.replace('/', '--')}"
+    looked.append(str(repo))
+    snapshots = repo / "snapshots"
+    ref = repo / "refs" / "main"
+    if ref.is_file() and (snapshots / ref.read_text().strip() / "config.json").is_file():
+        return snapshots / ref.read_text().strip() / "config.json", ""
+    found = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
+    if found:
+        return found[-1], ""
+    return None, ", ".join(looked)
+
+
+def _from_mapping(reading: Reading) -> NamedModel | None:
+    """A model a YAML or JSON config names or carries."""
+    if Path(reading.path).suffix.lower() not in (".yaml", ".yml", ".json"):
+        return None
+    try:
+        data = parsing.load_yaml(reading.text, reading.path).data
+    except InputError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    model = data.get("model")
+    carried = _section(model, "model_config") or _section(data, "model_config")
+    if carried is not None:
+        return _carried(carried, reading.path)
+    if isinstance(model, dict) and isinstance(model.get("_component_"), str):
+        return _builder(model["_component_"], reading.path)
+    for key in NAME_KEYS:
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return _by_name(value, f"{reading.path}: {key}", Path(reading.path).parent)
+    return None
+
+
+def _section(value: object, key: str) -> dict | None:
+    found = value.get(key) if isinstance(value, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def _carried(config: dict, where: str) -> NamedModel:
+    """A ``model_config`` written in the file (nanotron's and HF's keys, or litgpt's)."""
+    named = f"{where}: model_config"
+    litgpt = {
+        "n_layer": "num_hidden_layers",
+        "n_embd": "hidden_size",
+        "n_head": "num_attention_heads",
+    }
+    if any(k in config for k in litgpt):
+        config = {litgpt.get(k, k): v for k, v in config.items()} | {
+            "num_key_value_heads": config.get("n_query_groups", config.get("n_head")),
+            "vocab_size": config.get("padded_vocab_size", config.get("vocab_size")),
+        }
+    try:
+        model = _shape(config, where)
+    except InputError as exc:
+        return NamedModel(named, None, None, None, f"{exc}; give --model-config")
+    return NamedModel(named, where, str(config.get("architectures", ["model_config"])[0]), model)
+
+
+def _shape(config: dict, where: str) -> Model:
+    return hf_shape(config, where, where)
+
+
+def _builder(component: str, where: str) -> NamedModel:
+    """A torchtune builder (``torchtune.models.llama3_1.llama3_1_8b``)."""
+    name = component.rsplit(".", 1)[-1]
+    preset = BUILDERS.get(name)
+    named = f"{where}: model._component_ {component}"
+    if preset is None:
+        return NamedModel(
+            named, None, None, None, f"{name} is not a shape batchspec knows; give --model-config"
+        )
+    return NamedModel(named, f"torchtune's {name}", name, PRESETS[preset])
+
+
+def _by_name(name: str, named: str, near: Path) -> NamedModel:
+    path, looked = find_config(name, near)
+    if path is None:
+        return NamedModel(
+            f"{named} {name}",
+            None,
+            None,
+            None,
+            f"not found here (looked in {looked}); nothing is downloaded: give --model-config "
+            "with its config.json",
+        )
+    try:
+        model, architecture = config_json(path)
+    except InputError as exc:
+        return NamedModel(f"{named} {name}", str(path), None, None, str(exc))
+    return NamedModel(f"{named} {name}", str(path), architecture, model)
+
+
+#: Megatron's flags for a GPT's shape.
+MEGATRON = {
+    "--num-layers": "layers",
+    "--hidden-size": "hidden",
+    "--num-attention-heads": "heads",
+    "--num-query-groups": "kv_heads",
+    "--ffn-hidden-size": "ffn",
+    "--vocab-size": "vocab",
+}
+
+
+def _from_flags(reading: Reading) -> NamedModel | None:
+    """A model the program's flags name (``--model_name_or_path``) or carry (Megatron's)."""
+    words = reading.arguments
+    given: dict[str, str | None] = {}
+    for index, word in enumerate(words):
+        text = word.text or ""
+        if text.startswith("--"):
+            flag, eq, after = text.partition("=")
+            following = words[index + 1].text if index + 1 < len(words) else None
+            given[flag] = after if eq else following
+    for flag in ("--model_name_or_path", "--model-name-or-path", "--base_model"):
+        if given.get(flag):
+            return _by_name(str(given[flag]), f"{reading.path}: {flag}", Path(reading.path).parent)
+    if "--num-layers" not in given or "--hidden-size" not in given:
+        return None
+    named = f"{reading.path}: Megatron flags"
+    sizes = {}
+    for flag, field in MEGATRON.items():
+        number = given.get(flag)
+        if number is not None and number.isdigit():
+            sizes[field] = int(number)
+    missing = [
+        f
+        for f in ("--num-layers", "--hidden-size", "--num-attention-heads", "--vocab-size")
+        if MEGATRON[f] not in sizes
+    ]
+    if missing:
+        return NamedModel(
+            named,
+            None,
+            None,
+            None,
+            f"{', '.join(missing)} not given as numbers (the vocabulary may come from the "
+            "tokenizer); give --model-config",
+        )
+    gated = "--swiglu" in given
+    hidden = sizes["hidden"]
+    model = Model(
+        name="megatron",
+        layers=sizes["layers"],
+        hidden=hidden,
+        heads=sizes["heads"],
+        kv_heads=sizes.get("kv_heads", sizes["heads"])
+        if "--group-query-attention" in given
+        else sizes["heads"],
+        # Megatron's defaults: 4h, or with SwiGLU two thirds of it rounded down to 64.
+        ffn=sizes.get("ffn", (4 * hidden * 2 // 3) // 64 * 64 if gated else 4 * hidden),
+        vocab=sizes["vocab"],
+        gated=gated,
+        tied="--untie-embeddings-and-output-weights" not in given,
+        biases="--disable-bias-linear" not in given,
+    )
+    return NamedModel(named, named, "GPT (Megatron flags)", model)
