@@ -146,9 +146,24 @@ WRONG_VALUES = [
         "invalid-value",
         '"2024-01-01"',
     ),
-    ("nul-path.yml", 'micro_batch_size: 2\ndeepspeed: "a\\0b"\n', "missing-file", "a\\x00b"),
-    ("long-path.yml", "micro_batch_size: 2\ndeepspeed: " + "d" * 5000 + "\n", "missing-file", "…"),
 ]
+#: Paths no file system has: a warning (not found), shown escaped and short.
+ODD_PATHS = [
+    ("nul-path.yml", 'micro_batch_size: 2\ndeepspeed: "a\\0b"\n', "a\\x00b"),
+    ("long-path.yml", "micro_batch_size: 2\ndeepspeed: " + "d" * 5000 + "\n", "…"),
+]
+
+
+@pytest.mark.parametrize("name, content, shown", ODD_PATHS, ids=[p[0] for p in ODD_PATHS])
+def test_an_odd_deepspeed_path_is_not_found_shown_short(tmp_path, name, content, shown):
+    path = tmp_path / name
+    path.write_text(content)
+    result = run("inspect", path, "--world-size", 8)
+    assert result.exit_code == 0, result.output
+    line = next(
+        line for line in result.stdout.splitlines() if line.startswith("warning: missing-file")
+    )
+    assert shown in line and len(line) < 400
 
 
 @pytest.mark.parametrize(

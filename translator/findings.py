@@ -75,7 +75,10 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "warning",
         "a key is set twice in a YAML file; the loader keeps the last one silently",
     ),
-    "missing-file": ("error", "a file the config points to does not exist"),
+    "missing-file": (
+        "warning",
+        "a file the config points to is not found from here; what it sets is not checked",
+    ),
     "job-file-not-found": (
         "warning",
         "a file the job names is not where it was looked for; what it sets is unknown",

@@ -60,8 +60,10 @@ def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> N
         reading.findings.append(
             finding(
                 "missing-file",
-                f"deepspeed: {parsing.brief(target, quote='')} does not exist (looked in {looked})",
-                hint="fix the path (it is relative to the YAML) or add the file",
+                f"deepspeed: {parsing.brief(target, quote='')} is not found (looked in {looked}): "
+                "the DeepSpeed side was not checked",
+                hint="run batchspec from the folder the training is launched in: the framework "
+                "opens the path from there",
                 where=where,
             )
         )
