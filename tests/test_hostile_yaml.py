@@ -158,12 +158,11 @@ ODD_PATHS = [
 def test_an_odd_deepspeed_path_is_not_found_shown_short(tmp_path, name, content, shown):
     path = tmp_path / name
     path.write_text(content)
-    result = run("inspect", path, "--world-size", 8)
+    result = run("inspect", path, "--world-size", 8, "--json")
     assert result.exit_code == 0, result.output
-    line = next(
-        line for line in result.stdout.splitlines() if line.startswith("warning: missing-file")
-    )
-    assert shown in line and len(line) < 400
+    (found,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "missing-file"]
+    named = found["message"].split(" is not found")[0]
+    assert shown in named and len(named) < 200
 
 
 @pytest.mark.parametrize(
