@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from translator.cli import main
+from translator.cli.common import printable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -161,7 +162,7 @@ def test_an_odd_deepspeed_path_is_not_found_shown_short(tmp_path, name, content,
     result = run("inspect", path, "--world-size", 8, "--json")
     assert result.exit_code == 0, result.output
     (found,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "missing-file"]
-    named = found["message"].split(" is not found")[0]
+    named = printable(found["message"].split(" is not found")[0])
     assert shown in named and len(named) < 200
 
 
