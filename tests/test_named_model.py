@@ -163,3 +163,10 @@ def test_inspect_prints_the_model_first(tmp_path):
     (tmp_path / "ax.yml").write_text("base_model: ./tiny\nmicro_batch_size: 2\n")
     result = run("inspect", tmp_path / "ax.yml", "--world-size", 2)
     assert result.output.splitlines()[1].startswith("model: LlamaForCausalLM, 156,480 parameters")
+
+
+def test_a_torchtitan_flavor_names_its_shape(tmp_path):
+    toml = tmp_path / "job.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\n')
+    result = run("inspect", toml, "--framework", "torchtitan", "--json")
+    assert json.loads(result.stdout)["model"]["parameters"] == 8_030_261_248, result.output

@@ -71,7 +71,7 @@ def resolve(reading: Reading, model_config: str | None = None) -> NamedModel | N
         model, architecture = config_json(Path(model_config))
         return NamedModel(f"--model-config {model_config}", model_config, architecture, model)
     for config in [reading, *reading.partners]:
-        found = _from_mapping(config)
+        found = _from_toml(config) or _from_mapping(config)
         if found is not None:
             return found
     return _from_flags(reading)
@@ -149,6 +149,32 @@ def _from_mapping(reading: Reading) -> NamedModel | None:
         if isinstance(value, str) and value:
             return _by_name(value, f"{reading.path}: {key}", Path(reading.path).parent)
     return None
+
+
+def _from_toml(reading: Reading) -> NamedModel | None:
+    """torchtitan's ``[model]`` name and flavor."""
+    if Path(reading.path).suffix.lower() != ".toml":
+        return None
+    import tomllib
+
+    try:
+        model = tomllib.loads(reading.text).get("model")
+    except tomllib.TOMLDecodeError:
+        return None
+    if not isinstance(model, dict) or "name" not in model:
+        return None
+    name, flavor = str(model.get("name")), str(model.get("flavor"))
+    named = f"{reading.path}: [model] {name} {flavor}"
+    preset = FLAVORS.get((name, flavor))
+    if preset is None:
+        return NamedModel(
+            named,
+            None,
+            None,
+            None,
+            f"{name} {flavor} is not a shape batchspec knows; give --model-config",
+        )
+    return NamedModel(named, f"torchtitan's {name} {flavor}", f"{name} {flavor}", PRESETS[preset])
 
 
 def _section(value: object, key: str) -> dict | None:
