@@ -233,6 +233,23 @@ def test_a_word_that_is_not_key_value_is_refused_in_torchtunes_words(
     assert "must be in the form of key=value" in bad["message"]
 
 
+def test_rendezvous_options_with_unset_values_after_tune_run_are_torchruns(
+    released, tmp_path, monkeypatch
+):
+    """A multi-node launch passes ``--node_rank=$NODE_RANK --master_addr=$MASTER_ADDR`` to
+    torchrun through ``tune run``; unset, they are still options, not the recipe and its
+    overrides (was torchtune-bad-override, exit 1)."""
+    monkeypatch.chdir(tmp_path)
+    code, got = job(
+        tmp_path,
+        "tune run --nnodes=2 --nproc_per_node=8 --node_rank=$NODE_RANK "
+        "--master_addr=$MASTER_ADDR --master_port=29500 --max_restarts 0 "
+        "full_finetune_distributed --config cfg.yaml\n",
+    )
+    assert "torchtune-bad-override" not in {f["code"] for f in got["findings"]}
+    assert got["world_size"] == 16
+
+
 def test_a_distributed_recipe_without_torchrun_options_is_one_process_that_stops(
     released, tmp_path, monkeypatch
 ):

@@ -66,11 +66,21 @@ def _split_run(words: list[Word]) -> tuple[list[Word], Word | None, list[Word]]:
     """``tune run``'s words: torchrun's options, the recipe, the recipe's arguments."""
     i = 0
     while i < len(words):
-        text = words[i].text
+        text = _known_start(words[i])
         if text is None or not text.startswith("-"):
             return words[:i], words[i], words[i + 1 :]
         i += 1 if "=" in text or text in SWITCHES else 2
     return words, None, []
+
+
+def _known_start(word: Word) -> str | None:
+    """A word's text, or for an unknown word its known leading text: ``--node_rank=$RANK`` is
+    still an option whose value rides in the word."""
+    if word.text is not None:
+        return word.text
+    if word.parts and word.parts[0].text:
+        return word.parts[0].text
+    return None
 
 
 def _config_of(arguments: list[Word]) -> tuple[Word | None, list[Word]]:
