@@ -147,8 +147,9 @@ def test_new_files_get_the_usual_mode(spec, tmp_path):
     finally:
         os.umask(old)
     assert result.exit_code == 0, result.output
-    for name in ("deepspeed.json", "megatron.sh"):
-        assert stat.S_IMODE((tmp_path / "o" / name).stat().st_mode) == 0o666 & ~0o027
+    # The umask's bits: read-write for a config, and executable too for a script (#!).
+    for name, mode in (("deepspeed.json", 0o666), ("megatron.sh", 0o777)):
+        assert stat.S_IMODE((tmp_path / "o" / name).stat().st_mode) == mode & ~0o027
 
 
 def test_update_in_place_keeps_the_mode(tmp_path):
