@@ -103,7 +103,10 @@ def slurm_cluster() -> None:
 def pytest_collection_modifyitems(config, items):
     """Under ``pytest -n`` (xdist, as CI runs it) the tests that use the one-node Slurm cluster
     run on one worker, one after another: its jobs share the node's CPUs and the rendezvous
-    port (29500), so two at once would queue behind each other or collide."""
-    for item in items:
-        if "slurm_cluster" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("slurm"))
+    port (29500), so two at once would queue behind each other or collide. They are collected
+    first, so that their worker starts on them while the others share out the rest, instead
+    of running them alone at the end."""
+    slurm = [item for item in items if "slurm_cluster" in getattr(item, "fixturenames", ())]
+    for item in slurm:
+        item.add_marker(pytest.mark.xdist_group("slurm"))
+    items[:] = slurm + [item for item in items if item not in slurm]
