@@ -152,22 +152,16 @@ class Kubernetes:
                 "(--dry-run prints it without one)"
             )
 
-    def build(self, plan: SmokePlan, variables: dict[str, str] | None = None) -> Built:
+    def build(self, plan: SmokePlan, variables: dict[str, str]) -> Built:
         path = str(plan.workdir / MANIFEST)
         return Built(
-            {MANIFEST: manifest(plan, self.options, variables or {})},
+            {MANIFEST: manifest(plan, self.options, variables)},
             ["kubectl", "apply", "-f", path],
             rank_command(plan),
+            variables,
         )
 
-    def launch(
-        self,
-        plan: SmokePlan,
-        variables: dict[str, str],
-        timeout: float | None,
-        say: Progress,
-    ) -> Ran:
-        built = self.build(plan, variables)
+    def launch(self, plan: SmokePlan, built: Built, timeout: float | None, say: Progress) -> Ran:
         path = plan.workdir / MANIFEST
         write_atomic(path, built.files[MANIFEST])
         name = job_name(plan)

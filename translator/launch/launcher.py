@@ -26,6 +26,8 @@ class Built:
     """The command that starts it (an argument list, never a shell string)."""
     ranks: list[str]
     """The command each node runs (torchrun and the rank's worker)."""
+    variables: dict[str, str]
+    """What the ranks' environment sets beside the one they start in."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +57,11 @@ class Launcher(Protocol):
     def check(self) -> None:
         """Refuse, before anything is written, when this machine cannot launch (no sbatch)."""
 
-    def build(self, plan: SmokePlan, variables: dict[str, str] | None = None) -> Built:
+    def build(self, plan: SmokePlan, variables: dict[str, str]) -> Built:
         """What would be written and run for ``plan``, its ranks given ``variables`` beside
-        the environment they start in."""
+        the environment they start in; unsafe values are refused here, before anything is
+        written."""
 
-    def launch(
-        self, plan: SmokePlan, variables: dict[str, str], timeout: float | None, say: Progress
-    ) -> Ran:
-        """Write what :meth:`build` gives, submit it, follow it to its end (cancelling it on
+    def launch(self, plan: SmokePlan, built: Built, timeout: float | None, say: Progress) -> Ran:
+        """Write what :meth:`build` gave, submit it, follow it to its end (cancelling it on
         ``timeout`` or Ctrl-C) and return how it ended. ``say`` is the progress."""

@@ -21,13 +21,12 @@ class Local:
     def check(self) -> None:
         return None
 
-    def build(self, plan: SmokePlan, variables: dict[str, str] | None = None) -> Built:
-        return Built({}, command.local_command(plan), command.local_command(plan))
+    def build(self, plan: SmokePlan, variables: dict[str, str]) -> Built:
+        argv = command.local_command(plan)
+        return Built({}, argv, argv, variables)
 
-    def launch(
-        self, plan: SmokePlan, variables: dict[str, str], timeout: float | None, say: Progress
-    ) -> Ran:
-        env = dict(os.environ) | variables
+    def launch(self, plan: SmokePlan, built: Built, timeout: float | None, say: Progress) -> Ran:
+        env = dict(os.environ) | built.variables
         with say.steps(plan.steps) as on_line:
-            outcome = runner.run(command.local_command(plan), env, timeout, on_line)
+            outcome = runner.run(built.ranks, env, timeout, on_line)
         return Ran(outcome.stopped, outcome.log_tail)

@@ -336,16 +336,16 @@ class Slurm:
     def check(self) -> None:
         require_sbatch()
 
-    def build(self, plan: SmokePlan, variables: dict[str, str] | None = None) -> Built:
+    def build(self, plan: SmokePlan, variables: dict[str, str]) -> Built:
         text = script(plan, self.options)  # refuses unsafe values before anything is written
         return Built(
             {SCRIPT: text},
             submit_command(plan, str(plan.workdir / SCRIPT)),
             local_command(plan),
+            variables,
         )
 
-    def launch(self, plan: SmokePlan, variables: dict[str, str], timeout: float | None, say) -> Ran:
-        built = self.build(plan)
-        env = dict(os.environ) | variables  # sbatch hands its environment to the job
+    def launch(self, plan: SmokePlan, built: Built, timeout: float | None, say) -> Ran:
+        env = dict(os.environ) | built.variables  # sbatch hands its environment to the job
         job = run_job(plan, built.files[SCRIPT], SCRIPT, env, timeout, say)
         return Ran(job.stopped, job.log_tail, job.id)

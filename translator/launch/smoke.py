@@ -441,9 +441,9 @@ def run(
     progress."""
     plan = prepared.plan
     launcher.check()
-    launcher.build(plan)  # refuses unsafe values before anything is written
+    built = launcher.build(plan, variables(plan.framework, memory_limit))  # before any write
     write_workdir(prepared)
-    ran = launcher.launch(plan, variables(plan.framework, memory_limit), timeout, say)
+    ran = launcher.launch(plan, built, timeout, say)
     stopped, tail = ran.stopped, ran.log_tail
     report = judge(prepared, stopped, timeout, tail)
     utilisation, formula = mfu(report, prepared)
