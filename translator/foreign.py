@@ -106,12 +106,28 @@ FOREIGN: tuple[Foreign, ...] = (
 )
 
 
+#: Every key the signatures above look for: a text that holds none of them is none of theirs.
+MARKERS = (
+    "pipe_parallel_size",
+    "pipe-parallel-size",
+    "trainer",
+    "per_device_batch_size",
+    "micro_batches",
+    "distributed",
+    "num_microbatches",
+    "regime",
+    "global_train_batch_size",
+)
+
+
 def refuse_foreign(path: str, text: str) -> None:
     """A :class:`ForeignConfig` naming the framework when ``text`` (a YAML or JSON file) is a
     config of one batchspec does not read; nothing when it is not, or does not parse (its
     reader says why)."""
     if Path(path).suffix.lower() not in (".yaml", ".yml", ".json"):
         return
+    if not any(marker in text for marker in MARKERS):
+        return  # none of their keys is written: not parsed again (most configs)
     try:
         config = parsing.load_yaml(text, path).data
     except InputError:

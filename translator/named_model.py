@@ -132,6 +132,8 @@ def _from_mapping(reading: Reading) -> NamedModel | None:
     """A model a YAML or JSON config names or carries."""
     if Path(reading.path).suffix.lower() not in (".yaml", ".yml", ".json"):
         return None
+    if not any(key in reading.text for key in (*NAME_KEYS, "model_config", "_component_")):
+        return None  # names no model: not parsed again (most DeepSpeed JSONs)
     try:
         data = parsing.load_yaml(reading.text, reading.path).data
     except InputError:
