@@ -198,14 +198,10 @@ def _carried(config: dict, where: str) -> NamedModel:
             "vocab_size": config.get("padded_vocab_size", config.get("vocab_size")),
         }
     try:
-        model = _shape(config, where)
+        model = hf_shape(config, where, where)
     except InputError as exc:
         return NamedModel(named, None, None, None, f"{exc}; give --model-config")
     return NamedModel(named, where, str(config.get("architectures", ["model_config"])[0]), model)
-
-
-def _shape(config: dict, where: str) -> Model:
-    return hf_shape(config, where, where)
 
 
 def _builder(component: str, where: str) -> NamedModel:
