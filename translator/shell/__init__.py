@@ -36,7 +36,11 @@ stay linear in the script.
 
 The modules: :mod:`~translator.shell.values` (pieces, words, variables, limits),
 :mod:`~translator.shell.syntax` (tree-sitter, offsets, syntax errors),
-:mod:`~translator.shell.reader` (statements), :mod:`~translator.shell.flow` (which arms of
+:mod:`~translator.shell.reader` (where the walk starts, assignments), its parts
+:mod:`~translator.shell.walk` (dispatch, stops), :mod:`~translator.shell.control` (``if``,
+``case``, loops), :mod:`~translator.shell.exports` (a command's environment),
+:mod:`~translator.shell.following` (``eval``, ``bash -c``, ``source``) and
+:mod:`~translator.shell.commands` (simple commands, functions), :mod:`~translator.shell.flow` (which arms of
 an ``if``/``case`` run), :mod:`~translator.shell.merge` (values after undecided paths),
 :mod:`~translator.shell.conditions` (``[ ... ]``), :mod:`~translator.shell.assign`
 (assignments), :mod:`~translator.shell.arrays` (sparse arrays, and what of them is not
