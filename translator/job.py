@@ -12,13 +12,14 @@ the notes on what the reader did not follow, and the literals with several uses.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from translator import shell
 from translator.detection import claimant
-from translator.errors import NotAJob
+from translator.errors import InputError, NotAJob
 from translator.files import read_text
 from translator.findings import finding
 from translator.plugin.contract import Framework
@@ -28,6 +29,8 @@ from translator.reading import Call, Launch, Note, Reading, Source, Value
 from translator.shell import launchers
 from translator.shell.uses import PRINTERS, uses_of
 
+#: ``$1``...``${12}``: an argument a script reads.
+ARGUMENT = re.compile(r"\$\{?([1-9][0-9]*)")
 #: File name endings that mark a launch script.
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".zsh")
 
@@ -61,13 +64,48 @@ def read_job(
     framework claims the whole text (Megatron's arrays of flags without a launch line)."""
     run_as = run_as or RunAs()
     args = None if run_as.args is None else list(run_as.args)
-    script = shell.parse(text, path, args, dict(run_as.environment))
+    folders = _folders(path, run_as.run_dir)
+    opener = _opener(folders)
+    script = shell.parse(text, path, args, dict(run_as.environment), opener)
     frameworks = [FRAMEWORKS[framework]] if framework else by_claim_order()
     readers = [f for f in frameworks if f.program is not None]
+    claimed, unread = _claims(script, text, path, readers, folders)
+    stop = next((n for n in script.notes if "exits here" in n.text), None)
+    if not claimed and stop is not None and args is None:
+        for not_known in (("arguments",), ("arguments", "environment")):
+            again = shell.parse(text, path, None, dict(run_as.environment), opener, not_known)
+            claimed, unread = _claims(again, text, path, readers, folders)
+            if claimed:
+                script = again
+                script.notes.append(_stops_note(text, stop, not_known))
+                break
+    if not claimed:
+        commands = {c for f in readers for c in f.commands}
+        return _without_launch(text, path, frameworks, sorted(commands), unread, script)
+    setting = [c for c in claimed if _sets(c[2])]
+    index, chosen, reading, call = (setting or claimed)[-1]
+    if script.folders[index] is None:
+        reading.notes.append(
+            Note(
+                call.line,
+                "the script moves (cd) to a folder not known before this launch; the files it "
+                "names are looked for as if it had not (give --run-dir)",
+            )
+        )
+    _finish(reading, call, script)
+    reading.arguments = list(call.split.arguments)
+    _either_way(reading, script, index, [c[0] for c in claimed])
+    return chosen, reading
+
+
+def _claims(
+    script: shell.Script, text: str, path: str, readers: list[Framework], folders: tuple
+) -> tuple[list[tuple[int, Framework, Reading, Call]], list[str]]:
+    """Each command a framework reads as its program's launch, with its reading; and the
+    programs launched that no framework reads."""
     commands = {c for f in readers for c in f.commands}
-    folders = _folders(path, run_as.run_dir)
     claimed: list[tuple[int, Framework, Reading, Call]] = []
-    unread: list[str] = []  # programs launched that no framework reads
+    unread: list[str] = []
     for i, words in enumerate(script.commands):
         if not words or words[0].text in PRINTERS:
             continue
@@ -85,22 +123,38 @@ def read_job(
                 break
         else:
             unread.append(f"{call.program} (line {call.line})")
-    if not claimed:
-        return _without_launch(text, path, frameworks, sorted(commands), unread, script)
-    setting = [c for c in claimed if _sets(c[2])]
-    index, chosen, reading, call = (setting or claimed)[-1]
-    if script.folders[index] is None:
-        reading.notes.append(
-            Note(
-                call.line,
-                "the script moves (cd) to a folder not known before this launch; the files it "
-                "names are looked for as if it had not (give --run-dir)",
-            )
-        )
-    _finish(reading, call, script)
-    reading.arguments = list(call.split.arguments)
-    _either_way(reading, script, index, [c[0] for c in claimed])
-    return chosen, reading
+    return claimed, unread
+
+
+def _stops_note(text: str, stop: Note, not_known: tuple[str, ...]) -> Note:
+    """What a job read with its arguments (and environment) not known says: where it stops
+    when run as read, and which arguments its values may rest on."""
+    named = sorted(set(ARGUMENT.findall(text)), key=int)
+    what = "arguments" + (f" ({', '.join('$' + n for n in named)})" if named else "")
+    if "environment" in not_known:
+        what += " and environment"
+    return Note(
+        stop.line,
+        f"run as read, with no arguments and an empty environment, the script stops here; "
+        f"read with its {what} not known instead, so what they give is unknown (give them "
+        "after -- and with --env)",
+    )
+
+
+def _opener(folders: tuple[Path, ...]):
+    """Opens a script file a job runs or sources (a path from where the job starts): looked for
+    where the job's other files are; ``None`` when it is not there or cannot be read."""
+
+    def open_script(name: str) -> str | None:
+        for candidate in [Path(name)] if name.startswith("/") else [f / name for f in folders]:
+            if candidate.is_file():
+                try:
+                    return read_text(candidate)
+                except InputError:
+                    return None
+        return None
+
+    return open_script
 
 
 def _sets(reading: Reading) -> bool:

@@ -10,7 +10,14 @@ import posixpath
 from translator.shell import arrays, assign
 from translator.shell.expand import arith_piece, forget_targets
 from translator.shell.exports import own_line
-from translator.shell.following import Following, shell_string
+from translator.shell.following import (
+    FOLDER,
+    Following,
+    folder_of,
+    forget_args,
+    set_args,
+    shell_string,
+)
 from translator.shell.notes import Note
 from translator.shell.syntax import Source
 from translator.shell.values import (
@@ -21,8 +28,6 @@ from translator.shell.values import (
     Word,
     clip,
     pieces_of,
-    scalar,
-    text_of,
     unknown,
 )
 from translator.shell.walk import STOPS, Catcher, Stop
@@ -75,14 +80,10 @@ class Commands(Following):
         self.script.paths.append(self.path)
         self.builtin(name, words, env)
         shell = shell_string(words)
-        if shell is not None:  # the string runs with the words before bash as its launcher
-            at, inner = shell
-            outer, self.prefix = self.prefix, self.prefix + words[:at]
-            outer_env, self.outer = self.outer, environment
-            try:
-                self.apart(lambda: self.reparse([inner], env, fork=True))
-            finally:
-                self.prefix, self.outer = outer, outer_env
+        if shell is not None:
+            self.run_string(words, shell[0], shell[1], env, environment)
+        else:
+            self.run_file(words, env, environment)
 
     def builtin(self, name: str | None, words: list[Word], env: Env) -> None:
         """``shift``, ``set --``, and the commands that stop what runs."""
@@ -146,17 +147,6 @@ def _let(words: list[Word], env: Env) -> None:
             forget_targets(text, env, f"let {clip(text)}: {w.why_unknown}")
 
 
-def set_args(env: Env, items: list[tuple]) -> None:
-    """``$@`` and ``$#`` of a scope (``$1``... are the items of ``$@``)."""
-    env.set("@", Var(tuple(items), True))
-    env.set("#", scalar(str(len(items))))
-
-
-def _forget_args(env: Env, why: str) -> None:
-    env.set("@", arrays.vague(why))
-    env.set("#", Var((unknown(why),)))
-
-
 def _shift(words: list[Word], env: Env) -> None:
     """``shift [n]``: the arguments move down ``n`` places (none when fewer are left, as in
     bash)."""
@@ -164,7 +154,7 @@ def _shift(words: list[Word], env: Env) -> None:
     if len(words) > 1:
         text = words[1].text
         if text is None or not text.isdigit():
-            _forget_args(
+            forget_args(
                 env, f"the arguments after shift {clip(text or '?')} (line {words[0].line})"
             )
             return
@@ -173,7 +163,7 @@ def _shift(words: list[Word], env: Env) -> None:
     if args is None:  # none given
         return
     if not isinstance(args, Var) or not arrays.exact(args):
-        _forget_args(
+        forget_args(
             env, f"the arguments after a shift of arguments not known (line {words[0].line})"
         )
         return
@@ -190,12 +180,7 @@ def _set(words: list[Word], env: Env) -> None:
     if all(w.text is not None for w in rest):
         set_args(env, [pieces_of(w) for w in rest])
     else:
-        _forget_args(env, f"the arguments set on line {words[0].line} (not all known)")
-
-
-#: The variable that holds the folder the script has moved to (``cd``), relative to where
-#: it started; in the scope of the ``cd``, so a subshell's stays its own.
-FOLDER = "__batchspec_folder"
+        forget_args(env, f"the arguments set on line {words[0].line} (not all known)")
 
 
 def _cd(words: list[Word], env: Env) -> None:
@@ -209,12 +194,3 @@ def _cd(words: list[Word], env: Env) -> None:
         return
     moved = target if target.startswith("/") else posixpath.join(here, target)
     env.set(FOLDER, Var(((Piece(posixpath.normpath(moved) if moved else ""),),)))
-
-
-def folder_of(env: Env) -> str | None:
-    """The folder the script runs in now, relative to where it started ("" there); ``None``
-    when a ``cd`` went somewhere not known."""
-    var = env.get(FOLDER)
-    if not isinstance(var, Var):
-        return ""
-    return text_of(var.scalar)

@@ -6,9 +6,11 @@ default) and what ``#SBATCH`` sets. Subshells, pipeline elements and a command's
 cmd`` environment do not change the script's variables; ``unset`` does; functions run when
 called, with their arguments as ``$1``...; ``local`` stays inside the function; ``shift`` and
 ``set --`` move the arguments; ``eval STRING`` and ``bash -c STRING`` (also behind ``srun``)
-are parsed again and read; ``source FILE`` is not read and makes what was set before it
-unknown. A ``while``/``until`` loop whose condition known values decide runs for real (up
-to MAX_LOOPS times); ``break``, ``continue``, ``return`` and ``exit`` end what they end.
+are parsed again and read; a script file run (``bash f.sh ARGS``, ``srun f.sh``, ``sbatch
+f.sh ARGS``, one a heredoc wrote) or sourced is read when found
+(:mod:`translator.shell.following`); a ``source FILE`` not found is not read and makes what
+was set before it unknown. A ``while``/``until`` loop whose condition known values decide
+runs for real (up to MAX_LOOPS times); ``break``, ``continue``, ``return`` and ``exit`` end what they end.
 Paths the reader cannot decide between (an ``if`` on an unknown value, a loop body that may
 run or not) are each followed in a fork of the variables.
 """
@@ -17,14 +19,15 @@ from __future__ import annotations
 
 from translator.errors import InputError
 from translator.shell import arrays, assign
-from translator.shell.commands import Commands, set_args
+from translator.shell.commands import Commands
 from translator.shell.expand import SBATCH, arith_piece
-from translator.shell.following import MARK
+from translator.shell.following import MARK, Opener, forget_args, set_args
 from translator.shell.notes import Note
 from translator.shell.slurm import sbatch_variables
 from translator.shell.syntax import Source, refuse_long_numbers, repair
 from translator.shell.values import (
     ARGS_GIVEN,
+    OPEN_ENV,
     OWN,
     UNSET,
     Env,
@@ -48,9 +51,12 @@ class Reader(Commands):
         budget: int,
         args: list[str] | None = None,
         environment: dict[str, str] | None = None,
+        opener: Opener | None = None,
+        not_known: tuple[str, ...] = (),
     ):
-        super().__init__(where, budget)
+        super().__init__(where, budget, opener)
         self.args, self.environment_given = args, environment or {}
+        self.not_known = not_known
         self.handlers = {
             "variable_assignment": self._assign,
             "variable_assignments": self._assignments,
@@ -117,7 +123,12 @@ class Reader(Commands):
         for name in list(env.own):
             if not name.startswith(OWN):
                 env.export(name)
-        if self.args is None:
+        if "environment" in self.not_known:
+            env.set(OPEN_ENV, MARK)
+        if "arguments" in self.not_known:
+            env.set(ARGS_GIVEN, MARK)
+            forget_args(env, "the script's arguments (not known: it stops without them)")
+        elif self.args is None:
             env.set("#", scalar("0"))
         else:
             env.set(ARGS_GIVEN, MARK)
@@ -152,11 +163,16 @@ class Reader(Commands):
         body = node.child_by_field_name("body") or (node.named_children or [None])[0]
         if body is not None and body.type not in ("heredoc_redirect", "file_redirect"):
             self.statement(body, env, src)
+        beside = next(
+            (c for c in node.named_children if c.type == "file_redirect" and _writes(c, src)),
+            None,
+        )
         for child in node.named_children:
             if child.type == "heredoc_redirect":
-                doc = self.ex.heredoc(child, env, src)
+                doc = self.ex.heredoc(child, env, src, beside)
                 if doc is not None:
                     self.script.heredocs.append(doc)
+                    self.wrote(doc, env)
 
     def _compound(self, node, env: Env, src: Source) -> None:
         """``{ ...; }``, or ``(( expr ))``: arithmetic, whose assignments change variables."""
@@ -180,6 +196,12 @@ class Reader(Commands):
             self.functions[src.of(name)] = (body, src)
 
 
+def _writes(redirect, src: Source) -> bool:
+    """Whether a redirection writes standard output to a file (``>``, ``>|``; not ``2>``)."""
+    first = redirect.children[0] if redirect.children else None
+    return first is not None and src.of(first) in (">", ">|")
+
+
 def _without_carriage_returns(text: str) -> str:
     """``text`` with each CRLF line end read as LF, every offset kept: a continuation's
     ``\\`` CR LF becomes space ``\\`` LF, any other CR a space."""
@@ -191,16 +213,20 @@ def parse(
     where: str,
     args: list[str] | None = None,
     environment: dict[str, str] | None = None,
+    opener: Opener | None = None,
+    not_known: tuple[str, ...] = (),
 ) -> Script:
     """The commands and variables of ``text`` as it runs with the arguments ``args`` (``None``:
     none given) in an environment that sets only ``environment`` (NAME -> value, what the
-    user sets) and what the script's ``#SBATCH`` lines set. An :class:`InputError` naming the
+    user sets) and what the script's ``#SBATCH`` lines set. ``opener`` opens the script files
+    it runs or sources (none are read without one); ``not_known`` holds ``"arguments"`` and
+    ``"environment"`` to read it with those not known rather than empty. An :class:`InputError` naming the
     line when the script is not valid bash (an unterminated quote, array or heredoc);
     statements bash cannot parse (a template's ``<Specify path>``) are read as unknown, with
     a note."""
     refuse_long_numbers(text, where)
     try:
-        reader = Reader(where, 20 * len(text) + 10_000, args, environment)
+        reader = Reader(where, 20 * len(text) + 10_000, args, environment, opener, not_known)
         return reader.read(text)
     except RecursionError:
         raise InputError(f"{where}: blocks nested too deeply to follow") from None
