@@ -170,3 +170,18 @@ def test_a_substring_at_a_computed_offset_does_not_stop_the_reader(tmp_path, mon
         f"torchrun --nproc_per_node 8 {HF}\n"
     )
     assert inspect(tmp_path, monkeypatch, {"job.sh": job})["world_size"] == 8
+
+
+def test_scripts_that_run_each_other_are_read_once_each(tmp_path, monkeypatch):
+    a = f"#!/bin/bash\nexport N=2\nbash b.sh\ntorchrun --nproc_per_node $N {HF}\n"
+    b = "#!/bin/bash\nbash a.sh\nN=4  # not exported back: a.sh keeps its own\n"
+    out = inspect(tmp_path, monkeypatch, {"a.sh": a, "b.sh": b}, job="a.sh")
+    assert out["world_size"] == 2
+
+
+def test_a_followed_script_that_does_not_parse_is_a_note(tmp_path, monkeypatch):
+    job = f"#!/bin/bash\nbash broken.sh\ntorchrun --nproc_per_node 2 {HF}\n"
+    files = {"broken.sh": "#!/bin/bash\nif [ -z $X ; then\n", "job.sh": job}
+    out = inspect(tmp_path, monkeypatch, files)
+    assert out["world_size"] == 2
+    assert any("broken.sh" in m and "does not parse" in m for m in warnings(out))
