@@ -246,6 +246,9 @@ class Launch:
     """The launcher config these values come from, when one does (for messages)."""
     launches: tuple[str, ...] = ()
     """For a launcher config read with the files it launches: their paths (for messages)."""
+    nodes: int | None = None
+    """The nodes the world spreads over, when given (``--nnodes``, or the world over
+    ``--gpus-per-node``); ``None``: the job's own, else not known."""
 
     @classmethod
     def of(cls, spec: BatchSpec) -> Launch:
@@ -255,6 +258,7 @@ class Launch:
             spec.tensor_parallel_size,
             spec.pipeline_parallel_size,
             spec.context_parallel_size,
+            nodes=spec.nodes,
         )
 
 
