@@ -67,3 +67,59 @@ def test_gpus_per_node_that_does_not_split_the_world_is_refused(tmp_path):
     result = run("inspect", str(config), "--world-size", "12", "--gpus-per-node", "8")
     assert result.exit_code == 2
     assert "--world-size 12 is not whole nodes of --gpus-per-node 8: give 8 or 16" in result.output
+
+
+#: A DeepSpeed-launched Trainer job on one node of eight (its DeepSpeed JSON fills "auto").
+DEEPSPEED_JOB = """#!/bin/bash
+deepspeed --num_gpus 8 train.py --deepspeed ds_auto.json \\
+    --per_device_train_batch_size 4 --gradient_accumulation_steps 2 --output_dir out
+"""
+AUTO = (
+    '{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",\n'
+    ' "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}\n'
+)
+
+
+@pytest.fixture
+def deepspeed_job(tmp_path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ds_auto.json").write_text(AUTO)
+    path = tmp_path / "train.sh"
+    path.write_text(DEEPSPEED_JOB)
+    return path
+
+
+def test_deepspeed_on_eight_to_sixteen_is_two_nodes_of_eight_with_a_host_file_note(deepspeed_job):
+    result = run("update", str(deepspeed_job), "--world-size", "16", "--in-place")
+    assert result.exit_code == 0, result.output
+    assert deepspeed_job.read_text().splitlines()[1] == (
+        "deepspeed --num_nodes 2 --num_gpus 8 train.py --deepspeed ds_auto.json \\"
+    )
+    assert "note: " in result.output and "one `host slots=8` line each" in result.output
+    out = json.loads(run("inspect", str(deepspeed_job), "--json").stdout)
+    assert (out["nodes"], out["gpus_per_node"], out["global_batch_size"]) == (2, 8, 64)
+
+
+def test_deepspeed_given_two_nodes_of_eight_is_not_refused(deepspeed_job):
+    args = ["--nnodes", "2", "--nproc-per-node", "8", "--json"]
+    result = run("update", str(deepspeed_job), *args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert "--num_nodes 2 --num_gpus 8" in out["text"] and out["notes"]
+
+
+def test_one_node_of_sixteen_is_written_when_asked_for(deepspeed_job):
+    result = run("update", str(deepspeed_job), "--world-size", "16", "--gpus-per-node", "16")
+    assert result.exit_code == 0, result.output
+    assert (
+        "deepspeed --num_gpus 16 train.py" in result.stdout and "--num_nodes" not in result.stdout
+    )
+
+
+def test_a_world_that_is_not_whole_nodes_names_the_layouts(deepspeed_job):
+    before = deepspeed_job.read_text()
+    result = run("update", str(deepspeed_job), "--world-size", "12", "--in-place")
+    assert result.exit_code == 2
+    assert "runs 8 processes per node, which cannot make world 12 in whole nodes" in result.output
+    assert "2 × 6 or 3 × 4" in result.output
+    assert deepspeed_job.read_text() == before

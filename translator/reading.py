@@ -92,6 +92,10 @@ class Reading:
     ``total``) -> key (``--nproc_per_node``, ``--num_nodes``, ``#SBATCH SLURM_NNODES``...)."""
     launch_counts: dict[str, int] = field(default_factory=dict)
     """Role -> count, from the launcher's words or its own defaults."""
+    launch_at: int | None = None
+    """Where ``update`` adds a sizing flag the launch line lacks (``--nnodes 2``): the offset
+    just after the launcher's name (``torchrun``, ``accelerate launch``); ``None`` when that
+    name is not a literal of the file."""
     notes: list[Note] = field(default_factory=list)
     """What the reader did not follow (``line 3: source env.sh is not read``)."""
     opaque: list[str] = field(default_factory=list)
