@@ -123,3 +123,48 @@ def test_a_world_that_is_not_whole_nodes_names_the_layouts(deepspeed_job):
     assert "runs 8 processes per node, which cannot make world 12 in whole nodes" in result.output
     assert "2 × 6 or 3 × 4" in result.output
     assert deepspeed_job.read_text() == before
+
+
+#: A spec with tensor parallelism: some frameworks' files cannot carry it.
+TENSOR_SPEC = (
+    "global_batch_size: 256\nmicro_batch_size: 2\nnodes: 2\ngpus_per_node: 8\n"
+    "tensor_parallel_size: 2\n"
+)
+
+
+def test_render_to_all_writes_every_framework_that_can_and_lists_the_others(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(TENSOR_SPEC)
+    result = run("render", str(spec), "--to", "all", "--out", str(tmp_path / "out"), "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert set(out["refused"]) == {"hf", "litgpt"}
+    assert "tensor 2" in out["refused"]["litgpt"]
+    assert {"deepspeed", "megatron", "torchtitan"} <= set(out["files"])
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == sorted(Path(p).name for p in out["files"].values())
+    assert "torchrun --nnodes 2 --nproc_per_node 8 " in (tmp_path / "out/torchtitan.sh").read_text()
+
+
+def test_render_strict_writes_nothing_when_one_framework_refuses(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(TENSOR_SPEC)
+    result = run("render", str(spec), "--to", "all", "--out", str(tmp_path / "out"), "--strict")
+    assert result.exit_code == 1
+    assert "litgpt's training has no tensor" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_convert_to_all_lists_the_refusals_in_text(job, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(TENSOR_SPEC)
+    result = run("render", str(spec), "--to", "litgpt,deepspeed", "--out", str(tmp_path / "o"))
+    assert result.exit_code == 0, result.output
+    assert "not written: litgpt: " in result.output and (tmp_path / "o/deepspeed.json").exists()
+
+
+def test_one_framework_that_refuses_is_still_an_error(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(TENSOR_SPEC)
+    result = run("render", str(spec), "--to", "litgpt", "--out", str(tmp_path / "o"))
+    assert result.exit_code == 1 and not (tmp_path / "o").exists()
