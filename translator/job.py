@@ -237,6 +237,7 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
             reading.values[key] = Value.of_word(word)
             reading.launch_keys[role] = key
         reading.launch_counts = sizes.counts()
+        reading.launch_at = _launcher_end(call)
         reading.world_size, reading.world_unknown = sizes.world()
         if reading.world_size is not None:
             where = (
@@ -281,6 +282,25 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
                 where=call.path if note.line is None else f"{call.path}:{note.line}",
             )
         )
+
+
+def _launcher_end(call: Call) -> int | None:
+    """Just after the launcher's name on the launch line (``torchrun``, ``accelerate launch``,
+    ``python -m torch.distributed.run``), where a sizing flag can be added; ``None`` when no
+    literal word names it."""
+    words, name = call.split.launch, call.sizes.launcher
+    launcher = launchers.LAUNCHERS.get(name or "")
+    if launcher is None:
+        return None
+    for i in range(len(words) - 1, -1, -1):
+        text = (words[i].text or "").rsplit("/", 1)[-1]
+        if text == name or (name == "torchrun" and text in launchers.TORCH_MODULES):
+            at = i + 1 if launcher.subcommand is not None else i
+            span = words[at].span if at < len(words) else None
+            if span is None or call.text.count("\n", 0, span[0]) + 1 != words[at].line:
+                return None  # no literal, or one set elsewhere (a variable's assignment)
+            return span[1]
+    return None
 
 
 def _rests_on(reading: Reading, call: Call, script: shell.Script) -> list[str]:
