@@ -1,5 +1,5 @@
 """The node layout is part of the job: nodes × processes per node are read from the launch
-line (or given with ``--nnodes/--nproc-per-node`` or ``--gpus-per-node``) and written in each
+line (or given with ``--nnodes/--nproc-per-node`` or ``--world-size`` with ``--nproc-per-node``) and written in each
 framework's own terms, never flattened onto one node."""
 
 import json
@@ -49,7 +49,7 @@ def test_convert_keeps_eight_nodes_of_eight_for_litgpt(job):
 @pytest.mark.parametrize(
     ("flags", "launch"),
     [
-        (["--world-size", "16", "--gpus-per-node", "8"], "--nnodes 2 --nproc_per_node 8"),
+        (["--world-size", "16", "--nproc-per-node", "8"], "--nnodes 2 --nproc_per_node 8"),
         (["--nnodes", "4", "--nproc-per-node", "4"], "--nnodes 4 --nproc_per_node 4"),
     ],
 )
@@ -64,9 +64,9 @@ def test_a_config_converted_on_a_given_layout_launches_it(tmp_path, flags, launc
 def test_gpus_per_node_that_does_not_split_the_world_is_refused(tmp_path):
     config = tmp_path / "ds.json"
     config.write_text('{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4}')
-    result = run("inspect", str(config), "--world-size", "12", "--gpus-per-node", "8")
+    result = run("inspect", str(config), "--world-size", "12", "--nproc-per-node", "8")
     assert result.exit_code == 2
-    assert "--world-size 12 is not whole nodes of --gpus-per-node 8: give 8 or 16" in result.output
+    assert "--world-size 12 is not whole nodes of --nproc-per-node 8: give 8 or 16" in result.output
 
 
 #: A DeepSpeed-launched Trainer job on one node of eight (its DeepSpeed JSON fills "auto").
@@ -109,7 +109,7 @@ def test_deepspeed_given_two_nodes_of_eight_is_not_refused(deepspeed_job):
 
 
 def test_one_node_of_sixteen_is_written_when_asked_for(deepspeed_job):
-    result = run("update", str(deepspeed_job), "--world-size", "16", "--gpus-per-node", "16")
+    result = run("update", str(deepspeed_job), "--world-size", "16", "--nproc-per-node", "16")
     assert result.exit_code == 0, result.output
     assert (
         "deepspeed --num_gpus 16 train.py" in result.stdout and "--num_nodes" not in result.stdout

@@ -299,7 +299,7 @@ def test_a_node_count_the_line_does_not_give_is_added_after_the_launcher(hf_jobs
 
 def test_a_bigger_world_keeps_the_processes_per_node_and_adds_nodes(hf_jobs):
     """A line of 4 per node moved to world 8 runs 2 nodes × 4, not one node of 8 it may not
-    have; --gpus-per-node 8 asks for the node of 8."""
+    have; --nproc-per-node 8 asks for the node of 8."""
     path = Path("torchrun_fastchat_style.sh")
     before = path.read_text()
     result, out = update(path, "--world-size", "8", json_out=True)
@@ -363,7 +363,7 @@ def test_an_hf_torchrun_job_in_another_shape_of_the_same_world(hf_jobs):
 
 def test_an_hf_flag_written_with_its_value_is_reported_on_its_line(hf_jobs):
     path = Path("torchrun_fastchat_style.sh")
-    result, _ = update(path, "--world-size", "8", "--gpus-per-node", "8", "--in-place")
+    result, _ = update(path, "--world-size", "8", "--nproc-per-node", "8", "--in-place")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
         f"{path}:9: gradient_accumulation_steps 16 → 8",
@@ -377,7 +377,7 @@ def test_an_accumulation_the_job_computes_follows_the_edited_world(hf_jobs):
     NUM_GPUS is enough, the script computes the new accumulation itself."""
     path = Path("accelerate_open_instruct_style.sh")
     before = path.read_text()
-    args = ["--world-size", "8", "--gpus-per-node", "8", "--in-place"]
+    args = ["--world-size", "8", "--nproc-per-node", "8", "--in-place"]
     result, out = update(path, *args, json_out=True)
     assert result.exit_code == 0, result.output
     assert path.read_text() == before.replace("NUM_GPUS=4", "NUM_GPUS=8")

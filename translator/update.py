@@ -169,7 +169,7 @@ def kept_layout(old: Inspection, world: int) -> tuple[int | None, int | None]:
     raise InputError(
         f"{old.reading.path}: it runs {counted(per_node, 'process', 'processes')} per node, "
         f"which cannot make world {world} in whole nodes; give --nnodes and --nproc-per-node "
-        "(such as " + " or ".join(f"{n} × {p}" for n, p in shapes) + "), or --gpus-per-node"
+        "(such as " + " or ".join(f"{n} × {p}" for n, p in shapes) + ")"
     )
 
 
@@ -390,7 +390,7 @@ def _wanted(reading: Reading, spec: BatchSpec) -> dict[str, int]:
     raise InputError(
         f"{reading.path}: the {reading.launcher} line starts "
         f"{counted(per_node, 'process', 'processes')} per node, which cannot make world "
-        f"{world} in whole nodes; give --nnodes and --nproc-per-node, or --gpus-per-node"
+        f"{world} in whole nodes; give --nnodes and --nproc-per-node"
     )
 
 
@@ -553,19 +553,18 @@ def update(
 
 
 def _launch_notes(reading: Reading, spec: BatchSpec) -> list[str]:
-    """What the launch needs outside the file once it runs on ``spec``'s nodes: ``deepspeed``
-    starts the other nodes over ssh from its host file (its runner: ``--hostfile``, else
-    ``/job/hostfile``; without one it runs on this node alone)."""
+    """What the launch needs outside the file once it runs on more of ``spec``'s nodes than
+    now, as its launcher says (a host file)."""
+    from translator.shell.launchers import LAUNCHERS
+
+    launcher = LAUNCHERS.get(reading.launcher or "")
     nodes, per_node = spec.nodes, spec.gpus_per_node
-    if reading.launcher != "deepspeed" or not nodes or nodes == 1 or per_node is None:
+    if launcher is None or launcher.several_nodes is None or not nodes or per_node is None:
         return []
-    if nodes == reading.launch_counts.get("nodes"):
+    if nodes == 1 or nodes == reading.launch_counts.get("nodes"):
         return []
-    return [
-        f"{reading.path}: deepspeed starts its {nodes} nodes from its host file (--hostfile, "
-        f"else /job/hostfile): it must list {nodes} hosts, one `host slots={per_node}` line "
-        "each; without one deepspeed runs on this node alone"
-    ]
+    need = launcher.several_nodes.format(nodes=nodes, per_node=per_node)
+    return [f"{reading.path}: {need}"]
 
 
 def _refuse_an_unwritten_world(old: Inspection, spec: BatchSpec) -> None:

@@ -358,13 +358,11 @@ def launch_options(fn):
         ),
         click.option("--world-size", type=COUNT, default=None, help="All processes launched."),
         click.option("--nnodes", type=COUNT, default=None, help="Nodes (with --nproc-per-node)."),
-        click.option("--nproc-per-node", type=COUNT, default=None, help="Processes per node."),
         click.option(
-            "--gpus-per-node",
-            "launch_gpus_per_node",
+            "--nproc-per-node",
             type=COUNT,
             default=None,
-            help="GPUs (processes) per node: the world spreads over world / G nodes.",
+            help="Processes per node (with --nnodes, or with --world-size: world / N nodes).",
         ),
         click.option(
             "--tp",
@@ -423,40 +421,35 @@ def pop_launch(params: dict):
     from translator.reading import Launch
 
     world, nnodes, nproc = (params.pop(k) for k in ("world_size", "nnodes", "nproc_per_node"))
-    world, nnodes = layout_of(world, nnodes, nproc, params.pop("launch_gpus_per_node"))
+    world, nnodes = layout_of(world, nnodes, nproc)
     return Launch(world, params.pop("tp"), params.pop("pp"), params.pop("cp"), nodes=nnodes)
 
 
 def layout_of(
-    world: int | None, nnodes: int | None, nproc: int | None, gpus_per_node: int | None
+    world: int | None, nnodes: int | None, nproc: int | None
 ) -> tuple[int | None, int | None]:
     """``(world, nodes)`` from the layout flags: ``--world-size``, ``--nnodes`` with
-    ``--nproc-per-node``, ``--gpus-per-node`` that splits a world into nodes; nodes ``None``
-    when the flags do not say them (a world given alone)."""
+    ``--nproc-per-node``, or ``--world-size`` with ``--nproc-per-node`` (world / N nodes);
+    nodes ``None`` when the flags do not say them (a world given alone)."""
     from translator.errors import InputError
 
-    if (nnodes is None) != (nproc is None):
-        raise InputError("give both --nnodes and --nproc-per-node, or --world-size")
-    if gpus_per_node is not None and nproc is not None and gpus_per_node != nproc:
-        raise InputError(
-            f"--gpus-per-node {gpus_per_node} ≠ --nproc-per-node {nproc}: give one of them"
-        )
+    if nproc is None:
+        if nnodes is not None:
+            raise InputError("give --nproc-per-node with --nnodes, or --world-size alone")
+        return world, None
     if nnodes is not None:
-        assert nproc is not None
         if world is not None and world != nnodes * nproc:
             raise InputError(f"--world-size {world} ≠ --nnodes {nnodes} × --nproc-per-node {nproc}")
         return nnodes * nproc, nnodes
-    if gpus_per_node is None or world is None:
-        if gpus_per_node is not None:
-            raise InputError("--gpus-per-node splits a world: give --world-size with it")
-        return world, None
-    if world % gpus_per_node and world > gpus_per_node:
+    if world is None:
+        raise InputError("give --nnodes or --world-size with --nproc-per-node")
+    if world % nproc:
+        below, above = world // nproc * nproc, (world // nproc + 1) * nproc
         raise InputError(
-            f"--world-size {world} is not whole nodes of --gpus-per-node {gpus_per_node}: give "
-            f"{world // gpus_per_node * gpus_per_node} or {(world // gpus_per_node + 1) * gpus_per_node}, "
-            "or --nnodes and --nproc-per-node"
+            f"--world-size {world} is not whole nodes of --nproc-per-node {nproc}: give "
+            + (f"{below} or {above}" if below else str(above))
         )
-    return world, max(world // gpus_per_node, 1)
+    return world, world // nproc
 
 
 def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None):

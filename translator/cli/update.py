@@ -23,11 +23,11 @@ from translator.cli.common import (
 @click.argument("file", metavar="FILE")
 @click.option("--world-size", type=COUNT, help="The new number of processes.")
 @click.option("--nnodes", type=COUNT, help="The new number of nodes (with --nproc-per-node).")
-@click.option("--nproc-per-node", type=COUNT, help="The new processes per node.")
 @click.option(
-    "--gpus-per-node",
+    "--nproc-per-node",
     type=COUNT,
-    help="GPUs (processes) per node for the new world (default: as the job runs now).",
+    help="The new processes per node (with --nnodes, or with --world-size: world / N nodes; "
+    "default: as the job runs now).",
 )
 @click.option("--global-batch", type=COUNT, help="A new global batch (default: keep it).")
 @click.option("--micro-batch", type=COUNT, help="A new micro-batch (default: keep it).")
@@ -64,7 +64,6 @@ def update(
     world_size,
     nnodes,
     nproc_per_node,
-    gpus_per_node,
     global_batch,
     micro_batch,
     tp,
@@ -96,7 +95,7 @@ def update(
     out_path = None if out_path == STDOUT else out_path
     if out_path and in_place:
         raise InputError("give -o/--out or --in-place, not both")
-    world_size, nnodes = layout_of(world_size, nnodes, nproc_per_node, gpus_per_node)
+    world_size, nnodes = layout_of(world_size, nnodes, nproc_per_node)
     nproc_per_node = None if nnodes is None or world_size is None else world_size // nnodes
     if file == "-" and in_place:
         raise InputError("--in-place needs a file, not standard input")
