@@ -463,7 +463,9 @@ def test_a_users_own_launch_script_runs_on_megatron_as_written(tmp_path):
         "  --global-batch-size $((MBS * 4))\n  --seq-length 32\n)\n"
         'torchrun --nproc_per_node $GPUS pretrain_gpt.py "${ARGS[@]}"\n'
     )
-    code, out, err = smoke_json(script, "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w")
+    code, out, err = smoke_json(
+        script, "--nproc", 2, "--steps", 2, "--expect-global", 8, "--workdir", tmp_path / "w"
+    )
     assert code == 0, err
     assert out["framework"] == "megatron" and out["samples_per_optimizer_step"] == [8, 8]
     assert (tmp_path / "w" / "megatron.sh").read_text() == script.read_text()
@@ -764,11 +766,6 @@ def test_gpu_requests_need_slurm(spec, tmp_path):
 
 # The check can fail: --expect-global ------------------------------------------------------------
 
-MEGATRON_SCRIPT = (
-    "torchrun --nproc_per_node 2 pretrain_gpt.py --micro-batch-size 2 "
-    "--global-batch-size 8 --seq-length 32\n"
-)
-
 
 @pytest.mark.framework
 @pytest.mark.parametrize(
@@ -783,16 +780,9 @@ MEGATRON_SCRIPT = (
             2,
             8,
         ),
-        ("megatron", "run.sh", MEGATRON_SCRIPT, 2, 8),
-        # Axolotl's failing --expect-global is its engine's test (tests/test_engine_axolotl.py).
-        # The HF Trainer on a TrainingArguments file: 2 per device × accumulation 2 × 2 ranks.
-        (
-            "hf",
-            "args.yaml",
-            "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\n",
-            2,
-            8,
-        ),
+        # The comparison is the parent's, the same for every engine: the engines' own counts
+        # are each one's tests (Megatron's and the HF Trainer's pass --expect-global right;
+        # Axolotl's fails it: tests/test_engine_axolotl.py).
     ],
 )
 def test_a_batch_other_than_the_expected_one_exits_1_naming_both(
@@ -853,6 +843,8 @@ def test_the_hf_trainer_runs_a_published_style_config_as_written(tmp_path):
         16,
         "--device",
         "cpu",
+        "--expect-global",
+        32,
         "--workdir",
         tmp_path / "w",
         timeout=600,
