@@ -759,6 +759,29 @@ def test_bad_resource_requests_are_one_line_errors(spec, tmp_path, fake_sinfo, a
     assert not workdir.exists()
 
 
+def test_a_slurm_dry_run_needs_no_engine_here_and_a_run_does(spec, fake_sinfo, monkeypatch):
+    """A login machine without deepspeed prints the job it would submit, with a warning that
+    the nodes' Python must have it; anything that runs here still refuses first."""
+    import translator.plugin.contract
+    import translator.rank.engines
+
+    def absent(packages):
+        return [p for p in packages if p == "deepspeed"]
+
+    monkeypatch.setattr(translator.plugin.contract, "missing", absent)
+    monkeypatch.setattr(translator.rank.engines, "missing", absent)
+    args = ["smoke", spec, "--framework", "deepspeed", "--nproc-per-node", 2, "--device", "cpu"]
+    dry = run(*args, "--slurm", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "#SBATCH --nodes=1" in dry.stdout
+    assert dry.stderr.startswith(
+        "warning: framework-not-installed: the deepspeed engine needs deepspeed, not installed "
+        "here: the nodes' Python must have it"
+    )
+    here = run(*args, "--dry-run")
+    assert here.exit_code == 2 and "which is not installed here" in here.stderr
+
+
 def test_gpu_requests_need_slurm(spec, tmp_path):
     result = run("smoke", spec, "--gpus-per-node", 8, "--dry-run")
     assert result.exit_code == 2 and "with --slurm" in result.stderr
