@@ -12,7 +12,7 @@ from test_fuzz import FAST, mutated, survive
 
 from translator.cli import main
 from translator.frameworks import FRAMEWORKS
-from translator.frameworks.litgpt import engine, generations, rules
+from translator.frameworks.litgpt import engine, generation, rules
 from translator.inspection import inspect_reading
 from translator.reading import Launch
 from translator.render import render
@@ -53,7 +53,7 @@ def release(monkeypatch):
     """Pretend litgpt ``version`` (a tuple, or None: not installed) is installed here."""
 
     def pretend(version):
-        monkeypatch.setattr(generations, "installed", lambda: version)
+        monkeypatch.setattr(generation, "installed", lambda: version)
 
     pretend((0, 5, 13))
     return pretend
@@ -148,8 +148,8 @@ def test_optimizer_keys_under_train_are_refused_from_040(release, version, refus
 
 
 def test_a_version_with_a_pre_release_tail_parses():
-    assert generations.parse("0.4.0.dev0") == (0, 4, 0)
-    assert generations.parse("0.5.13") == (0, 5, 13)
+    assert generation.parse("0.4.0.dev0") == (0, 4, 0)
+    assert generation.parse("0.5.13") == (0, 5, 13)
 
 
 # Defaults, devices, the world ------------------------------------------------------------------

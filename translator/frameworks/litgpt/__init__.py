@@ -1,6 +1,6 @@
 """litgpt: ``litgpt pretrain`` / ``litgpt finetune`` YAMLs (``train.global_batch_size``,
 ``train.micro_batch_size``, ``devices``, ``num_nodes``), read as its ``TrainArgs`` floors them
-(:mod:`.rules`), release by release (:mod:`.generations`); in a job, its command line with
+(:mod:`.rules`), release by release (:mod:`.generation`); in a job, its command line with
 jsonargparse's overrides (:mod:`.program`); its own parser and arithmetic as the verdict
 (:mod:`.verdict`); its real ``litgpt pretrain`` on CPU as the smoke engine (:mod:`.engine`)."""
 

@@ -12,7 +12,7 @@ on 3 GPUs with micro 4 runs 4 × 5 × 3 = 60 samples per step. Its training has 
 pipeline or context parallelism (FSDP shards the model over data-parallel ranks), so DP is
 ``devices × num_nodes``. Where a key is missing the command's own default applies: pretrain
 512 / 4 on ``devices: auto``, the finetune commands 16 / 1 on one device. What changed between
-releases (the global batch per node before 0.5.8): :mod:`.generations`.
+releases (the global batch per node before 0.5.8): :mod:`.generation`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 from translator import parsing, solve
 from translator.errors import InputError
 from translator.findings import Finding, counted, finding
-from translator.frameworks.litgpt import generations
+from translator.frameworks.litgpt import generation
 from translator.reading import (
     Launch,
     Note,
@@ -230,7 +230,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     """Spec values as litgpt's ``TrainArgs`` computes them on the launch's world: the batch it
     really runs (its floors applied), with a finding for each thing it does silently."""
     findings = list(reading.findings)
-    version = generations.installed()
+    version = generation.installed()
     findings += old_optimizer_keys(reading, version)
     counts, unknown = _counts(reading, findings)
     devices, nodes = device_count(reading)
@@ -354,7 +354,7 @@ def _accumulation(
     """``TrainArgs.gradient_accumulation_iters`` (the installed release's rule), and the
     global batch it really runs."""
     g, micro, devices, nodes = sizes
-    per_node = generations.per_node(version)
+    per_node = generation.per_node(version)
     divisor = devices if per_node else devices * nodes
     per_rank = g // divisor
     accumulation = per_rank // micro
@@ -418,11 +418,11 @@ def _nodes(
     """What the node count does to the global batch in the installed release and the other."""
     old = micro * ((g // devices) // micro) * devices * nodes
     where = reading.where(NODES)
-    if generations.per_node(version):
+    if generation.per_node(version):
         assert version is not None
         return finding(
             "litgpt-per-node-batch",
-            f"litgpt {generations.shown(version)} (installed here) divides {GLOBAL} by the "
+            f"litgpt {generation.shown(version)} (installed here) divides {GLOBAL} by the "
             f"devices of one node, as every release before 0.5.8 does: on {nodes} nodes it "
             f"runs {old} samples per step; litgpt 0.5.8 and later run {g} with this file",
             hint=(
@@ -434,7 +434,7 @@ def _nodes(
             where=where,
         )
     now = (
-        f"litgpt {generations.shown(version)} (installed here)"
+        f"litgpt {generation.shown(version)} (installed here)"
         if version is not None
         else "litgpt 0.5.8 and later (read as such: litgpt is not installed here)"
     )
@@ -451,10 +451,10 @@ def old_optimizer_keys(reading: Reading, version: tuple[int, ...] | None) -> lis
     """The optimizer's settings under ``train:`` (litgpt 0.3 and before): refused by 0.4 and
     later (and by the release batchspec's extra installs, when litgpt is not installed here)."""
     old = [k for k in OLD_OPTIMIZER if k in reading.values]
-    if not old or (version is not None and version < generations.OPTIMIZER_BLOCK):
+    if not old or (version is not None and version < generation.OPTIMIZER_BLOCK):
         return []
     release = (
-        f"litgpt {generations.shown(version)} (installed here)"
+        f"litgpt {generation.shown(version)} (installed here)"
         if version is not None
         else "litgpt 0.4.0 and later"
     )
