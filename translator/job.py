@@ -43,6 +43,9 @@ class RunAs:
     run_dir: str | None = None
     """The folder it runs in (``--run-dir``), where the relative paths it names start;
     ``None``: the current folder first, then the script's own."""
+    mounts: Mapping[str, str] = field(default_factory=dict)
+    """Paths on the machine it runs on -> the local files or folders mounted there (a
+    SkyPilot task's ``file_mounts``)."""
 
 
 def is_job(path: str, text: str) -> bool:
@@ -77,7 +80,9 @@ def read_job(
         environment = script.environments[i]
         sizes = launchers.sizes(split.launch, script.variables, environment)
         moved = _moved(folders, script.folders[i])
-        call = Call(path, text, words[0].line, split, sizes, environment, script, moved)
+        call = Call(
+            path, text, words[0].line, split, sizes, environment, script, moved, run_as.mounts
+        )
         for f in readers:
             reading = f.program(call)  # type: ignore[misc]  # readers have one
             if reading is not None:

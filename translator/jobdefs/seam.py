@@ -1,0 +1,216 @@
+"""The seam between a job definition and the job reader: what a system runs on each node,
+written as the launch script the node runs, read by :func:`translator.job.read_job`.
+
+A system starts the same command on every node, with variables it sets itself
+(``SKYPILOT_NUM_NODES``, ``PET_NNODES``...) and those the definition sets (``env``, ``envs``).
+The script composed here exports them, then runs the command, each line at the line of the
+definition it comes from, so what the reader reports points into the definition. A value the
+definition leaves to a placeholder (``${TP}``, ``{{ .Values.tp }}``) is a variable no one sets:
+unknown unless ``--env`` gives it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+
+from translator.errors import NotAJob
+from translator.findings import finding
+from translator.job import RunAs, read_job
+from translator.plugin.contract import Framework
+from translator.reading import Definition, Reading
+
+#: ``$(NAME)``: a Kubernetes reference to a variable set before (in ``env``), or a shell's.
+REFERENCE = re.compile(r"\$\(([A-Za-z_]\w*)\)")
+#: What stays an expansion in a value written for the shell: ``${NAME...}`` and ``$NAME``.
+EXPANSION = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_]\w*")
+#: A whole value that is one placeholder: ``${NAME}``, ``$NAME``.
+PLACEHOLDER = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
+
+
+@dataclass(frozen=True)
+class Size:
+    """A count the definition gives the system (nodes, GPUs per node), or why it is unknown."""
+
+    value: int | None
+    """The count; ``None`` when the definition does not fix it."""
+    line: int | None = None
+    """Line of the definition that sets it."""
+    why: str | None = None
+    """Why it is unknown (a placeholder, ``auto``), when it is."""
+
+
+@dataclass(frozen=True)
+class Export:
+    """A variable the node's command sees."""
+
+    name: str
+    """Its name."""
+    value: str
+    """Its value written for the shell (quoted; placeholders left as expansions)."""
+    line: int | None = None
+    """Line of the definition that sets it."""
+
+
+@dataclass
+class Run:
+    """What a system runs on each node of one job definition (one container, one task)."""
+
+    kind: str
+    """The definition's kind as its users say it (``Kubernetes PyTorchJob``, ``SkyPilot task``)."""
+    nodes: Size
+    """Nodes (pods, machines) the system starts the command on."""
+    gpus_per_node: Size
+    """GPUs each of them gets."""
+    body: list[tuple[int, str]] = field(default_factory=list)
+    """The command as script text, piece by piece, each with the line it starts on."""
+    exports: list[Export] = field(default_factory=list)
+    """The variables set before the command runs, in order."""
+    args: tuple[str, ...] | None = None
+    """Arguments of the script (``bash -c SCRIPT NAME ARG...``); ``None``: none."""
+    name: str | None = None
+    """The container, replicated job or task it is (for messages)."""
+    notes: list[str] = field(default_factory=list)
+    """What the definition leaves open or the reading assumes (``read as on node 0``)."""
+    run_dir: str | None = None
+    """The local folder the command runs in (a SkyPilot ``workdir``), when the definition says."""
+
+
+def shell_value(value: str, references: bool = False) -> str:
+    """``value`` as one double-quoted shell word: ``${X}`` and ``$X`` placeholders stay
+    expansions, everything else literal; with ``references``, a Kubernetes ``$(X)`` is one
+    too."""
+    if references:
+        value = REFERENCE.sub(lambda m: "${" + m.group(1) + "}", value)
+    out, at = [], 0
+    for m in EXPANSION.finditer(value):
+        out.append(_quoted(value[at : m.start()]) + m.group(0))
+        at = m.end()
+    out.append(_quoted(value[at:]))
+    return '"' + "".join(out) + '"'
+
+
+def _quoted(literal: str) -> str:
+    return re.sub(r'(["\\`$])', r"\\\1", literal)
+
+
+def count(value: str | None, line: int | None, what: str, env: dict[str, str]) -> Size:
+    """A count written in the definition: a number, a placeholder the environment (``--env``)
+    sets, or unknown with the reason."""
+    if value is None:
+        return Size(None, line, f"{what} is not set")
+    m = PLACEHOLDER.fullmatch(value.strip())
+    if m and m.group(1) in env:
+        value = env[m.group(1)]
+    elif m:
+        return Size(None, line, f"{what} is ${{{m.group(1)}}}, which is not set (give --env)")
+    value = value.strip()
+    if value.isascii() and value.isdigit() and int(value) >= 1:
+        return Size(int(value), line)
+    return Size(None, line, f"{what} is {value!r}")
+
+
+def compose(run: Run) -> str:
+    """The node's launch script: the exports, then the command, each piece on the line it has
+    in the definition where the lines allow it (exports that stand below the command there
+    are gathered just above it, on one line when the lines run out)."""
+    start = min((at for at, _ in run.body), default=1)
+    free = start - 1  # lines above the command
+    lines: list[str] = []
+    for i, export in enumerate(run.exports):
+        statement = f"export {export.name}={export.value}"
+        want = max(export.line or 0, len(lines) + 1)
+        want = min(want, free - (len(run.exports) - i) + 1)  # a line left for each after it
+        if want <= len(lines):
+            if lines:
+                lines[-1] += f"; {statement}"
+            else:
+                lines.append(statement)
+            continue
+        lines.extend([""] * (want - 1 - len(lines)))
+        lines.append(statement)
+    for at, text in sorted(run.body, key=lambda p: p[0]):
+        lines.extend([""] * (at - 1 - len(lines)))
+        lines.extend(text.split("\n"))
+    return "\n".join(lines) + "\n"
+
+
+def read_runs(
+    path: str,
+    runs: list[Run],
+    run_as: RunAs | None,
+    framework: str | None,
+) -> tuple[Framework, Reading]:
+    """The job a definition runs: each of its runs read as a launch script, the last one that
+    launches a training program a framework reads (a driver or a side container launches
+    none); the definition's kind and layout go on the reading."""
+    run_as = run_as or RunAs()
+    found: list[tuple[Run, Framework, Reading]] = []
+    refused: NotAJob | None = None
+    for run in runs:
+        script = compose(run)
+        given = dataclasses.replace(
+            run_as,
+            args=run_as.args if run_as.args is not None else run.args,
+            run_dir=run_as.run_dir or run.run_dir,
+        )
+        try:
+            chosen, reading = read_job(script, path, given, framework)
+        except NotAJob as exc:
+            refused = exc
+            continue
+        found.append((run, chosen, reading))
+    if not found:
+        if refused is not None:
+            raise refused
+        raise NotAJob(f"{path}: no container or task with a command to read")
+    setting = [f for f in found if f[2].values]
+    run, chosen, reading = (setting or found)[-1]
+    _describe(reading, run)
+    return chosen, reading
+
+
+def _describe(reading: Reading, run: Run) -> None:
+    """The definition on the reading, its notes as findings, and where the launcher's world
+    disagrees with the nodes and GPUs the definition gives."""
+    reading.definition = Definition(
+        run.kind,
+        run.name,
+        run.nodes.value,
+        run.gpus_per_node.value,
+        run.nodes.why,
+        run.gpus_per_node.why,
+    )
+    for note in run.notes:
+        reading.findings.append(
+            finding("job-definition", note, where=reading.path),
+        )
+    counts = reading.launch_counts
+    per_node, nodes = counts.get("per_node"), counts.get("nodes")
+    gpus, machines = run.gpus_per_node.value, run.nodes.value
+    if reading.launcher in (None, "python"):
+        return
+    if per_node is not None and gpus is not None and per_node != gpus:
+        reading.findings.append(
+            finding(
+                "job-definition-mismatch",
+                f"{reading.launcher} starts {per_node} processes per node, but the {run.kind} "
+                f"gives each node {gpus} GPUs",
+                hint="make the launcher's processes per node the GPUs each node gets",
+                where=_at(reading.path, run.gpus_per_node.line),
+            )
+        )
+    if nodes is not None and machines is not None and nodes != machines:
+        reading.findings.append(
+            finding(
+                "job-definition-mismatch",
+                f"{reading.launcher} waits for {nodes} nodes, but the {run.kind} starts {machines}",
+                hint="make the launcher's node count the nodes the definition starts",
+                where=_at(reading.path, run.nodes.line),
+            )
+        )
+
+
+def _at(path: str, line: int | None) -> str:
+    return path if line is None else f"{path}:{line}"
