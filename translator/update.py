@@ -538,5 +538,11 @@ def update_file(
     from translator.inspection import read_file
 
     chosen, reading = read_file(path, framework, run_as)
+    if reading.definition is not None:
+        raise cannot_edit(
+            path,
+            f"a {reading.definition.kind} is not edited yet: change its nodes, GPUs and the "
+            "launch flags by hand",
+        )
     old = inspect_reading(chosen, reading, Launch(from_world_size))
     return update(chosen, old, target_spec(old, **target), run_as)

@@ -152,8 +152,13 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
             if per_node.value is not None:
                 exports.append(Export("PET_NPROC_PER_NODE", str(per_node.value), per_node.line))
         notes = [FIRST_POD]
-        if per_node.why and proc is not None:
+        if per_node.why:
             notes.append(f"nprocPerNode: {per_node.why}")
+        elif proc is None and master:
+            notes.append(
+                f"nprocPerNode is not set: the training operator's default, auto, starts a "
+                f"process per GPU ({per_node.value})"
+            )
         return Run("Kubeflow PyTorchJob", nodes, g, exports=[e for e in exports if e], notes=notes)
 
     return _pod_runs(n.child(chosen, "template"), configmaps, env, make)
@@ -161,17 +166,16 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
 
 def _nproc(proc: yaml.Node | None, g: Size, env: dict[str, str]) -> Size:
     """Processes per pod: ``nprocPerNode`` (``auto`` and ``gpu``: the pod's GPUs, as torchrun
-    counts them)."""
+    counts them; not set: ``auto``, the operator's default since v1.7)."""
     if proc is None:
-        return Size(None, None, "nprocPerNode is not set")
-    text = n.text(proc)
+        text, line = "auto", None
+    else:
+        text, line = n.text(proc), n.line(proc)
     if text in ("auto", "gpu"):
         if g.value is not None:
             return Size(g.value, g.line)
-        return Size(
-            None, n.line(proc), f"{text}: the GPUs each pod sees, which it does not ask for"
-        )
-    return count(text, n.line(proc), "nprocPerNode", env)
+        return Size(None, line, f"{text}: the GPUs each pod sees, which it does not ask for")
+    return count(text, line, "nprocPerNode", env)
 
 
 def _trainjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str, str]) -> list[Run]:

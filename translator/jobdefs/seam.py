@@ -25,6 +25,8 @@ from translator.reading import Definition, Reading
 REFERENCE = re.compile(r"\$\(([A-Za-z_]\w*)\)")
 #: What stays an expansion in a value written for the shell: ``${NAME...}`` and ``$NAME``.
 EXPANSION = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_]\w*")
+#: The variable that lists the GPUs a process sees.
+VISIBLE = "CUDA_VISIBLE_DEVICES"
 #: A whole value that is one placeholder: ``${NAME}``, ``$NAME``.
 PLACEHOLDER = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
 
@@ -111,29 +113,52 @@ def count(value: str | None, line: int | None, what: str, env: dict[str, str]) -
     return Size(None, line, f"{what} is {value!r}")
 
 
+#: The function the node's command is wrapped in when variables are set below it.
+NODE = "batchspec_node"
+
+
 def compose(run: Run) -> str:
-    """The node's launch script: the exports, then the command, each piece on the line it has
-    in the definition where the lines allow it (exports that stand below the command there
-    are gathered just above it, on one line when the lines run out)."""
-    start = min((at for at, _ in run.body), default=1)
-    free = start - 1  # lines above the command
-    lines: list[str] = []
-    for i, export in enumerate(run.exports):
+    """The node's launch script: the variables, then the command, each on the line it has in
+    the definition where the lines allow it. Variables the definition sets below the command
+    (a container's ``env`` after its ``args``) stand on their own lines there, and the command
+    is wrapped in a function called after them; where no line is free, they are gathered just
+    above the command."""
+    pieces = sorted(run.body, key=lambda p: p[0])
+    # in the order of their lines: a reference (``$(X)``) names a variable set above it
+    exports = sorted(run.exports, key=lambda e: e.line or 0)
+    start = pieces[0][0] if pieces else 1
+    end = (pieces[-1][0] + pieces[-1][1].count("\n")) if pieces else 1
+    below = [e for e in exports if e.line is not None and e.line > end + 1]
+    wrapped = bool(below) and start > 2
+    above = [e for e in exports if not wrapped or e not in below]
+    lines = _place(above, [], start - 1 - wrapped)
+    if wrapped:
+        lines.extend([""] * (start - 2 - len(lines)))
+        lines.append(f"{NODE}() {{")
+    for at, text in pieces:
+        lines.extend([""] * (at - 1 - len(lines)))
+        lines.extend(text.split("\n"))
+    if wrapped:
+        lines.append("}")
+        lines = _place(below, lines, None)
+        lines.append(f'{NODE} "$@"')
+    return "\n".join(lines) + "\n"
+
+
+def _place(exports: list[Export], lines: list[str], last: int | None) -> list[str]:
+    """``lines`` with an ``export`` for each variable added, each on its line where it is free
+    and no later than ``last`` (``None``: no end), the rest gathered on one line."""
+    for i, export in enumerate(exports):
         statement = f"export {export.name}={export.value}"
         want = max(export.line or 0, len(lines) + 1)
-        want = min(want, free - (len(run.exports) - i) + 1)  # a line left for each after it
-        if want <= len(lines):
-            if lines:
-                lines[-1] += f"; {statement}"
-            else:
-                lines.append(statement)
+        if last is not None:
+            want = min(want, last - (len(exports) - i) + 1)  # a line left for each after it
+        if want <= len(lines) and lines and lines[-1].startswith("export "):
+            lines[-1] += f"; {statement}"
             continue
         lines.extend([""] * (want - 1 - len(lines)))
         lines.append(statement)
-    for at, text in sorted(run.body, key=lambda p: p[0]):
-        lines.extend([""] * (at - 1 - len(lines)))
-        lines.extend(text.split("\n"))
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def read_runs(
@@ -149,6 +174,7 @@ def read_runs(
     found: list[tuple[Run, Framework, Reading]] = []
     refused: NotAJob | None = None
     for run in runs:
+        _visible(run)
         script = compose(run)
         given = dataclasses.replace(
             run_as,
@@ -169,6 +195,17 @@ def read_runs(
     run, chosen, reading = (setting or found)[-1]
     _describe(reading, run)
     return chosen, reading
+
+
+def _visible(run: Run) -> None:
+    """The GPUs each node sees are those the definition gives it (a launcher that takes every
+    GPU it finds, the Trainer's DataParallel under plain python): ``CUDA_VISIBLE_DEVICES``
+    lists them, unless the definition sets it itself."""
+    count = run.gpus_per_node.value
+    if count is None or any(e.name == VISIBLE for e in run.exports):
+        return
+    devices = ",".join(str(i) for i in range(count))
+    run.exports.insert(0, Export(VISIBLE, devices, run.gpus_per_node.line))
 
 
 def _describe(reading: Reading, run: Run) -> None:

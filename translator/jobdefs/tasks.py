@@ -19,6 +19,9 @@ def gpu_count(spec: str, line: int, what: str, env: dict[str, str]) -> Size:
     part that is a count (one GPU when the spec names one with no count); a range with two
     ends apart, or a fraction, is unknown."""
     parts = [p.strip() for p in spec.split(":") if p.strip()]
+    placeholder = next((p for p in parts if p.startswith("$")), None)
+    if placeholder is not None:
+        return count(placeholder, line, what, env)
     counts = [p for p in parts if COUNT.fullmatch(p) or re.fullmatch(r"\d*\.\d+", p)]
     if not counts:
         return count("1", line, what, env) if parts else Size(None, line, f"{what} is empty")

@@ -367,6 +367,8 @@ def sizes(
     if name == "torchrun" and flags and flags[0].text in TORCH_MODULES:
         flags = flags[1:]
     _read_flags(out, launcher, flags)
+    if name == "torchrun":
+        _torchrun_environment(out, environment)
     if name == "jsrun" and "per_node" not in out.words:
         out.defaults["per_node"] = 1  # --tasks_per_rs defaults to 1
     if name == "srun":
@@ -380,6 +382,18 @@ def sizes(
     if not out.missing:
         out.missing = _unsized(out)
     return out
+
+
+#: What torchrun takes as the default of a sizing flag not given (its ``env`` argparse
+#: action: ``PET_`` and the flag's name), as the Kubeflow training operator sets them.
+TORCHRUN_ENVIRONMENT = {"nodes": "PET_NNODES", "per_node": "PET_NPROC_PER_NODE"}
+
+
+def _torchrun_environment(out: Sizes, environment: Mapping[str, Word]) -> None:
+    """torchrun's sizes that no flag gives, from the ``PET_*`` variables its process sees."""
+    for role, variable in TORCHRUN_ENVIRONMENT.items():
+        if role not in out.words and variable in environment:
+            out.words[role] = (variable, environment[variable])
 
 
 def _read_flags(out: Sizes, launcher: Launcher, flags: list[Word]) -> None:

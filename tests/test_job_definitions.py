@@ -1,0 +1,263 @@
+"""Job definitions read as launchers: a Kubernetes Job, Kubeflow PyTorchJob and TrainJob,
+a JobSet, a SkyPilot task and a dstack task are read as the command each node runs, in the
+environment the system gives it, and the reading names the definition and its layout.
+
+The fixtures in ``tests/jobdefs`` are written in the styles teams publish: Kubeflow's and
+JobSet's examples (``bash -c`` scripts, ``command`` lists, ConfigMap-mounted scripts), envsubst
+and Helm templates, SkyPilot's ``llm/`` tasks and dstack's ``examples/distributed-training``.
+Each "confident wrong number" that batchspec gave before is a test here: such a file was read
+as an HF TrainingArguments YAML (micro-batch 8, the Trainer's default) or a placeholder as TP 1.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from translator.cli import main
+
+JOBDEFS = Path(__file__).parent / "jobdefs"
+
+
+def run(*args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(main, [*args, "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def inspect(name: str, *args: str) -> dict:
+    code, out = run("inspect", str(JOBDEFS / name), *args)
+    assert code in (0, 1), out
+    return out
+
+
+def line_of(name: str, text: str) -> int:
+    """The 1-based line of the fixture that holds ``text``."""
+    lines = (JOBDEFS / name).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def where(out: dict, field: str) -> str:
+    return next(s["where"] for s in out["sources"] if s["field"] == field)
+
+
+def test_a_kubernetes_job_running_accelerate_is_read_as_the_launch_it_runs():
+    """Was read as an HF TrainingArguments YAML: micro-batch 8, accumulation 1, exit 0."""
+    out = inspect("k8s_job_accelerate.yaml")
+    assert out["framework"] == "hf"
+    assert out["micro_batch_size"] == 2 and out["gradient_accumulation_steps"] == 8
+    assert out["world_size"] == 8 and out["global_batch_size"] == 2 * 8 * 8
+    assert out["job_definition"] == {
+        "kind": "Kubernetes Job",
+        "name": "trainer",
+        "nodes": 1,
+        "gpus_per_node": 8,
+        "gpus": 8,
+    }
+    name = "k8s_job_accelerate.yaml"
+    assert where(out, "micro_batch_size").endswith(
+        f":{line_of(name, '--per_device_train_batch_size')} --per_device_train_batch_size"
+    )
+    assert f":{line_of(name, 'accelerate launch --num_processes')} " in where(out, "world_size")
+
+
+def test_a_placeholder_in_a_pytorchjob_is_unknown_not_tp_1():
+    """``--tensor-model-parallel-size=${TENSOR_PARALLEL}`` (envsubst) was read as TP 1."""
+    out = inspect("pytorchjob_megatron.yaml")
+    assert out["framework"] == "megatron"
+    assert out["tensor_parallel_size"] is None
+    assert out["gradient_accumulation_steps"] is None and out["data_parallel_size"] is None
+    assert out["world_size"] == 32 and out["pipeline_parallel_size"] == 2
+    assert any("TENSOR_PARALLEL" in f["message"] for f in out["findings"])
+    assert out["job_definition"]["kind"] == "Kubeflow PyTorchJob"
+    assert (out["job_definition"]["nodes"], out["job_definition"]["gpus_per_node"]) == (4, 8)
+    given = inspect("pytorchjob_megatron.yaml", "--env", "TENSOR_PARALLEL=4")
+    assert given["tensor_parallel_size"] == 4 and given["data_parallel_size"] == 32 // (4 * 2)
+    assert given["gradient_accumulation_steps"] == 256 // (1 * 4)
+
+
+def test_a_multi_document_manifest_runs_the_script_its_configmap_mounts():
+    """Was refused as invalid YAML. torchrun has no sizing flag: it takes PET_NNODES and
+    PET_NPROC_PER_NODE, which the training operator sets from the replicas and nprocPerNode;
+    the container's env sets the script's MICRO_BATCH over its default."""
+    name = "pytorchjob_configmap.yaml"
+    out = inspect(name)
+    assert out["world_size"] == (1 + 1) * 4
+    assert out["micro_batch_size"] == 2 and out["gradient_accumulation_steps"] == 2
+    assert out["global_batch_size"] == 2 * 2 * 8
+    assert f":{line_of(name, 'replicas: 1')} PET_NNODES" in where(out, "world_size")
+    assert f":{line_of(name, 'nprocPerNode')} PET_NPROC_PER_NODE" in where(out, "world_size")
+    assert where(out, "gradient_accumulation_steps").endswith(
+        f":{line_of(name, '--gradient_accumulation_steps')} --gradient_accumulation_steps"
+    )
+
+
+def test_a_skypilot_task_is_read_from_its_run_block():
+    """Ended in "cannot tell which framework"; a run block with HF flags must not be read as
+    an HF YAML either."""
+    out = inspect("sky_accelerate.yaml")
+    assert out["framework"] == "hf"
+    assert out["world_size"] == 2 * 8
+    assert out["micro_batch_size"] == 2 and out["gradient_accumulation_steps"] == 8
+    assert out["global_batch_size"] == 2 * 8 * 16
+    assert out["job_definition"]["kind"] == "SkyPilot task"
+    assert (out["job_definition"]["nodes"], out["job_definition"]["gpus_per_node"]) == (2, 8)
+    assert any("HF_TOKEN" in f["message"] for f in out["findings"])
+
+
+def test_skypilot_file_mounts_name_the_config_and_choices_of_gpus_agree():
+    out = inspect("sky_torchrun_deepspeed.yaml")
+    assert out["world_size"] == 4 * 8 and out["job_definition"]["gpus_per_node"] == 8
+    assert not any(f["code"] == "job-file-not-found" for f in out["findings"])
+    assert out["micro_batch_size"] == 4
+
+
+def test_skypilot_file_mount_not_found_is_named(tmp_path):
+    shutil.copy(JOBDEFS / "sky_torchrun_deepspeed.yaml", tmp_path / "task.yaml")
+    code, out = run("inspect", str(tmp_path / "task.yaml"))
+    assert code == 0
+    missing = [f for f in out["findings"] if f["code"] == "job-file-not-found"]
+    assert missing and "ds_zero3.json" in missing[0]["message"]
+
+
+def test_a_dstack_task_is_read_from_its_commands():
+    out = inspect("dstack_torchrun.dstack.yml")
+    assert out["world_size"] == 2 * 8
+    assert out["gradient_accumulation_steps"] == 4 and out["micro_batch_size"] == 4
+    assert out["job_definition"] == {
+        "kind": "dstack task",
+        "name": "train-distrib",
+        "nodes": 2,
+        "gpus_per_node": 8,
+        "gpus": 16,
+    }
+
+
+def test_a_jobset_counts_replicas_times_parallelism():
+    out = inspect("jobset_torchrun.yaml")
+    assert out["job_definition"]["nodes"] == 2 * 2
+    assert out["world_size"] == 4 * 8 and out["global_batch_size"] == 1 * 16 * 32
+    assert not any(f["code"] == "job-definition-mismatch" for f in out["findings"])
+
+
+def test_a_trainjob_runs_torchrun_with_its_nodes_and_auto_processes():
+    out = inspect("trainjob.yaml")
+    assert out["job_definition"]["kind"] == "Kubeflow TrainJob"
+    assert out["world_size"] == 2 * 4  # numProcPerNode auto: the GPUs of each node
+    assert out["global_batch_size"] == 2 * 4 * 8
+
+
+def test_a_manifest_of_another_kind_is_not_a_training_job():
+    code, out = run("inspect", str(JOBDEFS / "deployment.yaml"))
+    assert code == 2
+    assert "not a training job" in out["error"] and "Deployment, Service" in out["error"]
+    assert out["micro_batch_size"] is None and out["tensor_parallel_size"] is None
+
+
+def test_helm_values_are_unknown_until_given():
+    out = inspect("helm_job.yaml")
+    assert out["micro_batch_size"] is None and out["world_size"] is None
+    assert out["job_definition"]["gpus_per_node"] is None
+    assert any("Values_microBatch" in f["message"] for f in out["findings"])
+    given = inspect("helm_job.yaml", "--env", "Values_microBatch=2", "--env", "Values_gpus=4")
+    assert given["micro_batch_size"] == 2 and given["world_size"] == 4
+    assert given["job_definition"]["gpus_per_node"] == 4
+    assert given["global_batch_size"] == 2 * 4 * 4
+
+
+def test_validate_and_the_precommit_path_take_definitions():
+    code, out = run(
+        "validate",
+        str(JOBDEFS / "k8s_job_accelerate.yaml"),
+        str(JOBDEFS / "sky_accelerate.yaml"),
+        str(JOBDEFS / "deployment.yaml"),
+        "--skip-other-files",
+    )
+    assert code == 0
+    files = {Path(f["file"]).name: f for f in out["files"]}
+    assert set(files) == {"k8s_job_accelerate.yaml", "sky_accelerate.yaml"}
+    assert files["sky_accelerate.yaml"]["job_definition"]["kind"] == "SkyPilot task"
+
+
+MISMATCH = """apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: mismatch
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: x
+              command: ["torchrun", "--nnodes=3", "--nproc_per_node=8", "train.py",
+                        "--per_device_train_batch_size=1", "--output_dir=o"]
+              resources:
+                limits:
+                  nvidia.com/gpu: 4
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: x
+"""
+
+
+def test_a_launcher_that_disagrees_with_the_definition_is_warned(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(MISMATCH)
+    code, out = run("inspect", str(path))
+    assert code == 0
+    found = [f["message"] for f in out["findings"] if f["code"] == "job-definition-mismatch"]
+    assert any("8 processes per node" in m and "4 GPUs" in m for m in found)
+    assert any("3 nodes" in m and "starts 2" in m for m in found)
+
+
+def test_an_elastic_pytorchjob_has_no_fixed_world(tmp_path):
+    text = MISMATCH.replace(
+        "spec:\n  pytorchReplicaSpecs:",
+        "spec:\n  elasticPolicy:\n    minReplicas: 1\n    maxReplicas: 4\n  pytorchReplicaSpecs:",
+        1,
+    ).replace('"--nnodes=3", "--nproc_per_node=8", ', "")
+    text = text.replace('"--output_dir=o"', '"--gradient_accumulation_steps=2", "--output_dir=o"')
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    code, out = run("inspect", str(path))
+    assert code == 0
+    assert out["world_size"] is None and out["job_definition"]["nodes"] is None
+    assert any("1:4" in f["message"] for f in out["findings"] if f["code"] == "world-unknown")
+    # nprocPerNode not set: the operator's default, auto, is a process per GPU
+    assert any("auto" in f["message"] for f in out["findings"] if f["code"] == "job-definition")
+
+
+def test_update_refuses_a_definition_and_writes_nothing(tmp_path):
+    path = tmp_path / "job.yaml"
+    shutil.copy(JOBDEFS / "k8s_job_accelerate.yaml", path)
+    before = path.read_text()
+    result = CliRunner().invoke(main, ["update", str(path), "--world-size", "16", "--force"])
+    assert result.exit_code == 1
+    assert "not edited" in result.output
+    assert path.read_text() == before
+
+
+@pytest.mark.parametrize(
+    "spec, count",
+    [("A100:8", 8), ("H100", 1), ("80GB:8", 8), ("24GB..:2", 2), ("A100-80GB:4", 4), ("8", 8)],
+)
+def test_gpu_specs_give_the_count(spec, count):
+    from translator.jobdefs.tasks import gpu_count
+
+    assert gpu_count(spec, 1, "gpu", {}).value == count
+
+
+@pytest.mark.parametrize("spec", ["2..8", "A100:0.5", "H100:${GPUS}"])
+def test_gpu_specs_without_one_count_are_unknown(spec):
+    from translator.jobdefs.tasks import gpu_count
+
+    size = gpu_count(spec, 1, "gpu", {})
+    assert size.value is None and size.why
