@@ -167,9 +167,9 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
 def _nproc(proc: yaml.Node | None, g: Size, env: dict[str, str]) -> Size:
     """Processes per pod: ``nprocPerNode`` (``auto`` and ``gpu``: the pod's GPUs, as torchrun
     counts them; not set: ``auto``, the operator's default since v1.7)."""
-    if proc is None:
-        text, line = "auto", None
-    else:
+    text: str | None = "auto"
+    line: int | None = None
+    if proc is not None:
         text, line = n.text(proc), n.line(proc)
     if text in ("auto", "gpu"):
         if g.value is not None:
