@@ -77,6 +77,16 @@ def test_a_placeholder_in_a_pytorchjob_is_unknown_not_tp_1():
     assert given["gradient_accumulation_steps"] == 256 // (1 * 4)
 
 
+def test_a_template_named_as_one_is_read_as_the_manifest_it_becomes(tmp_path):
+    """``pytorchjob.yaml-template`` (filled by envsubst) was read as a Megatron YAML: TP 1."""
+    path = tmp_path / "pytorchjob.yaml-template"
+    shutil.copy(JOBDEFS / "pytorchjob_megatron.yaml", path)
+    code, out = run("inspect", str(path))
+    assert code == 0
+    assert out["job_definition"]["kind"] == "Kubeflow PyTorchJob"
+    assert out["tensor_parallel_size"] is None and out["world_size"] == 32
+
+
 def test_a_multi_document_manifest_runs_the_script_its_configmap_mounts():
     """Was refused as invalid YAML. torchrun has no sizing flag: it takes PET_NNODES and
     PET_NPROC_PER_NODE, which the training operator sets from the replicas and nprocPerNode;

@@ -25,6 +25,9 @@ from translator.jobdefs.seam import Run, read_runs
 from translator.plugin.contract import Framework
 from translator.reading import Reading
 
+#: File names of YAML, and of YAML templates filled before use (``job.yaml-template``,
+#: ``job.yaml.tpl``).
+YAML_NAME = re.compile(r"\.ya?ml(?:[-.](?:template|tmpl|tpl|in|j2))?$", re.IGNORECASE)
 #: Text that may start one: a Kubernetes object, a SkyPilot ``run``, a dstack task.
 MARKERS = re.compile(r"^(?:apiVersion:|kind:|run:|type:\s*['\"]?task)", re.MULTILINE)
 
@@ -32,7 +35,7 @@ MARKERS = re.compile(r"^(?:apiVersion:|kind:|run:|type:\s*['\"]?task)", re.MULTI
 def system_of(path: str, text: str) -> str | None:
     """The system a YAML file is a job definition for (``kubernetes``, ``skypilot``,
     ``dstack``), or ``None``: not one, or not YAML (its reader says why)."""
-    if Path(path).suffix.lower() not in (".yaml", ".yml") or not MARKERS.search(text):
+    if not YAML_NAME.search(Path(path).name) or not MARKERS.search(text):
         return None
     try:
         docs = n.documents(n.unhelm(text)[0], path)
