@@ -87,6 +87,18 @@ def test_a_template_named_as_one_is_read_as_the_manifest_it_becomes(tmp_path):
     assert out["tensor_parallel_size"] is None and out["world_size"] == 32
 
 
+def test_a_wrapped_shell_script_of_placeholders_is_unknown_until_given():
+    """``stdbuf ... bash -c "..."`` in a flow sequence, every size an envsubst placeholder."""
+    name = "k8s_job_stdbuf_envsubst.yaml"
+    out = inspect(name)
+    assert out["framework"] == "hf"
+    assert out["micro_batch_size"] is None and out["world_size"] is None
+    assert out["job_definition"]["gpus_per_node"] is None
+    given = inspect(name, "--env", "NGPU=4", "--env", "BATCH=8", "--env", "ACCUM=2")
+    assert given["world_size"] == 4 and given["global_batch_size"] == 8 * 2 * 4
+    assert given["job_definition"]["gpus_per_node"] == 4
+
+
 def test_a_multi_document_manifest_runs_the_script_its_configmap_mounts():
     """Was refused as invalid YAML. torchrun has no sizing flag: it takes PET_NNODES and
     PET_NPROC_PER_NODE, which the training operator sets from the replicas and nprocPerNode;

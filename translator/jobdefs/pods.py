@@ -19,6 +19,8 @@ from translator.jobdefs.seam import REFERENCE, Export, Run, Size, count, shell_v
 
 #: The resource names that count GPUs.
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+#: Commands that run the command after their own options as it is.
+WRAPPERS = {"stdbuf", "env", "nice", "time", "tini", "dumb-init"}
 #: Shells that take a script with ``-c``.
 SHELLS = {"bash", "sh", "zsh", "dash"}
 
@@ -50,9 +52,10 @@ def container_run(
     mounted = mounts(container, pod, configmaps)
     texts = [_expanded(n.text(w) or "", known) for w in words]
     first = posixpath.basename(texts[0])
-    if first in SHELLS and len(texts) > 2 and re.fullmatch(r"-[a-z]*c[a-z]*", texts[1]):
-        run.body = [(n.body_line(words[2]), texts[2])]
-        run.args = tuple(texts[4:])  # after the script: $0, then $1...
+    at = _shell_c(texts)
+    if at is not None:
+        run.body = [(n.body_line(words[at + 2]), texts[at + 2])]
+        run.args = tuple(texts[at + 4 :])  # after the script: $0, then $1...
         return run
     script = texts[1] if first in SHELLS and len(texts) > 1 else texts[0]
     if script in mounted:
@@ -62,6 +65,18 @@ def container_run(
         return run
     run.body = [_words(words, known)]
     return run
+
+
+def _shell_c(texts: list[str]) -> int | None:
+    """Where ``bash -c SCRIPT`` starts in the words, behind wrappers that run it as it is
+    (``stdbuf -oL bash -c ...``, ``/usr/bin/env bash -c ...``); ``None``: no shell script."""
+    for i, text in enumerate(texts[:-2]):
+        name = posixpath.basename(text)
+        if name in SHELLS and re.fullmatch(r"-[a-z]*c[a-z]*", texts[i + 1]):
+            return i
+        if name not in WRAPPERS and not (i and text.startswith("-")):
+            return None
+    return None
 
 
 def _expanded(text: str, known: set[str]) -> str:
