@@ -283,3 +283,65 @@ def test_gpu_specs_without_one_count_are_unknown(spec):
 
     size = gpu_count(spec, 1, "gpu", {})
     assert size.value is None and size.why
+
+
+INDEXED = """apiVersion: batch/v1
+kind: Job
+metadata:
+  name: indexed
+spec:
+  parallelism: 2
+  completions: 2
+  completionMode: Indexed
+  template:
+    spec:
+      containers:
+        - name: c
+          image: x
+          env:
+            - name: NNODES
+              value: "2"
+            - name: MBS
+              valueFrom:
+                secretKeyRef:
+                  name: other
+                  key: mbs
+          envFrom:
+            - configMapRef:
+                name: train-env
+            - secretRef:
+                name: tokens
+          args:
+            - torchrun
+            - --nnodes=$(NNODES)
+            - --nproc_per_node=4
+            - --node_rank=$(JOB_COMPLETION_INDEX)
+            - train.py
+            - --per_device_train_batch_size=$(MBS)
+            - --gradient_accumulation_steps=$(ACCUM)
+            - --output_dir=o
+          resources:
+            limits:
+              nvidia.com/gpu: 4
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: train-env
+data:
+  ACCUM: "4"
+"""
+
+
+def test_kubernetes_variables_references_and_config_maps(tmp_path):
+    """``$(NAME)`` in args is Kubernetes' reference to the container's variables; ``envFrom``
+    a ConfigMap of the file sets them too; ``valueFrom`` is only known to the cluster."""
+    path = tmp_path / "job.yaml"
+    path.write_text(INDEXED)
+    code, out = run("inspect", str(path))
+    assert code == 0
+    assert out["world_size"] == 2 * 4 and out["job_definition"]["nodes"] == 2
+    assert out["gradient_accumulation_steps"] == 4
+    assert out["micro_batch_size"] is None  # valueFrom a secret
+    assert any("secretRef tokens" in f["message"] for f in out["findings"])
+    assert not any(f["code"] == "job-definition-mismatch" for f in out["findings"])

@@ -45,6 +45,15 @@ def container_run(
     sets no command (its image's own runs, which the manifest does not show)."""
     run.name = n.text(n.child(container, "name")) or run.name
     run.exports += environment(container, configmaps)
+    for source in n.items(n.child(container, "envFrom")):
+        for kind in ("configMapRef", "secretRef"):
+            name = n.text(n.child(source, kind, "name"))
+            if name is not None and (kind == "secretRef" or name not in configmaps):
+                run.notes.append(
+                    f"line {n.line(source)}: the variables of {kind} {name} (envFrom) are not "
+                    "in the file: a value read from one of them is taken as not set (give "
+                    "--env)"
+                )
     words = [*n.items(n.child(container, "command")), *n.items(n.child(container, "args"))]
     if not words:
         return None
@@ -113,8 +122,11 @@ def environment(container: yaml.Node | None, configmaps: dict[str, yaml.Node]) -
         if name is None or not re.fullmatch(r"[A-Za-z_]\w*", name):
             continue
         value = n.child(entry, "value")
-        if value is None and n.child(entry, "valueFrom") is not None:
-            out.append(Export(name, '"$(valueFrom)"', n.line(entry)))
+        source = n.child(entry, "valueFrom")
+        if value is None and source is not None:
+            # a value only the cluster knows: unknown, as a command's output is
+            kinds = " ".join(n.keys(source)) or "valueFrom"
+            out.append(Export(name, f'"$(kubernetes {kinds})"', n.line(entry)))
             continue
         out.append(Export(name, shell_value(n.text(value) or "", True), n.line(value or entry)))
     return out

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from translator.errors import NotAJob
-from translator.findings import finding
+from translator.findings import counted, finding
 from translator.job import RunAs, read_job
 from translator.plugin.contract import Framework
 from translator.reading import Definition, Reading
@@ -232,8 +232,8 @@ def _describe(reading: Reading, run: Run) -> None:
         reading.findings.append(
             finding(
                 "job-definition-mismatch",
-                f"{reading.launcher} starts {per_node} processes per node, but the {run.kind} "
-                f"gives each node {gpus} GPUs",
+                f"{reading.launcher} starts {counted(per_node, 'process', 'processes')} per "
+                f"node, but the {run.kind} gives each node {counted(gpus, 'GPU')}",
                 hint="make the launcher's processes per node the GPUs each node gets",
                 where=_at(reading.path, run.gpus_per_node.line),
             )
