@@ -122,10 +122,10 @@ def environment(container: yaml.Node | None, configmaps: dict[str, yaml.Node]) -
         if name is None or not re.fullmatch(r"[A-Za-z_]\w*", name):
             continue
         value = n.child(entry, "value")
-        source = n.child(entry, "valueFrom")
-        if value is None and source is not None:
+        origin = n.child(entry, "valueFrom")
+        if value is None and origin is not None:
             # a value only the cluster knows: unknown, as a command's output is
-            kinds = " ".join(n.keys(source)) or "valueFrom"
+            kinds = " ".join(n.keys(origin)) or "valueFrom"
             out.append(Export(name, f'"$(kubernetes {kinds})"', n.line(entry)))
             continue
         out.append(Export(name, shell_value(n.text(value) or "", True), n.line(value or entry)))
