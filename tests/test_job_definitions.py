@@ -257,14 +257,70 @@ def test_an_elastic_pytorchjob_has_no_fixed_world(tmp_path):
     assert any("auto" in f["message"] for f in out["findings"] if f["code"] == "job-definition")
 
 
-def test_update_refuses_a_definition_and_writes_nothing(tmp_path):
-    path = tmp_path / "job.yaml"
-    shutil.copy(JOBDEFS / "k8s_job_accelerate.yaml", path)
+def update(tmp_path, name: str, *args: str) -> tuple[int, str, str, str]:
+    """``update`` on a copy of a fixture: exit code, output, text before, text after."""
+    path = tmp_path / name
+    shutil.copy(JOBDEFS / name, path)
     before = path.read_text()
-    result = CliRunner().invoke(main, ["update", str(path), "--world-size", "16", "--force"])
-    assert result.exit_code == 1
-    assert "not edited" in result.output
-    assert path.read_text() == before
+    result = CliRunner().invoke(main, ["update", str(path), *args, "--in-place"])
+    return result.exit_code, result.output, before, path.read_text()
+
+
+def changed_lines(before: str, after: str) -> dict[int, tuple[str, str]]:
+    old, new = before.splitlines(), after.splitlines()
+    assert len(old) == len(new)
+    return {i: (a, b) for i, (a, b) in enumerate(zip(old, new), 1) if a != b}
+
+
+def test_update_moves_a_skypilot_task_to_more_nodes(tmp_path):
+    """The world is the definition's nodes × GPUs: ``num_nodes`` is edited, the accelerate
+    flags that read it follow, accumulation keeps the global batch; one diff."""
+    code, output, before, after = update(tmp_path, "sky_accelerate.yaml", "--world-size", "32")
+    assert code == 0, output
+    assert changed_lines(before, after) == {
+        line_of("sky_accelerate.yaml", "num_nodes:"): ("num_nodes: 2", "num_nodes: 4"),
+        line_of("sky_accelerate.yaml", "--gradient_accumulation_steps"): (
+            "    --gradient_accumulation_steps 8 \\",
+            "    --gradient_accumulation_steps 4 \\",
+        ),
+    }
+    again = run("inspect", str(tmp_path / "sky_accelerate.yaml"))[1]
+    assert again["world_size"] == 32 and again["global_batch_size"] == 256
+    assert again["job_definition"]["nodes"] == 4
+
+
+@pytest.mark.parametrize(
+    "name, key, lines",
+    [
+        ("dstack_torchrun.dstack.yml", "nodes:", ("nodes: 2", "nodes: 4")),
+        ("trainjob.yaml", "numNodes", ("    numNodes: 2", "    numNodes: 8")),
+    ],
+)
+def test_update_edits_the_nodes_a_definition_writes(tmp_path, name, key, lines):
+    code, output, before, after = update(tmp_path, name, "--world-size", "32")
+    assert code == 0, output
+    changed = changed_lines(before, after)
+    assert changed[line_of(name, key)] == lines
+    assert len(changed) == 2  # the nodes, and the accumulation that keeps the global batch
+    again = run("inspect", str(tmp_path / name))[1]
+    assert again["world_size"] == 32
+    assert not any(f["code"] == "job-definition-mismatch" for f in again["findings"])
+
+
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("jobset_torchrun.yaml", "set it to 2 by hand"),  # replicas × parallelism
+        ("pytorchjob_configmap.yaml", "set it to 4 by hand"),  # Master + Worker replicas
+        ("k8s_job_accelerate.yaml", "no word for its nodes"),  # accelerate: no --num_machines
+        ("helm_job.yaml", "not known"),  # a Helm template: nothing is edited
+    ],
+)
+def test_update_refuses_what_a_definition_does_not_write_and_writes_nothing(tmp_path, name, why):
+    code, output, before, after = update(tmp_path, name, "--world-size", "16")
+    assert code in (1, 2)
+    assert why in output
+    assert after == before
 
 
 @pytest.mark.parametrize(

@@ -82,6 +82,10 @@ class Definition:
     """Why the nodes are not fixed (a placeholder, an elastic range)."""
     gpus_unknown: str | None = None
     """Why the GPUs per node are not fixed."""
+    literals: Mapping[str, tuple[str, Value]] = field(default_factory=dict)
+    """Role (``nodes``, ``gpus_per_node``) -> (the key as written, ``num_nodes``; its value
+    with its line and span), where the definition writes it as one literal (``update`` edits
+    it there)."""
 
     def as_dict(self) -> dict:
         return {

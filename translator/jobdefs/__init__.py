@@ -76,4 +76,5 @@ def read_definition(
                 f"a Helm chart's template: its values ({', '.join(left)}) are unknown here; "
                 "give them with --env"
             )
-    return read_runs(path, runs, run_as, framework)
+    # a Helm template's literals are not where its rendered text has them: none is edited
+    return read_runs(path, text, runs, run_as, framework, editable=plain == text)

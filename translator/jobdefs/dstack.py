@@ -20,13 +20,17 @@ def is_task(doc: yaml.Node) -> bool:
 def run(doc: yaml.Node, env: dict[str, str]) -> Run:
     """What each node runs."""
     num = n.child(doc, "nodes")
-    nodes = Size(1) if num is None else count(n.text(num), n.line(num), "nodes", env)
+    nodes = (
+        Size(1)
+        if num is None
+        else count(n.text(num), n.line(num), "nodes", env, n.literal_span(num))
+    )
     g = _gpus(n.child(doc, "resources", "gpu"), env)
     exports = [Export("DSTACK_NODE_RANK", "0"), Export("DSTACK_MASTER_NODE_IP", "10.0.0.1")]
     if nodes.value is not None:
-        exports.append(Export("DSTACK_NODES_NUM", str(nodes.value), nodes.line))
+        exports.append(Export.of("DSTACK_NODES_NUM", nodes))
     if g.value is not None:
-        exports.append(Export("DSTACK_GPUS_PER_NODE", str(g.value), g.line))
+        exports.append(Export.of("DSTACK_GPUS_PER_NODE", g))
         if nodes.value is not None:
             exports.append(Export("DSTACK_GPUS_NUM", str(g.value * nodes.value), g.line))
     own, left = task_env(n.child(doc, "env"), env)
@@ -59,5 +63,5 @@ def _gpus(node: yaml.Node | None, env: dict[str, str]) -> Size:
         if text is None:  # count: {min: 2, max: 8}
             low, high = (n.text(n.child(c, k)) for k in ("min", "max"))
             text = f"{low}..{high or ''}"
-        return gpu_count(f":{text}", n.line(c), what, env)
-    return gpu_count(n.text(node) or "", n.line(node), what, env)
+        return gpu_count(f":{text}", n.line(c), what, env, c)
+    return gpu_count(n.text(node) or "", n.line(node), what, env, node)

@@ -96,7 +96,11 @@ def _pods(spec: yaml.Node | None, env: dict[str, str], replicas: Size | None = N
     """The pods a Job runs at once: ``parallelism`` (else ``completions``, else one), times
     its replicas in a JobSet."""
     node = n.child(spec, "parallelism") or n.child(spec, "completions")
-    pods = Size(1) if node is None else count(n.text(node), n.line(node), "parallelism", env)
+    pods = (
+        Size(1)
+        if node is None
+        else count(n.text(node), n.line(node), "parallelism", env, n.literal_span(node))
+    )
     if replicas is None:
         return pods
     if pods.value is None or replicas.value is None:
@@ -118,7 +122,11 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
     total, where, why = 0, None, None
     for role, node in roles:
         r = n.child(node, "replicas")
-        size = Size(1) if r is None else count(n.text(r), n.line(r), f"{role} replicas", env)
+        size = (
+            Size(1)
+            if r is None
+            else count(n.text(r), n.line(r), f"{role} replicas", env, n.literal_span(r))
+        )
         where = where or (n.line(r) if r is not None else None)
         if size.value is None:
             why = size.why
@@ -129,7 +137,8 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
     nnodes = None if why else str(total)
     if elastic is not None and (low or high) and low != high:
         why, nnodes = f"elastic: from {low} to {high} pods", f"{low}:{high}"
-    nodes = Size(None if why else total, where, why)
+    alone = size.span if len(roles) == 1 else None  # one literal makes the sum
+    nodes = Size(None if why else total, where, why, alone)
     proc = n.child(spec, "nprocPerNode") or n.child(elastic, "nProcPerNode")
     master = any(role == "Master" for role, _ in roles)
     chosen = next(
@@ -137,8 +146,10 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
     )
 
     def make(g: Size) -> Run:
+        if len(roles) > 1:  # each role's template asks for its own: no one literal to edit
+            g = Size(g.value, g.line, g.why)
         per_node = _nproc(proc, g, env)
-        exports = [Export("PET_NNODES", nnodes or "", where) if nnodes else None]
+        exports = [Export("PET_NNODES", nnodes, where, nodes.span) if nnodes else None]
         if master:
             exports += [
                 Export("MASTER_ADDR", "master-0"),
@@ -150,7 +161,7 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
                 world = nodes.value * (per_node.value or 1)
                 exports.append(Export("WORLD_SIZE", str(world), where))
             if per_node.value is not None:
-                exports.append(Export("PET_NPROC_PER_NODE", str(per_node.value), per_node.line))
+                exports.append(Export.of("PET_NPROC_PER_NODE", per_node))
         notes = [FIRST_POD]
         if per_node.why:
             notes.append(f"nprocPerNode: {per_node.why}")
@@ -173,9 +184,9 @@ def _nproc(proc: yaml.Node | None, g: Size, env: dict[str, str]) -> Size:
         text, line = n.text(proc), n.line(proc)
     if text in ("auto", "gpu"):
         if g.value is not None:
-            return Size(g.value, g.line)
+            return g
         return Size(None, line, f"{text}: the GPUs each pod sees, which it does not ask for")
-    return count(text, line, "nprocPerNode", env)
+    return count(text, line, "nprocPerNode", env, n.literal_span(proc))
 
 
 def _trainjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str, str]) -> list[Run]:
@@ -184,15 +195,15 @@ def _trainjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str, s
     nodes = (
         Size(None, None, "numNodes is the runtime's")
         if num is None
-        else count(n.text(num), n.line(num), "numNodes", env)
+        else count(n.text(num), n.line(num), "numNodes", env, n.literal_span(num))
     )
     g = gpus(n.child(trainer, "resourcesPerNode"), env)
     per_node = _nproc(n.child(trainer, "numProcPerNode"), g, env)
     exports = [Export("PET_NODE_RANK", "0")]
     if nodes.value is not None:
-        exports.append(Export("PET_NNODES", str(nodes.value), nodes.line))
+        exports.append(Export.of("PET_NNODES", nodes))
     if per_node.value is not None:
-        exports.append(Export("PET_NPROC_PER_NODE", str(per_node.value), per_node.line))
+        exports.append(Export.of("PET_NPROC_PER_NODE", per_node))
     run = Run("Kubeflow TrainJob", nodes, g, exports=exports, notes=[FIRST_POD], name="trainer")
     done = container_run(trainer, None, configmaps, run)
     return [done] if done is not None else []

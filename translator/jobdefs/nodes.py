@@ -112,3 +112,25 @@ def body_line(node: yaml.Node) -> int:
     """The line a scalar's text starts on: the line after ``|`` or ``>`` for a block scalar."""
     style = getattr(node, "style", None)
     return line(node) + (1 if style in ("|", ">") else 0)
+
+
+def literal_span(node: yaml.Node | None) -> tuple[int, int] | None:
+    """Character offsets of a scalar's text in the file, when it is written as read (plain,
+    or quoted without escapes); ``None`` otherwise."""
+    if not isinstance(node, yaml.ScalarNode) or node.style not in (None, '"', "'"):
+        return None
+    start, end = node.start_mark.index, node.end_mark.index
+    if node.style is not None:
+        start, end = start + 1, end - 1
+    buffer = node.start_mark.buffer
+    if buffer is None or buffer[start:end] != node.value:
+        return None
+    return start, end
+
+
+def tail_span(node: yaml.Node | None, tail: str) -> tuple[int, int] | None:
+    """The offsets of ``tail`` where a scalar's text ends with it (the ``8`` of ``A100:8``)."""
+    span = literal_span(node)
+    if span is None or node is None or not node.value.endswith(tail):
+        return None
+    return span[1] - len(tail), span[1]

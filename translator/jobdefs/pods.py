@@ -31,7 +31,8 @@ def gpus(resources: yaml.Node | None, env: dict[str, str]) -> Size:
         for resource in GPU_RESOURCES:
             node = n.child(resources, part, resource)
             if node is not None:
-                return count(n.text(node), n.line(node), f"{part}[{resource}]", env)
+                what = f"{part}[{resource}]"
+                return count(n.text(node), n.line(node), what, env, n.literal_span(node))
     return Size(None, None, "the container asks for no GPUs (resources.limits nvidia.com/gpu)")
 
 

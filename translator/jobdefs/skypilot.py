@@ -29,13 +29,17 @@ def is_task(doc: yaml.Node) -> bool:
 def run(doc: yaml.Node, path: str, env: dict[str, str]) -> tuple[Run, dict[str, str]]:
     """What each node runs, and the files ``file_mounts`` maps (remote path -> local)."""
     num = n.child(doc, "num_nodes")
-    nodes = Size(1) if num is None else count(n.text(num), n.line(num), "num_nodes", env)
+    nodes = (
+        Size(1)
+        if num is None
+        else count(n.text(num), n.line(num), "num_nodes", env, n.literal_span(num))
+    )
     g = _accelerators(n.child(doc, "resources"), env)
     exports = [Export("SKYPILOT_NODE_RANK", "0")]
     if nodes.value is not None:
-        exports.append(Export("SKYPILOT_NUM_NODES", str(nodes.value), nodes.line))
+        exports.append(Export.of("SKYPILOT_NUM_NODES", nodes))
     if g.value is not None:
-        exports.append(Export("SKYPILOT_NUM_GPUS_PER_NODE", str(g.value), g.line))
+        exports.append(Export.of("SKYPILOT_NUM_GPUS_PER_NODE", g))
     own, left = task_env(n.child(doc, "envs"), env)
     notes = ["read as on the first node (SKYPILOT_NODE_RANK 0): every node runs the same run"]
     if left:
@@ -77,12 +81,13 @@ def _accelerators(resources: yaml.Node | None, env: dict[str, str]) -> Size:
             continue
         what = "resources.accelerators"
         if isinstance(node, yaml.ScalarNode):
-            sizes.append(gpu_count(n.text(node) or "", n.line(node), what, env))
+            sizes.append(gpu_count(n.text(node) or "", n.line(node), what, env, node))
         for item in n.items(node):
-            sizes.append(gpu_count(n.text(item) or "", n.line(item), what, env))
+            sizes.append(gpu_count(n.text(item) or "", n.line(item), what, env, item))
         for name, value in n.pairs(node):
-            spec = name if n.text(value) is None else f"{name}:{n.text(value)}"
-            sizes.append(gpu_count(spec, n.line(value), what, env))
+            given = n.text(value)
+            spec = name if given is None else f"{name}:{given}"
+            sizes.append(gpu_count(spec, n.line(value), what, env, value if given else None))
     if not sizes:
         return Size(None, None, "the task asks for no accelerators")
     return same_count(sizes, sizes[0].line or 0, "resources.accelerators")

@@ -14,7 +14,9 @@ from translator.jobdefs.seam import Export, Size, count, shell_value
 COUNT = re.compile(r"(\d+)(?:\.\.(\d*))?")
 
 
-def gpu_count(spec: str, line: int, what: str, env: dict[str, str]) -> Size:
+def gpu_count(
+    spec: str, line: int, what: str, env: dict[str, str], node: yaml.Node | None = None
+) -> Size:
     """GPUs per node in ``A100:8``, ``H100``, ``80GB:8``, ``24GB..:2``, ``A100:0.5``: the
     part that is a count (one GPU when the spec names one with no count); a range with two
     ends apart, or a fraction, is unknown."""
@@ -31,7 +33,7 @@ def gpu_count(spec: str, line: int, what: str, env: dict[str, str]) -> Size:
     low, high = m.group(1), m.group(2)
     if ".." in m.group(0) and high != low:
         return Size(None, line, f"{what} is {spec!r}: from {low} to {high or 'any number of'} GPUs")
-    return count(low, line, what, env)
+    return count(low, line, what, env, n.tail_span(node, m.group(0)))
 
 
 def same_count(sizes: list[Size], line: int, what: str) -> Size:
@@ -39,7 +41,7 @@ def same_count(sizes: list[Size], line: int, what: str) -> Size:
     unknown (the system picks one)."""
     values = {s.value for s in sizes}
     if len(values) == 1 and None not in values:
-        return sizes[0]
+        return sizes[0] if len(sizes) == 1 else Size(sizes[0].value, line)
     return Size(None, line, f"{what}: one of several GPU choices with different counts")
 
 
