@@ -133,6 +133,8 @@ def test_skypilot_file_mounts_name_the_config_and_choices_of_gpus_agree():
     assert out["world_size"] == 4 * 8 and out["job_definition"]["gpus_per_node"] == 8
     assert not any(f["code"] == "job-file-not-found" for f in out["findings"])
     assert out["micro_batch_size"] == 4
+    # ``cd ~/sky_workdir`` is where run starts: no folder left unknown
+    assert not any(f["code"] == "script-not-followed" for f in out["findings"])
 
 
 def test_skypilot_file_mount_not_found_is_named(tmp_path):

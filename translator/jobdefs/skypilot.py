@@ -18,6 +18,8 @@ from translator.jobdefs.tasks import gpu_count, same_count, task_env
 TASK_KEYS = ("resources", "num_nodes", "setup", "envs", "workdir", "file_mounts")
 #: Where SkyPilot puts the workdir on each node.
 REMOTE_WORKDIR = "~/sky_workdir"
+#: The folder a command starts in, as long as :data:`REMOTE_WORKDIR`.
+HERE = "./" * (len(REMOTE_WORKDIR) // 2) + "." * (len(REMOTE_WORKDIR) % 2)
 
 
 def is_task(doc: yaml.Node) -> bool:
@@ -50,7 +52,7 @@ def run(doc: yaml.Node, path: str, env: dict[str, str]) -> tuple[Run, dict[str, 
         "SkyPilot task",
         nodes,
         g,
-        body=[(n.body_line(body), n.text(body) or "")],
+        body=[(n.body_line(body), _in_workdir(n.text(body) or ""))],
         exports=exports + own,
         name=n.text(n.child(doc, "name")),
         notes=notes,
@@ -60,12 +62,17 @@ def run(doc: yaml.Node, path: str, env: dict[str, str]) -> tuple[Run, dict[str, 
     mounts: dict[str, str] = {}
     if workdir is not None:
         task.run_dir = str(here / workdir)
-        mounts[REMOTE_WORKDIR] = task.run_dir
     for remote, source in n.pairs(n.child(doc, "file_mounts")):
         local = n.text(source) or n.text(n.child(source, "source"))
         if local is not None and "://" not in local:
             mounts[remote] = str(here / Path(local).expanduser())
     return task, mounts
+
+
+def _in_workdir(text: str) -> str:
+    """``run`` starts in the workdir, ``~/sky_workdir`` on the node: that path is the folder it
+    starts in, written as long (``././././././.``) so the lines and columns stay."""
+    return text.replace(REMOTE_WORKDIR, HERE)
 
 
 def _accelerators(resources: yaml.Node | None, env: dict[str, str]) -> Size:
