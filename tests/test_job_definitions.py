@@ -403,3 +403,22 @@ def test_kubernetes_variables_references_and_config_maps(tmp_path):
     assert out["micro_batch_size"] is None  # valueFrom a secret
     assert any("secretRef tokens" in f["message"] for f in out["findings"])
     assert not any(f["code"] == "job-definition-mismatch" for f in out["findings"])
+
+
+def test_convert_reads_a_definition(tmp_path):
+    result = CliRunner().invoke(
+        main,
+        [
+            "convert",
+            str(JOBDEFS / "sky_accelerate.yaml"),
+            "--to",
+            "deepspeed",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    written = json.loads((tmp_path / "deepspeed.json").read_text())
+    assert written["train_batch_size"] == 2 * 8 * 16
+    assert written["train_micro_batch_size_per_gpu"] == 2
+    assert written["gradient_accumulation_steps"] == 8
