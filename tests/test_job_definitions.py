@@ -422,3 +422,21 @@ def test_convert_reads_a_definition(tmp_path):
     assert written["train_batch_size"] == 2 * 8 * 16
     assert written["train_micro_batch_size_per_gpu"] == 2
     assert written["gradient_accumulation_steps"] == 8
+
+
+def test_installing_a_tool_is_not_running_it(tmp_path):
+    """``pip install trl`` was read as a run of the ``trl`` tool with its defaults (micro-batch
+    8, accumulation 1): dstack's and SkyPilot's tasks install their tools before the launch."""
+    path = tmp_path / "task.dstack.yml"
+    path.write_text(
+        "type: task\n"
+        "commands:\n"
+        "  - pip install trl peft\n"
+        "  - git clone https://github.com/axolotl-ai-cloud/axolotl\n"
+        "  - python train.py\n"
+        "resources:\n"
+        "  gpu: MI300X\n"
+    )
+    code, out = run("inspect", str(path))
+    assert code == 2
+    assert out["micro_batch_size"] is None and "train.py" in out["error"]

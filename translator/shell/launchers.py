@@ -85,6 +85,11 @@ LAUNCHERS = {
     "jsrun": Launcher("jsrun", ("--tasks_per_rs", "-a"), ("--nrs", "-n")),  # LSF: resource sets
 }
 TORCH_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
+#: Commands whose words name packages or repositories, not a program they run.
+INSTALLERS = frozenset(
+    {"pip", "pip3", "uv", "conda", "mamba", "micromamba", "pipx", "poetry", "apt", "apt-get"}
+    | {"git", "wget", "curl", "huggingface-cli", "hf"}
+)
 #: What ``#SBATCH`` gives a job step that ``srun`` starts without sizing flags.
 SLURM_SIZES = {
     "per_node": "SLURM_NTASKS_PER_NODE",
@@ -245,7 +250,10 @@ def call_of(words: list[Word], commands: Collection[str] = ()) -> Split | None:
     """The program a command runs and its arguments: the first ``*.py`` word (not a launcher's
     module), a module after ``-m``, the word after ``python`` and its options, or one of
     ``commands`` (tools such as ``llamafactory-cli``), whichever comes first; ``None`` when the
-    command runs none of them."""
+    command runs none of them, or installs or fetches them (``pip install trl``, ``git clone
+    .../axolotl``)."""
+    if words and _tail(words[0]).rsplit("/", 1)[-1] in INSTALLERS:
+        return None
     candidates = [
         at
         for at in (
