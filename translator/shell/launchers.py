@@ -86,10 +86,17 @@ LAUNCHERS = {
 }
 TORCH_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
 #: Commands whose words name packages or repositories, not a program they run.
-INSTALLERS = frozenset(
-    {"pip", "pip3", "uv", "conda", "mamba", "micromamba", "pipx", "poetry", "apt", "apt-get"}
-    | {"git", "wget", "curl", "huggingface-cli", "hf"}
-)
+INSTALLERS = frozenset({"pip", "pip3", "apt", "apt-get", "git", "wget", "curl", "hf"})
+#: Those that install with some subcommands and run a program with others (``uv run``).
+INSTALLING = {
+    "uv": {"pip", "add", "sync", "venv", "tool"},
+    "conda": {"install", "create", "env", "update"},
+    "mamba": {"install", "create", "env", "update"},
+    "micromamba": {"install", "create", "env", "update"},
+    "poetry": {"add", "install"},
+    "pipx": {"install"},
+    "huggingface-cli": {"download", "login", "upload"},
+}
 #: What ``#SBATCH`` gives a job step that ``srun`` starts without sizing flags.
 SLURM_SIZES = {
     "per_node": "SLURM_NTASKS_PER_NODE",
@@ -252,7 +259,7 @@ def call_of(words: list[Word], commands: Collection[str] = ()) -> Split | None:
     ``commands`` (tools such as ``llamafactory-cli``), whichever comes first; ``None`` when the
     command runs none of them, or installs or fetches them (``pip install trl``, ``git clone
     .../axolotl``)."""
-    if words and _tail(words[0]).rsplit("/", 1)[-1] in INSTALLERS:
+    if _installs(words):
         return None
     candidates = [
         at
@@ -269,6 +276,16 @@ def call_of(words: list[Word], commands: Collection[str] = ()) -> Split | None:
     at = min(candidates)
     module = at > 0 and words[at - 1].text in ("-m", "--module")
     return Split(words[:at], words[at], module, words[at + 1 :])
+
+
+def _installs(words: list[Word]) -> bool:
+    """Whether a command installs or fetches (``pip install trl``, ``uv pip install``,
+    ``git clone .../axolotl``): the names among its words are packages, not programs."""
+    if not words:
+        return False
+    name = (words[0].text or "").rsplit("/", 1)[-1]
+    following = words[1].text if len(words) > 1 else None
+    return name in INSTALLERS or following in INSTALLING.get(name, ())
 
 
 def _script_at(words: list[Word]) -> int | None:
