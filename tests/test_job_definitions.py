@@ -440,3 +440,26 @@ def test_installing_a_tool_is_not_running_it(tmp_path):
     code, out = run("inspect", str(path))
     assert code == 2
     assert out["micro_batch_size"] is None and "train.py" in out["error"]
+
+
+def test_a_lone_double_dash_names_no_axolotl_config(tmp_path, monkeypatch):
+    """dstack's Axolotl tasks run ``accelerate launch -m axolotl.cli.train -- CONFIG``: the
+    config is the word after ``--`` (it was read as a config named ``--``)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lora.yml").write_text(
+        "base_model: meta-llama/Llama-3.1-8B\nmicro_batch_size: 2\ngradient_accumulation_steps: 4\n"
+    )
+    (tmp_path / "train.dstack.yml").write_text(
+        "type: task\n"
+        "commands:\n"
+        "  - pip install axolotl\n"
+        "  - accelerate launch --num_processes 2 -m axolotl.cli.train -- lora.yml\n"
+        "      --wandb-project demo\n"
+        "resources:\n"
+        "  gpu: 24GB:2\n"
+    )
+    code, out = run("inspect", "train.dstack.yml")
+    assert code == 0, out
+    assert out["framework"] == "axolotl"
+    assert (out["micro_batch_size"], out["gradient_accumulation_steps"]) == (2, 4)
+    assert out["world_size"] == 2 and out["global_batch_size"] == 16

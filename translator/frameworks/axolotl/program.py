@@ -185,8 +185,8 @@ def _fire(words: list[Word]) -> Command:
     for kind, word, name, value, _ in _scan(words):
         if kind == "flag" and name is not None:
             command.overrides.append(Override(name.replace("-", "_"), word, value))
-        elif kind == "positional" and command.config is None:
-            command.config = word
+        elif kind == "positional" and command.config is None and word.text != "--":
+            command.config = word  # a lone ``--`` ends the launcher's options, it names none
         elif kind == "unknown":
             command.opaque.append(f"line {word.line}: {word.why_unknown}")
     return command
