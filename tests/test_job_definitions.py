@@ -54,6 +54,8 @@ def test_a_kubernetes_job_running_accelerate_is_read_as_the_launch_it_runs():
         "nodes": 1,
         "gpus_per_node": 8,
         "gpus": 8,
+        "nodes_unknown": None,
+        "gpus_unknown": None,
     }
     name = "k8s_job_accelerate.yaml"
     assert where(out, "micro_batch_size").endswith(
@@ -155,6 +157,8 @@ def test_a_dstack_task_is_read_from_its_commands():
         "nodes": 2,
         "gpus_per_node": 8,
         "gpus": 16,
+        "nodes_unknown": None,
+        "gpus_unknown": None,
     }
 
 
@@ -183,6 +187,7 @@ def test_helm_values_are_unknown_until_given():
     out = inspect("helm_job.yaml")
     assert out["micro_batch_size"] is None and out["world_size"] is None
     assert out["job_definition"]["gpus_per_node"] is None
+    assert "Values_gpus" in out["job_definition"]["gpus_unknown"]
     assert any("Values_microBatch" in f["message"] for f in out["findings"])
     given = inspect("helm_job.yaml", "--env", "Values_microBatch=2", "--env", "Values_gpus=4")
     assert given["micro_batch_size"] == 2 and given["world_size"] == 4

@@ -96,6 +96,8 @@ class Definition:
             "gpus": None
             if self.nodes is None or self.gpus_per_node is None
             else self.nodes * self.gpus_per_node,
+            "nodes_unknown": None if self.nodes is not None else self.nodes_unknown,
+            "gpus_unknown": None if self.gpus_per_node is not None else self.gpus_unknown,
         }
 
 
