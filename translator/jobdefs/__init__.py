@@ -21,7 +21,8 @@ from translator.errors import InputError
 from translator.job import RunAs
 from translator.jobdefs import dstack, kubernetes, skypilot
 from translator.jobdefs import nodes as n
-from translator.jobdefs.seam import Run, read_runs
+from translator.jobdefs.runs import Run
+from translator.jobdefs.seam import read_runs
 from translator.plugin.contract import Framework
 from translator.reading import Reading
 

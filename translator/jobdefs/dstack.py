@@ -8,7 +8,7 @@ from __future__ import annotations
 import yaml
 
 from translator.jobdefs import nodes as n
-from translator.jobdefs.seam import Export, Run, Size, count
+from translator.jobdefs.runs import Export, Run, Size, count
 from translator.jobdefs.tasks import gpu_count, task_env
 
 

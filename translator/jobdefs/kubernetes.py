@@ -17,7 +17,7 @@ import yaml
 from translator.errors import NotAJob
 from translator.jobdefs import nodes as n
 from translator.jobdefs.pods import container_run, gpus
-from translator.jobdefs.seam import Export, Run, Size, count
+from translator.jobdefs.runs import Export, Run, Size, count
 
 #: The kinds read, by the ``kind`` of a manifest.
 TRAINING_KINDS = ("Job", "PyTorchJob", "TrainJob", "JobSet")

@@ -15,7 +15,7 @@ import re
 import yaml
 
 from translator.jobdefs import nodes as n
-from translator.jobdefs.seam import REFERENCE, Export, Run, Size, count, shell_value
+from translator.jobdefs.runs import REFERENCE, Export, Run, Size, count, shell_value
 
 #: The resource names that count GPUs.
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from translator.jobdefs import nodes as n
-from translator.jobdefs.seam import Export, Run, Size, count
+from translator.jobdefs.runs import Export, Run, Size, count
 from translator.jobdefs.tasks import gpu_count, same_count, task_env
 
 #: Keys that mark a SkyPilot task beside ``run``.

@@ -8,7 +8,7 @@ import re
 import yaml
 
 from translator.jobdefs import nodes as n
-from translator.jobdefs.seam import Export, Size, count, shell_value
+from translator.jobdefs.runs import Export, Size, count, shell_value
 
 #: A GPU count in a spec: ``8``, or a range ``2..8`` (dstack).
 COUNT = re.compile(r"(\d+)(?:\.\.(\d*))?")
