@@ -183,6 +183,22 @@ def test_a_manifest_of_another_kind_is_not_a_training_job():
     assert out["micro_batch_size"] is None and out["tensor_parallel_size"] is None
 
 
+@pytest.mark.parametrize(
+    "api, kind, said",
+    [
+        ("kubeflow.org/v2beta1", "MPIJob", "MPIJob: a kind of training job"),
+        ("batch.volcano.sh/v1alpha1", "Job", "VolcanoJob: a kind of training job"),
+        ("apps/v1", "StatefulSet", "not a training job"),
+    ],
+)
+def test_other_kinds_are_named_not_read(tmp_path, api, kind, said):
+    path = tmp_path / "job.yaml"
+    path.write_text(f"apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: x\nspec: {{}}\n")
+    code, out = run("inspect", str(path))
+    assert code == 2 and said in out["error"]
+    assert out["micro_batch_size"] is None
+
+
 def test_helm_values_are_unknown_until_given():
     out = inspect("helm_job.yaml")
     assert out["micro_batch_size"] is None and out["world_size"] is None

@@ -19,8 +19,15 @@ from translator.jobdefs import nodes as n
 from translator.jobdefs.pods import container_run, gpus
 from translator.jobdefs.runs import Export, Run, Size, count
 
-#: The kinds read, by the ``kind`` of a manifest.
-TRAINING_KINDS = ("Job", "PyTorchJob", "TrainJob", "JobSet")
+#: The kinds read, as ``kind`` and the API group of ``apiVersion`` name them.
+TRAINING_KINDS = {
+    ("batch", "Job"): "Job",
+    ("kubeflow.org", "PyTorchJob"): "PyTorchJob",
+    ("trainer.kubeflow.org", "TrainJob"): "TrainJob",
+    ("jobset.x-k8s.io", "JobSet"): "JobSet",
+}
+#: Kinds that run training, which batchspec does not read (yet): named as such.
+OTHER_TRAINING = {"MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "RayJob", "VolcanoJob"}
 #: The note every kind shares.
 FIRST_POD = "read as on the first pod (rank 0): every pod runs the same command"
 
@@ -43,17 +50,25 @@ def runs(docs: list[yaml.Node], path: str, env: dict[str, str]) -> list[Run]:
         if n.text(n.child(d, "kind")) == "ConfigMap"
     }
     out: list[Run] = []
-    kinds = []
+    kinds, read = [], False
     for doc in manifests:
-        kind = n.text(n.child(doc, "kind")) or ""
+        kind = _kind(doc)
         kinds.append(kind)
         reader = READERS.get(kind)
         if reader is not None:
+            read = True
             out += reader(doc, configmaps, env)
-    if not any(k in TRAINING_KINDS for k in kinds):
+    if not read:
+        named = ", ".join(dict.fromkeys(kinds))
+        others = [k for k in kinds if k in OTHER_TRAINING]
         raise NotAJob(
-            f"{path}: not a training job: a Kubernetes manifest of {', '.join(dict.fromkeys(kinds))} "
-            f"(batchspec reads {', '.join(TRAINING_KINDS)})"
+            f"{path}: "
+            + (
+                f"{others[0]}: a kind of training job batchspec does not read yet"
+                if others
+                else f"not a training job: a Kubernetes manifest of {named}"
+            )
+            + f" (batchspec reads {', '.join(READERS)})"
         )
     if not out:
         raise NotAJob(
@@ -61,6 +76,17 @@ def runs(docs: list[yaml.Node], path: str, env: dict[str, str]) -> list[Run]:
             "without trainer.command: its runtime's), which the manifest does not show"
         )
     return out
+
+
+def _kind(doc: yaml.Node) -> str:
+    """The kind a reader is known by (``Job`` of ``batch/v1``), else as written, with the
+    API group when it is another's (``Job`` of Volcano's ``batch.volcano.sh`` is
+    ``VolcanoJob``)."""
+    kind = n.text(n.child(doc, "kind")) or ""
+    group = (n.text(n.child(doc, "apiVersion")) or "").rpartition("/")[0]
+    if (group, kind) in TRAINING_KINDS:
+        return TRAINING_KINDS[(group, kind)]
+    return "VolcanoJob" if group == "batch.volcano.sh" else kind
 
 
 def _pod_runs(
