@@ -26,7 +26,7 @@ def run(doc: yaml.Node, env: dict[str, str]) -> Run:
         else count(n.text(num), n.line(num), "nodes", env, n.literal_span(num))
     )
     g = _gpus(n.child(doc, "resources", "gpu"), env)
-    exports = [Export("DSTACK_NODE_RANK", "0"), Export("DSTACK_MASTER_NODE_IP", "10.0.0.1")]
+    exports = [Export("DSTACK_NODE_RANK", "0")]  # the master's address is only known then
     if nodes.value is not None:
         exports.append(Export.of("DSTACK_NODES_NUM", nodes))
     if g.value is not None:
