@@ -1,7 +1,7 @@
 """A dstack task (``type: task``) as dstack runs it: its ``commands`` in one shell on each of
 ``nodes`` nodes, with ``env`` and what dstack sets (``DSTACK_NODES_NUM``,
-``DSTACK_GPUS_PER_NODE``, ``DSTACK_GPUS_NUM`` from ``resources.gpu``, ``DSTACK_NODE_RANK``,
-``DSTACK_MASTER_NODE_IP``)."""
+``DSTACK_GPUS_PER_NODE``, ``DSTACK_GPUS_NUM`` from ``resources.gpu``, ``DSTACK_NODE_RANK``;
+``DSTACK_MASTER_NODE_IP`` is known only when it runs)."""
 
 from __future__ import annotations
 
