@@ -165,14 +165,19 @@ def test_render_never_overwrites_without_force(tmp_path, spec_file):
     assert sorted(os.listdir(tmp_path)) == ["megatron.sh", "spec.yaml"], "no temporary files left"
 
 
-def test_render_with_a_backend_error_writes_nothing(tmp_path):
+def test_render_with_a_backend_error_writes_the_others_and_strict_writes_nothing(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         "global_batch_size: 64\nmicro_batch_size: 2\nworld_size: 8\npipeline_parallel_size: 2\n"
     )
-    result = run("render", spec, "--to", "megatron,axolotl", "--out", tmp_path / "out")
-    assert result.exit_code == 1 and "Axolotl has no pipeline parallelism" in result.stderr
+    args = ["render", spec, "--to", "megatron,axolotl", "--out", tmp_path / "out"]
+    strict = run(*args, "--strict")
+    assert strict.exit_code == 1 and "Axolotl has no pipeline parallelism" in strict.stderr
     assert not (tmp_path / "out").exists()
+    result = run(*args)
+    assert result.exit_code == 0
+    assert "not written: axolotl: Axolotl has no pipeline parallelism" in result.stdout
+    assert os.listdir(tmp_path / "out") == ["megatron.sh"]
 
 
 def test_render_reads_stdin(tmp_path):

@@ -12,7 +12,8 @@ from translator.cli import main
 
 #: The files the examples name, as a user would have them.
 FILES = {
-    "spec.yaml": "global_batch_size: 8\nmicro_batch_size: 2\nworld_size: 2\n",
+    # global 4 on 2 ranks: tune has two micro-batches to probe (1 and 2), each a real run
+    "spec.yaml": "global_batch_size: 4\nmicro_batch_size: 2\nworld_size: 2\n",
     "ds_config.json": (
         '{\n  "train_batch_size": 256,\n  "train_micro_batch_size_per_gpu": 2,\n'
         '  "gradient_accumulation_steps": 8,\n  "zero_optimization": {"stage": 2}\n}\n'

@@ -320,7 +320,8 @@ def test_update_refuses_to_delete_a_key_the_yaml_holds_and_names_the_yaml(run_di
 
 def test_update_in_place_changes_the_launcher_flag_and_keeps_every_other_byte(run_dir):
     (run_dir / "job.sh").write_text(JOB)
-    result = CliRunner().invoke(main, ["update", "job.sh", "--world-size", "16", "--in-place"])
+    args = ["update", "job.sh", "--world-size", "16", "--nproc-per-node", "16", "--in-place"]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert (run_dir / "job.sh").read_text() == JOB.replace("steps=2", "steps=1").replace(
         "--nproc_per_node 8", "--nproc_per_node 16"

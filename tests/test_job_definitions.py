@@ -330,12 +330,28 @@ def test_update_edits_the_nodes_a_definition_writes(tmp_path, name, key, lines):
     assert not any(f["code"] == "job-definition-mismatch" for f in again["findings"])
 
 
+def test_update_adds_the_launcher_flag_a_bash_c_script_lacks(tmp_path):
+    """World 16 on pods of 8 GPUs: two pods (``parallelism``), and ``--num_machines 2`` added
+    on the accelerate line of the container's script, which is written in the manifest as
+    it runs."""
+    name = "k8s_job_accelerate.yaml"
+    code, output, before, after = update(tmp_path, name, "--world-size", "16")
+    assert code == 0, output
+    changed = changed_lines(before, after)
+    assert changed[line_of(name, "parallelism:")] == ("  parallelism: 1", "  parallelism: 2")
+    launch = changed[line_of(name, "accelerate launch --num_processes")][1]
+    assert "accelerate launch --num_machines 2 --num_processes 16 " in launch
+    assert len(changed) == 3  # and the accumulation
+    again = run("inspect", str(tmp_path / name))[1]
+    assert again["world_size"] == 16 and again["global_batch_size"] == 128
+    assert again["job_definition"]["nodes"] == 2
+
+
 @pytest.mark.parametrize(
     "name, why",
     [
         ("jobset_torchrun.yaml", "set it to 2 by hand"),  # replicas × parallelism
         ("pytorchjob_configmap.yaml", "set it to 4 by hand"),  # Master + Worker replicas
-        ("k8s_job_accelerate.yaml", "no word for its nodes"),  # accelerate: no --num_machines
         ("helm_job.yaml", "not known"),  # a Helm template: nothing is edited
     ],
 )

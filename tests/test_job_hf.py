@@ -160,7 +160,8 @@ def test_update_edits_the_flag_or_the_variable_behind_it(tmp_path, monkeypatch):
         "    --gradient_accumulation_steps 16 --output_dir out\n"
     )
     (tmp_path / "job.sh").write_text(script)
-    result = run(tmp_path, monkeypatch, "update", "job.sh", "--world-size", "8", "--in-place")
+    args = ["update", "job.sh", "--world-size", "8", "--nproc-per-node", "8", "--in-place"]
+    result = run(tmp_path, monkeypatch, *args)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "job.sh").read_text() == script.replace("GPUS=4", "GPUS=8").replace(
         "steps 16", "steps 8"

@@ -377,7 +377,9 @@ def test_update_edits_the_override_and_refuses_the_yamls_value(run_dir):
     framework, reading = read_file("job.sh")
     assert framework.name == "llamafactory"
     text, changes = update.apply(
-        framework, reading, BatchSpec(global_batch_size=64, micro_batch_size=1, world_size=16)
+        framework,
+        reading,
+        BatchSpec(global_batch_size=64, micro_batch_size=1, nodes=1, gpus_per_node=16),
     )
     assert text == job.replace("steps=8", "steps=4").replace("node 8", "node 16")
     assert [(c.key, c.old, c.new) for c in changes] == [

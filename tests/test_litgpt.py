@@ -241,13 +241,13 @@ def test_update_changes_the_batch_and_keeps_every_other_byte(tmp_path):
 def test_update_writes_a_missing_key_where_litgpt_reads_it(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("model_name: x\ndevices: 2\ntrain:\n    global_batch_size: 8\n")
-    out = update(path, "--world-size", 4, "--micro-batch", 2)
+    out = update(path, "--world-size", 4, "--nproc-per-node", 4, "--micro-batch", 2)
     assert (
         out
         == "model_name: x\ndevices: 4\ntrain:\n    global_batch_size: 8\n    micro_batch_size: 2\n"
     )
     path.write_text("checkpoint_dir: c\nout_dir: o\n")  # finetune defaults: 16 / 1 on 1 device
-    out = update(path, "--world-size", 2, "--micro-batch", 2)
+    out = update(path, "--world-size", 2, "--nproc-per-node", 2, "--micro-batch", 2)
     assert out == (
         "checkpoint_dir: c\ndevices: 2\nout_dir: o\n"
         "train:\n  global_batch_size: 16\n  micro_batch_size: 2\n"

@@ -15,6 +15,7 @@ from strategies import specs
 from translator.cli import main
 from translator.frameworks import FRAMEWORKS
 from translator.render import render
+from translator.spec import BatchSpec
 
 LITGPT = FRAMEWORKS["litgpt"]
 pytestmark = [pytest.mark.framework, pytest.mark.native]
@@ -60,6 +61,25 @@ def test_litgpt_accepts_an_exact_file_and_refuses_one_it_floors(tmp_path):
     code, found = validate(path)
     assert code == 1 and "litgpt-batch-too-small" in found
     assert "64 // 32 × 1 = 2 per rank, // micro 4 = 0" in found["framework-refuses"]
+
+
+def test_a_rendered_file_naming_no_command_is_judged_by_pretrain_and_says_so(tmp_path):
+    """batchspec's own litgpt file holds the batch keys only (no model_name, no
+    checkpoint_dir): litgpt pretrain's parser judges it, and the verdict says it took that."""
+    import litgpt  # noqa: F401  # the verdict is litgpt's own
+
+    spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2)
+    path = tmp_path / "litgpt.yaml"
+    path.write_text(render(spec, LITGPT).text)
+    code, found = validate(path)
+    assert code == 0, found
+    assert found["framework-accepts"].startswith(
+        "litgpt accepts it: litgpt pretrain's parser (taken: the file names no model_name or "
+        "checkpoint_dir)"
+    )
+    path.write_text(path.read_text().replace("devices: 2", "devices: 3"))
+    code, found = validate(path)
+    assert code == 1 and "litgpt pretrain (taken:" in found["framework-refuses"]
 
 
 def test_a_full_finetune_file_is_parsed_by_finetune_fulls_parser(tmp_path):

@@ -155,9 +155,8 @@ def test_update_to_a_world_no_node_count_makes_refuses_naming_the_shapes(tmp_pat
     )
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines() == [
-        f"batchspec: error: {path}: the torchrun line starts 8 processes per node, which "
-        "cannot make world 12; give --nnodes and --nproc-per-node (such as 2 × 6 or 3 × 4), "
-        "or edit the launch line by hand"
+        f"batchspec: error: {path}: it runs 8 processes per node, which cannot make world 12 "
+        "in whole nodes; give --nnodes and --nproc-per-node (such as 2 × 6 or 3 × 4)"
     ]
     assert path.read_text() == NVIDIA_STYLE
 

@@ -463,7 +463,9 @@ def test_a_users_own_launch_script_runs_on_megatron_as_written(tmp_path):
         "  --global-batch-size $((MBS * 4))\n  --seq-length 32\n)\n"
         'torchrun --nproc_per_node $GPUS pretrain_gpt.py "${ARGS[@]}"\n'
     )
-    code, out, err = smoke_json(script, "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w")
+    code, out, err = smoke_json(
+        script, "--nproc", 2, "--steps", 2, "--expect-global", 8, "--workdir", tmp_path / "w"
+    )
     assert code == 0, err
     assert out["framework"] == "megatron" and out["samples_per_optimizer_step"] == [8, 8]
     assert (tmp_path / "w" / "megatron.sh").read_text() == script.read_text()
@@ -757,17 +759,35 @@ def test_bad_resource_requests_are_one_line_errors(spec, tmp_path, fake_sinfo, a
     assert not workdir.exists()
 
 
+def test_a_slurm_dry_run_needs_no_engine_here_and_a_run_does(spec, fake_sinfo, monkeypatch):
+    """A login machine without deepspeed prints the job it would submit, with a warning that
+    the nodes' Python must have it; anything that runs here still refuses first."""
+    import translator.plugin.contract
+    import translator.rank.engines
+
+    def absent(packages):
+        return [p for p in packages if p == "deepspeed"]
+
+    monkeypatch.setattr(translator.plugin.contract, "missing", absent)
+    monkeypatch.setattr(translator.rank.engines, "missing", absent)
+    args = ["smoke", spec, "--framework", "deepspeed", "--nproc-per-node", 2, "--device", "cpu"]
+    dry = run(*args, "--slurm", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "#SBATCH --nodes=1" in dry.stdout
+    assert dry.stderr.startswith(
+        "warning: framework-not-installed: the deepspeed engine needs deepspeed, not installed "
+        "here: the nodes' Python must have it"
+    )
+    here = run(*args, "--dry-run")
+    assert here.exit_code == 2 and "which is not installed here" in here.stderr
+
+
 def test_gpu_requests_need_slurm(spec, tmp_path):
     result = run("smoke", spec, "--gpus-per-node", 8, "--dry-run")
     assert result.exit_code == 2 and "with --slurm" in result.stderr
 
 
 # The check can fail: --expect-global ------------------------------------------------------------
-
-MEGATRON_SCRIPT = (
-    "torchrun --nproc_per_node 2 pretrain_gpt.py --micro-batch-size 2 "
-    "--global-batch-size 8 --seq-length 32\n"
-)
 
 
 @pytest.mark.framework
@@ -783,16 +803,9 @@ MEGATRON_SCRIPT = (
             2,
             8,
         ),
-        ("megatron", "run.sh", MEGATRON_SCRIPT, 2, 8),
-        # Axolotl's failing --expect-global is its engine's test (tests/test_engine_axolotl.py).
-        # The HF Trainer on a TrainingArguments file: 2 per device × accumulation 2 × 2 ranks.
-        (
-            "hf",
-            "args.yaml",
-            "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\n",
-            2,
-            8,
-        ),
+        # The comparison is the parent's, the same for every engine: the engines' own counts
+        # are each one's tests (Megatron's and the HF Trainer's pass --expect-global right;
+        # Axolotl's fails it: tests/test_engine_axolotl.py).
     ],
 )
 def test_a_batch_other_than_the_expected_one_exits_1_naming_both(
@@ -853,6 +866,8 @@ def test_the_hf_trainer_runs_a_published_style_config_as_written(tmp_path):
         16,
         "--device",
         "cpu",
+        "--expect-global",
+        32,
         "--workdir",
         tmp_path / "w",
         timeout=600,

@@ -216,7 +216,7 @@ def test_update_edits_the_override_and_the_torchrun_option_of_a_job(
         "gradient_accumulation_steps=8  # eight\n"
     )
     (tmp_path / "train.sh").write_text(script)
-    code, out = cli("update", tmp_path / "train.sh", "--world-size", 8)
+    code, out = cli("update", tmp_path / "train.sh", "--world-size", 8, "--nproc-per-node", 8)
     assert code == 0
     assert out == script.replace("steps=8", "steps=4").replace("node 4", "node 8")
 
@@ -298,7 +298,7 @@ def test_update_edits_the_variable_an_override_takes(released, tmp_path, monkeyp
         "--config cfg.yaml gradient_accumulation_steps=$GA\n"
     )
     (tmp_path / "train.sh").write_text(script)
-    code, out = cli("update", tmp_path / "train.sh", "--world-size", 8)
+    code, out = cli("update", tmp_path / "train.sh", "--world-size", 8, "--nproc-per-node", 8)
     assert code == 0
     assert out == script.replace("GA=8", "GA=4").replace("node 4", "node 8")
 

@@ -283,23 +283,31 @@ def test_a_world_from_the_environment_takes_a_batch_only_update_on_the_world_it_
     assert path.read_text() == text.replace("GLOBAL_BATCH_SIZE=128", "GLOBAL_BATCH_SIZE=256")
 
 
-def test_a_node_count_the_line_does_not_give_is_refused(hf_jobs):
-    """torchrun --nproc_per_node=4 with no --nnodes runs on one node; two nodes need a word
-    update would have to add."""
-    before = Path("torchrun_fastchat_style.sh").read_text()
-    result, out = update(
-        Path("torchrun_fastchat_style.sh"),
-        *["--nnodes", "2", "--nproc-per-node", "4", "--in-place"],
-        json_out=True,
+def test_a_node_count_the_line_does_not_give_is_added_after_the_launcher(hf_jobs):
+    """torchrun --nproc_per_node=4 with no --nnodes runs on one node; two nodes get the word
+    written after the launcher's name, the rest of the line as it was."""
+    path = Path("torchrun_fastchat_style.sh")
+    before = path.read_text()
+    result, _ = update(path, "--nnodes", "2", "--nproc-per-node", "4", "--in-place")
+    assert result.exit_code == 0, result.output
+    assert f"{path}:1: --nnodes 2 (added to the torchrun line)" in result.output.splitlines()
+    assert path.read_text() == before.replace(
+        "torchrun --nproc", "torchrun --nnodes 2 --nproc"
+    ).replace("accumulation_steps 16", "accumulation_steps 8")
+    assert batch(path) == (8, 128, 2, 8)
+
+
+def test_a_bigger_world_keeps_the_processes_per_node_and_adds_nodes(hf_jobs):
+    """A line of 4 per node moved to world 8 runs 2 nodes × 4, not one node of 8 it may not
+    have; --nproc-per-node 8 asks for the node of 8."""
+    path = Path("torchrun_fastchat_style.sh")
+    before = path.read_text()
+    result, out = update(path, "--world-size", "8", json_out=True)
+    assert result.exit_code == 0, result.output
+    assert (out["nodes"], out["gpus_per_node"]) == (2, 4)
+    assert out["text"] == before.replace("torchrun --nproc", "torchrun --nnodes 2 --nproc").replace(
+        "accumulation_steps 16", "accumulation_steps 8"
     )
-    assert result.exit_code == 1
-    assert result.stderr.strip() == (
-        "batchspec: error: torchrun_fastchat_style.sh: cannot launch world 8: the torchrun line "
-        "gives no word for its nodes (it takes 1), and update does not add one; write it on the "
-        "line (for 2), then update"
-    )
-    assert [f["code"] for f in out["findings"]] == ["update-not-editable"]
-    assert Path("torchrun_fastchat_style.sh").read_text() == before
 
 
 def test_a_world_set_in_the_launchers_config_file_is_refused_naming_it(hf_jobs):
@@ -355,7 +363,7 @@ def test_an_hf_torchrun_job_in_another_shape_of_the_same_world(hf_jobs):
 
 def test_an_hf_flag_written_with_its_value_is_reported_on_its_line(hf_jobs):
     path = Path("torchrun_fastchat_style.sh")
-    result, _ = update(path, "--world-size", "8", "--in-place")
+    result, _ = update(path, "--world-size", "8", "--nproc-per-node", "8", "--in-place")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
         f"{path}:9: gradient_accumulation_steps 16 → 8",
@@ -369,7 +377,8 @@ def test_an_accumulation_the_job_computes_follows_the_edited_world(hf_jobs):
     NUM_GPUS is enough, the script computes the new accumulation itself."""
     path = Path("accelerate_open_instruct_style.sh")
     before = path.read_text()
-    result, out = update(path, "--world-size", "8", "--in-place", json_out=True)
+    args = ["--world-size", "8", "--nproc-per-node", "8", "--in-place"]
+    result, out = update(path, *args, json_out=True)
     assert result.exit_code == 0, result.output
     assert path.read_text() == before.replace("NUM_GPUS=4", "NUM_GPUS=8")
     changes = {c["key"]: c for c in out["changes"]}

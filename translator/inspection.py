@@ -92,6 +92,7 @@ def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) ->
             launch.context_parallel_size or given.context_parallel_size,
             given.gradient_accumulation_steps,
             source.path,
+            nodes=launch.nodes or (None if launch.world_size else given.nodes),
         )
     launched = tuple(r.path for b, r in loaded if b.launch_of is None)
     return [
@@ -118,11 +119,12 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
             launch.context_parallel_size or given.context_parallel_size,
             launch.gradient_accumulation_steps or given.gradient_accumulation_steps,
             launch.source or given.source,
+            nodes=launch.nodes or given.nodes,
         )
     world = launch.world_size or reading.world_size
     launch = dataclasses.replace(launch, world_size=world)
     values, findings = framework.interpret(reading, launch)
-    values = _with_launch(values, launch)
+    values = _with_layout(_with_launch(values, launch), launch, reading)
     unknown = sorted(k for k, v in values.items() if v is None)
     values = {k: v for k, v in values.items() if v is not None}
     if set(unknown) & LAYOUT_KEYS:  # nothing about DP or accumulation is known then
@@ -208,6 +210,22 @@ def _with_launch(values: dict, launch: Launch) -> dict:
         merged.pop("nodes", None)
         merged.pop("gpus_per_node", None)
     return merged
+
+
+def _with_layout(values: dict, launch: Launch, reading: Reading) -> dict:
+    """The values with the nodes their world spreads over and the processes on each: as the
+    command line gives them, else as the job's launch starts its own world; a world given
+    alone leaves them unknown (absent), as does one that does not split evenly."""
+    world, nodes = values.get("world_size"), launch.nodes
+    counts = reading.launch_counts
+    if nodes is None and world is not None and world == reading.world_size:
+        nodes = counts.get("nodes")
+        per_node = counts.get("per_node")
+        if nodes is not None and per_node is not None and "total" not in counts:
+            nodes = nodes if nodes * per_node == world else None
+    if nodes is None or world is None or world % nodes:
+        return values
+    return values | {"nodes": nodes, "gpus_per_node": world // nodes}
 
 
 def _solve(values: dict, reading: Reading):

@@ -12,13 +12,14 @@ the notes on what the reader did not follow, and the literals with several uses.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from translator import shell
 from translator.detection import claimant
-from translator.errors import NotAJob
+from translator.errors import InputError, NotAJob
 from translator.files import read_text
 from translator.findings import finding
 from translator.plugin.contract import Framework
@@ -28,6 +29,8 @@ from translator.reading import Call, Launch, Note, Reading, Source, Value
 from translator.shell import launchers
 from translator.shell.uses import PRINTERS, uses_of
 
+#: ``$1``...``${12}``: an argument a script reads.
+ARGUMENT = re.compile(r"\$\{?([1-9][0-9]*)")
 #: File name endings that mark a launch script.
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".zsh")
 
@@ -64,33 +67,23 @@ def read_job(
     framework claims the whole text (Megatron's arrays of flags without a launch line)."""
     run_as = run_as or RunAs()
     args = None if run_as.args is None else list(run_as.args)
-    script = shell.parse(text, path, args, dict(run_as.environment))
+    folders = _folders(path, run_as.run_dir)
+    opener = _opener(folders)
+    script = shell.parse(text, path, args, dict(run_as.environment), opener)
     frameworks = [FRAMEWORKS[framework]] if framework else by_claim_order()
     readers = [f for f in frameworks if f.program is not None]
-    commands = {c for f in readers for c in f.commands}
-    folders = _folders(path, run_as.run_dir)
-    claimed: list[tuple[int, Framework, Reading, Call]] = []
-    unread: list[str] = []  # programs launched that no framework reads
-    for i, words in enumerate(script.commands):
-        if not words or words[0].text in PRINTERS:
-            continue
-        split = launchers.call_of(words, commands)
-        if split is None:
-            continue
-        environment = script.environments[i]
-        sizes = launchers.sizes(split.launch, script.variables, environment)
-        moved = _moved(folders, script.folders[i])
-        call = Call(
-            path, text, words[0].line, split, sizes, environment, script, moved, run_as.mounts
-        )
-        for f in readers:
-            reading = f.program(call)  # type: ignore[misc]  # readers have one
-            if reading is not None:
-                claimed.append((i, f, reading, call))
+    claimed, unread = _claims(script, text, path, readers, folders, run_as.mounts)
+    stop = next((n for n in script.notes if "exits here" in n.text), None)
+    if not claimed and stop is not None and args is None:
+        for not_known in (("arguments",), ("arguments", "environment")):
+            again = shell.parse(text, path, None, dict(run_as.environment), opener, not_known)
+            claimed, unread = _claims(again, text, path, readers, folders, run_as.mounts)
+            if claimed:
+                script = again
+                script.notes.append(_stops_note(text, stop, not_known))
                 break
-        else:
-            unread.append(f"{call.program} (line {call.line})")
     if not claimed:
+        commands = {c for f in readers for c in f.commands}
         return _without_launch(text, path, frameworks, sorted(commands), unread, script)
     setting = [c for c in claimed if _sets(c[2])]
     index, chosen, reading, call = (setting or claimed)[-1]
@@ -106,6 +99,71 @@ def read_job(
     reading.arguments = list(call.split.arguments)
     _either_way(reading, script, index, [c[0] for c in claimed])
     return chosen, reading
+
+
+def _claims(
+    script: shell.Script,
+    text: str,
+    path: str,
+    readers: list[Framework],
+    folders: tuple,
+    mounts: Mapping[str, str],
+) -> tuple[list[tuple[int, Framework, Reading, Call]], list[str]]:
+    """Each command a framework reads as its program's launch, with its reading; and the
+    programs launched that no framework reads (``mounts``: where the job's files are mounted
+    from, :attr:`RunAs.mounts`)."""
+    commands = {c for f in readers for c in f.commands}
+    claimed: list[tuple[int, Framework, Reading, Call]] = []
+    unread: list[str] = []
+    for i, words in enumerate(script.commands):
+        if not words or words[0].text in PRINTERS:
+            continue
+        split = launchers.call_of(words, commands)
+        if split is None:
+            continue
+        environment = script.environments[i]
+        sizes = launchers.sizes(split.launch, script.variables, environment)
+        moved = _moved(folders, script.folders[i])
+        call = Call(path, text, words[0].line, split, sizes, environment, script, moved, mounts)
+        for f in readers:
+            reading = f.program(call)  # type: ignore[misc]  # readers have one
+            if reading is not None:
+                claimed.append((i, f, reading, call))
+                break
+        else:
+            unread.append(f"{call.program} (line {call.line})")
+    return claimed, unread
+
+
+def _stops_note(text: str, stop: Note, not_known: tuple[str, ...]) -> Note:
+    """What a job read with its arguments (and environment) not known says: where it stops
+    when run as read, and which arguments its values may rest on."""
+    named = sorted(set(ARGUMENT.findall(text)), key=int)
+    what = "arguments" + (f" ({', '.join('$' + n for n in named)})" if named else "")
+    if "environment" in not_known:
+        what += " and environment"
+    return Note(
+        stop.line,
+        f"run as read, with no arguments and an empty environment, the script stops here; "
+        f"read with its {what} not known instead, so what they give is unknown (give them "
+        "after -- and with --env)",
+    )
+
+
+def _opener(folders: tuple[Path, ...]):
+    """Opens a script file a job runs or sources (a path from where the job starts): looked for
+    where the job's other files are; ``None`` when it is not there or cannot be read."""
+
+    def open_script(name: str) -> str | None:
+        for candidate in [Path(name)] if name.startswith("/") else [f / name for f in folders]:
+            if candidate.is_file():
+                try:
+                    return read_text(candidate)
+                except InputError:
+                    return None
+        return None
+
+    return open_script
 
 
 def _sets(reading: Reading) -> bool:
@@ -188,6 +246,7 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
             reading.values[key] = Value.of_word(word)
             reading.launch_keys[role] = key
         reading.launch_counts = sizes.counts()
+        reading.launch_at = _launcher_end(call)
         reading.world_size, reading.world_unknown = sizes.world()
         if reading.world_size is not None:
             where = (
@@ -232,6 +291,25 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
                 where=call.path if note.line is None else f"{call.path}:{note.line}",
             )
         )
+
+
+def _launcher_end(call: Call) -> int | None:
+    """Just after the launcher's name on the launch line (``torchrun``, ``accelerate launch``,
+    ``python -m torch.distributed.run``), where a sizing flag can be added; ``None`` when no
+    literal word names it."""
+    words, name = call.split.launch, call.sizes.launcher
+    launcher = launchers.LAUNCHERS.get(name or "")
+    if launcher is None:
+        return None
+    for i in range(len(words) - 1, -1, -1):
+        text = (words[i].text or "").rsplit("/", 1)[-1]
+        if text == name or (name == "torchrun" and text in launchers.TORCH_MODULES):
+            at = i + 1 if launcher.subcommand is not None else i
+            span = words[at].span if at < len(words) else None
+            if span is None or call.text.count("\n", 0, span[0]) + 1 != words[at].line:
+                return None  # no literal, or one set elsewhere (a variable's assignment)
+            return span[1]
+    return None
 
 
 def _rests_on(reading: Reading, call: Call, script: shell.Script) -> list[str]:

@@ -128,6 +128,10 @@ class Reading:
     ``total``) -> key (``--nproc_per_node``, ``--num_nodes``, ``#SBATCH SLURM_NNODES``...)."""
     launch_counts: dict[str, int] = field(default_factory=dict)
     """Role -> count, from the launcher's words or its own defaults."""
+    launch_at: int | None = None
+    """Where ``update`` adds a sizing flag the launch line lacks (``--nnodes 2``): the offset
+    just after the launcher's name (``torchrun``, ``accelerate launch``); ``None`` when that
+    name is not a literal of the file."""
     notes: list[Note] = field(default_factory=list)
     """What the reader did not follow (``line 3: source env.sh is not read``)."""
     opaque: list[str] = field(default_factory=list)
@@ -292,6 +296,9 @@ class Launch:
     """The launcher config these values come from, when one does (for messages)."""
     launches: tuple[str, ...] = ()
     """For a launcher config read with the files it launches: their paths (for messages)."""
+    nodes: int | None = None
+    """The nodes the world spreads over, when given (``--nnodes``, or the world over
+    ``--gpus-per-node``); ``None``: the job's own, else not known."""
 
     @classmethod
     def of(cls, spec: BatchSpec) -> Launch:
@@ -301,6 +308,7 @@ class Launch:
             spec.tensor_parallel_size,
             spec.pipeline_parallel_size,
             spec.context_parallel_size,
+            nodes=spec.nodes,
         )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from translator import solve
 from translator.errors import ConfigError, InputError
@@ -88,6 +88,8 @@ class Change:
         that is another line (``--nnodes (torchrun, line 40) ← NUM_NODES=1 → 2 (line 12)``)."""
         if self.edit is None:
             return f"{path}:{self.line}: {self.key} {self.old} → {self.new} (computed by the file)"
+        if self.old is None and self.read_by and self.edit.old is None:
+            return f"{path}:{self.edit.line}: {self.edit.new} (added to the {self.read_by} line)"
         if self.line is None or self.edit.line == self.line or self.edit.old is None:
             return f"{path}:{self.line or '+'}: {self.key} {self.old} → {self.new}"
         by = f"{self.read_by}, " if self.read_by else ""
@@ -126,7 +128,9 @@ def target_spec(
         )
     m = micro or v.get("micro_batch_size")
     if nodes is None and world is None:
-        world = v.get("world_size")
+        world, nodes, gpus_per_node = (v.get(k) for k in ("world_size", "nodes", "gpus_per_node"))
+    elif nodes is None and world is not None:
+        nodes, gpus_per_node = kept_layout(old, world)
     layout = {
         "tensor_parallel_size": tensor or v.get("tensor_parallel_size", 1),
         "pipeline_parallel_size": pipeline or v.get("pipeline_parallel_size", 1),
@@ -151,6 +155,26 @@ def target_spec(
         raise ConfigError(
             [_options(g, m, fields, exc.findings[0].message, old.reading.path)]
         ) from None
+
+
+def kept_layout(old: Inspection, world: int) -> tuple[int | None, int | None]:
+    """``(nodes, processes per node)`` for ``world`` keeping the processes per node the old
+    file launches (``deepspeed --num_gpus 8`` to world 16 is 2 nodes × 8, not one node of
+    16); one node below that; ``(None, None)`` when the file says no layout. A world that
+    is not whole nodes is refused (exit 2), naming the flags that choose another layout."""
+    per_node = old.values.get("gpus_per_node")
+    if per_node is None or old.values.get("nodes") is None:
+        return None, None
+    if world <= per_node:
+        return 1, world
+    if world % per_node == 0:
+        return world // per_node, per_node
+    shapes = [(world // p, p) for p in range(per_node - 1, 0, -1) if world % p == 0][:2]
+    raise InputError(
+        f"{old.reading.path}: it runs {counted(per_node, 'process', 'processes')} per node, "
+        f"which cannot make world {world} in whole nodes; give --nnodes and --nproc-per-node "
+        "(such as " + " or ".join(f"{n} × {p}" for n, p in shapes) + ")"
+    )
 
 
 def _options(g: int, m: int | None, fields: dict, message: str, where: str):
@@ -213,7 +237,8 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
     :func:`update` checks that the re-read file computes the new value."""
     replacements: dict[tuple[int, int], str] = {}
     changes = []
-    edits = framework.edits(reading, spec) | launcher_edits(reading, spec)
+    launch = launcher_edits(reading, spec)
+    edits = framework.edits(reading, spec) | launch
     text = reading.text
     planned = [(key, reading.values.get(key), new) for key, new in edits.items()]
     for key, old, new in planned + definition_edits(reading, spec):
@@ -224,7 +249,11 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
                 continue  # a launch word that reads the definition's literal edits it already
         _refuse_shared(reading, key, old, edits)
         edit: Edit | None
-        if old is None:
+        if old is None and key in launch and reading.launch_at is not None:
+            at = (reading.launch_at, reading.launch_at)
+            replacements[at] = f" {key} {new}"
+            edit = Edit(_line_of(text, at[0]), None, f"{key} {new}")
+        elif old is None:
             if new is None:
                 continue
             at = _insertion(reading, key)
@@ -273,7 +302,7 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
                 None if old is None else old.value,
                 new,
                 None if old is None else old.line,
-                reading.launcher if key in reading.launch_keys.values() else None,
+                reading.launcher if key in reading.launch_keys.values() or key in launch else None,
                 edit,
             )
         )
@@ -326,10 +355,25 @@ def launcher_edits(reading: Reading, spec: BatchSpec) -> dict[str, int]:
     for role, count in _wanted(reading, spec).items():
         if counts.get(role) == count or (role not in keys and role not in counts and count == 1):
             continue  # as now (a launcher that names no node count runs on one node)
-        if role not in keys:
+        if role in keys:
+            out[keys[role]] = count
+        elif (flag := added_flag(reading, role)) is not None:
+            out[flag] = count
+        else:
             raise _no_word(reading, role, count, spec)
-        out[keys[role]] = count
     return out
+
+
+def added_flag(reading: Reading, role: str) -> str | None:
+    """The flag ``update`` writes after the launcher's name for a size the line does not give
+    (``--nnodes`` for torchrun's nodes); ``None`` when it cannot add one there."""
+    from translator.shell.launchers import LAUNCHERS
+
+    launcher = LAUNCHERS.get(reading.launcher or "")
+    if launcher is None or reading.launch_at is None:
+        return None
+    spellings = {"per_node": launcher.per_node, "nodes": launcher.nodes, "total": launcher.total}
+    return next(iter(spellings[role]), None)
 
 
 #: A launcher's sizes (roles), as a message names them.
@@ -338,25 +382,22 @@ ROLE_WORDS = {"per_node": "processes per node", "nodes": "nodes", "total": "proc
 
 def _wanted(reading: Reading, spec: BatchSpec) -> dict[str, int]:
     """The sizes the launch line must give for ``spec``'s world: all processes for a launcher
-    that counts them at once (and its nodes, when given); else processes per node and nodes,
-    those given, or the line's own processes per node with as many nodes as the world takes,
-    or one node when the world is smaller than one."""
+    that counts them at once (and its nodes); else processes per node and nodes, as the spec
+    lays them out (:func:`kept_layout`), or, when it says no layout, all of them on one node."""
     keys, counts, world = reading.launch_keys, reading.launch_counts, spec.world
     if "total" in keys or "total" in counts:
         return {"total": world} | ({} if spec.nodes is None else {"nodes": spec.nodes})
     if spec.gpus_per_node is not None and spec.nodes is not None:
         return {"per_node": spec.gpus_per_node, "nodes": spec.nodes}
-    per_node = counts["per_node"]
-    if ("nodes" not in keys and counts.get("nodes") == 1) or world < per_node:
-        return {"per_node": world, "nodes": 1}  # one node: all of them there
+    per_node = counts.get("per_node")
+    if per_node is None or world <= per_node:
+        return {"per_node": world, "nodes": 1}
     if world % per_node == 0:
         return {"per_node": per_node, "nodes": world // per_node}
-    shapes = [(world // p, p) for p in range(per_node - 1, 0, -1) if world % p == 0][:2]
     raise InputError(
-        f"{reading.path}: the {reading.launcher} line starts {counted(per_node, 'process', 'processes')} per node, "
-        f"which cannot make world {world}; give --nnodes and --nproc-per-node (such as "
-        + " or ".join(f"{n} × {p}" for n, p in shapes)
-        + "), or edit the launch line by hand"
+        f"{reading.path}: the {reading.launcher} line starts "
+        f"{counted(per_node, 'process', 'processes')} per node, which cannot make world "
+        f"{world} in whole nodes; give --nnodes and --nproc-per-node"
     )
 
 
@@ -447,6 +488,8 @@ class Updated:
     """Each key changed, in the order the framework names them; empty when nothing changes."""
     inspection: Inspection
     """The new text read back."""
+    notes: list[str] = field(default_factory=list)
+    """What the new launch needs beyond the file (deepspeed's host file for several nodes)."""
 
     def already(self) -> str:
         """What was already so when nothing changes (``nothing to change: it already launches
@@ -516,7 +559,22 @@ def update(
                 f"{None if got is None else getattr(got, key)}, not "
                 f"{getattr(spec, key)}; edit it by hand",
             )
-    return Updated(text, changes, again)
+    return Updated(text, changes, again, _launch_notes(old.reading, spec))
+
+
+def _launch_notes(reading: Reading, spec: BatchSpec) -> list[str]:
+    """What the launch needs outside the file once it runs on more of ``spec``'s nodes than
+    now, as its launcher says (a host file)."""
+    from translator.shell.launchers import LAUNCHERS
+
+    launcher = LAUNCHERS.get(reading.launcher or "")
+    nodes, per_node = spec.nodes, spec.gpus_per_node
+    if launcher is None or launcher.several_nodes is None or not nodes or per_node is None:
+        return []
+    if nodes == 1 or nodes == reading.launch_counts.get("nodes"):
+        return []
+    need = launcher.several_nodes.format(nodes=nodes, per_node=per_node)
+    return [f"{reading.path}: {need}"]
 
 
 def _refuse_an_unwritten_world(old: Inspection, spec: BatchSpec) -> None:

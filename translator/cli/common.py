@@ -358,7 +358,12 @@ def launch_options(fn):
         ),
         click.option("--world-size", type=COUNT, default=None, help="All processes launched."),
         click.option("--nnodes", type=COUNT, default=None, help="Nodes (with --nproc-per-node)."),
-        click.option("--nproc-per-node", type=COUNT, default=None, help="Processes per node."),
+        click.option(
+            "--nproc-per-node",
+            type=COUNT,
+            default=None,
+            help="Processes per node (with --nnodes, or with --world-size: world / N nodes).",
+        ),
         click.option(
             "--tp",
             type=COUNT,
@@ -413,17 +418,38 @@ def pop_run_as(params: dict):
 
 def pop_launch(params: dict):
     """Take the launch flags out of a command's parameters as a :class:`Launch`."""
-    from translator.errors import InputError
     from translator.reading import Launch
 
     world, nnodes, nproc = (params.pop(k) for k in ("world_size", "nnodes", "nproc_per_node"))
-    if (nnodes is None) != (nproc is None):
-        raise InputError("give both --nnodes and --nproc-per-node, or --world-size")
+    world, nnodes = layout_of(world, nnodes, nproc)
+    return Launch(world, params.pop("tp"), params.pop("pp"), params.pop("cp"), nodes=nnodes)
+
+
+def layout_of(
+    world: int | None, nnodes: int | None, nproc: int | None
+) -> tuple[int | None, int | None]:
+    """``(world, nodes)`` from the layout flags: ``--world-size``, ``--nnodes`` with
+    ``--nproc-per-node``, or ``--world-size`` with ``--nproc-per-node`` (world / N nodes);
+    nodes ``None`` when the flags do not say them (a world given alone)."""
+    from translator.errors import InputError
+
+    if nproc is None:
+        if nnodes is not None:
+            raise InputError("give --nproc-per-node with --nnodes, or --world-size alone")
+        return world, None
     if nnodes is not None:
         if world is not None and world != nnodes * nproc:
             raise InputError(f"--world-size {world} ≠ --nnodes {nnodes} × --nproc-per-node {nproc}")
-        world = nnodes * nproc
-    return Launch(world, params.pop("tp"), params.pop("pp"), params.pop("cp"))
+        return nnodes * nproc, nnodes
+    if world is None:
+        raise InputError("give --nnodes or --world-size with --nproc-per-node")
+    if world % nproc:
+        below, above = world // nproc * nproc, (world // nproc + 1) * nproc
+        raise InputError(
+            f"--world-size {world} is not whole nodes of --nproc-per-node {nproc}: give "
+            + (f"{below} or {above}" if below else str(above))
+        )
+    return world, world // nproc
 
 
 def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None):
@@ -501,6 +527,12 @@ def output_options(fn):
     """``--to``, ``--out`` and ``--force``: where rendered configs go."""
     fn = click.option("--force", is_flag=True, help="Overwrite files that already exist.")(fn)
     fn = click.option(
+        "--strict",
+        is_flag=True,
+        help="Write nothing and exit 1 when any framework of --to cannot take the batch "
+        "(default: write those that can, and list the others with their reason).",
+    )(fn)
+    fn = click.option(
         "--out",
         "out_dir",
         required=True,
@@ -516,19 +548,28 @@ def output_options(fn):
     )(fn)
 
 
-def render_each(spec, targets: Sequence, where: str) -> list:
-    """``spec`` rendered for each framework of ``targets``; a refusal (a framework that cannot
-    take the batch, a spec that leaves the micro-batch open) names ``where``, the file the
-    batch came from."""
+def render_each(spec, targets: Sequence, where: str, strict: bool = False) -> tuple[list, dict]:
+    """``(rendered, refused)``: ``spec`` rendered for each framework of ``targets`` that can
+    take it, and why each other cannot (name -> the first error, naming ``where``, the file
+    the batch came from). One framework asked for, every one refusing, or ``strict`` and any
+    refusing: the errors are raised instead (exit 1). A spec that leaves the micro-batch open
+    is refused for all (exit 2)."""
     from translator.findings import located
     from translator.render import render
 
-    try:
-        return [render(spec, framework) for framework in targets]
-    except ConfigError as exc:
-        raise ConfigError(located(exc.findings, where)) from None
-    except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
+    rendered, refused, errors = [], {}, []
+    for framework in targets:
+        try:
+            rendered.append(render(spec, framework))
+        except ConfigError as exc:
+            found = located(exc.findings, where)
+            errors += found
+            refused[framework.name] = found[0].message
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+    if errors and (strict or not rendered):
+        raise ConfigError(errors)
+    return rendered, refused
 
 
 def write_rendered(
@@ -538,6 +579,7 @@ def write_rendered(
     out_dir: str,
     force: bool,
     findings: Sequence[Finding] = (),
+    refused: dict[str, str] | None = None,
 ) -> None:
     """Write every rendered file into ``out_dir`` (none if any is refused: a symlink there
     that leads out of it among the reasons) and report them with the findings; ``out_dir``
@@ -547,7 +589,10 @@ def write_rendered(
     from translator.files import write_files
 
     findings = list(findings) + [f for r in rendered for f in r.findings]
+    refused = refused or {}
     if out_dir == STDOUT:
+        for name, why in refused.items():
+            click.echo(printable(f"not written: {name}: {why}"), err=True)
         return _write_stdout(as_json, output, rendered, findings)
     paths = [Path(out_dir) / r.filename for r in rendered]
     written = write_files(
@@ -558,12 +603,15 @@ def write_rendered(
             output
             | {
                 "files": {r.framework: str(w.path) for r, w in zip(rendered, written)},
+                "refused": refused,
                 "findings": [f.as_dict() for f in findings],
             }
         )
     else:
         for w in written:
             click.echo(printable(f"wrote {w.describe()}"))
+        for name, why in refused.items():
+            click.echo(printable(f"not written: {name}: {why}"))
         print_findings(findings)
 
 

@@ -27,6 +27,7 @@ def convert(
     targets: str,
     out_dir: str,
     force: bool,
+    strict: bool,
     framework: str | None,
     **params,
 ) -> None:
@@ -45,5 +46,7 @@ def convert(
     frameworks = get_many(targets)
     inspection = inspect_file(file, framework, pop_launch(params), pop_run_as(params))
     spec = inspection.require_spec()
-    rendered = render_each(spec, frameworks, file)
-    write_rendered(as_json, inspection.output(), rendered, out_dir, force, inspection.findings)
+    rendered, refused = render_each(spec, frameworks, file, strict)
+    write_rendered(
+        as_json, inspection.output(), rendered, out_dir, force, inspection.findings, refused
+    )

@@ -31,101 +31,105 @@ def parse_memory(value: str | None, option: str = "--memory-limit") -> int | Non
     return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
 
 
+#: What runs: the engine, the ranks, the model and the limits.
+RUN_OPTIONS = [
+    click.option(
+        "--framework",
+        type=click.Choice(engine_names()),
+        help="Engine (default: the config's own framework; torch for a spec).",
+    ),
+    click.option(
+        "--nproc-per-node",
+        "--nproc",
+        "nproc",
+        cls=OldSpellings,
+        type=COUNT,
+        default=1,
+        show_default=True,
+        help="Processes (ranks) per node.",
+    ),
+    click.option("--nnodes", type=COUNT, default=1, show_default=True, help="Nodes."),
+    click.option(
+        "--seq-len",
+        type=COUNT,
+        help="Tokens per sample (default: the config's, else 64 for tiny, 1024 for 125m).",
+    ),
+    click.option(
+        "--model",
+        type=click.Choice(["tiny", "125m"]),
+        default="tiny",
+        show_default=True,
+        help="A GPT-style model built in code with random weights.",
+    ),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        help="Seconds before the run is stopped (exit 1, nothing left running).",
+    ),
+    click.option(
+        "--memory-limit", help="Cap each rank's address space (e.g. 4G), to see what fits."
+    ),
+    click.option(
+        "--workdir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Folder for the config and the ranks' results (shared across nodes; "
+        "default: .batchspec-<command>/<framework>).",
+    ),
+]
+#: Where it runs: the launcher and what it asks its scheduler (Slurm, Kubernetes) for.
+LAUNCHER_OPTIONS = [
+    click.option(
+        "--launcher",
+        type=click.Choice(LAUNCHERS),
+        help="What starts the ranks: torchrun here (local, the default), an sbatch job "
+        "(slurm) or a Kubernetes Indexed Job applied with kubectl (k8s, smoke only).",
+    ),
+    click.option(
+        "--slurm", "use_slurm", is_flag=True, help="Submit with sbatch: --launcher slurm."
+    ),
+    click.option("--partition", help="Slurm partition."),
+    click.option("--account", help="Slurm account."),
+    click.option("--time", "time_limit", help="Slurm time limit, e.g. 0:30:00."),
+    click.option(
+        "--sbatch", "sbatch_extra", multiple=True, help="Extra #SBATCH option (repeatable)."
+    ),
+    click.option("--setup", multiple=True, help="Shell line run before the launch (repeatable)."),
+    click.option(
+        "--device",
+        type=click.Choice(["gpu", "cpu"]),
+        help="Where the ranks compute (default: a GPU when this machine has one; "
+        "with --slurm, gpu: compute nodes have GPUs that login nodes lack).",
+    ),
+    click.option(
+        "--slurm-gpus-per-node",
+        "--gpus-per-node",
+        "gpus_per_node",
+        cls=OldSpellings,
+        type=COUNT,
+        help="GPUs Slurm gives each node, a request to Slurm, not the number of "
+        "processes (default with --device gpu: --nproc-per-node).",
+    ),
+    click.option(
+        "--cpus-per-task",
+        type=COUNT,
+        help="CPUs Slurm gives each node's task (default: the partition's cores).",
+    ),
+    click.option(
+        "--k8s-image", help="The image the pods run (batchspec and the framework installed)."
+    ),
+    click.option(
+        "--k8s-volume",
+        help="The PersistentVolumeClaim mounted at --workdir in every pod, a folder this "
+        "machine sees at the same path (the ranks read the config and write results there).",
+    ),
+    click.option("--k8s-namespace", help="The namespace of the Job (default: kubectl's)."),
+]
+
+
 def engine_options(fn):
-    """What runs where: the engine, the ranks, the model, the limits and Slurm's requests
-    (shared by smoke and tune)."""
-    options = [
-        click.option(
-            "--framework",
-            type=click.Choice(engine_names()),
-            help="Engine (default: the config's own framework; torch for a spec).",
-        ),
-        click.option(
-            "--nproc-per-node",
-            "--nproc",
-            "nproc",
-            cls=OldSpellings,
-            type=COUNT,
-            default=1,
-            show_default=True,
-            help="Processes (ranks) per node.",
-        ),
-        click.option("--nnodes", type=COUNT, default=1, show_default=True, help="Nodes."),
-        click.option(
-            "--seq-len",
-            type=COUNT,
-            help="Tokens per sample (default: the config's, else 64 for tiny, 1024 for 125m).",
-        ),
-        click.option(
-            "--model",
-            type=click.Choice(["tiny", "125m"]),
-            default="tiny",
-            show_default=True,
-            help="A GPT-style model built in code with random weights.",
-        ),
-        click.option(
-            "--timeout",
-            type=click.FloatRange(min=0, min_open=True),
-            help="Seconds before the run is stopped (exit 1, nothing left running).",
-        ),
-        click.option(
-            "--memory-limit", help="Cap each rank's address space (e.g. 4G), to see what fits."
-        ),
-        click.option(
-            "--workdir",
-            type=click.Path(file_okay=False, path_type=Path),
-            help="Folder for the config and the ranks' results (shared across nodes; "
-            "default: .batchspec-<command>/<framework>).",
-        ),
-        click.option(
-            "--launcher",
-            type=click.Choice(LAUNCHERS),
-            help="What starts the ranks: torchrun here (local, the default), an sbatch job "
-            "(slurm) or a Kubernetes Indexed Job applied with kubectl (k8s, smoke only).",
-        ),
-        click.option(
-            "--slurm", "use_slurm", is_flag=True, help="Submit with sbatch: --launcher slurm."
-        ),
-        click.option("--partition", help="Slurm partition."),
-        click.option("--account", help="Slurm account."),
-        click.option("--time", "time_limit", help="Slurm time limit, e.g. 0:30:00."),
-        click.option(
-            "--sbatch", "sbatch_extra", multiple=True, help="Extra #SBATCH option (repeatable)."
-        ),
-        click.option(
-            "--setup", multiple=True, help="Shell line run before the launch (repeatable)."
-        ),
-        click.option(
-            "--device",
-            type=click.Choice(["gpu", "cpu"]),
-            help="Where the ranks compute (default: a GPU when this machine has one; "
-            "with --slurm, gpu: compute nodes have GPUs that login nodes lack).",
-        ),
-        click.option(
-            "--slurm-gpus-per-node",
-            "--gpus-per-node",
-            "gpus_per_node",
-            cls=OldSpellings,
-            type=COUNT,
-            help="GPUs Slurm gives each node, a request to Slurm, not the number of "
-            "processes (default with --device gpu: --nproc-per-node).",
-        ),
-        click.option(
-            "--cpus-per-task",
-            type=COUNT,
-            help="CPUs Slurm gives each node's task (default: the partition's cores).",
-        ),
-        click.option(
-            "--k8s-image", help="The image the pods run (batchspec and the framework installed)."
-        ),
-        click.option(
-            "--k8s-volume",
-            help="The PersistentVolumeClaim mounted at --workdir in every pod, a folder this "
-            "machine sees at the same path (the ranks read the config and write results there).",
-        ),
-        click.option("--k8s-namespace", help="The namespace of the Job (default: kubectl's)."),
-    ]
-    for option in reversed(options):
+    """What runs where: the engine, the ranks, the model, the limits and the launcher's
+    requests (shared by smoke and tune)."""
+    for option in reversed(RUN_OPTIONS + LAUNCHER_OPTIONS):
         fn = option(fn)
     return fn
 

@@ -10,7 +10,9 @@ from translator.cli.common import command, output_options, render_each, write_re
 @command("render")
 @click.argument("spec_file", metavar="SPEC")
 @output_options
-def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: bool) -> None:
+def render(
+    as_json: bool, spec_file: str, targets: str, out_dir: str, force: bool, strict: bool
+) -> None:
     """Render SPEC (YAML/JSON, or - for stdin) for each framework in --to, into --out.
 
     Every file is read back and must give the same spec. All files are written or none, and
@@ -34,5 +36,5 @@ def render(as_json: bool, spec_file: str, targets: str, out_dir: str, force: boo
     findings = located(general_findings(spec), source_name(spec_file))
     if has_errors(findings):
         raise ConfigError([f for f in findings if f.severity == "error"])
-    rendered = render_each(spec, frameworks, source_name(spec_file))
-    write_rendered(as_json, spec.output(), rendered, out_dir, force, findings)
+    rendered, refused = render_each(spec, frameworks, source_name(spec_file), strict)
+    write_rendered(as_json, spec.output(), rendered, out_dir, force, findings, refused)

@@ -106,6 +106,7 @@ def smoke(
             device,
             expect_global,
             remote=launcher.remote,
+            dry_run=dry_run,
         )
 
     if parity is not None:
@@ -215,11 +216,12 @@ def _dry_output(prepared, launcher) -> dict:
 
 
 def _dry_run(prepared, launcher, as_json) -> None:
-    """What ``launcher`` would write and run, written nowhere."""
+    """What ``launcher`` would write and run, written nowhere (the findings on stderr)."""
     out = _dry_output(prepared, launcher)
     if as_json:
         emit_json(out)
         return
+    print_findings(prepared.findings, err=True)
     import shlex
 
     plan = prepared.plan

@@ -13,6 +13,7 @@ from translator.cli.common import (
     command,
     emit_json,
     job_options,
+    layout_of,
     pop_run_as,
     printable,
 )
@@ -22,7 +23,12 @@ from translator.cli.common import (
 @click.argument("file", metavar="FILE")
 @click.option("--world-size", type=COUNT, help="The new number of processes.")
 @click.option("--nnodes", type=COUNT, help="The new number of nodes (with --nproc-per-node).")
-@click.option("--nproc-per-node", type=COUNT, help="The new processes per node.")
+@click.option(
+    "--nproc-per-node",
+    type=COUNT,
+    help="The new processes per node (with --nnodes, or with --world-size: world / N nodes; "
+    "default: as the job runs now).",
+)
 @click.option("--global-batch", type=COUNT, help="A new global batch (default: keep it).")
 @click.option("--micro-batch", type=COUNT, help="A new micro-batch (default: keep it).")
 @click.option("--tp", type=COUNT, help="A new tensor-parallel size.")
@@ -89,8 +95,8 @@ def update(
     out_path = None if out_path == STDOUT else out_path
     if out_path and in_place:
         raise InputError("give -o/--out or --in-place, not both")
-    if (nnodes is None) != (nproc_per_node is None):
-        raise InputError("give both --nnodes and --nproc-per-node")
+    world_size, nnodes = layout_of(world_size, nnodes, nproc_per_node)
+    nproc_per_node = None if nnodes is None or world_size is None else world_size // nnodes
     if file == "-" and in_place:
         raise InputError("--in-place needs a file, not standard input")
     updated = update_file(
@@ -100,7 +106,7 @@ def update(
         pop_run_as(params),
         global_batch=global_batch,
         micro=micro_batch,
-        world=world_size,
+        world=None if nnodes is not None else world_size,
         nodes=nnodes,
         gpus_per_node=nproc_per_node,
         tensor=tp,
@@ -118,6 +124,7 @@ def update(
             | {
                 "changes": [c.as_dict() for c in updated.changes],
                 "nothing_to_change": unchanged,
+                "notes": updated.notes,
                 "written": None if written is None else str(target),
                 **({"text": updated.text} if target is None else {}),
             }
@@ -131,3 +138,6 @@ def update(
             click.echo(printable(change.describe(target)))
         if written.target != written.path:
             click.echo(f"wrote {written.describe()}")
+    if not as_json:
+        for note in updated.notes:  # on stderr when stdout carries the new file
+            click.echo(printable(f"note: {note}"), err=target is None)

@@ -120,7 +120,29 @@ def in_definition(reading: Reading, composed: Composed | None, text: str) -> Non
         )
         for word in reading.arguments
     ]
+    reading.launch_at = (
+        None if composed is None else _verbatim(composed.text, text, reading.launch_at)
+    )
     reading.text = text
+
+
+def _verbatim(script: str, text: str, at: int | None) -> int | None:
+    """Where offset ``at`` of ``script`` stands in ``text``, when its line is written there as
+    it is (a line of a ``run: |`` block, of a ``bash -c`` script): a flag added there stays on
+    the command; ``None`` otherwise (a word of a list of arguments: a flag added to it would
+    become part of that one argument)."""
+    if at is None:
+        return None
+    line = script.count("\n", 0, at)
+    start = script.rfind("\n", 0, at) + 1
+    written = script[start : script.find("\n", at) % (len(script) + 1)].lstrip()
+    lines = text.split("\n")
+    if not written or line >= len(lines) or not lines[line].endswith(written):
+        return None
+    column = at - (start + len(script[start:at]) - len(script[start:at].lstrip()))
+    if column < 0:
+        return None
+    return sum(len(x) + 1 for x in lines[:line]) + len(lines[line]) - len(written) + column
 
 
 #: What ends a word of a line (a shell word, a YAML list item or quoted scalar).

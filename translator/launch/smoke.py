@@ -67,11 +67,13 @@ def prepare(
     expect_global: int | None = None,
     recompute: bool = False,
     remote: bool = False,
+    dry_run: bool = False,
 ) -> Prepared:
     """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed;
     ``device`` is ``gpu``, ``cpu`` or None (see :func:`resolve_device`); ``workdir`` None is
     ``.batchspec-smoke/<engine>``. What the engine cannot run is refused here, before anything
-    is written or started."""
+    is written or started; a ``dry_run`` for ``remote`` ranks only notes an engine not
+    installed here (the nodes' Python runs it)."""
     world = nproc * nnodes
     text = read_text(path)
     values = spec_values(text, path)
@@ -85,7 +87,9 @@ def prepare(
         spec, source = inspection.require_spec(), inspection.reading.framework
         findings = inspection.findings
         framework = framework or inspection.reading.framework
-    device = check_engine(framework, spec, device, remote, path)
+    if remote and dry_run:
+        findings = [*findings, *_not_installed_here(framework)]
+    device = check_engine(framework, spec, device, remote, path, not (remote and dry_run))
     config_of = config_framework(framework)
     partners: dict[str, str] = {}
     if config_of is None:
@@ -145,19 +149,45 @@ def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
 
 
 def check_engine(
-    framework: str, spec: BatchSpec, device: str | None, remote: bool, where: str
+    framework: str,
+    spec: BatchSpec,
+    device: str | None,
+    remote: bool,
+    where: str,
+    installed_here: bool = True,
 ) -> str:
     """Refuse, before any process starts, an engine that is not installed (before anything
-    imports torch) or a layout it does not run (``where``: the file that asks for it); the
+    imports torch; unless not ``installed_here`` is asked) or a layout it does not run (``where``: the file that asks for it); the
     device the ranks compute on (see :func:`resolve_device`)."""
     from translator.rank.engines import refusal, require_installed
 
-    require_installed(framework)
+    if installed_here:
+        require_installed(framework)
     device = resolve_device(device, remote)
     why = refusal(framework, spec, device)
     if why:
         raise InputError(f"{where}: {why} (nothing was started)")
     return device
+
+
+def _not_installed_here(framework: str) -> list[Finding]:
+    """A warning when ``framework``'s engine is not installed on this machine, for a run
+    whose ranks start elsewhere."""
+    from translator.plugin.contract import missing
+    from translator.rank.engines import engine
+
+    absent = missing(engine(framework).requires)
+    if not absent:
+        return []
+    return [
+        finding(
+            "framework-not-installed",
+            f"the {framework} engine needs {', '.join(absent)}, not installed here: the "
+            "nodes' Python must have it",
+            hint=f"pip install 'batchspec[{engine(framework).extra or framework}]' where the "
+            "ranks run",
+        )
+    ]
 
 
 def resolve_device(requested: str | None, remote: bool = False) -> str:

@@ -15,8 +15,11 @@ positions) and then walked by a small evaluator that has no side effects:
   script's variables; ``unset`` does; functions run when called, with their arguments as
   ``$1``...; ``local`` stays inside the function; ``shift`` and ``set --`` move the
   arguments;
-- ``eval STRING`` and ``bash -c STRING`` (also behind ``srun``) are parsed again and read;
-- ``#SBATCH`` lines set what Slurm would set (``SLURM_NNODES``, ``SLURM_GPUS_PER_NODE``...);
+- ``eval STRING`` and ``bash -c STRING`` (also behind ``srun``) are parsed again and read, and
+  so is a script file the job runs or sources when it is found (``bash launch.sh ARGS``,
+  ``srun train.sh``, ``sbatch job.sh ARGS``, a file a heredoc wrote), with its arguments;
+- ``#SBATCH`` lines set what Slurm would set (``SLURM_NNODES``, ``SLURM_GPUS_ON_NODE``...),
+  and so do the options of ``srun``/``sbatch`` for what they start;
 - each command keeps the environment its process sees (exported variables and its prefix).
 
 **Read as run.** The script is read as it runs with no arguments (or the ones given to
@@ -26,7 +29,7 @@ sets, or an argument not given, is *absent*: empty when the script runs as-is, s
 ``[ -z "$MBS" ]`` holds, ``${GPUS:-8}`` is 8 (a :class:`~translator.shell.values.Default`
 the batch rests on, on :attr:`Script.defaults`) and ``$#`` is 0; but a batch value that only
 the environment or an argument would supply stays unknown (an absent word has no text).
-After ``source FILE`` such names are plain unknown (the file may set them); so are what bash
+After a ``source FILE`` not found such names are plain unknown (the file may set them); so are what bash
 itself sets (``$HOSTNAME``, ``$RANDOM``) and, in a batch job, Slurm's other ``SLURM_*``.
 Anything else that would need running (``$(command)``, ``$0``) is *unknown*: kept with the
 reason, never guessed. A template's statements bash cannot parse (``DATA_PATH=<Specify
@@ -36,7 +39,11 @@ stay linear in the script.
 
 The modules: :mod:`~translator.shell.values` (pieces, words, variables, limits),
 :mod:`~translator.shell.syntax` (tree-sitter, offsets, syntax errors),
-:mod:`~translator.shell.reader` (statements), :mod:`~translator.shell.flow` (which arms of
+:mod:`~translator.shell.reader` (where the walk starts, assignments), its parts
+:mod:`~translator.shell.walk` (dispatch, stops), :mod:`~translator.shell.control` (``if``,
+``case``, loops), :mod:`~translator.shell.exports` (a command's environment),
+:mod:`~translator.shell.following` (``eval``, ``bash -c``, ``source``) and
+:mod:`~translator.shell.commands` (simple commands, functions), :mod:`~translator.shell.flow` (which arms of
 an ``if``/``case`` run), :mod:`~translator.shell.merge` (values after undecided paths),
 :mod:`~translator.shell.conditions` (``[ ... ]``), :mod:`~translator.shell.assign`
 (assignments), :mod:`~translator.shell.arrays` (sparse arrays, and what of them is not

@@ -16,6 +16,7 @@ from translator.shell.syntax import Source, literal
 from translator.shell.values import (
     ARGS_GIVEN,
     MAX_DEPTH,
+    OPEN_ENV,
     SOURCED,
     UNSET,
     Default,
@@ -411,10 +412,12 @@ class Expander:
         return _items(Var(keys, True), [sub], quoted)
 
     # -- heredocs -------------------------------------------------------------------------------
-    def heredoc(self, node, env: Env, src: Source) -> Heredoc | None:
-        """A here-document that goes to a file, expanded unless its marker is quoted; ``None``
-        for one that does not go to a file."""
-        target = next((c for c in node.named_children if c.type == "file_redirect"), None)
+    def heredoc(self, node, env: Env, src: Source, beside=None) -> Heredoc | None:
+        """A here-document that goes to a file (``<<EOT > FILE``, or ``beside``: the
+        ``> FILE`` of its command, ``cat > FILE <<EOT``), expanded unless its marker is
+        quoted; ``None`` for one that does not go to a file."""
+        inner = next((c for c in node.named_children if c.type == "file_redirect"), None)
+        target = inner or beside
         body = next((c for c in node.named_children if c.type == "heredoc_body"), None)
         start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
         if target is None or body is None or start is None:
@@ -583,7 +586,7 @@ def _absent(name: str, env: Env) -> bool:
         return False
     if name.startswith("SLURM_") and env.get(SBATCH) is not None:
         return False
-    return env.get(SOURCED) is None
+    return env.get(SOURCED) is None and env.get(OPEN_ENV) is None
 
 
 def _not_set(name: str, env: Env) -> Piece:
@@ -597,6 +600,10 @@ def _not_set(name: str, env: Env) -> Piece:
         if env.get(SOURCED) is not None:
             return Piece(
                 None, None, f"${name} (not set in the script; a file it sources may set it)"
+            )
+        if env.get(OPEN_ENV) is not None:
+            return Piece(
+                None, None, f"${name} (not set in the script; the environment is not known)"
             )
         return Piece(None, None, NOT_SET.format(name), absent=True)
     given = "not given" if env.get(ARGS_GIVEN) is not None else "none given"

@@ -35,6 +35,9 @@ class Launcher:
     """The word after the launcher's name that makes it one (``accelerate launch``)."""
     switches: frozenset[str] = frozenset()
     """Its flags that take no value (so the word after one is the program)."""
+    several_nodes: str | None = None
+    """What it needs outside the launch line to start several nodes, with ``{nodes}`` and
+    ``{per_node}`` in it; ``None``: the line alone says it."""
 
 
 TORCHRUN = Launcher(
@@ -54,6 +57,10 @@ LAUNCHERS = {
         switches=frozenset(
             {"--no_ssh", "--no_ssh_check", "--force_multi", "--no_local_rank", "--module"}
         ),
+        # its runner starts the other nodes over ssh from the host file
+        several_nodes="deepspeed starts its {nodes} nodes from its host file (--hostfile, else "
+        "/job/hostfile): it must list {nodes} hosts, one `host slots={per_node}` line each; "
+        "without one deepspeed runs on this node alone",
     ),
     "accelerate": Launcher(
         "accelerate",

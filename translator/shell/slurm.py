@@ -1,21 +1,29 @@
-"""``#SBATCH`` lines: the variables Slurm sets in the job from them (``SLURM_NNODES``,
-``SLURM_NTASKS_PER_NODE``, ``SLURM_GPUS_PER_NODE``...), each at the span of its number so
-``update`` can change the option."""
+"""What Slurm sets in a job: the variables ``sbatch`` gives the batch script from its
+``#SBATCH`` lines (``SLURM_NNODES``, ``SLURM_NTASKS_PER_NODE``, ``SLURM_GPUS_ON_NODE``...),
+each at the span of its number so ``update`` can change the option, and those ``srun`` or
+``sbatch`` give what they start from the options on their own command line.
+
+As Slurm's ``sbatch``/``srun`` set them: ``--nodes`` gives ``SLURM_NNODES`` (and
+``SLURM_JOB_NUM_NODES``); ``--ntasks`` gives ``SLURM_NTASKS`` (``SLURM_NPROCS``), and without it
+``--nodes`` × ``--ntasks-per-node`` does (sbatch computes the task count so);
+``--ntasks-per-node`` gives ``SLURM_NTASKS_PER_NODE``; ``--gpus-per-node`` gives
+``SLURM_GPUS_PER_NODE`` and, with ``--gres=gpu:N``, the GPUs each node's step sees,
+``SLURM_GPUS_ON_NODE``. A range (``--nodes=2-4``) is left to the scheduler: not set."""
 
 from __future__ import annotations
 
 import re
 
-from translator.shell.values import Env, Piece, Var
+from translator.shell.values import Env, Piece, Var, Word, merge_sources, text_of, unknown
 
-#: ``#SBATCH`` option -> the variables Slurm sets from it.
+#: Option -> the variables Slurm sets from it.
 VARIABLES = {
     "--nodes": ["SLURM_NNODES", "SLURM_JOB_NUM_NODES"],
     "-N": ["SLURM_NNODES", "SLURM_JOB_NUM_NODES"],
     "--ntasks-per-node": ["SLURM_NTASKS_PER_NODE"],
     "--ntasks": ["SLURM_NTASKS", "SLURM_NPROCS"],
     "-n": ["SLURM_NTASKS", "SLURM_NPROCS"],
-    "--gpus-per-node": ["SLURM_GPUS_PER_NODE"],
+    "--gpus-per-node": ["SLURM_GPUS_PER_NODE", "SLURM_GPUS_ON_NODE"],
     "--gpus": ["SLURM_GPUS"],
     "-G": ["SLURM_GPUS"],
     "--gpus-per-task": ["SLURM_GPUS_PER_TASK"],
@@ -27,14 +35,23 @@ OPTION = re.compile(r"(--[a-z-]+|-[A-Za-z])(?:[= ]\s*)(\S+)")
 STARTS = re.compile(r"(?<!\S)(?:--[a-z-]+|-[A-Za-z])(?=[= ])")
 #: Options whose count ends the value (``--gres=gpu:a100:8``, ``--gpus=h100:16``).
 TRAILING_COUNT = ("--gres", "--gpus-per-node", "--gpus", "-G", "--gpus-per-task")
+#: ``sbatch``/``srun`` options that take no value (so the word after one is the script).
+SWITCHES = frozenset(
+    "--parsable --wait -W --exclusive --requeue --no-requeue --hold -H --test-only "
+    "--overcommit -O --quiet -Q --verbose -v --spread-job --use-min-nodes --contiguous "
+    "--get-user-env --ignore-pbs --label -l --unbuffered -u --overlap --no-kill -k "
+    "--kill-on-bad-exit -K --pty --exact --whole".split()
+)
 
 
-def sbatch_variables(text: str, env: Env) -> bool:
+def sbatch_variables(text: str, env: Env, spans: bool = True) -> bool:
     """Set in ``env`` what the ``#SBATCH`` lines before the first command give the job;
     whether there is one (the script is then a batch job: Slurm sets more ``SLURM_*``
-    names, with values the reader does not know)."""
+    names, with values the reader does not know). ``spans``: whether the numbers keep
+    their place in ``text`` (not for a script other than the one being edited)."""
     pos = 0
     found = False
+    given: dict[str, Piece] = {}
     for line in text.splitlines(keepends=True):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
@@ -44,17 +61,65 @@ def sbatch_variables(text: str, env: Env) -> bool:
             found = True
             rest, at = m.group(1), pos + m.start(1)
             for opt in STARTS.finditer(rest):  # a line may hold several options
-                _option(rest[opt.start() :], at + opt.start(), env)
+                _option(rest[opt.start() :], at + opt.start() if spans else None, given)
         pos += len(line)
+    _set(env, given)
     return found
 
 
-def _option(rest: str, at: int, env: Env) -> None:
-    """One option (``rest``, at character offset ``at`` of the file)."""
+def option_variables(words: list[Word], env: Env) -> None:
+    """Set in ``env`` what the ``srun``/``sbatch`` options ``words`` (after the command's
+    name, up to what it runs) give the tasks it starts; the rest of the allocation's
+    (``#SBATCH``) stands."""
+    given: dict[str, Piece] = {}
+    for j, word in enumerate(words):
+        text = word.text
+        if text is None or not text.startswith("-"):
+            continue
+        if "=" in text:
+            option, _, value = text.partition("=")
+            start = word.span[0] + len(option) + 1 if word.span is not None else None
+        elif text in VARIABLES and j + 1 < len(words) and words[j + 1].text is not None:
+            after = words[j + 1]
+            option, value = text, after.text or ""
+            start = after.span[0] if after.span is not None else None
+        else:
+            continue
+        _option(f"{option}={value}", None if start is None else start - len(option) - 1, given)
+    if not given:
+        return
+    if "SLURM_NTASKS" not in given and {"SLURM_NNODES", "SLURM_NTASKS_PER_NODE"} & given.keys():
+        for name in ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE"):  # the allocation's other one
+            var = env.get(name)
+            if name not in given and isinstance(var, Var) and text_of(var.scalar) is not None:
+                given[name] = Piece(text_of(var.scalar), None, None, merge_sources(var.scalar))
+        if not {"SLURM_NNODES", "SLURM_NTASKS_PER_NODE"} <= given.keys():
+            why = "the task count of the step (srun's nodes or tasks per node not known)"
+            for name in ("SLURM_NTASKS", "SLURM_NPROCS"):
+                env.set(name, Var((unknown(why),)))
+    _set(env, given)
+
+
+def script_at(words: list[Word]) -> int | None:
+    """Where the script ``srun``/``sbatch`` runs stands among ``words`` (after the command's
+    name): the first word that is no option nor an option's value."""
+    j = 0
+    while j < len(words):
+        text = words[j].text
+        if text is None:
+            return None
+        if not text.startswith("-"):
+            return j
+        j += 1 if "=" in text or text in SWITCHES or len(text) > 2 and text[1] != "-" else 2
+    return None
+
+
+def _option(rest: str, at: int | None, given: dict[str, Piece]) -> None:
+    """One option (``rest``, at character offset ``at`` of the file; ``None``: no place)."""
     m = OPTION.match(rest)
     if not m or m.group(1) not in VARIABLES:
         return
-    option, value, start = m.group(1), m.group(2), at + m.start(2)
+    option, value = m.group(1), m.group(2)
     if option == "--gres" and not value.startswith("gpu"):
         return
     if option in TRAILING_COUNT:
@@ -63,7 +128,23 @@ def _option(rest: str, at: int, env: Env) -> None:
         count, group = re.fullmatch(r"\d+", value), 0
     if count is None:
         return
-    span = (start + count.start(group), start + count.end(group))
-    piece = Piece(count.group(group), span, None, frozenset({span}))
+    if at is None:
+        piece = Piece(count.group(group))
+    else:
+        start = at + m.start(2)
+        span = (start + count.start(group), start + count.end(group))
+        piece = Piece(count.group(group), span, None, frozenset({span}))
     for name in VARIABLES[option]:
+        given[name] = piece
+
+
+def _set(env: Env, given: dict[str, Piece]) -> None:
+    """Set ``given`` in ``env``, with the task count nodes × tasks per node when no
+    ``--ntasks`` gives it (computed: no literal to edit)."""
+    nodes, per_node = given.get("SLURM_NNODES"), given.get("SLURM_NTASKS_PER_NODE")
+    if "SLURM_NTASKS" not in given and nodes is not None and per_node is not None:
+        total = int(nodes.text or 0) * int(per_node.text or 0)
+        piece = Piece(str(total), None, None, merge_sources([nodes, per_node]))
+        given = {**given, "SLURM_NTASKS": piece, "SLURM_NPROCS": piece}
+    for name, piece in given.items():
         env.set(name, Var(((piece,),)))

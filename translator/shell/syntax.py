@@ -160,6 +160,8 @@ def repair(data: bytes, text: str, where: str) -> tuple:
     exact; ``notes`` say what was read as unknown. An :class:`InputError` for a real error
     (an unterminated quote, ``if`` without ``fi``, an unclosed heredoc or array)."""
     root = tree(data).root_node
+    if root.has_error and SUBSTRING.search(data):
+        data, root = _substrings(data, root)
     holes: dict[int, Piece] = {}
     notes: dict[int, Note] = {}
     if not root.has_error and b"<" not in data:
@@ -185,6 +187,27 @@ def repair(data: bytes, text: str, where: str) -> tuple:
     if root.has_error:
         check_syntax(root, Source(out, text, 1, None), where)
     return out, root, holes, sorted(notes.values(), key=lambda n: n.line or 0)
+
+
+#: ``${X:$N+1}``: a substring at an offset bash computes, which tree-sitter-bash cannot parse.
+SUBSTRING = re.compile(rb"\$\{[A-Za-z_]\w*:(\$)")
+#: Where a ``$`` is text that no expansion reads.
+QUOTED_NODES = {"raw_string", "ansi_c_string", "comment"}
+
+
+def _substrings(data: bytes, root) -> tuple:
+    """``data`` with the ``$`` that starts each ``${X:$N...}`` offset written as a blank, and
+    its tree: the offset is arithmetic either way (``$N+1`` is ``N+1``), the reader leaves
+    substrings unknown, and every other offset stays."""
+    buf = bytearray(data)
+    for m in SUBSTRING.finditer(data):
+        node = root.descendant_for_byte_range(m.start(), m.start() + 1)
+        while node is not None and node.type not in QUOTED_NODES:
+            node = node.parent
+        if node is None:
+            buf[m.start(1)] = ord(" ")
+    out = bytes(buf)
+    return out, tree(out).root_node
 
 
 def _is_code(root, at: int) -> bool:

@@ -29,6 +29,9 @@ UNKNOWN_MARK = "\0"
 #: Set in the outermost scope once the script sources a file: a name the script never sets
 #: may then have been set by that file (plain unknown from then on, not absent).
 SOURCED = "__batchspec_sourced"
+#: Set in the outermost scope when the script is read with its environment not known (it
+#: stops when run with none): a name it never sets is plain unknown, not absent.
+OPEN_ENV = "__batchspec_open_env"
 #: Set in the outermost scope when the script is read with arguments (``parse(args=...)``).
 ARGS_GIVEN = "__batchspec_args"
 #: Names the reader keeps for itself start so (left out of :attr:`Script.variables`).

@@ -6,10 +6,18 @@ from pathlib import Path
 from translator.frameworks.accelerate import rules, verdict
 from translator.frameworks.accelerate.codes import CODES
 from translator.frameworks.shared import hf_trainer
-from translator.plugin.contract import from_module
+from translator.plugin.contract import Framework
 
-FRAMEWORK = from_module(
-    rules,
+FRAMEWORK = Framework(
+    name=rules.NAME,
+    claims=rules.claims,
+    holds_batch=rules.holds_batch,
+    context=rules.context,
+    read=rules.read,
+    interpret=rules.interpret,
+    check=rules.check,
+    edits=rules.edits,
+    launch_of=rules.launch_of,
     template=str(Path(__file__).with_name("accelerate.yaml.j2")),
     filename="accelerate.yaml",
     extensions=(".yaml", ".yml", ".json"),

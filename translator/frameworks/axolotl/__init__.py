@@ -7,10 +7,19 @@ from pathlib import Path
 from translator.frameworks.axolotl import program, rules, verdict
 from translator.frameworks.axolotl.codes import CODES
 from translator.frameworks.shared import deepspeed_json, hf_deepspeed
-from translator.plugin.contract import Engine, from_module
+from translator.plugin.contract import Engine, Framework
 
-FRAMEWORK = from_module(
-    rules,
+FRAMEWORK = Framework(
+    name=rules.NAME,
+    claims=rules.claims,
+    holds_batch=rules.holds_batch,
+    context=rules.context,
+    read=rules.read,
+    interpret=rules.interpret,
+    check=rules.check,
+    edits=rules.edits,
+    insertion=rules.insertion,
+    memory_settings=rules.memory_settings,
     template=str(Path(__file__).with_name("axolotl.yaml.j2")),
     filename="axolotl.yaml",
     extensions=(".yaml", ".yml"),

@@ -25,7 +25,7 @@ from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.axolotl import rules
-from translator.frameworks.shared import hf_deepspeed
+from translator.frameworks.shared import flags, hf_deepspeed
 from translator.frameworks.shared.ray_world import ray_world
 from translator.job import launcher_config
 from translator.plugin.findings import not_found
@@ -132,7 +132,7 @@ def program(call: Call) -> Reading | None:
     for stray in command.handed:
         reading.findings.append(_handed(stray, command, reading, call))
     _unknown_defaults(reading, call, command, config)
-    _deepspeed(reading, call)
+    hf_deepspeed.read_named(reading, call)
     _world(reading, call, command)
     return reading
 
@@ -140,55 +140,17 @@ def program(call: Call) -> Reading | None:
 # The command line --------------------------------------------------------------------------
 
 
-def _scan(words: list[Word], switches: frozenset[str] = frozenset()):
-    """``(kind, word, flag, value, words)`` for each argument: a ``--flag`` with its value (the
-    next word unless it is another ``--flag`` or the flag is one of ``switches`` or a
-    ``--no-`` one; inline after ``=``), a positional word, or an unknown word; ``words``: the
-    words it stood as."""
-    i = 0
-    while i < len(words):
-        word = words[i]
-        text = word.text
-        if text is None:
-            head = word.parts[0].text if word.parts and word.parts[0].text else ""
-            if head.startswith("--") and "=" in head:  # --flag=$X
-                unknown = Word(None, word.line, why_unknown=word.why_unknown)
-                yield "flag", word, head[2:].split("=", 1)[0], unknown, [word]
-            elif not getattr(word, "absent", False):
-                yield "unknown", word, None, None, [word]
-            i += 1
-            continue
-        if not text.startswith("--") or len(text) == 2:
-            yield "positional", word, None, None, [word]
-            i += 1
-            continue
-        name, eq, inline = text[2:].partition("=")
-        if eq:
-            value = Word(inline, word.line, _inline_span(word, inline), sources=word.sources)
-            yield "flag", word, name, value, [word]
-            i += 1
-            continue
-        following = words[i + 1] if i + 1 < len(words) else None
-        switch = name.replace("-", "_") in switches or (bool(switches) and name.startswith("no-"))
-        if following is not None and not switch and not (following.text or "-").startswith("--"):
-            yield "flag", word, name, following, [word, following]
-            i += 2
-        else:
-            yield "flag", word, name, None, [word]
-            i += 1
-
-
 def _fire(words: list[Word]) -> Command:
     """``python -m axolotl.cli.train x.yml --key value``: Fire's reading (``--key value``,
     ``--key=value``, a bare ``--key`` is true; dashes are underscores)."""
     command = Command()
-    for kind, word, name, value, _ in _scan(words):
-        if kind == "flag" and name is not None:
-            command.overrides.append(Override(name.replace("-", "_"), word, value))
-        elif kind == "positional" and command.config is None and word.text != "--":
-            command.config = word  # a lone ``--`` ends the launcher's options, it names none
-        elif kind == "unknown":
-            command.opaque.append(f"line {word.line}: {word.why_unknown}")
+    for arg in flags.scan(words):
+        if arg.kind == "flag" and arg.name is not None:
+            command.overrides.append(Override(arg.name.replace("-", "_"), arg.word, arg.value))
+        elif arg.kind == "positional" and command.config is None and arg.word.text != "--":
+            command.config = arg.word  # a lone ``--`` ends the launcher's options, it names none
+        elif arg.kind == "unknown":
+            command.opaque.append(f"line {arg.word.line}: {arg.word.why_unknown}")
     return command
 
 
@@ -198,17 +160,17 @@ def _click(words: list[Word]) -> Command:
     have, an extra positional word and everything after ``--`` go to the launcher."""
     command = Command(launcher="accelerate")
     end = next((i for i, w in enumerate(words) if w.text == "--"), len(words))
-    for kind, word, name, value, stood in _scan(words[:end], SWITCHES):
-        if kind == "unknown":
-            command.opaque.append(f"line {word.line}: {word.why_unknown}")
-            command.launcher_args.append(word)
-        elif kind == "positional":
+    for arg in flags.scan(words[:end], SWITCHES):
+        if arg.kind == "unknown":
+            command.opaque.append(f"line {arg.word.line}: {arg.word.why_unknown}")
+            command.launcher_args.append(arg.word)
+        elif arg.kind == "positional":
             if command.config is None:
-                command.config = word
+                command.config = arg.word
             else:
-                command.launcher_args.append(word)
-        elif name is not None:
-            _click_option(command, stood, name, value)
+                command.launcher_args.append(arg.word)
+        elif arg.name is not None:
+            _click_option(command, list(arg.stood), arg.name, arg.value)
     command.launcher_args += words[end + 1 :]
     return command
 
@@ -231,13 +193,6 @@ def _click_option(command: Command, stood: list[Word], name: str, value: Word | 
         command.overrides.append(Override(key[3:], word, Word("false", word.line)))
     else:
         command.overrides.append(Override(key, word, value))
-
-
-def _inline_span(word: Word, inline: str) -> tuple[int, int] | None:
-    """The span of ``value`` in a ``--flag=value`` word, when the word is one literal."""
-    if word.span is None or word.text is None:
-        return None
-    return word.span[1] - len(inline), word.span[1]
 
 
 def _handed(stray: Override, command: Command, reading: Reading, call: Call):
@@ -399,18 +354,6 @@ def _unknown_defaults(reading: Reading, call: Call, command: Command, config: di
             reading.values[key] = Value(
                 None, call.line, None, f"not set, and {command.opaque[0]} may set it"
             )
-
-
-def _deepspeed(reading: Reading, call: Call) -> None:
-    """The DeepSpeed JSON the final ``deepspeed`` names, opened where the job runs (Axolotl
-    opens it from its working folder); an inline mapping is read as it stands."""
-    v = reading.values.get("deepspeed")
-    if v is None or v.value is None:
-        return
-    if not isinstance(v.value, str):
-        hf_deepspeed.read_partner(reading, v.value)
-        return
-    hf_deepspeed.read_located(reading, call, v.value, f"{v.file or call.path}:{v.line}")
 
 
 # The world ---------------------------------------------------------------------------------

@@ -6,10 +6,15 @@ from pathlib import Path
 from translator.frameworks.deepspeed import rules, verdict
 from translator.frameworks.deepspeed.codes import CODES
 from translator.frameworks.shared import deepspeed_json
-from translator.plugin.contract import Engine, from_module
+from translator.plugin.contract import Engine, Framework
 
-FRAMEWORK = from_module(
-    rules,
+FRAMEWORK = Framework(
+    claims=rules.claims,
+    holds_batch=rules.holds_batch,
+    context=rules.context,
+    interpret=rules.interpret,
+    check=rules.check,
+    edits=rules.edits,
     name="deepspeed",
     template=str(Path(__file__).with_name("deepspeed.json.j2")),
     filename=deepspeed_json.FILENAME,

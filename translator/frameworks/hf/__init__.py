@@ -5,10 +5,19 @@ from pathlib import Path
 
 from translator.frameworks.hf import program
 from translator.frameworks.shared import deepspeed_json, hf_deepspeed, hf_trainer, hf_verdict
-from translator.plugin.contract import Engine, from_module
+from translator.plugin.contract import Engine, Framework
 
-FRAMEWORK = from_module(
-    hf_trainer,
+FRAMEWORK = Framework(
+    name=hf_trainer.NAME,
+    claims=hf_trainer.claims,
+    holds_batch=hf_trainer.holds_batch,
+    context=hf_trainer.context,
+    read=hf_trainer.read,
+    interpret=hf_trainer.interpret,
+    check=hf_trainer.check,
+    edits=hf_trainer.edits,
+    insertion=hf_trainer.insertion,
+    memory_settings=hf_trainer.memory_settings,
     template=str(Path(__file__).with_name("hf.yaml.j2")),
     filename="hf.yaml",
     extensions=(".yaml", ".yml", ".json"),

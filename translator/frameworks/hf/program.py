@@ -20,7 +20,8 @@ from translator.detection import detect
 from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import Finding, finding
-from translator.frameworks.shared import deepspeed_json, hf_trainer
+from translator.frameworks.shared import hf_deepspeed, hf_trainer
+from translator.frameworks.shared.flags import scan
 from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell.values import Word
@@ -98,40 +99,13 @@ def _parse(words: list[Word]) -> tuple[list[Flag], list[Word], list[str]]:
     flags: list[Flag] = []
     positional: list[Word] = []
     opaque: list[str] = []
-    i = 0
-    while i < len(words):
-        word = words[i]
-        text = word.text
-        if text is None:
-            head = word.parts[0].text if word.parts and word.parts[0].text else ""
-            if head.startswith("--") and "=" in head:  # --flag=$X
-                key = head[2:].split("=", 1)[0].replace("-", "_")
-                flags.append(Flag(key, word, Word(None, word.line, why_unknown=word.why_unknown)))
-            elif not word.absent:
-                opaque.append(f"line {word.line}: {word.why_unknown}")
-            i += 1
-            continue
-        if not text.startswith("--") or len(text) == 2:
-            positional.append(word)
-            i += 1
-            continue
-        key, eq, inline = text[2:].partition("=")
-        key = key.replace("-", "_")
-        if eq:
-            span = None if word.span is None else (word.span[1] - len(inline), word.span[1])
-            flags.append(Flag(key, word, Word(inline, word.line, span, sources=word.sources)))
-            i += 1
-            continue
-        following = words[i + 1] if i + 1 < len(words) else None
-        if following is not None and not (following.text or "-").startswith("--"):
-            flags.append(Flag(key, word, following))
-            i += 2
-        elif following is not None and following.text is None:  # --flag $X (unknown, absent)
-            flags.append(Flag(key, word, following))
-            i += 2
+    for arg in scan(words):
+        if arg.kind == "flag" and arg.name is not None:
+            flags.append(Flag(arg.name.replace("-", "_"), arg.word, arg.value))
+        elif arg.kind == "positional":
+            positional.append(arg.word)
         else:
-            flags.append(Flag(key, word, None))
-            i += 1
+            opaque.append(f"line {arg.word.line}: {arg.word.why_unknown}")
     return flags, positional, opaque
 
 
@@ -294,16 +268,7 @@ def _deepspeed(reading: Reading, call: Call) -> None:
         line = option.line if option is not None else line
     if not isinstance(name, str) or name.lstrip().startswith("{"):
         return  # none, or a JSON string (its values are not read)
-    found, looked = call.locate(name)
-    if found is None:
-        reading.findings.append(not_found(name, looked, f"{call.path}:{line}"))
-        return
-    try:
-        reading.partners.append(deepspeed_json.read(read_text(found), str(found)))
-    except InputError as exc:
-        reading.findings.append(
-            finding("job-file-unreadable", str(exc), where=f"{call.path}:{line}")
-        )
+    hf_deepspeed.read_located(reading, call, name, f"{call.path}:{line}")
 
 
 def _world(reading: Reading, call: Call, tool: bool) -> None:

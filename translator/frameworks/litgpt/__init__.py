@@ -8,10 +8,18 @@ from pathlib import Path
 
 from translator.frameworks.litgpt import program, rules, verdict
 from translator.frameworks.litgpt.codes import CODES
-from translator.plugin.contract import Engine, from_module
+from translator.plugin.contract import Engine, Framework
 
-FRAMEWORK = from_module(
-    rules,
+FRAMEWORK = Framework(
+    name=rules.NAME,
+    claims=rules.claims,
+    holds_batch=rules.holds_batch,
+    context=rules.context,
+    read=rules.read,
+    interpret=rules.interpret,
+    check=rules.check,
+    edits=rules.edits,
+    insertion=rules.insertion,
     template=str(Path(__file__).with_name("litgpt.yaml.j2")),
     filename="litgpt.yaml",
     extensions=(".yaml", ".yml"),

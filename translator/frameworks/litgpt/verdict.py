@@ -20,7 +20,6 @@ from inspect import signature
 
 from translator.frameworks.litgpt import rules
 from translator.frameworks.shared.environ import environ
-from translator.plugin.contract import NotEnoughKnown
 
 #: Set while litgpt runs: never reach the Hub; ``torch.compile`` is a no-op (the tiny model
 #: would spend longer compiling than training).
@@ -108,24 +107,27 @@ def verdict(inspection, world: int) -> str:
     from translator.frameworks.litgpt.program import job_config
 
     reading = inspection.reading
-    command = reading.values.get(rules.COMMAND)
-    if command is None:
-        raise NotEnoughKnown(
-            "the file does not say which litgpt command it is for (model_name: pretrain, "
-            "checkpoint_dir: finetune)"
-        )
+    said_command = reading.values.get(rules.COMMAND)
+    # A file that names neither model_name nor checkpoint_dir (batchspec's own render) is
+    # merged into a config of either; both commands count the batch alike: pretrain's is asked.
+    command = "pretrain" if said_command is None else str(said_command.value)
+    taken = (
+        " (taken: the file names no model_name or checkpoint_dir)" if said_command is None else ""
+    )
     # A job: the YAML its words give; a litgpt YAML: itself, whole.
     text = reading.text if rules.claims(reading.text) else job_config(reading)
-    got = resolve(text, str(command.value), world)
+    got = resolve(text, command, world)
     said = (
         f"TrainArgs.batch_size({got['devices']}, {got['num_nodes']}) = {got['batch_size']}, "
         f"gradient_accumulation_iters = {got['gradient_accumulation_iters']}"
     )
     if got["samples_per_step"] != got["global_batch_size"]:
         raise ValueError(
-            f"litgpt {command.value} floors train.global_batch_size {got['global_batch_size']}: "
+            f"litgpt {command}{taken} floors train.global_batch_size {got['global_batch_size']}: "
             f"{said}, so it runs {got['micro_batch_size']} × {got['gradient_accumulation_iters']}"
             f" × {got['devices'] * got['num_nodes']} = {got['samples_per_step']} samples per "
             "optimizer step"
         )
-    return f"litgpt {command.value}'s parser and {said}: {got['samples_per_step']} samples per step"
+    return (
+        f"litgpt {command}'s parser{taken} and {said}: {got['samples_per_step']} samples per step"
+    )

@@ -7,10 +7,15 @@ from pathlib import Path
 from translator.frameworks.llamafactory import program, rules
 from translator.frameworks.llamafactory.codes import CODES
 from translator.frameworks.shared import deepspeed_json, hf_trainer, hf_verdict
-from translator.plugin.contract import from_module
+from translator.plugin.contract import Framework
 
-FRAMEWORK = from_module(
-    rules,
+FRAMEWORK = Framework(
+    name=rules.NAME,
+    claims=rules.claims,
+    read=rules.read,
+    interpret=rules.interpret,
+    check=rules.check,
+    memory_settings=rules.memory_settings,
     template=str(Path(__file__).with_name("llamafactory.yaml.j2")),
     filename="llamafactory.yaml",
     extensions=(".yaml", ".yml", ".json"),

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import yaml
-
 from translator import parsing
 from translator.errors import InputError
 from translator.files import read_text
@@ -30,7 +28,8 @@ from translator.findings import finding
 from translator.frameworks.llamafactory import rules
 from translator.frameworks.shared import hf_deepspeed
 from translator.frameworks.shared import hf_trainer as hf
-from translator.frameworks.shared.overrides import unknown_key, value_span
+from translator.frameworks.shared.flags import scan
+from translator.frameworks.shared.overrides import unknown_key, value_span, yaml_value
 from translator.frameworks.shared.ray_world import ray_world
 from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value, typo_findings
@@ -81,7 +80,7 @@ def program(call: Call) -> Reading | None:
             reading.findings.append(_not_overrides(loose, call))
     else:
         _flags(reading, call, arguments)
-    _deepspeed(reading, call)
+    hf_deepspeed.read_named(reading, call)
     _megatron_path(reading, call)
     if tool:
         _cli_world(reading, call)
@@ -162,7 +161,9 @@ def _override(reading: Reading, call: Call, word: Word) -> bool:
         "so LLaMA-Factory refuses it (Some keys are not used by the HfArgumentParser)",
     )
     if key in READ:
-        _set(reading, call, key, word, Value(_yaml(raw), word.line, value_span(word, raw, call)))
+        _set(
+            reading, call, key, word, Value(yaml_value(raw), word.line, value_span(word, raw, call))
+        )
     return True
 
 
@@ -179,48 +180,25 @@ def _not_overrides(words: list[Word], call: Call):
     )
 
 
-def _yaml(raw: str) -> object:
-    """An override's value as OmegaConf reads it (YAML)."""
-    try:
-        return yaml.safe_load(raw) if raw else raw
-    except yaml.YAMLError:
-        return raw
-
-
 def _flags(reading: Reading, call: Call, words: list[Word]) -> None:
     """``llamafactory-cli train --key value ...``: HfArgumentParser's flags, dashes or
     underscores, the last occurrence winning; a batch flag not given is the Trainer's
     default."""
-    i = 0
-    while i < len(words):
-        word, i = words[i], i + 1
-        text = word.text
-        if text is None:
-            head = word.parts[0].text if word.parts and word.parts[0].text else ""
-            key = head[2:].split("=", 1)[0].replace("-", "_") if head.startswith("--") else ""
-            if "=" in head and key in READ:
-                _set(reading, call, key, word, Value(None, word.line, None, word.why_unknown))
-            elif not getattr(word, "absent", False):
-                reading.opaque.append(f"line {word.line}: {word.why_unknown}")
+    for arg in scan(words):
+        word, value = arg.word, arg.value
+        if arg.kind == "unknown":
+            reading.opaque.append(f"line {word.line}: {word.why_unknown}")
             continue
-        if not text.startswith("--"):
-            continue
-        name, eq, inline = text[2:].partition("=")
-        key = name.replace("-", "_")
-        value: Word | None = None
-        if eq:
-            value = Word(inline, word.line, None, sources=word.sources)
-        elif i < len(words) and not (words[i].text or "-").startswith("--"):
-            value, i = words[i], i + 1
-        if key not in READ:
+        key = (arg.name or "").replace("-", "_")
+        if arg.kind != "flag" or key not in READ:
             continue
         if value is None:
             parsed = Value(True, word.line)
         elif value.text is None:
             parsed = Value(None, value.line, None, value.why_unknown)
         else:
-            span = value_span(word, inline, call) if eq else value_span(value, value.text, call)
-            parsed = Value(_yaml(value.text), value.line, span)
+            span = value_span(arg.stood[-1], value.text, call)  # the flag's word when inline
+            parsed = Value(yaml_value(value.text), value.line, span)
         _set(reading, call, key, word, parsed, flag=True)
     if reading.opaque:
         for key in hf.KEYS:
@@ -242,18 +220,6 @@ def _set(
         "a key=value override wins over the config (OmegaConf.merge in LLaMA-Factory's read_args)",
         "the last occurrence wins",
     )
-
-
-def _deepspeed(reading: Reading, call: Call) -> None:
-    """The DeepSpeed JSON of the final ``deepspeed``, opened where the job runs (the HF
-    Trainer opens the path from its working folder); an inline mapping as it stands."""
-    v = reading.values.get("deepspeed")
-    if v is None or v.value is None:
-        return
-    if not isinstance(v.value, str):
-        hf_deepspeed.read_partner(reading, v.value)
-        return
-    hf_deepspeed.read_located(reading, call, v.value, f"{v.file or call.path}:{v.line}")
 
 
 # The world ---------------------------------------------------------------------------------

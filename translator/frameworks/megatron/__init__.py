@@ -6,10 +6,19 @@ from pathlib import Path
 from translator.frameworks.megatron import rules, verdict
 from translator.frameworks.megatron.codes import CODES
 from translator.frameworks.shared import deepspeed_json
-from translator.plugin.contract import Engine, from_module
+from translator.plugin.contract import Engine, Framework
 
-FRAMEWORK = from_module(
-    rules,
+FRAMEWORK = Framework(
+    name=rules.NAME,
+    claims=rules.claims,
+    holds_batch=rules.holds_batch,
+    context=rules.context,
+    read=rules.read,
+    interpret=rules.interpret,
+    check=rules.check,
+    edits=rules.edits,
+    program=rules.program,
+    memory_settings=rules.memory_settings,
     template=str(Path(__file__).with_name("megatron.sh.j2")),
     filename="megatron.sh",
     extensions=(".sh", ".bash", ".slurm", ".sbatch", ".args", ".txt"),

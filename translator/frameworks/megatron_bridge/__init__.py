@@ -6,10 +6,18 @@ from pathlib import Path
 
 from translator.frameworks.megatron_bridge import program, rules, verdict
 from translator.frameworks.megatron_bridge.codes import CODES
-from translator.plugin.contract import Engine, from_module
+from translator.plugin.contract import Engine, Framework
 
-FRAMEWORK = from_module(
-    rules,
+FRAMEWORK = Framework(
+    name=rules.NAME,
+    claims=rules.claims,
+    holds_batch=rules.holds_batch,
+    context=rules.context,
+    read=rules.read,
+    interpret=rules.interpret,
+    check=rules.check,
+    edits=rules.edits,
+    insertion=rules.insertion,
     template=str(Path(__file__).with_name("megatron_bridge.yaml.j2")),
     filename="megatron_bridge.yaml",
     extensions=(".yaml", ".yml"),

@@ -17,14 +17,12 @@ the file set is the Python recipe's: unknown (:func:`.rules.interpret`).
 
 from __future__ import annotations
 
-import yaml
-
 from translator import parsing
 from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.megatron_bridge import rules
-from translator.frameworks.shared.overrides import value_span
+from translator.frameworks.shared.overrides import value_span, yaml_value
 from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell.values import Word
@@ -143,7 +141,7 @@ def _arguments(reading: Reading, call: Call, words: list[Word]) -> list[Word]:
         elif eq:
             key = _key(text)
             if key in rules.KEYS:
-                parsed = Value(_yaml(inline), word.line, value_span(word, inline, call))
+                parsed = Value(yaml_value(inline), word.line, value_span(word, inline, call))
                 _set(reading, key, word.line, parsed)
         else:
             loose.append(word)
@@ -160,7 +158,7 @@ def _is_option_value(word: Word) -> bool:
 def _parsed(word: Word, span: tuple[int, int] | None) -> Value:
     if word.text is None:
         return Value(None, word.line, None, word.why_unknown)
-    return Value(_yaml(word.text), word.line, span)
+    return Value(yaml_value(word.text), word.line, span)
 
 
 def _unknown_word(reading: Reading, word: Word) -> None:
@@ -171,14 +169,6 @@ def _unknown_word(reading: Reading, word: Word) -> None:
         _set(reading, key, word.line, Value(None, word.line, None, word.why_unknown))
     elif key is None and not word.absent:
         reading.opaque.append(f"line {word.line}: {word.why_unknown}")
-
-
-def _yaml(raw: str) -> object:
-    """An override's value as OmegaConf reads it (YAML)."""
-    try:
-        return yaml.safe_load(raw) if raw else raw
-    except yaml.YAMLError:
-        return raw
 
 
 def _config(reading: Reading, call: Call, named: Word) -> None:

@@ -7,10 +7,17 @@ from pathlib import Path
 
 from translator.frameworks.nanotron import engine, program, rules, verdict
 from translator.frameworks.nanotron.codes import CODES
-from translator.plugin.contract import Engine, from_module
+from translator.plugin.contract import Engine, Framework
 
-FRAMEWORK = from_module(
-    rules,
+FRAMEWORK = Framework(
+    name=rules.NAME,
+    claims=rules.claims,
+    holds_batch=rules.holds_batch,
+    context=rules.context,
+    read=rules.read,
+    interpret=rules.interpret,
+    check=rules.check,
+    edits=rules.edits,
     template=str(Path(__file__).with_name("nanotron.yaml.j2")),
     filename="nanotron.yaml",
     extensions=(".yaml", ".yml"),

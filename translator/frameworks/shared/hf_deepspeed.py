@@ -71,6 +71,19 @@ def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> N
     reading.partners.append(deepspeed.read(read_text(path), str(path)))
 
 
+def read_named(reading: Reading, call: Call) -> None:
+    """The DeepSpeed JSON of the job's final ``deepspeed`` value, opened where the job runs
+    (the Trainer, Axolotl and LLaMA-Factory open the path from their working folder); an
+    inline mapping is read as it stands."""
+    v = reading.values.get("deepspeed")
+    if v is None or v.value is None:
+        return
+    if not isinstance(v.value, str):
+        read_partner(reading, v.value)
+        return
+    read_located(reading, call, v.value, f"{v.file or call.path}:{v.line}")
+
+
 def read_located(reading: Reading, call: Call, name: str, where: str) -> None:
     """The DeepSpeed JSON a job names (``name``, looked for where the job runs), read into
     ``reading.partners``; one not found or not readable is a warning at ``where``."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Container
 
+import yaml
+
 from translator.reading import Call, Reading
 from translator.shell.values import Word
 
@@ -32,3 +34,15 @@ def unknown_key(reading: Reading, word: Word, read: Container[str]) -> str | Non
     if key is None and not getattr(word, "absent", False):
         reading.opaque.append(f"line {word.line}: {word.why_unknown}")
     return key if key in read else None
+
+
+def yaml_value(raw: str, nulls: Container[str] = ()) -> object:
+    """An override's value as OmegaConf reads it (YAML): ``5`` is a number, ``true`` a bool;
+    a text YAML refuses stays the text. ``nulls``: words the framework itself takes as null
+    (torchtune's ``None``)."""
+    if raw in nulls:
+        return None
+    try:
+        return yaml.safe_load(raw) if raw else raw
+    except yaml.YAMLError:
+        return raw

@@ -6,10 +6,15 @@ from pathlib import Path
 
 from translator.frameworks.torchtitan import edits, program, rules, template, verdict
 from translator.frameworks.torchtitan.codes import CODES
-from translator.plugin.contract import Engine, from_module
+from translator.plugin.contract import Engine, Framework
 
-FRAMEWORK = from_module(
-    rules,
+FRAMEWORK = Framework(
+    name=rules.NAME,
+    claims=rules.claims,
+    holds_batch=rules.holds_batch,
+    read=rules.read,
+    interpret=rules.interpret,
+    check=rules.check,
     template=str(Path(__file__).with_name("torchtitan.sh.j2")),
     filename="torchtitan.sh",
     extensions=(".toml",),

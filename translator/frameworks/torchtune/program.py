@@ -23,7 +23,7 @@ from translator import parsing
 from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import finding
-from translator.frameworks.shared.overrides import unknown_key, value_span
+from translator.frameworks.shared.overrides import unknown_key, value_span, yaml_value
 from translator.frameworks.torchtune import generation, rules
 from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
@@ -192,7 +192,13 @@ def _override(reading: Reading, call: Call, word: Word) -> bool:
         return False
     key, raw = parts
     if key in READ:
-        _set(reading, call, key, word, Value(_yaml(raw), word.line, value_span(word, raw, call)))
+        _set(
+            reading,
+            call,
+            key,
+            word,
+            Value(yaml_value(raw, ("None",)), word.line, value_span(word, raw, call)),
+        )
     return True
 
 
@@ -206,16 +212,6 @@ def _not_overrides(words: list[Word], call: Call):
         hint="write each override as key=value (batch_size=4)",
         where=f"{call.path}:{words[0].line}",
     )
-
-
-def _yaml(raw: str) -> object:
-    """An override's value as OmegaConf reads it (``None`` is null)."""
-    if raw == "None":
-        return None
-    try:
-        return yaml.safe_load(raw) if raw else raw
-    except yaml.YAMLError:
-        return raw
 
 
 def _set(reading: Reading, call: Call, key: str, word: Word, value: Value) -> None:
