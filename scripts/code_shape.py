@@ -68,6 +68,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "translator.detection",
         "translator.foreign",
         "translator.job",
+        "translator.jobdefs",
         "translator.inspection",
         "translator.advice",
         "translator.estimation",

@@ -240,9 +240,12 @@ def test_a_missing_deepspeed_json_is_a_warning(run_dir):
     assert f["where"] == "ds.yml:5"
 
 
-@pytest.mark.parametrize(
-    "command", ["cd axolotl", "axolotl preprocess examples/lora.yml", "pip install axolotl"]
-)
+def test_installing_axolotl_runs_no_program():
+    script = shell.parse("#!/bin/bash\npip install axolotl\n", "job.sh")
+    assert launchers.call_of(script.commands[0], program.TOOLS) is None
+
+
+@pytest.mark.parametrize("command", ["cd axolotl", "axolotl preprocess examples/lora.yml"])
 def test_other_axolotl_commands_are_not_its_training(run_dir, command):
     text = f"#!/bin/bash\n{command}\n"
     script = shell.parse(text, "job.sh")

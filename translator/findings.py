@@ -88,6 +88,16 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "info",
         "the batch rests on defaults the script takes when a variable or argument is not set",
     ),
+    "job-definition": (
+        "info",
+        "what a job definition (a Kubernetes manifest, a SkyPilot or dstack task) leaves open, "
+        "or how it was read",
+    ),
+    "job-definition-mismatch": (
+        "warning",
+        "the launcher inside a job definition starts another number of processes per node, or "
+        "waits for another number of nodes, than the definition gives it",
+    ),
     "framework-accepts": ("info", "the framework's own validator accepts the file"),
     "framework-refuses": ("error", "the framework's own validator refuses the file"),
     "framework-not-installed": (

@@ -15,6 +15,7 @@ from translator.files import read_text
 from translator.findings import Finding, finding, has_errors
 from translator.foreign import refuse_foreign
 from translator.job import RunAs, is_job, read_job
+from translator.jobdefs import read_definition, system_of
 from translator.named_model import resolve
 from translator.plugin.contract import Framework
 from translator.plugin.inspection import Inspection
@@ -52,6 +53,8 @@ def read_file(
     text = read_text(path)
     if is_job(path, text):
         return read_job(text, path, run_as, framework)
+    if system_of(path, text) is not None:
+        return read_definition(path, text, run_as, framework)
     if framework is None:
         refuse_foreign(path, text)
         refuse_a_spec(path, text)

@@ -46,6 +46,9 @@ class RunAs:
     run_dir: str | None = None
     """The folder it runs in (``--run-dir``), where the relative paths it names start;
     ``None``: the current folder first, then the script's own."""
+    mounts: Mapping[str, str] = field(default_factory=dict)
+    """Paths on the machine it runs on -> the local files or folders mounted there (a
+    SkyPilot task's ``file_mounts``)."""
 
 
 def is_job(path: str, text: str) -> bool:
@@ -69,12 +72,12 @@ def read_job(
     script = shell.parse(text, path, args, dict(run_as.environment), opener)
     frameworks = [FRAMEWORKS[framework]] if framework else by_claim_order()
     readers = [f for f in frameworks if f.program is not None]
-    claimed, unread = _claims(script, text, path, readers, folders)
+    claimed, unread = _claims(script, text, path, readers, folders, run_as.mounts)
     stop = next((n for n in script.notes if "exits here" in n.text), None)
     if not claimed and stop is not None and args is None:
         for not_known in (("arguments",), ("arguments", "environment")):
             again = shell.parse(text, path, None, dict(run_as.environment), opener, not_known)
-            claimed, unread = _claims(again, text, path, readers, folders)
+            claimed, unread = _claims(again, text, path, readers, folders, run_as.mounts)
             if claimed:
                 script = again
                 script.notes.append(_stops_note(text, stop, not_known))
@@ -99,10 +102,16 @@ def read_job(
 
 
 def _claims(
-    script: shell.Script, text: str, path: str, readers: list[Framework], folders: tuple
+    script: shell.Script,
+    text: str,
+    path: str,
+    readers: list[Framework],
+    folders: tuple,
+    mounts: Mapping[str, str],
 ) -> tuple[list[tuple[int, Framework, Reading, Call]], list[str]]:
     """Each command a framework reads as its program's launch, with its reading; and the
-    programs launched that no framework reads."""
+    programs launched that no framework reads (``mounts``: where the job's files are mounted
+    from, :attr:`RunAs.mounts`)."""
     commands = {c for f in readers for c in f.commands}
     claimed: list[tuple[int, Framework, Reading, Call]] = []
     unread: list[str] = []
@@ -115,7 +124,7 @@ def _claims(
         environment = script.environments[i]
         sizes = launchers.sizes(split.launch, script.variables, environment)
         moved = _moved(folders, script.folders[i])
-        call = Call(path, text, words[0].line, split, sizes, environment, script, moved)
+        call = Call(path, text, words[0].line, split, sizes, environment, script, moved, mounts)
         for f in readers:
             reading = f.program(call)  # type: ignore[misc]  # readers have one
             if reading is not None:

@@ -65,6 +65,42 @@ class Value:
         return self.count is not None
 
 
+@dataclass(frozen=True)
+class Definition:
+    """A scheduler's job definition, as the system runs it: its kind and the nodes and GPUs
+    it gives the job."""
+
+    kind: str
+    """As its users say it (``Kubernetes PyTorchJob``, ``SkyPilot task``, ``dstack task``)."""
+    name: str | None
+    """The container, replicated job or task whose command was read."""
+    nodes: int | None
+    """Nodes (pods, machines) the system starts the command on; ``None``: not fixed."""
+    gpus_per_node: int | None
+    """GPUs each node gets; ``None``: not fixed."""
+    nodes_unknown: str | None = None
+    """Why the nodes are not fixed (a placeholder, an elastic range)."""
+    gpus_unknown: str | None = None
+    """Why the GPUs per node are not fixed."""
+    literals: Mapping[str, tuple[str, Value]] = field(default_factory=dict)
+    """Role (``nodes``, ``gpus_per_node``) -> (the key as written, ``num_nodes``; its value
+    with its line and span), where the definition writes it as one literal (``update`` edits
+    it there)."""
+
+    def as_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "nodes": self.nodes,
+            "gpus_per_node": self.gpus_per_node,
+            "gpus": None
+            if self.nodes is None or self.gpus_per_node is None
+            else self.nodes * self.gpus_per_node,
+            "nodes_unknown": None if self.nodes is not None else self.nodes_unknown,
+            "gpus_unknown": None if self.gpus_per_node is not None else self.gpus_unknown,
+        }
+
+
 @dataclass
 class Reading:
     """Everything a reader took from one file."""
@@ -113,6 +149,9 @@ class Reading:
     """Where each batch value of a job comes from, and which source won where several set it."""
     arguments: list[Word] = field(default_factory=list)
     """The program's arguments as the job runs it (a job's reading; empty for a config)."""
+    definition: Definition | None = None
+    """The scheduler's job definition the job was read from (a Kubernetes manifest, a
+    SkyPilot or dstack task), when it was."""
 
     def where(self, key: str) -> str:
         """``path:line`` of a key, or just ``path``."""
@@ -208,10 +247,17 @@ class Call:
     folders: tuple[Path, ...]
     """Where a relative path the job names is looked for, in order: the folder the job runs
     in (the current one, or ``--run-dir``), then the script's own."""
+    mounts: Mapping[str, str] = field(default_factory=dict)
+    """Paths where the job runs -> the local files mounted there (a SkyPilot task's
+    ``file_mounts``)."""
 
     def locate(self, name: str) -> tuple[Path | None, str]:
         """A file the job names: ``(its path, or None when not found; where it was looked
-        for)``."""
+        for)``; a path under a mount is looked for at its local source."""
+        for remote, local in self.mounts.items():
+            if name == remote or name.startswith(remote.rstrip("/") + "/"):
+                name = local + name[len(remote) :]
+                break
         candidates = [Path(name)] if Path(name).is_absolute() else [f / name for f in self.folders]
         looked = ", ".join(str(c) for c in candidates)
         for candidate in candidates:

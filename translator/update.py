@@ -16,6 +16,10 @@ from translator.errors import ConfigError, InputError
 from translator.findings import counted, finding
 from translator.inspection import Inspection, inspect_reading
 from translator.job import RunAs, is_job, read_job
+from translator.jobdefs import read_definition
+from translator.jobdefs.edits import check as definition_check
+from translator.jobdefs.edits import edits as definition_edits
+from translator.jobdefs.edits import layout
 from translator.plugin.contract import Framework
 from translator.plugin.findings import cannot_edit
 from translator.reading import Launch, Reading
@@ -236,10 +240,13 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
     launch = launcher_edits(reading, spec)
     edits = framework.edits(reading, spec) | launch
     text = reading.text
-    for key, new in edits.items():
-        old = reading.values.get(key)
+    planned = [(key, reading.values.get(key), new) for key, new in edits.items()]
+    for key, old, new in planned + definition_edits(reading, spec):
         if old is not None and old.value == new:
             continue
+        if key not in edits and old is not None and old.span is not None:
+            if replacements.get(_without_line_end(text, old.span)) == str(new):
+                continue  # a launch word that reads the definition's literal edits it already
         _refuse_shared(reading, key, old, edits)
         edit: Edit | None
         if old is None and key in launch and reading.launch_at is not None:
@@ -514,6 +521,8 @@ def update(
     path = old.reading.path
     if is_job(path, text):
         _, reading = read_job(text, path, run_as, framework.name)
+    elif old.reading.definition is not None:
+        _, reading = read_definition(path, text, run_as, framework.name)
     else:
         reading = framework.read(text, path)
     for change in changes:
@@ -525,6 +534,7 @@ def update(
                 f"set it to {change.new} by hand",
             )
     again = inspect_reading(framework, reading, Launch.of(spec))
+    definition_check(again.reading, spec)
     errors = [f for f in again.findings if f.severity == "error"]
     if errors:
         raise ConfigError(errors)
@@ -597,4 +607,8 @@ def update_file(
 
     chosen, reading = read_file(path, framework, run_as)
     old = inspect_reading(chosen, reading, Launch(from_world_size))
+    if reading.definition is not None:  # its nodes and GPUs move with the world
+        target["nodes"], target["gpus_per_node"] = layout(
+            reading, target.get("world"), target.get("nodes"), target.get("gpus_per_node")
+        )
     return update(chosen, old, target_spec(old, **target), run_as)

@@ -460,6 +460,7 @@ def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None
     from translator.files import read_text
     from translator.inspection import inspect_together, is_batch_config, read_file
     from translator.job import is_job
+    from translator.jobdefs import system_of
     from translator.spec_file import spec_values
 
     loaded, unusable = [], []
@@ -467,7 +468,11 @@ def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None
         try:
             if skip_others:
                 text = read_text(path)
-                if not is_job(path, text) and not is_batch_config(path, text, framework):
+                if (
+                    not is_job(path, text)
+                    and system_of(path, text) is None
+                    and not is_batch_config(path, text, framework)
+                ):
                     continue
                 if framework is None and spec_values(text, path) is not None:
                     continue  # a batchspec spec: plan and render check it

@@ -67,6 +67,9 @@ def inspect(
             model = out.pop("model")
             if model is not None:
                 click.echo(printable(_model_line(model)))
+            definition = out.pop("job_definition", None)
+            if definition is not None:
+                click.echo(printable(_definition_line(definition)))
             out.pop("findings")
             out.pop("sources")
             print_table([(k.replace("_", " "), v) for k, v in out.items()])
@@ -83,3 +86,12 @@ def _model_line(model: dict) -> str:
         f"model: {model['architecture']}, {model['parameters']:,} parameters "
         f"(from {model['source']})"
     )
+
+
+def _definition_line(definition: dict) -> str:
+    """``job definition: Kubeflow PyTorchJob (pytorch): 2 nodes × 8 GPUs``, "-" where unknown."""
+    name = f" ({definition['name']})" if definition["name"] else ""
+    nodes, gpus = (
+        "-" if definition[k] is None else definition[k] for k in ("nodes", "gpus_per_node")
+    )
+    return f"job definition: {definition['kind']}{name}: {nodes} node(s) × {gpus} GPU(s) each"

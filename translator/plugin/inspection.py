@@ -62,4 +62,9 @@ class Inspection:
                 "sources": [s.as_dict() for s in self.reading.sources],
                 "findings": [f.as_dict() for f in self.findings],
             }
+            | (
+                {}
+                if self.reading.definition is None
+                else {"job_definition": self.reading.definition.as_dict()}
+            )
         )

@@ -92,6 +92,18 @@ LAUNCHERS = {
     "jsrun": Launcher("jsrun", ("--tasks_per_rs", "-a"), ("--nrs", "-n")),  # LSF: resource sets
 }
 TORCH_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
+#: Commands whose words name packages or repositories, not a program they run.
+INSTALLERS = frozenset({"pip", "pip3", "apt", "apt-get", "git", "wget", "curl", "hf"})
+#: Those that install with some subcommands and run a program with others (``uv run``).
+INSTALLING = {
+    "uv": {"pip", "add", "sync", "venv", "tool"},
+    "conda": {"install", "create", "env", "update"},
+    "mamba": {"install", "create", "env", "update"},
+    "micromamba": {"install", "create", "env", "update"},
+    "poetry": {"add", "install"},
+    "pipx": {"install"},
+    "huggingface-cli": {"download", "login", "upload"},
+}
 #: What ``#SBATCH`` gives a job step that ``srun`` starts without sizing flags.
 SLURM_SIZES = {
     "per_node": "SLURM_NTASKS_PER_NODE",
@@ -252,7 +264,10 @@ def call_of(words: list[Word], commands: Collection[str] = ()) -> Split | None:
     """The program a command runs and its arguments: the first ``*.py`` word (not a launcher's
     module), a module after ``-m``, the word after ``python`` and its options, or one of
     ``commands`` (tools such as ``llamafactory-cli``), whichever comes first; ``None`` when the
-    command runs none of them."""
+    command runs none of them, or installs or fetches them (``pip install trl``, ``git clone
+    .../axolotl``)."""
+    if _installs(words):
+        return None
     candidates = [
         at
         for at in (
@@ -268,6 +283,16 @@ def call_of(words: list[Word], commands: Collection[str] = ()) -> Split | None:
     at = min(candidates)
     module = at > 0 and words[at - 1].text in ("-m", "--module")
     return Split(words[:at], words[at], module, words[at + 1 :])
+
+
+def _installs(words: list[Word]) -> bool:
+    """Whether a command installs or fetches (``pip install trl``, ``uv pip install``,
+    ``git clone .../axolotl``): the names among its words are packages, not programs."""
+    if not words:
+        return False
+    name = (words[0].text or "").rsplit("/", 1)[-1]
+    following = words[1].text if len(words) > 1 else None
+    return name in INSTALLERS or following in INSTALLING.get(name, ())
 
 
 def _script_at(words: list[Word]) -> int | None:
@@ -374,6 +399,8 @@ def sizes(
     if name == "torchrun" and flags and flags[0].text in TORCH_MODULES:
         flags = flags[1:]
     _read_flags(out, launcher, flags)
+    if name == "torchrun":
+        _torchrun_environment(out, environment)
     if name == "jsrun" and "per_node" not in out.words:
         out.defaults["per_node"] = 1  # --tasks_per_rs defaults to 1
     if name == "srun":
@@ -387,6 +414,18 @@ def sizes(
     if not out.missing:
         out.missing = _unsized(out)
     return out
+
+
+#: What torchrun takes as the default of a sizing flag not given (its ``env`` argparse
+#: action: ``PET_`` and the flag's name), as the Kubeflow training operator sets them.
+TORCHRUN_ENVIRONMENT = {"nodes": "PET_NNODES", "per_node": "PET_NPROC_PER_NODE"}
+
+
+def _torchrun_environment(out: Sizes, environment: Mapping[str, Word]) -> None:
+    """torchrun's sizes that no flag gives, from the ``PET_*`` variables its process sees."""
+    for role, variable in TORCHRUN_ENVIRONMENT.items():
+        if role not in out.words and variable in environment:
+            out.words[role] = (variable, environment[variable])
 
 
 def _read_flags(out: Sizes, launcher: Launcher, flags: list[Word]) -> None:

@@ -147,8 +147,8 @@ def _fire(words: list[Word]) -> Command:
     for arg in flags.scan(words):
         if arg.kind == "flag" and arg.name is not None:
             command.overrides.append(Override(arg.name.replace("-", "_"), arg.word, arg.value))
-        elif arg.kind == "positional" and command.config is None:
-            command.config = arg.word
+        elif arg.kind == "positional" and command.config is None and arg.word.text != "--":
+            command.config = arg.word  # a lone ``--`` ends the launcher's options, it names none
         elif arg.kind == "unknown":
             command.opaque.append(f"line {arg.word.line}: {arg.word.why_unknown}")
     return command
