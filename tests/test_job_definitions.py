@@ -330,6 +330,22 @@ def test_update_edits_the_nodes_a_definition_writes(tmp_path, name, key, lines):
     assert not any(f["code"] == "job-definition-mismatch" for f in again["findings"])
 
 
+def test_update_moves_a_pytorchjob_by_its_worker_replicas(tmp_path):
+    """A PyTorchJob of one Master and Workers runs 1 + Workers pods: world 16 on pods of 4
+    processes is 4 pods, so the Workers' replicas go from 1 to 3 (the Master stays one);
+    torchrun's PET_NNODES follows, and the accumulation keeps the global batch."""
+    name = "pytorchjob_configmap.yaml"
+    code, output, before, after = update(tmp_path, name, "--world-size", "16")
+    assert code == 0, output
+    changed = changed_lines(before, after)
+    workers = [i for i, line in enumerate(before.splitlines(), 1) if "replicas:" in line][-1]
+    assert changed[workers] == ("      replicas: 1", "      replicas: 3")
+    assert len(changed) == 2  # and the accumulation
+    again = run("inspect", str(tmp_path / name))[1]
+    assert again["world_size"] == 16 and again["job_definition"]["nodes"] == 4
+    assert again["global_batch_size"] == run("inspect", str(JOBDEFS / name))[1]["global_batch_size"]
+
+
 def test_update_adds_the_launcher_flag_a_bash_c_script_lacks(tmp_path):
     """World 16 on pods of 8 GPUs: two pods (``parallelism``), and ``--num_machines 2`` added
     on the accelerate line of the container's script, which is written in the manifest as
@@ -351,7 +367,6 @@ def test_update_adds_the_launcher_flag_a_bash_c_script_lacks(tmp_path):
     "name, why",
     [
         ("jobset_torchrun.yaml", "set it to 2 by hand"),  # replicas × parallelism
-        ("pytorchjob_configmap.yaml", "set it to 4 by hand"),  # Master + Worker replicas
         ("helm_job.yaml", "not known"),  # a Helm template: nothing is edited
     ],
 )

@@ -82,10 +82,11 @@ class Definition:
     """Why the nodes are not fixed (a placeholder, an elastic range)."""
     gpus_unknown: str | None = None
     """Why the GPUs per node are not fixed."""
-    literals: Mapping[str, tuple[str, Value]] = field(default_factory=dict)
+    literals: Mapping[str, tuple[str, Value, int]] = field(default_factory=dict)
     """Role (``nodes``, ``gpus_per_node``) -> (the key as written, ``num_nodes``; its value
-    with its line and span), where the definition writes it as one literal (``update`` edits
-    it there)."""
+    with its line and span; what the definition adds to it, a PyTorchJob's Master beside its
+    Workers' replicas), where the definition writes it as one literal (``update`` edits it
+    there)."""
 
     def as_dict(self) -> dict:
         return {

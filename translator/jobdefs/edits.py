@@ -38,15 +38,16 @@ def layout(
 
 def edits(reading: Reading, spec: BatchSpec) -> list[tuple[str, Value, int]]:
     """``(key, value, new)`` for each size of the definition the spec changes and that it
-    writes as one literal (``num_nodes: 2``, ``nvidia.com/gpu: 8``)."""
+    writes as one literal (``num_nodes: 2``, ``nvidia.com/gpu: 8``, a PyTorchJob's Worker
+    replicas: the nodes less its Master)."""
     definition = reading.definition
     if definition is None:
         return []
     wanted = {"nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node}
     return [
-        (key, value, new)
-        for role, (key, value) in definition.literals.items()
-        if (new := wanted.get(role)) is not None
+        (key, value, new - besides)
+        for role, (key, value, besides) in definition.literals.items()
+        if (new := wanted.get(role)) is not None and new > besides
     ]
 
 

@@ -141,6 +141,27 @@ def _indexed(spec: yaml.Node | None) -> dict:
     return {"exports": [Export("JOB_COMPLETION_INDEX", "0")], "notes": [FIRST_POD]}
 
 
+def _edited_role(
+    roles: list[tuple[str, yaml.Node]], env: dict[str, str]
+) -> tuple[tuple[int, int] | None, int]:
+    """Where the node count is edited, and what the other roles add to it: the one role's
+    replicas, or the Workers' beside a single Master (the Master stays one pod); ``None``
+    when no one literal makes the count."""
+    sizes = {}
+    for role, node in roles:
+        r = n.child(node, "replicas")
+        if r is None:
+            sizes[role] = Size(1)
+        else:
+            sizes[role] = count(n.text(r), n.line(r), f"{role} replicas", env, n.literal_span(r))
+    if len(sizes) == 1:
+        return next(iter(sizes.values())).span, 0
+    worker, master = sizes.get("Worker"), sizes.get("Master")
+    if set(sizes) == {"Master", "Worker"} and master is not None and master.value == 1:
+        return (worker.span if worker is not None else None), 1
+    return None, 0
+
+
 def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str, str]) -> list[Run]:
     spec = n.child(doc, "spec")
     replicas = n.child(spec, "pytorchReplicaSpecs")
@@ -163,8 +184,8 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
     nnodes = None if why else str(total)
     if elastic is not None and (low or high) and low != high:
         why, nnodes = f"elastic: from {low} to {high} pods", f"{low}:{high}"
-    alone = size.span if len(roles) == 1 else None  # one literal makes the sum
-    nodes = Size(None if why else total, where, why, alone)
+    alone, besides = _edited_role(roles, env)
+    nodes = Size(None if why else total, where, why, alone, besides=besides)
     proc = n.child(spec, "nprocPerNode") or n.child(elastic, "nProcPerNode")
     master = any(role == "Master" for role, _ in roles)
     chosen = next(
@@ -175,7 +196,10 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
         if len(roles) > 1:  # each role's template asks for its own: no one literal to edit
             g = Size(g.value, g.line, g.why)
         per_node = _nproc(proc, g, env)
-        exports = [Export("PET_NNODES", nnodes, where, nodes.span) if nnodes else None]
+        # the launcher's nodes are the definition's; with a Master beside the Workers their
+        # literal is not the count, so only the definition's edit writes it
+        span = None if nodes.besides else nodes.span
+        exports = [Export("PET_NNODES", nnodes, where, span) if nnodes else None]
         if master:
             exports += [
                 Export("MASTER_ADDR", "master-0"),

@@ -31,6 +31,9 @@ class Size:
     """Character offsets of the number in the definition, when it is written there."""
     key: str | None = None
     """The key that writes it (``num_nodes``, ``limits[nvidia.com/gpu]``)."""
+    besides: int = 0
+    """What other literals add to the one at ``span`` to make the count (a PyTorchJob's one
+    Master beside its Workers' replicas)."""
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ def _describe(reading: Reading, run: Run, editable: bool) -> None:
     """The definition on the reading (with its literals when ``editable``), its notes as
     findings, and where the launcher's world disagrees with the nodes and GPUs it gives."""
     literals = {
-        role: (size.key or role, Value(size.value, size.line, size.span))
+        role: (size.key or role, Value(size.value, size.line, size.span), size.besides)
         for role, size in (("nodes", run.nodes), ("gpus_per_node", run.gpus_per_node))
         if size.span is not None and editable
     }
