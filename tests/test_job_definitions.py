@@ -346,6 +346,37 @@ def test_update_moves_a_pytorchjob_by_its_worker_replicas(tmp_path):
     assert again["global_batch_size"] == run("inspect", str(JOBDEFS / name))[1]["global_batch_size"]
 
 
+def test_update_edits_the_workers_copy_of_the_masters_container(tmp_path):
+    """Master and Workers repeat one container: the accumulation is edited in both (the second
+    "4" of a flow list's line, not the first), and the Workers' replicas make the nodes."""
+    name = "pytorchjob_hf_flow_args.yaml"
+    code, output, before, after = update(tmp_path, name, "--nnodes", "4", "--nproc-per-node", "8")
+    assert code == 0, output
+    changed = changed_lines(before, after)
+    args = [i for i, line in enumerate(before.splitlines(), 1) if "args:" in line]
+    assert len(args) == 2
+    for line in args:
+        assert changed[line][1].endswith('--gradient_accumulation_steps, "2",')
+        assert '--per_device_train_batch_size, "4"' in changed[line][1]
+    assert len(changed) == 3  # and the Workers' replicas, 1 -> 3
+    again = run("inspect", str(tmp_path / name))[1]
+    assert (again["world_size"], again["global_batch_size"]) == (32, 256)
+
+
+def test_workers_written_otherwise_than_the_master_are_said_and_not_edited(tmp_path):
+    """A Worker container that differs from the Master's (another accumulation) may run
+    another batch: a warning names it, and update refuses rather than edit one of them."""
+    text = (JOBDEFS / "pytorchjob_hf_flow_args.yaml").read_text()
+    at = text.index("Worker:")
+    path = tmp_path / "differs.yaml"
+    path.write_text(text[:at] + text[at:].replace('steps, "4"', 'steps, "8"'))
+    code, out = run("inspect", str(path))
+    assert "job-definition-pods-differ" in {f["code"] for f in out["findings"]}
+    result = CliRunner().invoke(main, ["update", str(path), "--world-size", "32", "--in-place"])
+    assert result.exit_code == 1 and "written otherwise" in result.output
+    assert path.read_text() == text[:at] + text[at:].replace('steps, "4"', 'steps, "8"')
+
+
 def test_update_adds_the_launcher_flag_a_bash_c_script_lacks(tmp_path):
     """World 16 on pods of 8 GPUs: two pods (``parallelism``), and ``--num_machines 2`` added
     on the accelerate line of the container's script, which is written in the manifest as

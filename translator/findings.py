@@ -93,6 +93,11 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "what a job definition (a Kubernetes manifest, a SkyPilot or dstack task) leaves open, "
         "or how it was read",
     ),
+    "job-definition-pods-differ": (
+        "warning",
+        "pods of one job definition run commands written otherwise (a PyTorchJob's Workers "
+        "and its Master): only one is read",
+    ),
     "job-definition-mismatch": (
         "warning",
         "the launcher inside a job definition starts another number of processes per node, or "

@@ -87,6 +87,9 @@ class Definition:
     with its line and span; what the definition adds to it, a PyTorchJob's Master beside its
     Workers' replicas), where the definition writes it as one literal (``update`` edits it
     there)."""
+    copies: tuple[tuple[int, int, int | None], ...] = ()
+    """Spans of the definition that other pods repeat (start, end, where the copy starts;
+    ``None``: written otherwise), so ``update`` edits the copies with what was read."""
 
     def as_dict(self) -> dict:
         return {

@@ -18,8 +18,8 @@ from translator.inspection import Inspection, inspect_reading
 from translator.job import RunAs, is_job, read_job
 from translator.jobdefs import read_definition
 from translator.jobdefs.edits import check as definition_check
+from translator.jobdefs.edits import copied, layout
 from translator.jobdefs.edits import edits as definition_edits
-from translator.jobdefs.edits import layout
 from translator.plugin.contract import Framework
 from translator.plugin.findings import cannot_edit
 from translator.reading import Launch, Reading
@@ -306,7 +306,7 @@ def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str,
                 edit,
             )
         )
-    for (start, end), new_text in sorted(replacements.items(), reverse=True):
+    for (start, end), new_text in sorted(copied(reading, replacements).items(), reverse=True):
         text = text[:start] + new_text + text[end:]
     return text, changes
 

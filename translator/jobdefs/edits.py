@@ -51,6 +51,27 @@ def edits(reading: Reading, spec: BatchSpec) -> list[tuple[str, Value, int]]:
     ]
 
 
+def copied(reading: Reading, replacements: dict[tuple[int, int], str]) -> dict:
+    """``replacements`` with each one inside a span other pods repeat made in the copy too
+    (the Worker containers of a PyTorchJob); refused where the copy is written otherwise."""
+    definition = reading.definition
+    if definition is None:
+        return replacements
+    out = dict(replacements)
+    for (start, end), new in replacements.items():
+        for first, last, copy in definition.copies:
+            if not first <= start <= end <= last:
+                continue
+            if copy is None:
+                raise cannot_edit(
+                    reading.path,
+                    f"the other pods' containers are written otherwise than the ones read "
+                    f"(line {reading.text.count(chr(10), 0, start) + 1}): edit them by hand",
+                )
+            out[(copy + start - first, copy + end - first)] = new
+    return out
+
+
 def check(reading: Reading, spec: BatchSpec) -> None:
     """After the edits: the definition gives the spec's nodes and GPUs per node, or the
     update is refused, naming what to set by hand."""

@@ -141,6 +141,28 @@ def _indexed(spec: yaml.Node | None) -> dict:
     return {"exports": [Export("JOB_COMPLETION_INDEX", "0")], "notes": [FIRST_POD]}
 
 
+def _copies(
+    chosen: yaml.Node | None, roles: list[tuple[str, yaml.Node]]
+) -> list[tuple[str, tuple[int, int], int | None]]:
+    """For each other role, the span of the read role's containers and where the same text
+    stands in that role's (``None`` when it is written otherwise)."""
+    mine = n.child(chosen, "template", "spec", "containers")
+    if mine is None:
+        return []
+    buffer = mine.start_mark.buffer or ""
+    start = mine.start_mark.index
+    text = buffer[start : mine.end_mark.index].rstrip()  # a block ends where the next begins
+    out = []
+    for role, node in roles:
+        theirs = n.child(node, "template", "spec", "containers")
+        if node is chosen or theirs is None:
+            continue
+        other = theirs.start_mark.index
+        same = buffer[other : theirs.end_mark.index].rstrip() == text
+        out.append((role, (start, start + len(text)), other if same else None))
+    return out
+
+
 def _edited_role(
     roles: list[tuple[str, yaml.Node]], env: dict[str, str]
 ) -> tuple[tuple[int, int] | None, int]:
@@ -220,7 +242,22 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
                 f"nprocPerNode is not set: the training operator's default, auto, starts a "
                 f"process per GPU ({per_node.value})"
             )
-        return Run("Kubeflow PyTorchJob", nodes, g, exports=[e for e in exports if e], notes=notes)
+        copies = _copies(chosen, roles)
+        differs = [
+            f"the {role} pods' containers are written otherwise than the Master's, which are "
+            "the ones read: their batch may differ"
+            for role, _, at in copies
+            if at is None
+        ]
+        return Run(
+            "Kubeflow PyTorchJob",
+            nodes,
+            g,
+            exports=[e for e in exports if e],
+            notes=[note for note in notes if not (differs and note == FIRST_POD)],
+            copies=[(start, end, at) for _, (start, end), at in copies],
+            differs=differs,
+        )
 
     return _pod_runs(n.child(chosen, "template"), configmaps, env, make)
 

@@ -76,8 +76,15 @@ class Run:
     """The container, replicated job or task it is (for messages)."""
     notes: list[str] = field(default_factory=list)
     """What the definition leaves open or the reading assumes (``read as on node 0``)."""
+    differs: list[str] = field(default_factory=list)
+    """Pods that run another command than the one read (a Worker's written otherwise than
+    the Master's): a warning each."""
     run_dir: str | None = None
     """The local folder the command runs in (a SkyPilot ``workdir``), when the definition says."""
+    copies: list[tuple[int, int, int | None]] = field(default_factory=list)
+    """Spans of the definition that other pods repeat: ``(start, end, where the copy
+    starts)``, ``None`` where the other pods' text is written otherwise (a PyTorchJob's
+    Worker containers beside the Master's, which is the one read)."""
 
 
 def shell_value(value: str, references: bool = False) -> str:

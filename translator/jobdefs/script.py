@@ -150,8 +150,9 @@ BOUNDS = " \t\"'[],"
 
 
 def _same_word(script: str, text: str, span: tuple[int, int]) -> tuple[int, int] | None:
-    """Where ``script``'s literal at ``span`` stands in ``text``: in the word around it, found
-    once on the same line there."""
+    """Where ``script``'s literal at ``span`` stands in ``text``: in the word around it, the
+    same occurrence of that word on the same line there (the k-th ``4`` of a line that
+    writes two) when the line holds as many of them, else its one occurrence there."""
     start, end = span
     line = script.count("\n", 0, start)
     line_start = script.rfind("\n", 0, start) + 1
@@ -163,7 +164,28 @@ def _same_word(script: str, text: str, span: tuple[int, int]) -> tuple[int, int]
         word_end += 1
     word = script[word_start:word_end]
     lines = text.split("\n")
-    if line >= len(lines) or not word or lines[line].count(word) != 1:
+    if line >= len(lines) or not word:
         return None
-    at = sum(len(x) + 1 for x in lines[:line]) + lines[line].index(word) + start - word_start
+    mine = _words_at(script[line_start : line_end % (len(script) + 1)], word)
+    theirs = _words_at(lines[line], word)
+    if len(mine) == len(theirs) and word_start - line_start in mine:
+        column = theirs[mine.index(word_start - line_start)]
+    elif lines[line].count(word) == 1:  # written otherwise around it (ACCUM=4 for "4")
+        column = lines[line].index(word)
+    else:
+        return None
+    at = sum(len(x) + 1 for x in lines[:line]) + column + start - word_start
     return (at, at + end - start) if text[at : at + end - start] == script[start:end] else None
+
+
+def _words_at(line: str, word: str) -> list[int]:
+    """The columns where ``word`` stands whole in ``line`` (bounded by :data:`BOUNDS` or
+    the line's ends)."""
+    found, at = [], line.find(word)
+    while at >= 0:
+        before = at == 0 or line[at - 1] in BOUNDS
+        after = at + len(word) == len(line) or line[at + len(word)] in BOUNDS
+        if before and after:
+            found.append(at)
+        at = line.find(word, at + 1)
+    return found

@@ -87,10 +87,20 @@ def _describe(reading: Reading, run: Run, editable: bool) -> None:
         run.nodes.why,
         run.gpus_per_node.why,
         literals,
+        tuple(run.copies),
     )
     for note in run.notes:
         reading.findings.append(
             finding("job-definition", note, where=reading.path),
+        )
+    for why in run.differs:
+        reading.findings.append(
+            finding(
+                "job-definition-pods-differ",
+                why,
+                hint="give every role the same command, or check each one's batch by hand",
+                where=reading.path,
+            )
         )
     counts = reading.launch_counts
     per_node, nodes = counts.get("per_node"), counts.get("nodes")
