@@ -207,7 +207,8 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
     if elastic is not None and (low or high) and low != high:
         why, nnodes = f"elastic: from {low} to {high} pods", f"{low}:{high}"
     alone, besides = _edited_role(roles, env)
-    nodes = Size(None if why else total, where, why, alone, besides=besides)
+    edited = "Worker replicas" if besides else f"{roles[0][0]} replicas" if roles else None
+    nodes = Size(None if why else total, where, why, alone, edited, besides)
     proc = n.child(spec, "nprocPerNode") or n.child(elastic, "nProcPerNode")
     master = any(role == "Master" for role, _ in roles)
     chosen = next(
