@@ -355,7 +355,6 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
         finalize_model_grads,
     )
     from megatron.core.num_microbatches_calculator import get_num_microbatches
-    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
     config, chunks = _model_chunks(ctx, harness, layout)
@@ -363,19 +362,7 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
         use_distributed_optimizer=layout.use_distributed_optimizer
     )
     ddp = [DistributedDataParallel(config, ddp_config, chunk) for chunk in chunks]
-    optimizer = get_megatron_optimizer(
-        OptimizerConfig(
-            **keywords(
-                OptimizerConfig,
-                **(PARITY_OPTIMIZER if ctx.parity else {"optimizer": "adam", "lr": 1e-4}),
-                bf16=harness.on_gpu,
-                params_dtype=config.params_dtype,
-                use_distributed_optimizer=layout.use_distributed_optimizer,
-                clip_grad=1.0 if harness.on_gpu and not ctx.parity else 0.0,
-            )
-        ),
-        ddp,
-    )
+    optimizer = _optimizer(ctx, harness, layout, config, ddp)
     config.no_sync_func = [m.no_sync for m in ddp] if len(ddp) > 1 else ddp[0].no_sync
     config.finalize_model_grads_func = finalize_model_grads
     config.grad_scale_func = optimizer.scale_loss
@@ -388,6 +375,65 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
         stream = _stream(ctx, layout, replica, parallel_state.get_data_parallel_world_size())
         iterators.append(harness.count(stream) if chunk == 0 else stream)
     positions = torch.arange(ctx.sequence_length, device=harness.device).unsqueeze(0)
+
+    forward_backward = get_forward_backward_func()
+    named = [(n, p) for m in chunks for n, p in m.named_parameters()]
+    before = parity_rank.snapshot(named) if ctx.parity and ctx.rank == 0 else None
+    reported = []
+    for _ in range(ctx.steps):
+        for m in ddp:
+            m.zero_grad_buffer()
+        optimizer.zero_grad()
+        reported = forward_backward(
+            forward_step_func=_forward_step(harness, layout, positions),
+            data_iterator=iterators if len(ddp) > 1 else iterators[0],
+            model=ddp,
+            num_microbatches=get_num_microbatches(),
+            seq_length=ctx.sequence_length,
+            micro_batch_size=layout.micro_batch_size,
+            forward_only=False,
+        )
+        updated, *_ = optimizer.step()
+        if updated:  # a skipped update (loss-scale overflow) is not an optimizer step
+            harness.stepped(type(optimizer).__name__)
+    if ctx.parity:
+        parity_rank.write(ctx.workdir, ctx.rank, _step_loss(reported), before, named)
+    counts = (
+        parallel_state.get_tensor_model_parallel_rank() == 0
+        and parallel_state.get_context_parallel_rank() == 0
+        and parallel_state.is_pipeline_first_stage(ignore_virtual=True)
+    )
+    return harness.result(
+        replica=replica,
+        counts=counts,
+        parameters=sum(p.numel() for m in chunks for p in m.parameters()),
+    )
+
+
+def _optimizer(ctx: RunContext, harness: Harness, layout: Layout, config, ddp):
+    """Megatron's optimizer over the wrapped chunks: the parity run's plain SGD, else Adam;
+    bf16 and gradient clipping on a GPU."""
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+
+    settings = PARITY_OPTIMIZER if ctx.parity else {"optimizer": "adam", "lr": 1e-4}
+    return get_megatron_optimizer(
+        OptimizerConfig(
+            **keywords(
+                OptimizerConfig,
+                **settings,
+                bf16=harness.on_gpu,
+                params_dtype=config.params_dtype,
+                use_distributed_optimizer=layout.use_distributed_optimizer,
+                clip_grad=1.0 if harness.on_gpu and not ctx.parity else 0.0,
+            )
+        ),
+        ddp,
+    )
+
+
+def _forward_step(harness: Harness, layout: Layout, positions):
+    """Megatron's forward step over the engine's samples, with pretrain_gpt's loss."""
+    import torch
 
     def forward_step(data_iterator, model):
         tokens, targets = (t.to(harness.device) for t in next(data_iterator))
@@ -415,35 +461,4 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
 
         return output, loss
 
-    forward_backward = get_forward_backward_func()
-    named = [(n, p) for m in chunks for n, p in m.named_parameters()]
-    before = parity_rank.snapshot(named) if ctx.parity and ctx.rank == 0 else None
-    reported = []
-    for _ in range(ctx.steps):
-        for m in ddp:
-            m.zero_grad_buffer()
-        optimizer.zero_grad()
-        reported = forward_backward(
-            forward_step_func=forward_step,
-            data_iterator=iterators if len(ddp) > 1 else iterators[0],
-            model=ddp,
-            num_microbatches=get_num_microbatches(),
-            seq_length=ctx.sequence_length,
-            micro_batch_size=layout.micro_batch_size,
-            forward_only=False,
-        )
-        updated, *_ = optimizer.step()
-        if updated:  # a skipped update (loss-scale overflow) is not an optimizer step
-            harness.stepped(type(optimizer).__name__)
-    if ctx.parity:
-        parity_rank.write(ctx.workdir, ctx.rank, _step_loss(reported), before, named)
-    counts = (
-        parallel_state.get_tensor_model_parallel_rank() == 0
-        and parallel_state.get_context_parallel_rank() == 0
-        and parallel_state.is_pipeline_first_stage(ignore_virtual=True)
-    )
-    return harness.result(
-        replica=replica,
-        counts=counts,
-        parameters=sum(p.numel() for m in chunks for p in m.parameters()),
-    )
+    return forward_step
