@@ -552,3 +552,31 @@ def test_the_argument_loop_with_key_value_options():
     command = last(text, args=["--gbs=256", "--mbs", "2"])
     assert after(command, "--global-batch-size").text == "256"
     assert after(command, "--micro-batch-size").text == "2"
+
+
+@pytest.mark.parametrize(
+    "condition, holds",
+    [
+        ('[[ "$*" == *"--help"* ]]', False),  # the pattern is three nodes in the tree
+        ('[[ "$*" == *"--model"* ]]', True),
+        ('[[ $* != *"--model"* ]]', False),
+        ('[[ "$*" == "*" ]]', False),  # a quoted * is only itself
+        ("[[ $* == *'mo'?el* ]]", True),
+    ],
+)
+def test_a_pattern_with_quoted_parts_matches_as_bash_does(condition, holds):
+    text = f"if {condition}; then R=yes; else R=no; fi\necho $R\n"
+    args = ["--model", "m"]
+    assert texts(text, args=args) == ["echo", "yes" if holds else "no"]
+    if HAS_BASH:
+        assert env_i_bash(text, args) == ["echo", "yes" if holds else "no"]
+
+
+def test_a_name_after_punctuation_and_an_expansion_is_expanded():
+    """tree-sitter-bash parses ``$A/$B/c`` as ``$A/$`` and a word ``B/c`` (its issue 315)."""
+    text = "A=a\nB=b\nC=x/$A/$B/c\necho $C $A-$B.log $A.$B --mbs 4\n"
+    assert texts(text) == ["echo", "x/a/b/c", "a-b.log", "a.b", "--mbs", "4"]
+    if HAS_BASH:
+        assert env_i_bash(text) == texts(text)
+    word = last(text)[-1]
+    assert text[slice(*word.span)] == "4"  # literals after the braced names keep their place

@@ -5,6 +5,7 @@ import pytest
 from real_bash import HAS_BASH, bash_words
 
 from translator.shell import UNKNOWN_MARK, parse
+from translator.shell.expand import HERE
 
 
 def last_words(text: str) -> list:
@@ -36,7 +37,7 @@ def test_an_unknown_piece_keeps_its_known_neighbours_in_eval_and_bash_c():
     )
     evaluated, srun_inner = script.commands[0], script.commands[-1]
     assert [w.text for w in evaluated] == ["x.py", "--save", None, "--mbs", "4"]
-    assert evaluated[2].why_unknown == "$(pwd) is not run"
+    assert evaluated[2].why_unknown == HERE  # still unknown: a path only the run knows
     # the string bash -c runs keeps the launcher words before it
     assert [w.text for w in srun_inner][:4] == ["srun", "-N", "2", "python"]
     assert [w.text for w in srun_inner][-2:] == ["--mbs", "4"]

@@ -185,3 +185,111 @@ def test_a_followed_script_that_does_not_parse_is_a_note(tmp_path, monkeypatch):
     out = inspect(tmp_path, monkeypatch, files)
     assert out["world_size"] == 2
     assert any("broken.sh" in m and "does not parse" in m for m in warnings(out))
+
+
+def test_a_recipe_launcher_with_options_reads_the_recipe_it_is_given(tmp_path, monkeypatch):
+    """The recipe-repository style: --help caught by a pattern, options parsed by a loop, the
+    config path built from them (``recipes/$MODEL/$TASK/...``), the launch kept in
+    variables and run by ``srun bash -c``."""
+    (tmp_path / "recipes" / "m7b" / "sft").mkdir(parents=True)
+    (tmp_path / "recipes" / "m7b" / "sft" / "config_full.yaml").write_text(
+        "model_name_or_path: m\nper_device_train_batch_size: 4\ngradient_accumulation_steps: 2\n"
+        "output_dir: o\n"
+    )
+    job = (
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:8\n"
+        'if [[ "$*" == *"--help"* ]]; then\n  echo usage\n  exit 0\nfi\n'
+        'while [[ $# -gt 0 ]]; do\n  case $1 in\n    --model) MODEL="$2"; shift 2 ;;\n'
+        '    --task) TASK="$2"; shift 2 ;;\n    --config) SUFFIX="$2"; shift 2 ;;\n'
+        "    *) exit 1 ;;\n  esac\ndone\n"
+        "CONFIG_FILE=recipes/$MODEL/$TASK/config_$SUFFIX.yaml\n"
+        "WORLD_SIZE=$(($SLURM_NNODES * 8))\n"
+        'export CMD="src/$TASK.py --config $CONFIG_FILE"\n'
+        'export LAUNCHER="accelerate launch --num_machines $SLURM_NNODES '
+        '--num_processes $WORLD_SIZE --machine_rank \\$SLURM_PROCID"\n'
+        'srun bash -c "$LAUNCHER $CMD"\n'
+    )
+    args = ["--", "--model", "m7b", "--task", "sft", "--config", "full"]
+    out = inspect(tmp_path, monkeypatch, {"launch.slurm": job}, *args, job="launch.slurm")
+    assert (out["micro_batch_size"], out["gradient_accumulation_steps"]) == (4, 2)
+    assert out["world_size"] == 16 and out["global_batch_size"] == 4 * 2 * 16
+
+
+MEGATRON_8 = f"{MEGATRON} --tensor-model-parallel-size 8"
+
+
+def test_a_script_named_under_the_current_folder_is_followed(tmp_path, monkeypatch):
+    """``. `pwd`/CONFIG.sh``, ``bash $(pwd)/run.sh``, ``$PWD/run.sh``: the folder the job runs
+    in, where a relative name starts too."""
+    config = f'export PARAMS="{MEGATRON_8}"\n'
+    submit = (
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n"
+        ". `pwd`/config.sh\nsrun bash $(pwd)/run.sh\n"
+    )
+    run = "#!/bin/bash\npython -u pretrain_gpt.py $PARAMS\n"
+    files = {"config.sh": config, "run.sh": run, "job.sh": submit}
+    out = inspect(tmp_path, monkeypatch, files)
+    assert out["world_size"] == 16 and out["data_parallel_size"] == 2
+    dollar = inspect(tmp_path, monkeypatch, {"job.sh": submit.replace("`pwd`", "$PWD")})
+    assert dollar["world_size"] == 16
+
+
+def test_a_followed_template_with_placeholders_is_read_with_them_unknown(tmp_path, monkeypatch):
+    config = f'DATA=<path to the data>\nexport PARAMS="{MEGATRON_8} --micro-batch-size 2"\n'
+    job = (
+        "#!/bin/bash\nsource config.sh\n"
+        'torchrun --nproc_per_node 8 pretrain_gpt.py $PARAMS --data-path "$DATA"\n'
+    )
+    out = inspect(tmp_path, monkeypatch, {"config.sh": config, "job.sh": job})
+    assert (out["tensor_parallel_size"], out["micro_batch_size"]) == (8, 2)
+    assert any("config.sh" in m and "line 1" in m for m in warnings(out))
+
+
+def test_a_script_sbatch_runs_sizes_its_steps_from_its_own_sbatch_lines(tmp_path, monkeypatch):
+    """The batch script's ``#SBATCH --ntasks-per-node=8`` and sbatch's ``--nodes=2`` size
+    the ``srun`` in it (``sh -c`` with its options, ``bash -x -c``, as published)."""
+    run = (
+        "#!/bin/bash\n#SBATCH -t 0:30:00 --exclusive --ntasks-per-node=8\n"
+        'CMD="python -u pretrain_gpt.py $PARAMS"\nsrun -l --output=x.log bash -x -c "$CMD"\n'
+    )
+    submit = f'#!/bin/bash\nexport PARAMS="{MEGATRON_8}"\nsbatch -p x --nodes=2 run.sh\n'
+    out = inspect(tmp_path, monkeypatch, {"run.sh": run, "submit.sh": submit}, job="submit.sh")
+    assert out["world_size"] == 16 and out["data_parallel_size"] == 2
+
+
+def test_sbatch_wrap_is_the_batch_script(tmp_path, monkeypatch):
+    run = (
+        "#!/bin/bash\ntorchrun --nnodes $SLURM_NNODES --nproc_per_node 8 "
+        f"--node_rank $SLURM_NODEID {MEGATRON_8}\n"
+    )
+    submit = '#!/bin/bash\nsbatch --exclusive --nodes 4 --wrap="srun bash $(pwd)/run.sh"\n'
+    files = {"run.sh": run, "submit.sh": submit}
+    out = inspect(tmp_path, monkeypatch, files, job="submit.sh")
+    assert out["world_size"] == 32 and out["data_parallel_size"] == 4
+    spaced = submit.replace('--wrap="srun', '--wrap "srun --ntasks-per-node=1')
+    files["submit.sh"] = spaced
+    assert inspect(tmp_path, monkeypatch, files, job="submit.sh")["world_size"] == 32
+
+
+def test_a_batch_script_given_on_sbatch_input_is_read(tmp_path, monkeypatch):
+    job = (
+        "#!/bin/bash\nTP=8\nsbatch --nodes 2 <<EOF\n#!/bin/bash\n#SBATCH --nodes=4\n"
+        "#SBATCH --ntasks-per-node=8\n"
+        f"srun python {MEGATRON} --tensor-model-parallel-size $TP\nEOF\n"
+    )
+    out = inspect(tmp_path, monkeypatch, {"job.sh": job})
+    assert out["world_size"] == 16  # sbatch's --nodes 2 beats the script's 4
+    assert out["tensor_parallel_size"] == 8
+
+
+def test_glued_short_options_and_node_ranges(tmp_path, monkeypatch):
+    job = f"#!/bin/bash\n#SBATCH -N2\n#SBATCH --ntasks-per-node=8\nsrun python {MEGATRON_8}\n"
+    files = {"job.sh": job}
+    assert inspect(tmp_path, monkeypatch, files)["world_size"] == 16
+    files["submit.sh"] = "#!/bin/bash\nsbatch -N4 job.sh\n"
+    assert inspect(tmp_path, monkeypatch, files, job="submit.sh")["world_size"] == 32
+    # a range is the scheduler's choice: unknown, not the script's 2
+    files["submit.sh"] = "#!/bin/bash\nsbatch --nodes=2-4 job.sh\n"
+    assert inspect(tmp_path, monkeypatch, files, job="submit.sh")["world_size"] is None
+    files["submit.sh"] = "#!/bin/bash\nsbatch --nodes=3-3 job.sh\n"
+    assert inspect(tmp_path, monkeypatch, files, job="submit.sh")["world_size"] == 24

@@ -17,6 +17,7 @@ from translator.shell.following import (
     forget_args,
     set_args,
     shell_string,
+    wrapped_string,
 )
 from translator.shell.notes import Note
 from translator.shell.syntax import Source
@@ -28,6 +29,7 @@ from translator.shell.values import (
     Word,
     clip,
     pieces_of,
+    to_word,
     unknown,
 )
 from translator.shell.walk import STOPS, Catcher, Stop
@@ -80,10 +82,26 @@ class Commands(Following):
         self.script.paths.append(self.path)
         self.builtin(name, words, env)
         shell = shell_string(words)
-        if shell is not None:
+        wrapped = wrapped_string(words)
+        if wrapped is not None:
+            self.run_wrapped(words, wrapped, env, environment)
+        elif shell is not None:
             self.run_string(words, shell[0], shell[1], env, environment)
         else:
             self.run_file(words, env, environment)
+
+    def batch_input(self, command, redirect, env: Env, src: Source) -> None:
+        """``sbatch [OPTIONS] <<EOF``: the here-document is the batch script, read as
+        ``--wrap`` reads its string, its ``#SBATCH`` lines before sbatch's options."""
+        words = self.command_words(command, env, src)
+        if not words or (words[0].text or "").rsplit("/", 1)[-1] != "sbatch":
+            return
+        pieces = self.ex.heredoc_text(redirect, env, src)
+        if not pieces:
+            return
+        batch = "".join(p.text or "" for p in pieces)
+        script = to_word(pieces, src.line(redirect.start_byte))
+        self.run_wrapped(words, script, env, self.environment(command, env, src), batch)
 
     def builtin(self, name: str | None, words: list[Word], env: Env) -> None:
         """``shift``, ``set --``, and the commands that stop what runs."""

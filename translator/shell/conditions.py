@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 import operator
+import re
 
 from translator.shell.expand import Expander, arith_piece
 from translator.shell.syntax import Source
@@ -114,6 +115,9 @@ def _tokens(ex: Expander, node, env: Env, src: Source) -> list:
         op = node.child_by_field_name("operator")
         if left is None or right is None or op is None:
             return [None]
+        run = _word_after(node, op)
+        if src.of(op) in ("==", "=", "!=") and run:
+            return [*_tokens(ex, left, env, src), _Op(src.of(op)), _pattern(ex, run, env, src)]
         return [*_tokens(ex, left, env, src), _Op(src.of(op)), *_tokens(ex, right, env, src)]
     if kind == "unary_expression" and node.children:
         rest = [
@@ -165,6 +169,34 @@ def _primary(tokens: list, at: int) -> tuple:
     if isinstance(nxt, _Op) and nxt not in ("||", "&&", ")"):
         return test_words([first, nxt, tokens[at + 2]]), at + 3
     return test_words([first]), at + 1
+
+
+#: Nodes that are one operand, not an expression of ``[[ ]]``.
+EXPRESSIONS = {"binary_expression", "unary_expression", "parenthesized_expression"}
+
+
+def _word_after(node, op) -> list:
+    """The nodes of the one word right of ``op``, which the tree may split (``*"--help"*``
+    is three nodes with nothing between them); empty when an expression stands there."""
+    after = node.children[node.children.index(op) + 1 :]
+    run = after[:1]
+    for child in after[1:]:
+        if child.start_byte != run[-1].end_byte:
+            break
+        run.append(child)
+    return [] if not run or any(n.type in EXPRESSIONS for n in run) else run
+
+
+def _pattern(ex: Expander, nodes: list, env: Env, src: Source) -> str | None:
+    """The pattern right of ``==`` in ``[[ ]]``, which the tree may split in several nodes
+    (``*"--help"*``): one text, its quoted parts matching only themselves."""
+    parts = []
+    for n in nodes:
+        text = _text(ex.words(n, env, src, True))
+        if text is None:
+            return None
+        parts.append(re.sub(r"([*?[])", r"[\\1]", text) if n.type in QUOTING else text)
+    return "".join(parts)
 
 
 def _text(words: list[Word]) -> str | None:
@@ -244,10 +276,9 @@ BINARY = {"=", "==", "!=", "<", ">", "-nt", "-ot", "-ef", *INTEGER_TESTS}
 
 
 def _binary(a: str, op: str, b: str) -> bool | None:
-    if op in ("=", "=="):
-        return fnmatch.fnmatchcase(a, b) if any(c in b for c in "*?[") else a == b
-    if op == "!=":
-        return a != b
+    if op in ("=", "==", "!="):
+        same = fnmatch.fnmatchcase(a, b) if any(c in b for c in "*?[") else a == b
+        return same if op != "!=" else not same
     if op in INTEGER_TESTS:
         try:
             return INTEGER_TESTS[op](int(a), int(b))

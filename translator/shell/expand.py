@@ -68,6 +68,10 @@ ARITH_TARGET = re.compile(
 ARITH_SUBSCRIPT = re.compile(r"[A-Za-z_]\w*\s*\[")
 #: An index that is its own value (no leading zero: ``010`` is octal).
 DECIMAL = re.compile(r"0|[1-9][0-9]{0,17}")
+#: What ``$(pwd)``, `` `pwd` `` and ``$PWD`` stand for: a path the reader does not know, but
+#: a script named under it is the one named from there (see ``Following.open_script``).
+HERE = "$(pwd) (the folder the job runs in)"
+PWD = re.compile(r"\$\(\s*pwd\s*\)|`\s*pwd\s*`")
 #: Variables bash itself sets (``env -i bash`` has them): never absent.
 BASH_SETS = frozenset(
     "PATH PWD OLDPWD HOSTNAME HOSTTYPE SHELL TERM RANDOM SRANDOM SHLVL IFS OPTIND OPTERR PS1 PS2 "
@@ -234,6 +238,8 @@ class Expander:
         return self._not_run(node, raw, env, src, quoted)
 
     def _not_run(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+        if PWD.fullmatch(raw):
+            return [Piece(None, None, HERE)]
         return [Piece(None, None, f"{clip(raw)} is not run")]
 
     def _brace(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
@@ -424,18 +430,25 @@ class Expander:
             return None
         destination = target.child_by_field_name("destination") or target.named_children[-1]
         words = self.words(destination, env, src, quoted=True)
+        return Heredoc(words[0], self.heredoc_text(node, env, src), src.line(node.start_byte))
+
+    def heredoc_text(self, node, env: Env, src: Source) -> tuple[Piece, ...]:
+        """What a here-document gives, expanded unless its marker is quoted."""
+        body = next((c for c in node.named_children if c.type == "heredoc_body"), None)
+        start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
+        if body is None or start is None:
+            return ()
         if src.data[start.start_byte : start.end_byte][:1] in (b"'", b'"', b"\\"):
-            pieces = literal(src, body.start_byte, body.end_byte)
-        else:
-            pieces, at = [], body.start_byte
-            for child in body.named_children:
-                if child.type == "heredoc_content":
-                    continue
-                pieces += literal(src, at, child.start_byte)
-                pieces += joined(self.expand(child, env, src, quoted=True))
-                at = child.end_byte
-            pieces += literal(src, at, body.end_byte)
-        return Heredoc(words[0], tuple(pieces), src.line(node.start_byte))
+            return tuple(literal(src, body.start_byte, body.end_byte))
+        pieces, at = [], body.start_byte
+        for child in body.named_children:
+            if child.type == "heredoc_content":
+                continue
+            pieces += literal(src, at, child.start_byte)
+            pieces += joined(self.expand(child, env, src, quoted=True))
+            at = child.end_byte
+        pieces += literal(src, at, body.end_byte)
+        return tuple(pieces)
 
 
 def _verbatim(src: Source, start: int, end: int, text: str) -> Piece:
@@ -593,6 +606,8 @@ def _not_set(name: str, env: Env) -> Piece:
     """The value of a name the script never sets: absent (empty when run as read, unknown as a
     value) or, for what the running system sets, unknown."""
     if name[:1].isalpha() or name[:1] == "_":
+        if name == "PWD":
+            return Piece(None, None, HERE)
         if name in BASH_SETS:
             return Piece(None, None, f"${name} (set by bash when the script runs)")
         if name.startswith("SLURM_") and env.get(SBATCH) is not None:

@@ -12,13 +12,15 @@ A file other than the script has no literal ``update`` could edit: its words kee
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Callable
 
+from translator.errors import InputError
 from translator.shell import arrays, slurm
-from translator.shell.expand import SBATCH
+from translator.shell.expand import HERE, SBATCH
 from translator.shell.exports import Exports
 from translator.shell.notes import Note
-from translator.shell.syntax import Source, tree
+from translator.shell.syntax import Source, repair
 from translator.shell.values import (
     ARGS_GIVEN,
     MAX_CALL_DEPTH,
@@ -137,6 +139,9 @@ class Following(Exports):
             slurm.sbatch_variables(found[1], scope, spans=False)
             scope.set(SBATCH, MARK)
             slurm.option_variables(words[submit + 1 : start], scope)
+            for name in scope.names():  # the batch script's environment
+                if name.startswith("SLURM_"):
+                    scope.export(name)
         _step(words[start:end], scope)
         set_args(scope, [pieces_of(w) for w in words[at + 1 :]])
         scope.set(ARGS_GIVEN, MARK)
@@ -147,14 +152,42 @@ class Following(Exports):
         finally:
             self.prefix, self.outer = outer, outer_env
 
+    def run_wrapped(
+        self, words: list[Word], inner: Word, env: Env, environment, batch: str | None = None
+    ) -> None:
+        """``sbatch [OPTIONS] --wrap=STRING``: the string is the batch script (``sh -c``),
+        read in a process of its own that sees ``environment`` and what Slurm sets from
+        sbatch's options (and from the ``#SBATCH`` lines of ``batch``, a script given on
+        sbatch's input)."""
+        scope = Env()
+        for name, word in environment.items():
+            scope.set(name, Var((pieces_of(word),)))
+            scope.export(name)
+        for name in (*INHERITED, FOLDER):
+            if env.get(name) is not None:
+                scope.set(name, env.get(name))
+        scope.set(SBATCH, MARK)
+        if batch is not None:
+            slurm.sbatch_variables(batch, scope, spans=False)
+        submit = next(i for i, w in enumerate(words) if _name(w) == "sbatch")
+        slurm.option_variables(words[submit + 1 :], scope)
+        for name in scope.names():
+            if name.startswith("SLURM_"):
+                scope.export(name)
+        outer_env, self.outer = self.outer, None
+        try:
+            self.apart(lambda: self.reparse([inner], env, fork=False, scope=scope))
+        finally:
+            self.outer = outer_env
+
     def open_script(self, word: Word, env: Env) -> tuple | None:
         """``(path, text, pieces, holes)`` of the script file ``word`` names (see
         :func:`_eval_string`), from a heredoc the script wrote, else from the disk; ``None``
         when it is not found, or is being read already."""
-        if word.text is None or not word.text.strip():
+        path = word.text if word.text is not None else _under_here(word)
+        if path is None or not path.strip():
             return None
         here = folder_of(env)
-        path = word.text
         if not path.startswith("/") and here is not None:
             path = posixpath.normpath(posixpath.join(here, path))
         doc = self.written.get(path)
@@ -199,16 +232,19 @@ class Following(Exports):
                 Note(line, f"{what}: nests or grows too far to follow; not read")
             )
             return
-        data = text.encode()
-        root = tree(data).root_node
-        if root.has_error:
+        try:  # a template's placeholders (``<path>``) read as unknown, as in the script
+            data, root, blanks, notes, inserted = repair(text.encode(), text, what)
+        except InputError:
             self.script.notes.append(Note(line, f"{what}: does not parse; not read"))
             return
+        self.script.notes.extend(Note(line, f"{what}, {n}") for n in notes)
         for hole, piece in holes.items():
             scope.set(hole, Var(((piece,),)))
         self.evals += 1
+        src = Source(data, text, line, pieces, inserted)
+        src.holes = blanks
         try:
-            self.block(root, scope, Source(data, text, line, pieces))
+            self.block(root, scope, src)
         finally:
             self.evals -= 1
             for hole in holes:
@@ -257,7 +293,7 @@ def _script_of(words: list[Word]) -> tuple[int, int, int] | None:
         if name in SHELLS:
             j = i + 1
             while j < len(words) and (words[j].text or "").startswith("-"):
-                if words[j].text in ("-c", "-lc", "-xc", "-ec"):
+                if _command_option(words[j].text):
                     return None
                 j += 1
             return (start, i, j) if j < len(words) else None
@@ -265,6 +301,18 @@ def _script_of(words: list[Word]) -> tuple[int, int, int] | None:
             return start, i, i
         return None
     return None
+
+
+def _under_here(word: Word) -> str | None:
+    """The path ``$(pwd)/run.sh`` names from the folder the job runs in (``run.sh``)."""
+    parts = word.parts
+    if not parts or parts[0].text is not None or parts[0].why != HERE:
+        return None
+    rest = [p.text for p in parts[1:]]
+    if any(t is None for t in rest):
+        return None
+    path = "".join(t for t in rest if t is not None)
+    return path.lstrip("/") or None if path.startswith("/") else None
 
 
 def _eval_string(words: list[Word]) -> tuple[str, list, dict]:
@@ -291,18 +339,46 @@ def _eval_string(words: list[Word]) -> tuple[str, list, dict]:
     return "".join(text_parts), pieces, holes
 
 
+def wrapped_string(words: list[Word]) -> Word | None:
+    """The batch script of ``sbatch [OPTIONS] --wrap=STRING`` (or ``--wrap STRING``)."""
+    at = next((i for i, w in enumerate(words) if _name(w) == "sbatch"), None)
+    if at is None:
+        return None
+    for i, word in enumerate(words[at + 1 :], at + 1):
+        if word.text == "--wrap" and i + 1 < len(words):
+            return words[i + 1]
+        parts = word.parts or pieces_of(word)
+        if (parts[0].text or "").startswith("--wrap="):
+            return _without_prefix(parts, len("--wrap="), word.line)
+    return None
+
+
+def _without_prefix(parts: tuple, n: int, line: int) -> Word:
+    """The word of ``parts`` with its first ``n`` characters (in its first piece) left out."""
+    first = parts[0]
+    span = (first.span[0] + n, first.span[1]) if first.span is not None else None
+    sources = frozenset({span}) if span is not None else first.sources
+    rest = Piece((first.text or "")[n:], span, None, sources)
+    return to_word((rest, *parts[1:]), line)
+
+
 def shell_string(words: list[Word]) -> tuple[int, Word] | None:
     """Where ``bash`` stands and the string of ``bash -c STRING`` (also behind ``srun``,
     ``env``...)."""
     for i, w in enumerate(words[:-1]):
-        if (
-            w.text is not None
-            and w.text.rsplit("/", 1)[-1] in ("bash", "sh")
-            and words[i + 1].text in ("-c", "-lc", "-xc", "-ec")
-            and i + 2 < len(words)
-        ):
-            return i, words[i + 2]
+        if w.text is None or w.text.rsplit("/", 1)[-1] not in ("bash", "sh"):
+            continue
+        j = i + 1  # its options: bash -x -c, bash -lc, sh -xeuc
+        while j < len(words) and (words[j].text or "").startswith("-"):
+            if _command_option(words[j].text) and j + 1 < len(words):
+                return i, words[j + 1]
+            j += 1
     return None
+
+
+def _command_option(text: str | None) -> bool:
+    """Whether a shell's option word holds ``-c`` (``-c``, ``-lc``, ``-xeuc``)."""
+    return bool(text) and re.fullmatch(r"-[a-zA-Z]*c[a-zA-Z]*", text or "") is not None
 
 
 def set_args(env: Env, items: list[tuple]) -> None:

@@ -404,7 +404,7 @@ def sizes(
     if name == "jsrun" and "per_node" not in out.words:
         out.defaults["per_node"] = 1  # --tasks_per_rs defaults to 1
     if name == "srun":
-        _srun_allocation(out, variables)
+        _srun_allocation(out, variables, environment)
     if name == "deepspeed":
         _deepspeed_resources(out)
     if launcher.default_per_node:
@@ -507,13 +507,20 @@ def _deepspeed_resources(out: Sizes) -> None:
         out.defaults["nodes"] = 1
 
 
-def _srun_allocation(out: Sizes, variables: Mapping[str, list[Word]]) -> None:
-    """What the allocation (``#SBATCH``) gives ``srun`` where its own flags say nothing, and
-    which of the two wins."""
+def _srun_allocation(
+    out: Sizes, variables: Mapping[str, list[Word]], environment: Mapping[str, Word]
+) -> None:
+    """What the allocation gives ``srun`` where its own flags say nothing (the script's
+    ``#SBATCH`` lines, else what its process sees: a script that ``sbatch`` runs, or the
+    user's ``--env``), and which of the two wins."""
     for role, variable in SLURM_SIZES.items():
         value = variables.get(variable)
-        if role not in out.words and value and len(value) == 1 and value[0].span:
+        if role in out.words:
+            continue
+        if value and len(value) == 1 and value[0].span:
             out.words[role] = (f"#SBATCH {variable}", value[0])
+        elif variable in environment and environment[variable].text is not None:
+            out.words[role] = (f"#SBATCH {variable}", environment[variable])
     if "total" not in out.words and "nodes" in out.words and "per_node" not in out.words:
         out.defaults["per_node"] = 1  # Slurm starts one task per node by default
     if "total" in out.words and _from_flag(out, "per_node") and not _from_flag(out, "total"):

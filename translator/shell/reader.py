@@ -91,8 +91,8 @@ class Reader(Commands):
                     "(dos2unix fixes the file)",
                 )
             )
-        data, root, holes, notes = repair(text.encode(), text, self.where)
-        src = Source(data, text, 1, None)
+        data, root, holes, notes, inserted = repair(text.encode(), text, self.where)
+        src = Source(data, text, 1, None, inserted)
         src.holes = holes
         self.script.notes.extend(notes)
         env = self.outermost(text)
@@ -173,6 +173,8 @@ class Reader(Commands):
                 if doc is not None:
                     self.script.heredocs.append(doc)
                     self.wrote(doc, env)
+                elif body is not None and body.type == "command":
+                    self.batch_input(body, child, env, src)
 
     def _compound(self, node, env: Env, src: Source) -> None:
         """``{ ...; }``, or ``(( expr ))``: arithmetic, whose assignments change variables."""

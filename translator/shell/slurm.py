@@ -8,7 +8,9 @@ As Slurm's ``sbatch``/``srun`` set them: ``--nodes`` gives ``SLURM_NNODES`` (and
 ``--nodes`` × ``--ntasks-per-node`` does (sbatch computes the task count so);
 ``--ntasks-per-node`` gives ``SLURM_NTASKS_PER_NODE``; ``--gpus-per-node`` gives
 ``SLURM_GPUS_PER_NODE`` and, with ``--gres=gpu:N``, the GPUs each node's step sees,
-``SLURM_GPUS_ON_NODE``. A range (``--nodes=2-4``) is left to the scheduler: not set."""
+``SLURM_GPUS_ON_NODE``. A range (``--nodes=2-4``) is left to the scheduler: unknown, and it
+overrides what the ``#SBATCH`` lines said. Short options may be glued to their value
+(``-N2``)."""
 
 from __future__ import annotations
 
@@ -30,9 +32,12 @@ VARIABLES = {
     "--gres": ["SLURM_GPUS_ON_NODE"],
     "--cpus-per-task": ["SLURM_CPUS_PER_TASK"],
 }
-OPTION = re.compile(r"(--[a-z-]+|-[A-Za-z])(?:[= ]\s*)(\S+)")
-#: Where an option starts in a ``#SBATCH`` line (``#SBATCH <SLURM OPTIONS> --nodes=128``).
-STARTS = re.compile(r"(?<!\S)(?:--[a-z-]+|-[A-Za-z])(?=[= ])")
+OPTION = re.compile(r"(--[a-z-]+(?:[= ]\s*)|-[A-Za-z](?:[= ]\s*)?)(\S+)")
+#: Where an option starts in a ``#SBATCH`` line (``#SBATCH <SLURM OPTIONS> --nodes=128``,
+#: ``-N2``).
+STARTS = re.compile(r"(?<!\S)(?:--[a-z-]+(?=[= ])|-[A-Za-z](?=[= ]|\d))")
+#: A count Slurm picks from a range (``--nodes=2-4``; ``4-4`` is 4).
+RANGE = re.compile(r"(\d+)-(\d+)")
 #: Options whose count ends the value (``--gres=gpu:a100:8``, ``--gpus=h100:16``).
 TRAILING_COUNT = ("--gres", "--gpus-per-node", "--gpus", "-G", "--gpus-per-task")
 #: ``sbatch``/``srun`` options that take no value (so the word after one is the script).
@@ -76,7 +81,11 @@ def option_variables(words: list[Word], env: Env) -> None:
         text = word.text
         if text is None or not text.startswith("-"):
             continue
-        if "=" in text:
+        glued = re.fullmatch(r"(-[A-Za-z])(\d.*)", text)
+        if glued:  # -N2
+            option, value = glued.groups()
+            start = word.span[0] + 2 if word.span is not None else None
+        elif "=" in text:
             option, _, value = text.partition("=")
             start = word.span[0] + len(option) + 1 if word.span is not None else None
         elif text in VARIABLES and j + 1 < len(words) and words[j + 1].text is not None:
@@ -117,15 +126,22 @@ def script_at(words: list[Word]) -> int | None:
 def _option(rest: str, at: int | None, given: dict[str, Piece]) -> None:
     """One option (``rest``, at character offset ``at`` of the file; ``None``: no place)."""
     m = OPTION.match(rest)
-    if not m or m.group(1) not in VARIABLES:
+    option = m.group(1).rstrip("= \t") if m else ""
+    if not m or option not in VARIABLES:
         return
-    option, value = m.group(1), m.group(2)
+    value = m.group(2)
     if option == "--gres" and not value.startswith("gpu"):
+        return
+    picked = RANGE.fullmatch(value)
+    if picked and picked.group(1) != picked.group(2) and option not in TRAILING_COUNT:
+        why = f"{option}={value}: Slurm picks the count in the range when the job starts"
+        for name in VARIABLES[option]:
+            given[name] = Piece(None, None, why)
         return
     if option in TRAILING_COUNT:
         count, group = re.search(r"(\d+)$", value), 1
     else:
-        count, group = re.fullmatch(r"\d+", value), 0
+        count, group = picked or re.fullmatch(r"\d+", value), 2 if picked else 0
     if count is None:
         return
     if at is None:
@@ -143,8 +159,11 @@ def _set(env: Env, given: dict[str, Piece]) -> None:
     ``--ntasks`` gives it (computed: no literal to edit)."""
     nodes, per_node = given.get("SLURM_NNODES"), given.get("SLURM_NTASKS_PER_NODE")
     if "SLURM_NTASKS" not in given and nodes is not None and per_node is not None:
-        total = int(nodes.text or 0) * int(per_node.text or 0)
-        piece = Piece(str(total), None, None, merge_sources([nodes, per_node]))
+        if nodes.text is None or per_node.text is None:
+            piece = Piece(None, None, nodes.why or per_node.why)
+        else:
+            total = int(nodes.text) * int(per_node.text)
+            piece = Piece(str(total), None, None, merge_sources([nodes, per_node]))
         given = {**given, "SLURM_NTASKS": piece, "SLURM_NPROCS": piece}
     for name, piece in given.items():
         env.set(name, Var(((piece,),)))

@@ -18,10 +18,13 @@ class Source:
     """A text being read (the file, or a string given to ``eval``) and how its offsets map
     back to the file."""
 
-    def __init__(self, data: bytes, text: str, line0: int, pieces: list | None):
+    def __init__(self, data: bytes, text: str, line0: int, pieces: list | None, inserted=()):
         self.data, self.text, self.line0, self.pieces = data, text, line0, pieces
         """``pieces``: for a string re-read by ``eval``, ``(offset, piece)`` for each of its
         stretches that is a literal of the file; ``None`` for the file itself."""
+        self.inserted: list[int] = sorted(inserted)
+        """Byte offsets of the braces :func:`braced` wrote into ``data``: no character of
+        ``text`` stands there."""
         self.holes: dict[int, Piece] = {}
         """For the file: the unknown piece that each ``${__...}`` written over a statement
         bash cannot parse stands for, by the byte offset of its ``$`` (see :func:`repair`)."""
@@ -44,6 +47,8 @@ class Source:
 
     def char(self, byte: int) -> int:
         """The character offset of a byte offset."""
+        if self.inserted:
+            byte -= bisect.bisect_left(self.inserted, byte)
         if self.ascii:
             return byte
         k = bisect.bisect_right(self.wide_starts, byte)
@@ -149,6 +154,37 @@ def refuse_long_numbers(text: str, where: str) -> None:
         raise InputError(f"{where}:{line}: a number of {len(found.group())} digits; refused")
 
 
+#: A name right after a ``$`` that tree-sitter-bash left as text.
+NAME_AFTER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def braced(data: bytes, root) -> tuple:
+    """``(data, root, inserted)``: ``data`` with each name that tree-sitter-bash splits from
+    its ``$`` written in braces, and its tree. Unquoted, ``$A/$B/c`` parses as the word
+    ``$A/$`` and a word ``B/c`` (tree-sitter-bash issue 315), where bash expands ``$B``;
+    ``${B}`` parses as it runs. ``inserted``: the byte offsets of the braces in the new
+    data (see :class:`Source`)."""
+    inserted: list[int] = []
+    for _ in range(MAX_REPAIRS):
+        sites = []
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node.type == "$" and node.parent is not None:
+                name = NAME_AFTER.match(data, node.end_byte)
+                if node.parent.type == "concatenation" and name is not None:
+                    sites.append((node.end_byte, name.end()))
+            stack.extend(node.children)
+        if not sites:
+            break
+        for start, end in sorted(sites, reverse=True):
+            data = data[:start] + b"{" + data[start:end] + b"}" + data[end:]
+            inserted = [i + (i >= start) + (i >= end) for i in inserted]
+            inserted += [start, end + 1]
+        root = tree(data).root_node
+    return data, root, sorted(inserted)
+
+
 def repair(data: bytes, text: str, where: str) -> tuple:
     """What tree-sitter is given for a script whose templates hold statements bash cannot
     parse (``DATA_PATH=<Specify path>``, ``--data-path <path> \\`` in a continued command):
@@ -159,15 +195,15 @@ def repair(data: bytes, text: str, where: str) -> tuple:
     MAX_REPAIRS rounds. Every offset stays the same, so the spans of the other literals are
     exact; ``notes`` say what was read as unknown. An :class:`InputError` for a real error
     (an unterminated quote, ``if`` without ``fi``, an unclosed heredoc or array)."""
-    root = tree(data).root_node
+    data, root, inserted = braced(data, tree(data).root_node)
     if root.has_error and SUBSTRING.search(data):
         data, root = _substrings(data, root)
     holes: dict[int, Piece] = {}
     notes: dict[int, Note] = {}
     if not root.has_error and b"<" not in data:
-        return data, root, holes, []
+        return data, root, holes, [], inserted
     buf = bytearray(data)
-    orig = Source(data, text, 1, None)
+    orig = Source(data, text, 1, None, inserted)
     changed = False
     for m in PLACEHOLDER.finditer(data):
         if _is_code(root, m.start()):
@@ -177,7 +213,7 @@ def repair(data: bytes, text: str, where: str) -> tuple:
             root = tree(bytes(buf)).root_node
         if not root.has_error:
             break
-        errors = _errors(root, Source(bytes(buf), text, 1, None), where)
+        errors = _errors(root, Source(bytes(buf), text, 1, None, inserted), where)
         changed = False
         for node in errors:
             changed |= _blank(buf, node, orig, holes, notes)
@@ -185,8 +221,8 @@ def repair(data: bytes, text: str, where: str) -> tuple:
             break
     out = bytes(buf)
     if root.has_error:
-        check_syntax(root, Source(out, text, 1, None), where)
-    return out, root, holes, sorted(notes.values(), key=lambda n: n.line or 0)
+        check_syntax(root, Source(out, text, 1, None, inserted), where)
+    return out, root, holes, sorted(notes.values(), key=lambda n: n.line or 0), inserted
 
 
 #: ``${X:$N+1}``: a substring at an offset bash computes, which tree-sitter-bash cannot parse.
