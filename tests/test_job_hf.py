@@ -91,6 +91,20 @@ def test_a_single_yaml_argument_is_the_arguments_file(tmp_path, monkeypatch):
     assert out["global_batch_size"] == 128
 
 
+def test_trl_vllm_serve_beside_the_training_is_no_training(tmp_path, monkeypatch):
+    """A GRPO job starts ``trl vllm-serve`` on one node and trains with ``trl grpo``: the
+    server is not read as a training with trl's defaults; the training is."""
+    script = (
+        "trl vllm-serve --model Qwen/Qwen2.5-7B --tensor_parallel_size 8 &\n"
+        "trl grpo --model_name_or_path m --per_device_train_batch_size 2 --num_processes 8\n"
+    )
+    _, out = inspect(tmp_path, monkeypatch, script)
+    assert out["micro_batch_size"] == 2
+    (tmp_path / "serve.sh").write_text("#!/bin/bash\ntrl vllm-serve --model m\n")
+    alone = run(tmp_path, monkeypatch, "inspect", "serve.sh")
+    assert alone.exit_code == 2 and "micro batch" not in alone.output
+
+
 def test_the_trl_tool_has_documented_defaults(tmp_path, monkeypatch):
     _, out = inspect(tmp_path, monkeypatch, "trl sft --model_name_or_path m --num_processes 4\n")
     assert (out["micro_batch_size"], out["gradient_accumulation_steps"]) == (8, 1)

@@ -51,6 +51,8 @@ BATCH = ("per_device_train_batch_size", "gradient_accumulation_steps")
 READ = (*BATCH, "auto_find_batch_size", "deepspeed", *hf_trainer.SEQUENCE_KEYS)
 #: The command-line tool whose defaults are documented.
 TOOLS = ("trl",)
+#: The ``trl`` commands that train (trl's ``TrainingCommand``s); ``vllm-serve`` serves.
+TRAINING_COMMANDS = ("dpo", "grpo", "kto", "reward", "rloo", "sft")
 #: Spec field each batch flag sets (for the sources list).
 FIELDS = {
     "per_device_train_batch_size": "micro_batch_size",
@@ -73,6 +75,9 @@ class Flag:
 def program(call: Call) -> Reading | None:
     """The Trainer's arguments from one launch command, or ``None`` when it runs no Trainer."""
     tool = call.program.rsplit("/", 1)[-1] in TOOLS
+    said = call.arguments[0].text if call.arguments else ""
+    if tool and said is not None and said not in TRAINING_COMMANDS:
+        return None  # trl vllm-serve, env, skills: no training
     arguments = call.arguments[1:] if tool and call.arguments else call.arguments
     flags, positional, opaque = _parse(arguments)
     named = _arguments_file(flags, positional, tool) or _named_arguments(call, flags, positional)
