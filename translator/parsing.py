@@ -297,6 +297,7 @@ def load_yaml(text: str, where: str) -> Document:
 def clear_cache() -> None:
     """Forget the texts parsed so far (a benchmark's cold reads)."""
     _parsed.cache_clear()
+    _parsed_json.cache_clear()
 
 
 @functools.lru_cache(maxsize=64)
@@ -367,24 +368,35 @@ def _parse_int(literal: str) -> int:
 
 def load_json(text: str, where: str) -> Document:
     """``json.loads`` with one-line errors naming the file and line, key positions and
-    duplicate keys (found in one pass over the text: linear in its length)."""
+    duplicate keys (found in one pass over the text: linear in its length). A text is parsed
+    once, as :func:`load_yaml` does."""
     try:
-        data = json.loads(text, parse_int=_parse_int)
+        found = _parsed_json(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from None
     except _LongInt as exc:
         line = text.count("\n", 0, text.find(str(exc))) + 1
         raise InputError(f"{where}:{line}: an integer of {len(str(exc))} digits; refused") from None
+    except _Refused as exc:
+        raise InputError(f"{where}:{exc.line}: {exc}") from None
     except RecursionError:
         raise InputError(f"{where}: nested too deeply") from None
+    return Document(copy.deepcopy(found.data), dict(found.positions), list(found.duplicates))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_json(text: str) -> Document:
+    """``text`` parsed (errors are raised, never kept): the one copy :func:`load_json` hands
+    out copies of."""
+    data = json.loads(text, parse_int=_parse_int)
     if _SURROGATE_ESCAPE.search(text):
-        _refuse_surrogates(text, where)
+        _refuse_surrogates(text)
     doc = Document(data)
     _scan_json(text, doc)
     return doc
 
 
-def _refuse_surrogates(text: str, where: str) -> None:
+def _refuse_surrogates(text: str) -> None:
     """Refuse a valid JSON ``text`` one of whose strings (key or value) escapes a surrogate
     that no other escape pairs (``json.loads`` joins a pair into its character)."""
     for m in _JSON_STRING.finditer(text):
@@ -392,8 +404,7 @@ def _refuse_surrogates(text: str, where: str) -> None:
             continue
         refusal = _surrogate(json.loads(m.group()), "with no pair")
         if refusal is not None:
-            line = text.count("\n", 0, m.start()) + 1
-            raise InputError(f"{where}:{line}: {refusal}")
+            raise _Refused(text.count("\n", 0, m.start()) + 1, refusal)
 
 
 def _scan_json(text: str, doc: Document) -> None:
