@@ -127,11 +127,16 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
     values = _with_layout(_with_launch(values, launch), launch, reading)
     unknown = sorted(k for k, v in values.items() if v is None)
     values = {k: v for k, v in values.items() if v is not None}
+    model = resolve(reading)
     if set(unknown) & LAYOUT_KEYS:  # nothing about DP or accumulation is known then
         findings.append(_depends_on(values, unknown, reading))
         findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
-        return Inspection(reading, _known_values(values, unknown), None, findings, resolve(reading))
-    spec, wrong, missing = _solve(values, reading)
+        return Inspection(reading, _known_values(values, unknown), None, findings, model)
+    split = (
+        None if model is None else model.parts,
+        None if framework.split_rules is None else framework.split_rules(reading, values),
+    )
+    spec, wrong, missing = _solve(values, reading, split)
     if unknown and not wrong:
         missing = [_depends_on(values, unknown, reading)]
     if not has_errors(findings):
@@ -145,7 +150,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
     if spec is not None and spec.is_decided:
         findings += [
             f if f.where else Finding(f.code, f.severity, f.message, reading.path, f.hint)
-            for f in general_findings(spec) + framework.check(spec)
+            for f in general_findings(spec, *split) + framework.check(spec)
         ]
     shown = (
         _known_values(values)
@@ -153,7 +158,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
         else values | {k: v for k, v in spec.output().items() if v is not None}
     )
     findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
-    return Inspection(reading, shown, spec, findings, resolve(reading))
+    return Inspection(reading, shown, spec, findings, model)
 
 
 def _known_values(values: dict, unknown: Collection[str] = ()) -> dict:
@@ -228,11 +233,12 @@ def _with_layout(values: dict, launch: Launch, reading: Reading) -> dict:
     return values | {"nodes": nodes, "gpus_per_node": world // nodes}
 
 
-def _solve(values: dict, reading: Reading):
+def _solve(values: dict, reading: Reading, split: tuple = (None, None)):
     """``(spec, wrong, missing)``: the spec, or the findings saying the values are wrong, or
-    that too few are known."""
+    that too few are known; ``split``, the model's parts and the framework's rules for them,
+    keep the sizes a fix names to those the model splits on."""
     try:
-        return BatchSpec(**values), [], []
+        return BatchSpec.model_validate(values, context={"model": split}), [], []
     except ConfigError as exc:
         where = next((reading.where(k) for k in reading.values if "batch" in k), reading.path)
         return (

@@ -109,13 +109,15 @@ def data_parallel_size(
     pipeline: int = 1,
     context: int = 1,
     batch: tuple[int, int] | None = None,
+    accept: Callable[[str, int], bool] | None = None,
 ) -> int:
     """``world / (tensor x pipeline x context)``; otherwise an error naming the nearest worlds
     that divide, and for each parallel size above 1 the nearest sizes that divide this world.
 
     ``batch``: ``(global, micro x accumulation)`` as far as they are known; the worlds and sizes
     named are then those whose data-parallel size splits that global batch too (unless none
-    does: the split's own error then follows)."""
+    does: the split's own error then follows). ``accept(name, size)``, when given, says which
+    sizes may be named (those the model splits on, a tensor-parallel group inside a node)."""
     model = tensor * pipeline * context
     if world % model == 0:
         return world // model
@@ -132,7 +134,9 @@ def data_parallel_size(
             continue
         per_model = world // rest  # the size s leaves data-parallel per_model / s
 
-        def splits(s: int, per_model: int = per_model) -> bool:
+        def splits(s: int, per_model: int = per_model, name: str = name) -> bool:
+            if accept is not None and not accept(name, s):
+                return False
             return replicas is None or replicas % (per_model // s) == 0
 
         near = nearest_divisors(per_model, size, splits)

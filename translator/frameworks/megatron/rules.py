@@ -14,6 +14,7 @@ from translator.findings import Finding, counted, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
 from translator.frameworks.shared import mcore_schedule
 from translator.memory import Setting, Settings
+from translator.model_split import SplitRules
 from translator.reading import Call, Launch, Note, Reading, Value, invalid_value, typo_findings
 from translator.shell import launchers
 from translator.shell.uses import uses_of
@@ -612,6 +613,39 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
         if flag in reading.values or value != 1:
             out[flag] = value
     return out
+
+
+# How the model splits ----------------------------------------------------------------------------
+
+#: Flags that set the layers of each pipeline stage themselves (uneven pipeline parallelism).
+STAGE_LAYER_FLAGS = {
+    "--decoder-first-pipeline-num-layers",
+    "--decoder-last-pipeline-num-layers",
+    "--pipeline-model-parallel-layout",
+}
+#: Flags that count the embedding or the loss as one more layer of the pipeline split.
+PIPELINE_SLOT_FLAGS = {
+    "--account-for-embedding-in-pipeline-split",
+    "--account-for-loss-in-pipeline-split",
+}
+
+
+def split_rules(reading: Reading, values: dict) -> SplitRules:
+    """megatron-core's: ``TransformerConfig`` refuses attention heads that the tensor-parallel
+    size does not divide, and query groups it neither divides nor is a multiple of;
+    ``get_num_layers_to_build`` asserts the layers (with an embedding or loss slot counted)
+    divide by the pipeline stages and each stage's layers by the virtual stages, unless the
+    job sets the first and last stages' layers."""
+    flags = {(w.text or _known_start(w)).split("=")[0] for w in reading.arguments}
+    return SplitRules(
+        "megatron-core",
+        heads="divide",
+        kv_heads="divide-or-multiple",
+        pipeline="given" if flags & STAGE_LAYER_FLAGS else "even",
+        pipeline_extra=len(flags & PIPELINE_SLOT_FLAGS),
+        uneven_fix="give the first and last stages their own layers with "
+        "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers",
+    )
 
 
 # The memory estimate's settings ---------------------------------------------------------------
