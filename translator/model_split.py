@@ -9,7 +9,7 @@ is one the rules, the model and the nodes accept (:func:`fits`); the findings th
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 #: How a framework splits heads over tensor-parallel ranks: each rank an equal share
@@ -64,16 +64,22 @@ class SplitRules:
         slots = parts.layers + self.pipeline_extra
         return slots % pp == 0 and (slots // pp) % (virtual or 1) == 0
 
+    def even(self) -> SplitRules:
+        """These rules with every split even: what a fix offers, even where the framework
+        would split unevenly."""
+        return replace(
+            self,
+            heads="divide" if self.heads == "uneven" else self.heads,
+            kv_heads="divide" if self.kv_heads == "uneven" else self.kv_heads,
+            pipeline="even" if self.pipeline == "uneven" else self.pipeline,
+        )
+
 
 def splits(count: int | None, tp: int, rule: Split) -> bool:
     """Whether ``tp`` ranks split ``count`` heads by ``rule`` (an unknown count: yes)."""
     if count is None or rule == "uneven":
         return True
     return count % tp == 0 or (rule == "divide-or-multiple" and tp % count == 0)
-
-
-#: The rules of an even split, for the sizes a fix of an uneven one offers.
-EVEN = SplitRules("an even split")
 
 
 def fits(
@@ -83,16 +89,17 @@ def fits(
     virtual: int | None = None,
 ) -> Callable[[str, int], bool]:
     """Whether a parallel size (``"tensor"``, ``"pipeline"``...) may be offered: the framework
-    splits the model on it (with ``virtual`` chunks per stage), and a tensor-parallel group
-    stays inside one node."""
+    splits the model on it evenly (with ``virtual`` chunks per stage), and a tensor-parallel
+    group stays inside one node."""
+    even = None if rules is None else rules.even()
 
     def accept(name: str, size: int) -> bool:
         if name == "tensor" and gpus_per_node is not None and gpus_per_node % size:
             return False
-        if parts is None or rules is None:
+        if parts is None or even is None:
             return True
         if name == "tensor":
-            return rules.tensor_fits(parts, size)
-        return name != "pipeline" or rules.pipeline_fits(parts, size, virtual)
+            return even.tensor_fits(parts, size)
+        return name != "pipeline" or even.pipeline_fits(parts, size, virtual)
 
     return accept

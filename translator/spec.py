@@ -118,6 +118,7 @@ class BatchSpec(BaseModel):
                 self.context_parallel_size,
                 None if self.global_batch_size is None else (self.global_batch_size, known),
                 model_split.fits(parts, rules, self.gpus_per_node, self.virtual_pipeline_stages),
+                self.gpus_per_node,
             )
             if dp is not None and dp != from_world:
                 raise ConfigError(

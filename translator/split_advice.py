@@ -8,7 +8,7 @@ from __future__ import annotations
 from translator import solve
 from translator.errors import BatchspecError
 from translator.findings import Finding, counted, finding
-from translator.model_split import EVEN, ModelParts, SplitRules, fits, splits
+from translator.model_split import ModelParts, SplitRules, fits, splits
 from translator.spec import BatchSpec
 
 
@@ -31,11 +31,11 @@ def _tensor(spec: BatchSpec, parts: ModelParts, rules: SplitRules) -> list[Findi
             (parts.kv_heads, rules.kv_heads, "key/value heads (query groups)"),
             (parts.heads, rules.heads, "attention heads"),
         )
-        if tp > 1 and count is not None and not splits(count, tp, rule)
+        if count is not None and not splits(count, tp, "divide" if rule == "uneven" else rule)
     ]
     uneven = [(count, noun) for count, rule, noun in split if rule == "uneven"]
     if uneven:  # the query heads follow the key/value heads: one warning says it
-        return [_uneven_heads(spec, parts, *uneven[0])]
+        return [_uneven_heads(spec, parts, rules, *uneven[0])]
     if not split:
         return []
     counts = " and the ".join(f"{count} {noun}" for count, _, noun in reversed(split))
@@ -51,19 +51,19 @@ def _tensor(spec: BatchSpec, parts: ModelParts, rules: SplitRules) -> list[Findi
     ]
 
 
-def _uneven_heads(spec: BatchSpec, parts: ModelParts, count: int, noun: str) -> Finding:
+def _uneven_heads(
+    spec: BatchSpec, parts: ModelParts, rules: SplitRules, count: int, noun: str
+) -> Finding:
     tp = spec.tensor_parallel_size
     shares = [count // tp + (rank < count % tp) for rank in range(tp)]
     message = (
         f"tensor-parallel size {tp} splits the {count} {noun} of the model ({parts.where}) "
-        f"unevenly: its ranks hold {_shares(shares)}"
+        f"unevenly: {_shares(shares, 'rank')}"
     )
-    if count < tp:
-        message += f"; {counted(tp - count, 'rank')} hold none"
     return finding(
         "model-uneven-split",
         message,
-        hint=f"the ranks with more heads set the pace; {_offer(spec, 'tensor', parts, EVEN)}",
+        hint=f"the ranks with more heads set the pace; {_offer(spec, 'tensor', parts, rules)}",
     )
 
 
@@ -81,8 +81,8 @@ def _pipeline(spec: BatchSpec, parts: ModelParts, rules: SplitRules) -> list[Fin
             finding(
                 "model-uneven-split",
                 f"pipeline-parallel size {pp} splits the {counted_as} of the model "
-                f"({parts.where}) unevenly: its stages hold {_shares(stages)}",
-                hint=f"the longest stage sets the pace; {_offer(spec, 'pipeline', parts, EVEN)}",
+                f"({parts.where}) unevenly: {_shares(stages, 'stage')}",
+                hint=f"the longest stage sets the pace; {_offer(spec, 'pipeline', parts, rules)}",
             )
         ]
     if rules.pipeline_fits(parts, pp, virtual):
@@ -131,10 +131,11 @@ def _across_nodes(
     ]
 
 
-def _shares(counts: list[int]) -> str:
-    """``12 × 3 and 4 × 2`` for counts that are 3 on twelve ranks and 2 on four."""
-    groups = {c: counts.count(c) for c in dict.fromkeys(counts)}
-    return " and ".join(f"{n} × {c}" for c, n in groups.items())
+def _shares(counts: list[int], holder: str) -> str:
+    """``3 on 2 ranks, 2 on 1 rank`` for counts of 3, 3 and 2 on three ranks."""
+    return ", ".join(
+        f"{c or 'none'} on {counted(counts.count(c), holder)}" for c in dict.fromkeys(counts)
+    )
 
 
 #: The spec field of each parallel size a fix offers.
