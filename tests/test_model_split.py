@@ -377,3 +377,31 @@ def test_every_size_a_fix_offers_fits_the_model_and_the_nodes(parts, name, value
     for hint in hints:
         for field, value in offers(hint):
             assert_fits(field, value, values, parts, rules)
+
+
+def test_layers_per_virtual_stage_must_divide_each_stages_layers(tmp_path):
+    more = "--num-layers-per-virtual-pipeline-stage 3"
+    code, out = inspect(llama_job(tmp_path, nodes=3, global_batch=96, tp=2, pp=4, more=more))
+    assert code == 1
+    found = codes(out)["model-pipeline-layers"]
+    assert found["message"].startswith(
+        "--num-layers-per-virtual-pipeline-stage 3 does not divide the 8 layers of each of the "
+        "4 pipeline stages"
+    )
+    assert found["hint"] == "use --num-layers-per-virtual-pipeline-stage 2 or 4"
+    assert found["where"].endswith("train_llama3_8b.sh:37")
+    ok = llama_job(tmp_path, nodes=3, global_batch=96, tp=2, pp=4, more=more.replace("3", "4"))
+    assert inspect(ok)[0] == 0
+
+
+def test_the_worlds_an_expert_grid_fix_names_are_whole_nodes():
+    spec = BatchSpec(
+        global_batch_size=48,
+        micro_batch_size=1,
+        nodes=2,
+        gpus_per_node=8,
+        expert_parallel_size=3,
+        num_experts=12,
+    )
+    (found,) = [f for f in general_findings(spec) if f.code == "expert-grid"]
+    assert found.hint.startswith("use a world size of 24, or ")  # 12 would be 1.5 nodes

@@ -64,12 +64,14 @@ def expert_findings(spec: BatchSpec) -> list[Finding]:
 
 
 def _expert_worlds(spec: BatchSpec) -> str:
-    """The worlds nearest this one that build the expert grid and still split the global batch
-    over the micro-batch (the accumulation re-solved), as ``"a world size of A or B, or "``."""
+    """The worlds nearest this one that build the expert grid, are whole nodes (when the spec
+    says its nodes) and still split the global batch over the micro-batch (the accumulation
+    re-solved), as ``"a world size of A or B, or "``."""
     model, grid = spec.model_parallel_size, spec.expert_parallel_size * spec.pipeline_parallel_size
+    unit = math.lcm(grid, spec.gpus_per_node or 1)
     per_replica = spec.global_batch // (spec.micro_batch_size or 1)
     near = solve.nearest_divisors(
-        per_replica, spec.data_parallel, lambda dp: dp * model % grid == 0
+        per_replica, spec.data_parallel, lambda dp: dp * model % unit == 0
     )
     return f"a world size of {' or '.join(str(dp * model) for dp in near)}, or " if near else ""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from translator import shell as bash
+from translator import solve
 from translator.errors import InputError
 from translator.findings import Finding, counted, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
@@ -434,7 +435,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         elif flag not in roles:
             values[field] = v.value
     _hidden(reading, values, findings)
-    _virtual_from_layers(reading, values)
+    findings += _virtual_from_layers(reading, values)
     findings += _against_deepspeed(reading, values, launch)
     if (
         "global_batch_size" not in values
@@ -561,21 +562,32 @@ def _against_deepspeed(reading: Reading, values: dict, launch: Launch) -> list[F
     return out
 
 
-def _virtual_from_layers(reading: Reading, values: dict) -> None:
-    """``--num-layers-per-virtual-pipeline-stage`` gives the virtual stages per rank."""
+def _virtual_from_layers(reading: Reading, values: dict) -> list[Finding]:
+    """``--num-layers-per-virtual-pipeline-stage`` gives the virtual stages per rank; the error
+    when it does not divide each stage's layers (Megatron-LM asserts it in ``validate_args``)."""
     layers, per_stage = (
         reading.count("--num-layers"),
         reading.count("--num-layers-per-virtual-pipeline-stage"),
     )
     pp = values.get("pipeline_parallel_size", 1)
-    if (
-        layers
-        and per_stage
-        and pp
-        and "virtual_pipeline_stages" not in values
-        and layers % (pp * per_stage) == 0
-    ):
+    if not (layers and per_stage and pp) or "virtual_pipeline_stages" in values:
+        return []
+    if layers % (pp * per_stage) == 0:
         values["virtual_pipeline_stages"] = layers // (pp * per_stage)
+        return []
+    if layers % pp:
+        return []  # the model's own check says the layers do not split over the stages
+    return [
+        finding(
+            "model-pipeline-layers",
+            f"--num-layers-per-virtual-pipeline-stage {per_stage} does not divide the "
+            f"{layers // pp} layers of each of the {pp} pipeline stages (--num-layers {layers}): "
+            "Megatron-LM refuses it",
+            hint="use --num-layers-per-virtual-pipeline-stage "
+            + " or ".join(map(str, solve.nearest_divisors(layers // pp, per_stage))),
+            where=reading.where("--num-layers-per-virtual-pipeline-stage"),
+        )
+    ]
 
 
 def check(spec: BatchSpec) -> list[Finding]:
