@@ -323,6 +323,7 @@ RULES = {
     "megatron, embedding in the split": megatron_rules(
         ("--account-for-embedding-in-pipeline-split",)
     ),
+    "megatron-deepspeed": megatron_rules(("--deepspeed", "--num-key-value-heads")),
     "nanotron": get("nanotron").split_rules(Reading("c.yaml", "nanotron", ""), {}),
     "deepspeed autotp": AUTOTP_SPLIT,
 }
@@ -405,3 +406,78 @@ def test_the_worlds_an_expert_grid_fix_names_are_whole_nodes():
     )
     (found,) = [f for f in general_findings(spec) if f.code == "expert-grid"]
     assert found.hint.startswith("use a world size of 24, or ")  # 12 would be 1.5 nodes
+
+
+#: A Megatron-DeepSpeed Llama-2 launch written as its examples_deepspeed scripts are: sizes in
+#: variables, the DeepSpeed JSON written by the script, its own --num-key-value-heads flag.
+MEGATRON_DEEPSPEED = """#!/bin/bash
+set -ex
+DS_CONFIG=./ds_config.json
+TP={tp}
+PP={pp}
+ZERO_STAGE=1
+GPUS_PER_NODE=8
+NNODES={nodes}
+NUM_LAYERS=32
+NUM_HEADS=32
+NUM_KV_HEADS=4
+MICRO_BATCH_SIZE=1
+GLOBAL_BATCH_SIZE=96
+cat <<EOT > $DS_CONFIG
+{{
+  "train_batch_size" : $GLOBAL_BATCH_SIZE,
+  "train_micro_batch_size_per_gpu": $MICRO_BATCH_SIZE,
+  "steps_per_print": 1,
+  "zero_optimization": {{"stage": $ZERO_STAGE}},
+  "bf16": {{"enabled": true}}
+}}
+EOT
+ds_args=""
+ds_args=" --deepspeed ${{ds_args}}"
+ds_args=" --deepspeed_config=$DS_CONFIG ${{ds_args}}"
+ds_args=" --zero-stage=$ZERO_STAGE ${{ds_args}}"
+DISTRIBUTED_ARGS="--nproc_per_node $GPUS_PER_NODE --nnodes $NNODES --node_rank 0"
+torchrun $DISTRIBUTED_ARGS \\
+       pretrain_gpt.py \\
+       --tensor-model-parallel-size $TP \\
+       --pipeline-model-parallel-size $PP \\
+       --num-layers $NUM_LAYERS \\
+       --hidden-size 4096 \\
+       --ffn-hidden-size 11008 \\
+       --num-attention-heads $NUM_HEADS \\
+       --micro-batch-size $MICRO_BATCH_SIZE \\
+       --global-batch-size $GLOBAL_BATCH_SIZE \\
+       --seq-length 4096 \\
+       --max-position-embeddings 4096 \\
+       --tokenizer-type GPTSentencePieceTokenizer \\
+       --bf16 \\
+       --swiglu \\
+       --num-key-value-heads $NUM_KV_HEADS \\
+       $ds_args
+"""
+
+
+def test_megatron_deepspeed_divides_its_key_value_heads_by_the_tensor_parallel_size(tmp_path):
+    # megatron-core would share the 4 groups over 8 ranks; Megatron-DeepSpeed's attention
+    # divides the key/value heads (core.utils.divide) and stops.
+    path = tmp_path / "pretrain_llama2_distributed.sh"
+    path.write_text(MEGATRON_DEEPSPEED.format(tp=8, pp=1, nodes=1))
+    code, out = inspect(path)
+    assert code == 1
+    found = codes(out)["model-tensor-heads"]
+    assert "the 4 key/value heads (query groups)" in found["message"]
+    assert "Megatron-DeepSpeed needs it to divide them" in found["message"]
+    assert found["hint"].startswith("use tensor-parallel size 4 ")
+
+
+def test_megatron_deepspeeds_pipeline_splits_the_layers_unevenly_and_says_so(tmp_path):
+    path = tmp_path / "pretrain_llama2_distributed.sh"
+    path.write_text(MEGATRON_DEEPSPEED.format(tp=2, pp=3, nodes=3))
+    code, out = inspect(path)
+    assert code == 0, out["findings"]
+    found = codes(out)["model-uneven-split"]
+    assert found["severity"] == "warning"
+    assert found["message"].endswith("unevenly: 11 on 2 stages, 10 on 1 stage")
+    assert found["hint"].startswith(
+        "the longest stage sets the pace; use pipeline-parallel size 2 or 4"
+    )

@@ -252,6 +252,7 @@ MEGATRON = {
     "--hidden-size": "hidden",
     "--num-attention-heads": "heads",
     "--num-query-groups": "kv_heads",
+    "--num-key-value-heads": "kv_heads",  # Megatron-DeepSpeed's, grouped without a switch
     "--ffn-hidden-size": "ffn",
     "--vocab-size": "vocab",
 }
@@ -278,7 +279,7 @@ def _from_flags(reading: Reading) -> NamedModel | None:
         number = given.get(flag)
         if number is not None and number.isdigit():
             sizes[field] = int(number)
-    grouped = "--group-query-attention" in given
+    grouped = "--group-query-attention" in given or "--num-key-value-heads" in given
     heads = sizes.get("heads")
     partial = ModelParts(
         sizes.get("layers"), heads, sizes.get("kv_heads", heads) if grouped else heads, named

@@ -7,6 +7,7 @@ running them."""
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from translator import shell as bash
 from translator import solve
@@ -647,15 +648,26 @@ def split_rules(reading: Reading, values: dict) -> SplitRules:
     size does not divide, and query groups it neither divides nor is a multiple of;
     ``get_num_layers_to_build`` asserts the layers (with an embedding or loss slot counted)
     divide by the pipeline stages and each stage's layers by the virtual stages, unless the
-    job sets the first and last stages' layers."""
+    job sets the first and last stages' layers. Megatron-DeepSpeed (``--deepspeed``, or its
+    ``--num-key-value-heads``) divides the key/value heads by the tensor-parallel size
+    (``core.utils.divide``), and its DeepSpeed pipeline balances the layers over the stages,
+    unevenly where they do not divide (``--no-pipeline-parallel`` turns it off)."""
     flags = {(w.text or _known_start(w)).split("=")[0] for w in reading.arguments}
+    fork = bool(flags & {"--deepspeed", "--num-key-value-heads"})
+    pipeline: Literal["even", "uneven", "given"] = "even"
+    if flags & STAGE_LAYER_FLAGS:
+        pipeline = "given"
+    elif "--deepspeed" in flags and "--no-pipeline-parallel" not in flags:
+        pipeline = "uneven"
     return SplitRules(
-        "megatron-core",
+        "Megatron-DeepSpeed" if fork else "megatron-core",
         heads="divide",
-        kv_heads="divide-or-multiple",
-        pipeline="given" if flags & STAGE_LAYER_FLAGS else "even",
+        kv_heads="divide" if fork else "divide-or-multiple",
+        pipeline=pipeline,
         pipeline_extra=len(flags & PIPELINE_SLOT_FLAGS),
-        uneven_fix="give the first and last stages their own layers with "
+        uneven_fix=None
+        if fork
+        else "give the first and last stages their own layers with "
         "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers",
     )
 
