@@ -167,6 +167,13 @@ def test_megatron_takes_a_tensor_parallel_size_that_is_a_multiple_of_the_query_g
         (3, "", True),  # 32 layers over 3 stages
         (4, "", False),
         (3, "--decoder-first-pipeline-num-layers 12 --decoder-last-pipeline-num-layers 10", False),
+        # the job sets its stages' layers: batchspec leaves their split to Megatron
+        (
+            4,
+            "--decoder-first-pipeline-num-layers 6 --decoder-last-pipeline-num-layers 6 "
+            "--num-layers-per-virtual-pipeline-stage 3",
+            False,
+        ),
         (2, "--num-virtual-stages-per-pipeline-rank 3", True),  # 16 layers a stage, 3 chunks
         (2, "--num-virtual-stages-per-pipeline-rank 4", False),
         # 32 layers + the embedding + the loss = 34 slots over 2 stages: 17 each

@@ -576,8 +576,8 @@ def _virtual_from_layers(reading: Reading, values: dict) -> list[Finding]:
     if layers % (pp * per_stage) == 0:
         values["virtual_pipeline_stages"] = layers // (pp * per_stage)
         return []
-    if layers % pp:
-        return []  # the model's own check says the layers do not split over the stages
+    if layers % pp or _flags(reading) & STAGE_LAYER_FLAGS:
+        return []  # the model's check says it, or the job sets its stages' layers itself
     return [
         finding(
             "model-pipeline-layers",
@@ -643,6 +643,11 @@ PIPELINE_SLOT_FLAGS = {
 }
 
 
+def _flags(reading: Reading) -> set[str]:
+    """The flags among the program's arguments (a job's reading; none for a snippet)."""
+    return {(w.text or _known_start(w)).split("=")[0] for w in reading.arguments}
+
+
 def split_rules(reading: Reading, values: dict) -> SplitRules:
     """megatron-core's: ``TransformerConfig`` refuses attention heads that the tensor-parallel
     size does not divide, and query groups it neither divides nor is a multiple of;
@@ -652,7 +657,7 @@ def split_rules(reading: Reading, values: dict) -> SplitRules:
     ``--num-key-value-heads``) divides the key/value heads by the tensor-parallel size
     (``core.utils.divide``), and its DeepSpeed pipeline balances the layers over the stages,
     unevenly where they do not divide (``--no-pipeline-parallel`` turns it off)."""
-    flags = {(w.text or _known_start(w)).split("=")[0] for w in reading.arguments}
+    flags = _flags(reading)
     fork = bool(flags & {"--deepspeed", "--num-key-value-heads"})
     pipeline: Literal["even", "uneven", "given"] = "even"
     if flags & STAGE_LAYER_FLAGS:
