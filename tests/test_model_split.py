@@ -84,6 +84,12 @@ torchrun ${{DISTRIBUTED_ARGS[@]}} pretrain_gpt.py \\
 """
 
 
+def line_of(path, text: str) -> str:
+    """``path:N``, N the line of ``path`` that holds ``text``."""
+    lines = path.read_text().splitlines()
+    return f"{path}:{next(i for i, line in enumerate(lines, 1) if text in line)}"
+
+
 def llama_job(tmp_path, nodes=2, global_batch=128, tp=4, pp=2, more=""):
     path = tmp_path / "train_llama3_8b.sh"
     path.write_text(
@@ -136,10 +142,12 @@ def test_a_world_that_does_not_divide_offers_no_size_the_model_refuses(tmp_path)
 
 
 def test_the_tensor_parallel_size_must_divide_the_heads_and_the_query_groups(tmp_path):
-    code, out = inspect(llama_job(tmp_path, nodes=3, global_batch=96, tp=3, pp=1))
+    job = llama_job(tmp_path, nodes=3, global_batch=96, tp=3, pp=1)
+    code, out = inspect(job)
     assert code == 1
     found = codes(out)["model-tensor-heads"]
     assert found["severity"] == "error"
+    assert found["where"] == line_of(job, "--tensor-model-parallel-size")
     assert (
         "tensor-parallel size 3 does not split the 32 attention heads and the 8 key/value"
         in (found["message"])
@@ -200,8 +208,10 @@ def test_megatron_splits_the_layers_evenly_over_the_stages(tmp_path, pp, more, f
 
 
 def test_the_message_says_the_uneven_split_megatron_refuses(tmp_path):
-    _, out = inspect(llama_job(tmp_path, nodes=3, global_batch=192, tp=2, pp=3))
+    job = llama_job(tmp_path, nodes=3, global_batch=192, tp=2, pp=3)
+    _, out = inspect(job)
     found = codes(out)["model-pipeline-layers"]
+    assert found["where"] == line_of(job, "--pipeline-model-parallel-size")
     assert found["message"].startswith(
         "pipeline-parallel size 3 does not divide the 32 layers of the model"
     )
@@ -255,6 +265,7 @@ def test_nanotron_needs_the_tensor_parallel_size_to_divide_both_head_counts(tmp_
     assert code == (1 if fails else 0)
     if fails:
         assert "nanotron's attention needs it to divide them" in found["message"]
+        assert found["where"] == line_of(path, "  tp: ")
         assert "(or the query groups" not in found["message"]
 
 
@@ -284,7 +295,8 @@ def test_deepspeed_autotp_splits_the_heads_unevenly_and_says_so(tmp_path):
                 "zero_optimization": {"stage": 1},
                 "tensor_parallel": {"autotp_size": 3},
                 "bf16": {"enabled": "auto"},
-            }
+            },
+            indent=2,
         )
     )
     job = tmp_path / "train.sh"
@@ -296,6 +308,7 @@ def test_deepspeed_autotp_splits_the_heads_unevenly_and_says_so(tmp_path):
     code, out = inspect(job)
     assert code == 0, out["findings"]
     found = codes(out)["model-uneven-split"]
+    assert found["where"] == line_of(tmp_path / "ds_autotp.json", "autotp_size")
     assert found["message"].startswith(
         "tensor-parallel size 3 splits the 8 key/value heads (query groups) of the model"
     )

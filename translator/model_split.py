@@ -49,6 +49,10 @@ class SplitRules:
     """Slots the pipeline splits beside the layers (an embedding or loss stage counted)."""
     uneven_fix: str | None = None
     """How a job of this framework gives an uneven split, where the even one fails."""
+    tensor_at: str | None = None
+    """Where the job sets its tensor-parallel size (``run.sh:12``), for findings about it."""
+    pipeline_at: str | None = None
+    """Where the job sets its pipeline-parallel size."""
 
     def tensor_fits(self, parts: ModelParts, tp: int) -> bool:
         """Whether ``tp`` ranks split the heads and key/value heads as this framework must."""

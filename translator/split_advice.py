@@ -47,6 +47,7 @@ def _tensor(spec: BatchSpec, parts: ModelParts, rules: SplitRules) -> list[Findi
             f"({parts.where}): {rules.source} needs it to divide them"
             + (" (or the query groups to divide it)" if multiple else ""),
             hint=_offer(spec, "tensor", parts, rules),
+            where=rules.tensor_at,
         )
     ]
 
@@ -64,6 +65,7 @@ def _uneven_heads(
         "model-uneven-split",
         message,
         hint=f"the ranks with more heads set the pace; {_offer(spec, 'tensor', parts, rules)}",
+        where=rules.tensor_at,
     )
 
 
@@ -83,6 +85,7 @@ def _pipeline(spec: BatchSpec, parts: ModelParts, rules: SplitRules) -> list[Fin
                 f"pipeline-parallel size {pp} splits the {counted_as} of the model "
                 f"({parts.where}) unevenly: {_shares(stages, 'stage')}",
                 hint=f"the longest stage sets the pace; {_offer(spec, 'pipeline', parts, rules)}",
+                where=rules.pipeline_at,
             )
         ]
     if rules.pipeline_fits(parts, pp, virtual):
@@ -102,6 +105,7 @@ def _pipeline(spec: BatchSpec, parts: ModelParts, rules: SplitRules) -> list[Fin
             "model-pipeline-layers",
             f"{message} ({parts.where}): {rules.source} refuses it",
             hint=hint,
+            where=rules.pipeline_at,
         )
     ]
 
@@ -127,6 +131,7 @@ def _across_nodes(
             "tensor-across-nodes",
             message + ": their all-reduces in every layer cross the network between nodes",
             hint=_offer(spec, "tensor", parts, rules),
+            where=None if rules is None else rules.tensor_at,
         )
     ]
 

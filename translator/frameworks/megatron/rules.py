@@ -674,7 +674,14 @@ def split_rules(reading: Reading, values: dict) -> SplitRules:
         if fork
         else "give the first and last stages their own layers with "
         "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers",
+        tensor_at=_at(reading, "--tensor-model-parallel-size"),
+        pipeline_at=_at(reading, "--pipeline-model-parallel-size"),
     )
+
+
+def _at(reading: Reading, key: str) -> str | None:
+    """Where the reading sets ``key``, when it does."""
+    return reading.where(key) if key in reading.values else None
 
 
 # The memory estimate's settings ---------------------------------------------------------------

@@ -480,4 +480,8 @@ def split_rules(reading: Reading, values: dict) -> SplitRules:
     """nanotron's Llama attention asserts that the tensor-parallel size divides the attention
     heads and the key/value heads; its pipeline balances stages by each block's compute cost,
     not by a count of layers, so no split of the layers is its rule."""
-    return SplitRules("nanotron's attention", pipeline="given")
+    return SplitRules(
+        "nanotron's attention",
+        pipeline="given",
+        tensor_at=reading.where("parallelism.tp") if "parallelism.tp" in reading.values else None,
+    )

@@ -14,6 +14,7 @@ every rank (no mpu exists when it reads the config): that number is N × the sam
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from translator import parsing
@@ -234,5 +235,10 @@ def split_rules(reading: Reading, values: dict) -> SplitRules | None:
     """AutoTP's split for a tensor-parallel job that runs DeepSpeed (its JSON's
     ``autotp_size``, or a tensor-parallel size beside a DeepSpeed JSON); None otherwise (FSDP2
     tensor parallelism has rules of its own)."""
-    runs_deepspeed = any(p.framework == deepspeed.NAME for p in reading.partners)
-    return AUTOTP_SPLIT if values.get("deepspeed_autotp") or runs_deepspeed else None
+    partners = [p for p in reading.partners if p.framework == deepspeed.NAME]
+    if not (values.get("deepspeed_autotp") or partners):
+        return None
+    # the JSON's autotp_size, else the config's own tensor_parallel_size (Axolotl's)
+    keys = [*((p, deepspeed.AUTOTP) for p in partners), (reading, "tensor_parallel_size")]
+    at = next((r.where(key) for r, key in keys if key in r.values), None)
+    return replace(AUTOTP_SPLIT, tensor_at=at)
