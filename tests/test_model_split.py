@@ -501,3 +501,42 @@ def test_megatron_deepspeeds_pipeline_splits_the_layers_unevenly_and_says_so(tmp
     assert found["hint"].startswith(
         "the longest stage sets the pace; use pipeline-parallel size 2 or 4"
     )
+
+
+#: A Llama-2-13B launch in the style of llm-jp's Megatron-LM scripts: sizes in variables, the
+#: tensor-parallel size left to the environment.
+LLAMA2_13B = """#!/bin/bash
+NUM_GPU_PER_NODE=8
+NUM_NODES=4
+HIDDEN_SIZE=5120
+FFN_HIDDEN_SIZE=13824 # intermediate size (HuggingFace)
+NUM_LAYERS=40
+NUM_HEADS=40
+SEQ_LENGTH=4096
+TENSOR_PARALLEL_SIZE=${TP_SIZE}
+PIPELINE_PARALLEL_SIZE=1
+MICRO_BATCH_SIZE=1
+GLOBAL_BATCH_SIZE=128
+torchrun --nproc_per_node $NUM_GPU_PER_NODE --nnodes $NUM_NODES pretrain_gpt.py \\
+  --tensor-model-parallel-size ${TENSOR_PARALLEL_SIZE} \\
+  --pipeline-model-parallel-size ${PIPELINE_PARALLEL_SIZE} \\
+  --num-layers ${NUM_LAYERS} \\
+  --hidden-size ${HIDDEN_SIZE} \\
+  --ffn-hidden-size ${FFN_HIDDEN_SIZE} \\
+  --num-attention-heads ${NUM_HEADS} \\
+  --seq-length ${SEQ_LENGTH} \\
+  --micro-batch-size ${MICRO_BATCH_SIZE} \\
+  --global-batch-size ${GLOBAL_BATCH_SIZE} \\
+  --use-mcore-models
+"""
+
+
+def test_the_sizes_listed_for_an_unknown_tensor_parallel_size_fit_the_model_and_nodes(tmp_path):
+    path = tmp_path / "13b.sh"
+    path.write_text(LLAMA2_13B)
+    code, out = inspect(path)
+    assert code == 0
+    message = codes(out)["batch-depends-on-unknown"]["message"]
+    listed = [int(v) for v in re.findall(r"tensor_parallel_size (\d+) →", message)]
+    # 16 and 32 divide the world and the batch, but not the 40 heads, nor the 8 GPUs of a node
+    assert listed == [1, 2, 4, 8]

@@ -12,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
+#: The spec field of each parallel size a rule or a fix names.
+SIZES = {"tensor": "tensor_parallel_size", "pipeline": "pipeline_parallel_size"}
+
 #: How a framework splits heads over tensor-parallel ranks: each rank an equal share
 #: (``divide``), that or several ranks sharing each head (``divide-or-multiple``: the size
 #: divides the heads or is a multiple of them), or shares that may differ (``uneven``).

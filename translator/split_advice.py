@@ -8,7 +8,7 @@ from __future__ import annotations
 from translator import solve
 from translator.errors import BatchspecError
 from translator.findings import Finding, counted, finding
-from translator.model_split import ModelParts, SplitRules, fits, splits
+from translator.model_split import SIZES, ModelParts, SplitRules, fits, splits
 from translator.spec import BatchSpec
 
 
@@ -143,19 +143,15 @@ def _shares(counts: list[int], holder: str) -> str:
     )
 
 
-#: The spec field of each parallel size a fix offers.
-FIELDS = {"tensor": "tensor_parallel_size", "pipeline": "pipeline_parallel_size"}
-
-
 def _offer(spec: BatchSpec, name: str, parts: ModelParts | None, rules: SplitRules | None) -> str:
     """The ``name``-parallel sizes nearest the spec's that the model, the rules and the nodes
     accept and on which the global and micro-batch still split (accumulation re-solved)."""
     accept = fits(parts, rules, spec.gpus_per_node, spec.virtual_pipeline_stages)
-    size = getattr(spec, FIELDS[name])
+    size = getattr(spec, SIZES[name])
     per_model = spec.world * size // spec.model_parallel_size
 
     def solves(candidate: int) -> bool:
-        return accept(name, candidate) and resolved(spec, FIELDS[name], candidate) is not None
+        return accept(name, candidate) and resolved(spec, SIZES[name], candidate) is not None
 
     near = solve.nearest_divisors(per_model, size, solves)
     if not near:
