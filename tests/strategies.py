@@ -47,3 +47,33 @@ def specs(draw, **kwargs):
         given["nodes"], given["gpus_per_node"] = nodes, given.pop("world_size") // nodes
     spec = BatchSpec(**given)
     return spec
+
+
+#: Attention-head counts of published models (GPT-2 12/16/20/25, Llama 32/40/64, Qwen 28/40,
+#: Falcon 71, and odd ones).
+HEADS = st.sampled_from([4, 6, 12, 14, 16, 20, 25, 28, 32, 40, 48, 56, 64, 71, 96, 128])
+
+
+@st.composite
+def model_parts(draw):
+    """A model's layers, heads and key/value heads (a divisor of the heads: grouped-query
+    attention, multi-query or none)."""
+    from translator.model_split import ModelParts
+
+    heads = draw(HEADS)
+    kv = draw(st.sampled_from([d for d in range(1, heads + 1) if heads % d == 0]))
+    return ModelParts(draw(st.integers(1, 128)), heads, kv, "the drawn model")
+
+
+@st.composite
+def cluster_layouts(draw):
+    """Batch values on a cluster of nodes, with parallel sizes that need not fit it or a model:
+    what a user may write."""
+    return {
+        "nodes": draw(st.integers(1, 8)),
+        "gpus_per_node": draw(st.sampled_from([1, 2, 4, 6, 8, 16])),
+        "tensor_parallel_size": draw(st.sampled_from([1, 2, 3, 4, 5, 6, 8, 16])),
+        "pipeline_parallel_size": draw(st.sampled_from([1, 2, 3, 4, 5, 6, 8])),
+        "global_batch_size": draw(st.integers(1, 1024)),
+        "micro_batch_size": draw(st.integers(1, 8)),
+    }

@@ -1,4 +1,5 @@
-"""Findings that hold for every framework: experts, learning-rate scaling, alignment.
+"""Findings that hold for every framework: the model's split, experts, learning-rate scaling,
+alignment.
 
 Framework quirks live in each framework's ``check`` (``translator.frameworks.<name>``).
 """
@@ -7,8 +8,9 @@ from __future__ import annotations
 
 import math
 
-from translator import solve
+from translator import solve, split_advice
 from translator.findings import Finding, finding
+from translator.model_split import ModelParts, SplitRules
 from translator.spec import BatchSpec
 
 #: NVIDIA's tensor-core guideline for FP16/BF16 GEMM dimensions ("Optimizing Linear/Fully-
@@ -17,9 +19,17 @@ TENSOR_CORE_MULTIPLE = 8
 SMALL_DIMENSION_MULTIPLE = 64
 
 
-def general_findings(spec: BatchSpec) -> list[Finding]:
-    """All framework-independent findings for a solved spec."""
-    return [*expert_findings(spec), *learning_rate_findings(spec), *alignment_findings(spec)]
+def general_findings(
+    spec: BatchSpec, parts: ModelParts | None = None, rules: SplitRules | None = None
+) -> list[Finding]:
+    """All framework-independent findings for a solved spec: with the ``parts`` of the model
+    the job names and the ``rules`` its framework splits them by, how the layout splits it."""
+    return [
+        *split_advice.findings(spec, parts, rules),
+        *expert_findings(spec),
+        *learning_rate_findings(spec),
+        *alignment_findings(spec),
+    ]
 
 
 def expert_findings(spec: BatchSpec) -> list[Finding]:
@@ -54,12 +64,14 @@ def expert_findings(spec: BatchSpec) -> list[Finding]:
 
 
 def _expert_worlds(spec: BatchSpec) -> str:
-    """The worlds nearest this one that build the expert grid and still split the global batch
-    over the micro-batch (the accumulation re-solved), as ``"a world size of A or B, or "``."""
+    """The worlds nearest this one that build the expert grid, are whole nodes (when the spec
+    says its nodes) and still split the global batch over the micro-batch (the accumulation
+    re-solved), as ``"a world size of A or B, or "``."""
     model, grid = spec.model_parallel_size, spec.expert_parallel_size * spec.pipeline_parallel_size
+    unit = math.lcm(grid, spec.gpus_per_node or 1)
     per_replica = spec.global_batch // (spec.micro_batch_size or 1)
     near = solve.nearest_divisors(
-        per_replica, spec.data_parallel, lambda dp: dp * model % grid == 0
+        per_replica, spec.data_parallel, lambda dp: dp * model % unit == 0
     )
     return f"a world size of {' or '.join(str(dp * model) for dp in near)}, or " if near else ""
 

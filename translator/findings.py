@@ -42,6 +42,23 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "error",
         "the number of micro-batches does not fit the interleaved pipeline schedule",
     ),
+    "model-tensor-heads": (
+        "error",
+        "the tensor-parallel size does not split the model's attention or key/value heads as "
+        "the framework needs",
+    ),
+    "model-pipeline-layers": (
+        "error",
+        "the pipeline stages do not split the model's layers as the framework needs",
+    ),
+    "model-uneven-split": (
+        "warning",
+        "the framework splits the model's heads or layers unevenly over the ranks or stages",
+    ),
+    "tensor-across-nodes": (
+        "warning",
+        "tensor-parallel groups span nodes (the size does not divide the GPUs of a node)",
+    ),
     "script-not-followed": (
         "warning",
         "a part of the launch script that batchspec does not read (source, a statement bash "

@@ -7,7 +7,7 @@ import dataclasses
 import math
 from collections.abc import Collection
 
-from translator import solve
+from translator import model_split, solve
 from translator.advice import general_findings
 from translator.detection import claimant, detect
 from translator.errors import BatchspecError, ConfigError, InputError
@@ -127,13 +127,18 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
     values = _with_layout(_with_launch(values, launch), launch, reading)
     unknown = sorted(k for k, v in values.items() if v is None)
     values = {k: v for k, v in values.items() if v is not None}
+    model = resolve(reading)
+    split = (
+        None if model is None else model.parts,
+        None if framework.split_rules is None else framework.split_rules(reading, values),
+    )
     if set(unknown) & LAYOUT_KEYS:  # nothing about DP or accumulation is known then
-        findings.append(_depends_on(values, unknown, reading))
+        findings.append(_depends_on(values, unknown, reading, split))
         findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
-        return Inspection(reading, _known_values(values, unknown), None, findings, resolve(reading))
-    spec, wrong, missing = _solve(values, reading)
+        return Inspection(reading, _known_values(values, unknown), None, findings, model)
+    spec, wrong, missing = _solve(values, reading, split)
     if unknown and not wrong:
-        missing = [_depends_on(values, unknown, reading)]
+        missing = [_depends_on(values, unknown, reading, split)]
     if not has_errors(findings):
         findings += wrong
     if not has_errors(findings) and (
@@ -145,7 +150,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
     if spec is not None and spec.is_decided:
         findings += [
             f if f.where else Finding(f.code, f.severity, f.message, reading.path, f.hint)
-            for f in general_findings(spec) + framework.check(spec)
+            for f in general_findings(spec, *split) + framework.check(spec)
         ]
     shown = (
         _known_values(values)
@@ -153,7 +158,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
         else values | {k: v for k, v in spec.output().items() if v is not None}
     )
     findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
-    return Inspection(reading, shown, spec, findings, resolve(reading))
+    return Inspection(reading, shown, spec, findings, model)
 
 
 def _known_values(values: dict, unknown: Collection[str] = ()) -> dict:
@@ -228,11 +233,12 @@ def _with_layout(values: dict, launch: Launch, reading: Reading) -> dict:
     return values | {"nodes": nodes, "gpus_per_node": world // nodes}
 
 
-def _solve(values: dict, reading: Reading):
+def _solve(values: dict, reading: Reading, split: tuple = (None, None)):
     """``(spec, wrong, missing)``: the spec, or the findings saying the values are wrong, or
-    that too few are known."""
+    that too few are known; ``split``, the model's parts and the framework's rules for them,
+    keep the sizes a fix names to those the model splits on."""
     try:
-        return BatchSpec(**values), [], []
+        return BatchSpec.model_validate(values, context={"model": split}), [], []
     except ConfigError as exc:
         where = next((reading.where(k) for k in reading.values if "batch" in k), reading.path)
         return (
@@ -274,10 +280,19 @@ LAYOUT_KEYS = {
 CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 
 
-def _fitting(values: dict, field: str, candidates, label: str) -> list[str]:
-    """For each candidate value of ``field`` that makes a decided spec: the batch it gives."""
+def _fitting(
+    values: dict, field: str, candidates, label: str, split: tuple = (None, None)
+) -> list[str]:
+    """For each candidate value of ``field`` that makes a decided spec, and that the model
+    and the nodes take (``split``: the model's parts and the framework's rules): the batch
+    it gives."""
+    parts, rules = split
+    accept = model_split.fits(parts, rules, values.get("gpus_per_node"))
+    names = {f: name for name, f in model_split.SIZES.items()}
     options = []
     for candidate in candidates:
+        if field in names and not accept(names[field], candidate):
+            continue
         try:
             spec = BatchSpec(**(values | {field: candidate}))
         except (ConfigError, InputError):
@@ -290,10 +305,14 @@ def _fitting(values: dict, field: str, candidates, label: str) -> list[str]:
     return options
 
 
-def _depends_on(values: dict, unknown: list[str], reading: Reading) -> Finding:
-    """Which values of the unknown field fit, and the batch each gives."""
+def _depends_on(
+    values: dict, unknown: list[str], reading: Reading, split: tuple = (None, None)
+) -> Finding:
+    """Which values of the unknown field fit (the model too), and the batch each gives."""
     options = (
-        _fitting(values, unknown[0], CANDIDATES, f"{unknown[0]} ") if len(unknown) == 1 else []
+        _fitting(values, unknown[0], CANDIDATES, f"{unknown[0]} ", split)
+        if len(unknown) == 1
+        else []
     )
     names = ", ".join(unknown)
     flags = [FLAG_OF[k] for k in unknown if k in FLAG_OF]

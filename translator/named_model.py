@@ -20,6 +20,7 @@ from pathlib import Path
 from translator import parsing
 from translator.errors import InputError
 from translator.memory import PRESETS, Model, hf_shape, read_hf_config
+from translator.model_split import ModelParts
 from translator.reading import Reading
 
 #: Keys that name a Hugging Face model, in the order a framework prefers them.
@@ -49,6 +50,17 @@ class NamedModel:
     """Its shape, for the analytic count; None when not found."""
     why: str | None = None
     """Why it did not resolve, and what to give."""
+    partial: ModelParts | None = None
+    """Its layers and heads where the job fixes them but not the whole shape (Megatron's flags
+    without a vocabulary size)."""
+
+    @property
+    def parts(self) -> ModelParts | None:
+        """What tensor and pipeline parallelism split of it, as far as the job fixes that."""
+        if self.model is None:
+            return self.partial
+        m = self.model
+        return ModelParts(m.layers, m.heads, m.kv_heads, self.named)
 
     @property
     def parameters(self) -> int | None:
@@ -240,6 +252,7 @@ MEGATRON = {
     "--hidden-size": "hidden",
     "--num-attention-heads": "heads",
     "--num-query-groups": "kv_heads",
+    "--num-key-value-heads": "kv_heads",  # Megatron-DeepSpeed's, grouped without a switch
     "--ffn-hidden-size": "ffn",
     "--vocab-size": "vocab",
 }
@@ -266,6 +279,11 @@ def _from_flags(reading: Reading) -> NamedModel | None:
         number = given.get(flag)
         if number is not None and number.isdigit():
             sizes[field] = int(number)
+    grouped = "--group-query-attention" in given or "--num-key-value-heads" in given
+    heads = sizes.get("heads")
+    partial = ModelParts(
+        sizes.get("layers"), heads, sizes.get("kv_heads", heads) if grouped else heads, named
+    )
     missing = [
         f
         for f in ("--num-layers", "--hidden-size", "--num-attention-heads", "--vocab-size")
@@ -279,6 +297,7 @@ def _from_flags(reading: Reading) -> NamedModel | None:
             None,
             f"{', '.join(missing)} not given as numbers (the vocabulary may come from the "
             "tokenizer); give --model-config",
+            partial,
         )
     gated = "--swiglu" in given
     hidden = sizes["hidden"]
@@ -287,9 +306,7 @@ def _from_flags(reading: Reading) -> NamedModel | None:
         layers=sizes["layers"],
         hidden=hidden,
         heads=sizes["heads"],
-        kv_heads=sizes.get("kv_heads", sizes["heads"])
-        if "--group-query-attention" in given
-        else sizes["heads"],
+        kv_heads=sizes.get("kv_heads", sizes["heads"]) if grouped else sizes["heads"],
         # Megatron's defaults: 4h, or with SwiGLU two thirds of it rounded down to 64.
         ffn=sizes.get("ffn", (4 * hidden * 2 // 3) // 64 * 64 if gated else 4 * hidden),
         vocab=sizes["vocab"],

@@ -109,30 +109,40 @@ def data_parallel_size(
     pipeline: int = 1,
     context: int = 1,
     batch: tuple[int, int] | None = None,
+    accept: Callable[[str, int], bool] | None = None,
+    per_node: int | None = None,
 ) -> int:
     """``world / (tensor x pipeline x context)``; otherwise an error naming the nearest worlds
     that divide, and for each parallel size above 1 the nearest sizes that divide this world.
 
     ``batch``: ``(global, micro x accumulation)`` as far as they are known; the worlds and sizes
     named are then those whose data-parallel size splits that global batch too (unless none
-    does: the split's own error then follows)."""
+    does: the split's own error then follows). ``accept(name, size)``, when given, says which
+    sizes may be named (those the model splits on, a tensor-parallel group inside a node);
+    ``per_node``, the GPUs of a node when known, makes each world named whole nodes."""
     model = tensor * pipeline * context
     if world % model == 0:
         return world // model
     g, unit = batch or (0, 1)
     replicas = g // unit if g and g % unit == 0 else None  # DP must divide this
+    node = per_node or 1
     if replicas is None:
-        worlds = nearest_multiples(world, model)
+        worlds = nearest_multiples(world, math.lcm(model, node))
     else:
-        worlds = [dp * model for dp in nearest_divisors(replicas, world / model)]
-    options = [f"a world size of {' or '.join(map(str, worlds))}"]
+        worlds = [
+            dp * model
+            for dp in nearest_divisors(replicas, world / model, lambda dp: dp * model % node == 0)
+        ]
+    options = [f"a world size of {' or '.join(map(str, worlds))}"] if worlds else []
     for name, size in {"tensor": tensor, "pipeline": pipeline, "context": context}.items():
         rest = model // size
         if size == 1 or world % rest:
             continue
         per_model = world // rest  # the size s leaves data-parallel per_model / s
 
-        def splits(s: int, per_model: int = per_model) -> bool:
+        def splits(s: int, per_model: int = per_model, name: str = name) -> bool:
+            if accept is not None and not accept(name, s):
+                return False
             return replicas is None or replicas % (per_model // s) == 0
 
         near = nearest_divisors(per_model, size, splits)
@@ -144,7 +154,10 @@ def data_parallel_size(
                 "world-not-divisible",
                 f"world size {world} does not divide by tensor {tensor} × pipeline {pipeline} × "
                 f"context {context} = {model}",
-                hint="use " + ", or ".join(options),
+                hint="use " + ", or ".join(options)
+                if options
+                else f"change the global batch: no world of whole {node}-GPU nodes splits it "
+                "with these parallel sizes",
             )
         ]
     )

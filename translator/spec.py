@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from translator import solve
+from translator import model_split, solve
 from translator.errors import ConfigError, InputError
 from translator.findings import finding
 
@@ -107,6 +107,7 @@ class BatchSpec(BaseModel):
     @model_validator(mode="after")
     def _solve(self, info: ValidationInfo) -> BatchSpec:
         world = self._world_from_nodes((info.context or {}).get("names", {}))
+        parts, rules = (info.context or {}).get("model", (None, None))
         dp = self.data_parallel_size
         if world is not None:
             known = (self.micro_batch_size or 1) * (self.gradient_accumulation_steps or 1)
@@ -116,6 +117,8 @@ class BatchSpec(BaseModel):
                 self.pipeline_parallel_size,
                 self.context_parallel_size,
                 None if self.global_batch_size is None else (self.global_batch_size, known),
+                model_split.fits(parts, rules, self.gpus_per_node, self.virtual_pipeline_stages),
+                self.gpus_per_node,
             )
             if dp is not None and dp != from_world:
                 raise ConfigError(

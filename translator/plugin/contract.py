@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from translator.findings import Finding, Severity
     from translator.memory import Settings
+    from translator.model_split import SplitRules
     from translator.plugin.inspection import Inspection
     from translator.reading import Call, Launch, Reading
     from translator.spec import BatchSpec
@@ -112,6 +113,10 @@ class Framework:
     commands: tuple[str, ...] = ()
     """Its command-line tools that a launch line may run (``llamafactory-cli``), so the
     script reader knows them for programs."""
+    split_rules: Callable[[Reading, dict], SplitRules | None] | None = None
+    """How it splits a model's heads and layers over tensor- and pipeline-parallel ranks, for
+    a reading and the spec values it gives (None where it has no rule of its own, as for a
+    layout without tensor or pipeline parallelism)."""
     memory_settings: Callable[[Reading], Settings] | None = None
     """What one of its files says about how it trains as far as memory goes (ZeRO stage,
     offload, sequence parallelism, recomputation), for ``estimate``; None: nothing, so the
@@ -140,6 +145,7 @@ _MODULE_FUNCTIONS = (
     "verdict",
     "program",
     "memory_settings",
+    "split_rules",
 )
 
 

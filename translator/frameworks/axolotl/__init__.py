@@ -39,5 +39,6 @@ FRAMEWORK = Framework(
     ),
     partner_files=hf_deepspeed.partner_files,
     program=program.program,
+    split_rules=hf_deepspeed.split_rules,
     commands=program.TOOLS,
 )

@@ -36,6 +36,7 @@ FRAMEWORK = Framework(
     ),
     partner_files=hf_deepspeed.partner_files,
     program=program.program,
+    split_rules=hf_deepspeed.split_rules,
     job_config=program.job_config,
     commands=program.TOOLS,
 )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from translator.frameworks.llamafactory import program, rules
 from translator.frameworks.llamafactory.codes import CODES
-from translator.frameworks.shared import deepspeed_json, hf_trainer, hf_verdict
+from translator.frameworks.shared import deepspeed_json, hf_deepspeed, hf_trainer, hf_verdict
 from translator.plugin.contract import Framework
 
 FRAMEWORK = Framework(
@@ -30,5 +30,6 @@ FRAMEWORK = Framework(
     extra="hf",
     verdict=hf_verdict.verdict,
     program=program.program,
+    split_rules=hf_deepspeed.split_rules,
     commands=program.TOOLS,
 )

@@ -19,6 +19,7 @@ FRAMEWORK = Framework(
     edits=rules.edits,
     program=rules.program,
     memory_settings=rules.memory_settings,
+    split_rules=rules.split_rules,
     template=str(Path(__file__).with_name("megatron.sh.j2")),
     filename="megatron.sh",
     extensions=(".sh", ".bash", ".slurm", ".sbatch", ".args", ".txt"),

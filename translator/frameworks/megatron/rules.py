@@ -7,13 +7,16 @@ running them."""
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from translator import shell as bash
+from translator import solve
 from translator.errors import InputError
 from translator.findings import Finding, counted, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
 from translator.frameworks.shared import mcore_schedule
 from translator.memory import Setting, Settings
+from translator.model_split import SplitRules
 from translator.reading import Call, Launch, Note, Reading, Value, invalid_value, typo_findings
 from translator.shell import launchers
 from translator.shell.uses import uses_of
@@ -433,7 +436,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         elif flag not in roles:
             values[field] = v.value
     _hidden(reading, values, findings)
-    _virtual_from_layers(reading, values)
+    findings += _virtual_from_layers(reading, values)
     findings += _against_deepspeed(reading, values, launch)
     if (
         "global_batch_size" not in values
@@ -560,21 +563,32 @@ def _against_deepspeed(reading: Reading, values: dict, launch: Launch) -> list[F
     return out
 
 
-def _virtual_from_layers(reading: Reading, values: dict) -> None:
-    """``--num-layers-per-virtual-pipeline-stage`` gives the virtual stages per rank."""
+def _virtual_from_layers(reading: Reading, values: dict) -> list[Finding]:
+    """``--num-layers-per-virtual-pipeline-stage`` gives the virtual stages per rank; the error
+    when it does not divide each stage's layers (Megatron-LM asserts it in ``validate_args``)."""
     layers, per_stage = (
         reading.count("--num-layers"),
         reading.count("--num-layers-per-virtual-pipeline-stage"),
     )
     pp = values.get("pipeline_parallel_size", 1)
-    if (
-        layers
-        and per_stage
-        and pp
-        and "virtual_pipeline_stages" not in values
-        and layers % (pp * per_stage) == 0
-    ):
+    if not (layers and per_stage and pp) or "virtual_pipeline_stages" in values:
+        return []
+    if layers % (pp * per_stage) == 0:
         values["virtual_pipeline_stages"] = layers // (pp * per_stage)
+        return []
+    if layers % pp or _flags(reading) & STAGE_LAYER_FLAGS:
+        return []  # the model's check says it, or the job sets its stages' layers itself
+    return [
+        finding(
+            "model-pipeline-layers",
+            f"--num-layers-per-virtual-pipeline-stage {per_stage} does not divide the "
+            f"{layers // pp} layers of each of the {pp} pipeline stages (--num-layers {layers}): "
+            "Megatron-LM refuses it",
+            hint="use --num-layers-per-virtual-pipeline-stage "
+            + " or ".join(map(str, solve.nearest_divisors(layers // pp, per_stage))),
+            where=reading.where("--num-layers-per-virtual-pipeline-stage"),
+        )
+    ]
 
 
 def check(spec: BatchSpec) -> list[Finding]:
@@ -612,6 +626,62 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
         if flag in reading.values or value != 1:
             out[flag] = value
     return out
+
+
+# How the model splits ----------------------------------------------------------------------------
+
+#: Flags that set the layers of each pipeline stage themselves (uneven pipeline parallelism).
+STAGE_LAYER_FLAGS = {
+    "--decoder-first-pipeline-num-layers",
+    "--decoder-last-pipeline-num-layers",
+    "--pipeline-model-parallel-layout",
+}
+#: Flags that count the embedding or the loss as one more layer of the pipeline split.
+PIPELINE_SLOT_FLAGS = {
+    "--account-for-embedding-in-pipeline-split",
+    "--account-for-loss-in-pipeline-split",
+}
+
+
+def _flags(reading: Reading) -> set[str]:
+    """The flags among the program's arguments (a job's reading; none for a snippet)."""
+    return {(w.text or _known_start(w)).split("=")[0] for w in reading.arguments}
+
+
+def split_rules(reading: Reading, values: dict) -> SplitRules:
+    """megatron-core's: ``TransformerConfig`` refuses attention heads that the tensor-parallel
+    size does not divide, and query groups it neither divides nor is a multiple of;
+    ``get_num_layers_to_build`` asserts the layers (with an embedding or loss slot counted)
+    divide by the pipeline stages and each stage's layers by the virtual stages, unless the
+    job sets the first and last stages' layers. Megatron-DeepSpeed (``--deepspeed``, or its
+    ``--num-key-value-heads``) divides the key/value heads by the tensor-parallel size
+    (``core.utils.divide``), and its DeepSpeed pipeline balances the layers over the stages,
+    unevenly where they do not divide (``--no-pipeline-parallel`` turns it off)."""
+    flags = _flags(reading)
+    fork = bool(flags & {"--deepspeed", "--num-key-value-heads"})
+    pipeline: Literal["even", "uneven", "given"] = "even"
+    if flags & STAGE_LAYER_FLAGS:
+        pipeline = "given"
+    elif "--deepspeed" in flags and "--no-pipeline-parallel" not in flags:
+        pipeline = "uneven"
+    return SplitRules(
+        "Megatron-DeepSpeed" if fork else "megatron-core",
+        heads="divide",
+        kv_heads="divide" if fork else "divide-or-multiple",
+        pipeline=pipeline,
+        pipeline_extra=len(flags & PIPELINE_SLOT_FLAGS),
+        uneven_fix=None
+        if fork
+        else "give the first and last stages their own layers with "
+        "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers",
+        tensor_at=_at(reading, "--tensor-model-parallel-size"),
+        pipeline_at=_at(reading, "--pipeline-model-parallel-size"),
+    )
+
+
+def _at(reading: Reading, key: str) -> str | None:
+    """Where the reading sets ``key``, when it does."""
+    return reading.where(key) if key in reading.values else None
 
 
 # The memory estimate's settings ---------------------------------------------------------------

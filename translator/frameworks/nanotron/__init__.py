@@ -18,6 +18,7 @@ FRAMEWORK = Framework(
     interpret=rules.interpret,
     check=rules.check,
     edits=rules.edits,
+    split_rules=rules.split_rules,
     template=str(Path(__file__).with_name("nanotron.yaml.j2")),
     filename="nanotron.yaml",
     extensions=(".yaml", ".yml"),

@@ -15,6 +15,7 @@ from translator import parsing
 from translator.errors import InputError
 from translator.findings import Finding, counted, finding
 from translator.frameworks.nanotron import generation
+from translator.model_split import SplitRules
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
 
@@ -473,3 +474,14 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
     if cp in reading.values or spec.context_parallel_size != 1:
         out[cp] = spec.context_parallel_size
     return out
+
+
+def split_rules(reading: Reading, values: dict) -> SplitRules:
+    """nanotron's Llama attention asserts that the tensor-parallel size divides the attention
+    heads and the key/value heads; its pipeline balances stages by each block's compute cost,
+    not by a count of layers, so no split of the layers is its rule."""
+    return SplitRules(
+        "nanotron's attention",
+        pipeline="given",
+        tensor_at=reading.where("parallelism.tp") if "parallelism.tp" in reading.values else None,
+    )

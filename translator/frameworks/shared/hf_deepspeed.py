@@ -14,6 +14,7 @@ every rank (no mpu exists when it reads the config): that number is N × the sam
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from translator import parsing
@@ -21,6 +22,7 @@ from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
+from translator.model_split import SplitRules
 from translator.reading import Call, Reading, invalid_value
 
 
@@ -220,3 +222,23 @@ def partner_files(reading: Reading) -> dict[str, str]:
     the config at ``deepspeed.json`` there."""
     found = [p.text for p in reading.partners if p.framework == deepspeed.NAME]
     return {deepspeed.FILENAME: found[0]} if found else {}
+
+
+#: DeepSpeed AutoTP's split (``module_inject/tp_shard.py``, ``get_shard_size``): with the
+#: model's key/value head count known, each rank takes ``kv // N`` heads and the first
+#: ``kv % N`` one more, the query heads following their groups; nothing refuses an uneven
+#: split. It has no pipeline of its own.
+AUTOTP_SPLIT = SplitRules("DeepSpeed AutoTP", heads="uneven", kv_heads="uneven", pipeline="given")
+
+
+def split_rules(reading: Reading, values: dict) -> SplitRules | None:
+    """AutoTP's split for a tensor-parallel job that runs DeepSpeed (its JSON's
+    ``autotp_size``, or a tensor-parallel size beside a DeepSpeed JSON); None otherwise (FSDP2
+    tensor parallelism has rules of its own)."""
+    partners = [p for p in reading.partners if p.framework == deepspeed.NAME]
+    if not (values.get("deepspeed_autotp") or partners):
+        return None
+    # the JSON's autotp_size, else the config's own tensor_parallel_size (Axolotl's)
+    keys = [*((p, deepspeed.AUTOTP) for p in partners), (reading, "tensor_parallel_size")]
+    at = next((r.where(key) for r, key in keys if key in r.values), None)
+    return replace(AUTOTP_SPLIT, tensor_at=at)
