@@ -113,6 +113,9 @@ class Reading:
     """Where each batch value of a job comes from, and which source won where several set it."""
     arguments: list[Word] = field(default_factory=list)
     """The program's arguments as the job runs it (a job's reading; empty for a config)."""
+    launcher_config: Reading | None = None
+    """The launcher's own config file the job runs with (accelerate's ``--config_file``), read
+    by its framework, so that ``update`` moves it with the job."""
 
     def where(self, key: str) -> str:
         """``path:line`` of a key, or just ``path``."""
