@@ -73,6 +73,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "translator.estimation",
         "translator.layouts",
         "translator.render",
+        "translator.render_into",
         "translator.text_edits",
         "translator.update",
         "translator.update_files",

@@ -283,3 +283,34 @@ def test_an_accelerate_config_already_there_says_so(tmp_path):
     assert result.stderr.strip() == (
         f"{path}: nothing to change: it already launches 16 processes (2 nodes × 8)"
     )
+
+
+# model-parallel sizes are kept or refused, never dropped --------------------------------------
+
+#: Plain DeepSpeed: no tensor-parallel size in it (Megatron-DeepSpeed's is the script's flag).
+PLAIN = '{\n  "train_batch_size": 128,\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_accumulation_steps": 2\n}\n'
+#: DeepSpeed AutoTP 4 on 16 ranks: train_batch_size counts every rank (4 × 2 × 16).
+AUTOTP = PLAIN.replace("2\n}", '2,\n  "tensor_parallel": {"autotp_size": 4}\n}')
+
+
+@pytest.mark.parametrize("flag", ["--tp", "--cp"])
+def test_a_size_a_deepspeed_json_cannot_hold_is_refused_not_dropped(tmp_path, flag):
+    """It was written nowhere, the accumulation re-solved for data-parallel 16 (exit 0)."""
+    path = tmp_path / "ds.json"
+    path.write_text(PLAIN)
+    result = run("update", str(path), "--world-size", "32", flag, "2")
+    assert result.exit_code == 1
+    words = {"--tp": "tensor-parallel", "--cp": "context-parallel"}[flag]
+    assert f"{words} 2 would be written nowhere: updated, the job gives {words} 1" in result.stderr
+    assert path.read_text() == PLAIN
+
+
+def test_deepspeed_autotp_is_kept_on_a_new_world_and_rewritten_when_asked(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(AUTOTP)
+    kept = json.loads(run("update", str(path), "--world-size", "32").stdout)
+    assert kept["tensor_parallel"] == {"autotp_size": 4}
+    # global 32 (micro 4 × 2 × data-parallel 4) kept on 32 ranks of TP 8: data-parallel 4.
+    moved = json.loads(run("update", str(path), "--world-size", "32", "--tp", "8").stdout)
+    assert moved["tensor_parallel"] == {"autotp_size": 8}
+    assert (moved["train_batch_size"], moved["gradient_accumulation_steps"]) == (256, 2)

@@ -350,6 +350,7 @@ def read_back(
                 f"cannot change {change.key}: its value is computed, not written; "
                 f"set it to {change.new} by hand",
             )
+    _refuse_unwritten_sizes(framework, reading, spec)
     again = inspect_reading(framework, reading, Launch.of(spec))
     errors = [f for f in again.findings if f.severity == "error"]
     if errors:
@@ -376,6 +377,32 @@ def read_back(
                 f"{getattr(spec, key)}; edit it by hand",
             )
     return again
+
+
+#: The model-parallel sizes an update must leave written in the job (flag, spec field).
+SIZES = (
+    ("--tp", "tensor_parallel_size", "tensor-parallel"),
+    ("--pp", "pipeline_parallel_size", "pipeline-parallel"),
+    ("--cp", "context_parallel_size", "context-parallel"),
+)
+
+
+def _refuse_unwritten_sizes(framework: Framework, reading: Reading, spec: BatchSpec) -> None:
+    """Each model-parallel size of ``spec`` must be what the new files give on their own: one
+    they hold nowhere (``--tp 4`` for a DeepSpeed JSON without AutoTP's size) would be dropped
+    silently, the batch re-solved for a layout no file launches."""
+    alone = inspect_reading(framework, reading, Launch(spec.world, nodes=spec.nodes))
+    for flag, key, words in SIZES:
+        got = alone.values.get(key, 1)
+        if getattr(spec, key) != got:
+            raise cannot_edit(
+                reading.path,
+                f"{words} {getattr(spec, key)} would be written nowhere: updated, the job "
+                f"gives {words} {got} on its own (no file of it holds that size as a literal "
+                "update edits), so the batch would be solved for a layout nothing launches; "
+                f"set it where the job sets it (update its launch script with {flag}), or "
+                "write it into the file, then update",
+            )
 
 
 def _launch_notes(reading: Reading, spec: BatchSpec) -> list[str]:

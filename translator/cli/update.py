@@ -91,9 +91,7 @@ def update(
 
     Examples:
       $ batchspec update ds_config.json --world-size 32 --in-place
-      $ batchspec update axolotl.yml --from-world-size 8 --world-size 16
       $ batchspec update train.sh --world-size 32 --in-place
-      $ batchspec update accelerate.yaml --nnodes 4 --nproc-per-node 8 --in-place
     """
     from translator.errors import InputError
     from translator.files import write_files
