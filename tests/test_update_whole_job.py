@@ -314,3 +314,33 @@ def test_deepspeed_autotp_is_kept_on_a_new_world_and_rewritten_when_asked(tmp_pa
     moved = json.loads(run("update", str(path), "--world-size", "32", "--tp", "8").stdout)
     assert moved["tensor_parallel"] == {"autotp_size": 8}
     assert (moved["train_batch_size"], moved["gradient_accumulation_steps"]) == (256, 2)
+
+
+def test_an_accelerate_config_of_uneven_machines_needs_the_layout_given(tmp_path):
+    """num_processes 1 over num_machines 2 starts nothing: a world alone says no layout to keep
+    (it was moved onto one machine of 32), so its error is named; a layout given is written."""
+    path = tmp_path / "fsdp.yaml"
+    text = "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_machines: 2\nnum_processes: 1\n"
+    path.write_text(text)
+    alone = run("update", str(path), "--world-size", "32")
+    assert alone.exit_code == 1 and "num_processes 1 over num_machines 2" in alone.stderr
+    given = run("update", str(path), "--nnodes", "2", "--nproc-per-node", "8", "--in-place")
+    assert given.exit_code == 0, given.output
+    assert path.read_text() == text.replace("processes: 1", "processes: 16")
+
+
+def test_the_accumulation_accelerate_imposes_moves_with_the_trainers(job):
+    """deepspeed_config.gradient_accumulation_steps in the accelerate config overrides the
+    Trainer's: both move (to 4 on 8 ranks), with the DeepSpeed JSON."""
+    yaml = ACCELERATE.replace(
+        "  deepspeed_multinode_launcher: standard\n",
+        "  deepspeed_multinode_launcher: standard\n  gradient_accumulation_steps: 2\n",
+    )
+    job["accelerate"].write_text(yaml)
+    result = run("update", "train.sh", "--world-size", "8", "--in-place")
+    assert result.exit_code == 0, result.output
+    assert job["accelerate"].read_text() == yaml.replace("steps: 2", "steps: 4").replace(
+        "machines: 2", "machines: 1"
+    ).replace("processes: 16", "processes: 8")
+    assert "--gradient_accumulation_steps 4" in job["job"].read_text()
+    assert json.loads(job["deepspeed"].read_text())["gradient_accumulation_steps"] == 4

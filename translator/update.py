@@ -477,6 +477,9 @@ def move_launch(
             "--world-size, or --nnodes and --nproc-per-node"
         )
     if nodes is None and world is not None:
+        errors = [f for f in old.findings if f.severity == "error"]
+        if errors:  # its layout is not known (uneven machines): the flags must give one
+            raise ConfigError(errors)
         nodes, gpus_per_node = kept_layout(old, world)
     total = world or (nodes or 1) * (gpus_per_node or 1)
     launch = Launch(total, nodes=nodes)

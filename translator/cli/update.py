@@ -119,7 +119,6 @@ def update(
         context=cp,
     )
     target = Path(file) if in_place else Path(out_path) if out_path else None
-    unchanged = None if updated.changed else f"{file}: {updated.already()}"
     if updated.others and out_path:
         raise InputError(
             f"-o/--out writes one file, and this update changes "
@@ -127,10 +126,16 @@ def update(
             " give --in-place to write them all, or leave both out to see the diff"
         )
     written = []
-    if target is not None and unchanged is None:
+    if target is not None and updated.changed:
         files: list[tuple[Path, str | bytes]] = [(target, updated.text)] if updated.changes else []
         files += [(Path(o.path), o.text) for o in updated.others]
         written = write_files(files, force=force or in_place)
+    _show(as_json, file, updated, target, written)
+
+
+def _show(as_json: bool, file: str, updated, target: Path | None, written: list) -> None:
+    """What the update did (or, without a target, the new file or the diff of all files)."""
+    unchanged = None if updated.changed else f"{file}: {updated.already()}"
     if as_json:
         emit_json(
             updated.inspection.output()
@@ -143,7 +148,8 @@ def update(
                 **({"text": updated.text} if target is None else {}),
             }
         )
-    elif unchanged is not None:  # on stderr when stdout would carry the new file
+        return
+    if unchanged is not None:  # on stderr when stdout would carry the new file
         click.echo(printable(unchanged), err=target is None)
     elif target is None and updated.others:
         click.echo(job_diff(file, updated), nl=False)
@@ -151,9 +157,8 @@ def update(
         click.echo(updated.text, nl=False)
     else:
         _report(target, updated, written)
-    if not as_json:
-        for note in updated.notes:  # on stderr when stdout carries the new file
-            click.echo(printable(f"note: {note}"), err=target is None)
+    for note in updated.notes:  # on stderr when stdout carries the new file
+        click.echo(printable(f"note: {note}"), err=target is None)
 
 
 def _report(target: Path, updated, written) -> None:
