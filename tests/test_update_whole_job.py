@@ -344,3 +344,27 @@ def test_the_accumulation_accelerate_imposes_moves_with_the_trainers(job):
     ).replace("processes: 16", "processes: 8")
     assert "--gradient_accumulation_steps 4" in job["job"].read_text()
     assert json.loads(job["deepspeed"].read_text())["gradient_accumulation_steps"] == 4
+
+
+def test_a_parity_split_that_moves_other_files_is_refused(tmp_path, monkeypatch):
+    """smoke --parity writes B's file alone into its work folder: a split that must change
+    the DeepSpeed JSON the config names too would run B with A's JSON, so it is refused."""
+    from types import SimpleNamespace
+
+    from translator.errors import InputError
+    from translator.launch.parity import derive_file
+    from translator.spec import BatchSpec
+
+    monkeypatch.chdir(tmp_path)
+    Path("ds.json").write_text(PLAIN.replace("128", "16"))  # 4 × 2 × 2 ranks
+    Path("args.yaml").write_text(
+        "output_dir: o\nper_device_train_batch_size: 4\ngradient_accumulation_steps: 2\n"
+        "deepspeed: ds.json\n"
+    )
+    a = SimpleNamespace(
+        spec=BatchSpec(global_batch_size=16, micro_batch_size=4, world_size=2),
+        plan=SimpleNamespace(framework="hf"),
+    )
+    with pytest.raises(InputError, match="B's split changes ds.json too"):
+        derive_file("args.yaml", a, (1, 16, 1, 1), tmp_path / "w")
+    assert not (tmp_path / "w").exists()
