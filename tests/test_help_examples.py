@@ -23,7 +23,7 @@ FILES = {
         "gradient_accumulation_steps: 8\nsequence_len: 4096\n"
     ),
     "train.sh": (
-        "#!/bin/bash\nNNODES=${NNODES:-1}\n"
+        "#!/bin/bash\nNNODES=${NNODES:-2}\n"
         "torchrun --nnodes $NNODES --nproc_per_node 8 train.py --deepspeed ds_config.json \\\n"
         "    --per_device_train_batch_size 2 --gradient_accumulation_steps 8 --output_dir out\n"
     ),

@@ -184,14 +184,19 @@ def test_update_edits_the_flag_or_the_variable_behind_it(tmp_path, monkeypatch):
     assert out["global_batch_size"] == 128 and out["world_size"] == 8
 
 
-def test_update_refuses_a_value_set_in_another_file(tmp_path, monkeypatch):
-    (tmp_path / "args.yaml").write_text(
-        "output_dir: o\nper_device_train_batch_size: 2\ngradient_accumulation_steps: 16\n"
-    )
+def test_update_edits_a_value_set_in_another_file_there(tmp_path, monkeypatch):
+    """The accumulation is the arguments file's: it is edited there, with the launch line, in
+    one update (it was refused: "update that file")."""
+    args = "output_dir: o\nper_device_train_batch_size: 2\ngradient_accumulation_steps: 16\n"
+    (tmp_path / "args.yaml").write_text(args)
     (tmp_path / "job.sh").write_text("torchrun --nproc_per_node 4 train.py args.yaml\n")
-    result = run(tmp_path, monkeypatch, "update", "job.sh", "--world-size", "8")
-    assert result.exit_code == 1
-    assert "is set in args.yaml" in result.output and "update that file" in result.output
+    result = run(tmp_path, monkeypatch, "update", "job.sh", "--world-size", "8", "--in-place")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "args.yaml").read_text() == args.replace("steps: 16", "steps: 8")
+    assert (tmp_path / "job.sh").read_text() == (
+        "torchrun --nnodes 2 --nproc_per_node 4 train.py args.yaml\n"
+    )
+    assert "args.yaml:3: gradient_accumulation_steps 16 → 8" in result.output.splitlines()
 
 
 def test_convert_takes_a_job(tmp_path, monkeypatch):

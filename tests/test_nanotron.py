@@ -241,10 +241,19 @@ def test_another_program_with_a_config_file_flag_is_not_nanotrons(tmp_path):
     assert result.exit_code == 2 and "nanotron" not in result.stderr.split("(")[0]
 
 
-def test_update_of_a_job_names_the_yaml_to_update():
-    result = run("update", FIXTURES / "jobs" / "train_torchrun.sh", "--world-size", 16)
-    assert result.exit_code == 1
-    assert "config_dp4_tp2.yaml, not in" in result.output
+def test_update_of_a_job_edits_its_yaml_with_the_launch_line():
+    """The parallel and batch sizes are the YAML's: a whole-job update edits them there, with
+    the torchrun line (it was refused: "update that file")."""
+    result = run("update", FIXTURES / "jobs" / "train_torchrun.sh", "--world-size", 16, "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [(c["key"], c["new"]) for c in out["changes"]] == [("--nnodes", 2)]
+    (config,) = out["other_files"]
+    assert config["path"].endswith("config_dp4_tp2.yaml")
+    assert {(c["key"], c["old"], c["new"]) for c in config["changes"]} == {
+        ("parallelism.dp", 4, 8),
+        ("tokens.batch_accumulation_per_replica", 4, 2),
+    }
 
 
 # Render, update, convert -----------------------------------------------------------------------

@@ -310,16 +310,24 @@ def test_a_bigger_world_keeps_the_processes_per_node_and_adds_nodes(hf_jobs):
     )
 
 
-def test_a_world_set_in_the_launchers_config_file_is_refused_naming_it(hf_jobs):
-    path = Path("accelerate_handbook_style.sh")
+def test_a_world_set_in_the_launchers_config_file_is_moved_there(hf_jobs):
+    """accelerate launch --config_file: the world is the config's num_processes (the total
+    over num_machines), so the config moves with the job; it was refused ("set it there")."""
+    path, config = Path("accelerate_handbook_style.sh"), Path("accelerate_4gpu.yaml")
+    script, yaml = path.read_text(), config.read_text()
     result, _ = update(path, "--world-size", "8", "--in-place")
-    assert result.exit_code == 1
-    assert result.stderr.strip() == (
-        f"batchspec: error: {path}: cannot launch world 8: its world 4 is set at "
-        "accelerate_4gpu.yaml:6 num_processes, which update does not edit; set it there"
+    assert result.exit_code == 0, result.output
+    assert config.read_text() == yaml.replace("machines: 1", "machines: 2").replace(
+        "processes: 4", "processes: 8"
     )
-    same, _ = update(path, "--world-size", "4", "--in-place")
-    assert same.exit_code == 0 and "nothing to change: it already launches 4" in same.output
+    assert path.read_text() == script.replace("_steps 4", "_steps 2")
+    assert result.output.splitlines()[-2:] == [
+        f"{config}:6: num_processes 4 → 8",
+        f"{config}:5: num_machines 1 → 2",
+    ]
+    same, _ = update(path, "--world-size", "8", "--in-place")
+    assert same.exit_code == 0
+    assert "nothing to change: it already launches 8 processes (2 nodes × 4)" in same.output
 
 
 def test_every_gpu_deepspeed_finds_is_refused_for_another_world(hf_jobs):

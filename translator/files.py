@@ -5,7 +5,8 @@ Reading takes regular files only (a FIFO or a device would block or never end), 
 
 Writing is one transaction, :func:`write_files`: every file goes to a temporary file in its
 own folder first (written as bytes, so line endings stay exactly as given, and fsynced); only
-when all of them are ready are they moved into place. Nothing but a regular file is ever
+when all of them are ready are they moved into place, each replaced file kept aside under a
+second name until the last is in place, so that a failure on the way puts every one back. Nothing but a regular file is ever
 replaced, and an existing one only when asked to (``force``); a file created here is created
 exclusively, so no other process can slip one in between the check and the write. A replaced
 file keeps its mode, owner and group; a symlink is written through to the file it points to,
@@ -21,6 +22,9 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +34,19 @@ from translator.errors import InputError
 MAX_BYTES = 4 * 1024 * 1024
 #: A temporary file of ours older than this was left by a killed run and is removed.
 STALE_SECONDS = 10 * 60
+#: Texts :func:`read_text` gives in place of files' own, by real path (:func:`reading_as`).
+_READ_AS: ContextVar[Mapping[str, str] | None] = ContextVar("read_as", default=None)
+
+
+@contextmanager
+def reading_as(texts: Mapping[str, str]) -> Iterator[None]:
+    """Within it, :func:`read_text` gives ``texts`` (path -> text) for those files instead of
+    what they hold: a change to several files is read back whole before any is written."""
+    token = _READ_AS.set({os.path.realpath(p): t for p, t in texts.items()})
+    try:
+        yield
+    finally:
+        _READ_AS.reset(token)
 
 
 def read_text(path: str | Path) -> str:
@@ -49,6 +66,9 @@ def read_text(path: str | Path) -> str:
         except OSError as exc:
             raise InputError(f"<stdin>: cannot read: {exc.strerror or exc}") from None
         return _decode("<stdin>", data)
+    given = _READ_AS.get()
+    if given and os.path.realpath(path) in given:
+        return given[os.path.realpath(path)]
     try:
         _require_regular(path, os.stat(path))
         # O_NONBLOCK: should a FIFO take the file's place after the check, opening it must not
@@ -130,6 +150,9 @@ class _Plan:
     """The temporary file, until it is moved into place."""
     created: bool = False
     """Whether this run created the file at ``target`` (so that a failure removes it)."""
+    kept: Path | None = None
+    """The file that was at ``target`` before it was replaced, under a temporary name, until
+    every file is in place (so that a failure puts it back)."""
 
 
 def write_files(
@@ -163,27 +186,56 @@ def write_files(
             _clean_stale(p.target)
             p.tmp = _write_temporary(p)
             temporaries.append((p, p.tmp))
-        # New files first: they can be taken back if a later step fails; replaced ones cannot.
+        # New files first, then the replaced ones, each kept aside until all are in place.
         for p, tmp in sorted(temporaries, key=lambda pair: pair[0].existing is not None):
             current = p.path
+            if p.existing is not None and len(plans) > 1:
+                p.kept = _keep_aside(p.target)
             _commit(p, tmp)
     except BaseException as exc:
-        for p in plans:
-            if p.tmp is not None:
-                _unlink(p.tmp)
-            if p.created:
-                _unlink(p.target)
-        for folder in new_folders:
-            try:
-                folder.rmdir()
-            except OSError:
-                pass
+        _undo(plans, new_folders)
         if isinstance(exc, OSError):
             raise InputError(f"{current}: cannot write: {exc.strerror or exc}") from None
         raise
+    for p in plans:
+        if p.kept is not None:
+            _unlink(p.kept)
     for folder in dict.fromkeys(p.target.parent for p in plans):
         _fsync_dir(folder)
     return [Written(p.path, p.target) for p in plans]
+
+
+def _undo(plans: list[_Plan], new_folders: list[Path]) -> None:
+    """Every file as it was before :func:`write_files` began, and no folder it made."""
+    for p in plans:
+        if p.tmp is not None:
+            _unlink(p.tmp)
+        if p.created:
+            _unlink(p.target)
+        if p.kept is not None:
+            os.replace(p.kept, p.target)
+            _unlink(p.kept)  # still there when the rename found the same file
+    for folder in new_folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
+def _keep_aside(target: Path) -> Path:
+    """A second name for the file at ``target`` beside it (a hard link, else a copy), under
+    which it survives being replaced."""
+    import shutil
+
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    kept = Path(name)
+    try:
+        os.unlink(kept)
+        os.link(target, kept)
+    except OSError:  # no hard links here: a copy, with the mode and times
+        shutil.copy2(target, kept)
+    return kept
 
 
 def check_writable(paths: list[Path], force: bool, within: Path | str | None = None) -> None:

@@ -119,7 +119,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
             launch.context_parallel_size or given.context_parallel_size,
             launch.gradient_accumulation_steps or given.gradient_accumulation_steps,
             launch.source or given.source,
-            nodes=launch.nodes or given.nodes,
+            nodes=launch.nodes or (None if launch.world_size else given.nodes),
         )
     world = launch.world_size or reading.world_size
     launch = dataclasses.replace(launch, world_size=world)

@@ -269,6 +269,7 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
             base.context_parallel_size,
             int(count),
             f"{call.path}:{word.line} ({sizes.launcher} {flag})",
+            nodes=base.nodes,
         )
     rests = _rests_on(reading, call, script)
     if rests:
@@ -380,6 +381,7 @@ def launcher_config(reading: Reading, call: Call, sizes: launchers.Sizes, config
         else:
             reading.world_size, reading.world_unknown = given.world_size, None
             reading.sources.append(Source("world_size", given.world_size, f"{shown} num_processes"))
+    reading.launcher_config = config_reading
     reading.launch = Launch(
         None,
         given.tensor_parallel_size,
@@ -387,6 +389,7 @@ def launcher_config(reading: Reading, call: Call, sizes: launchers.Sizes, config
         given.context_parallel_size,
         given.gradient_accumulation_steps,
         str(found),
+        nodes=None if from_flags else given.nodes,
     )
 
 

@@ -156,6 +156,9 @@ class Reading:
     definition: Definition | None = None
     """The scheduler's job definition the job was read from (a Kubernetes manifest, a
     SkyPilot or dstack task), when it was."""
+    launcher_config: Reading | None = None
+    """The launcher's own config file the job runs with (accelerate's ``--config_file``), read
+    by its framework, so that ``update`` moves it with the job."""
 
     def where(self, key: str) -> str:
         """``path:line`` of a key, or just ``path``."""

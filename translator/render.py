@@ -71,14 +71,19 @@ def render_template(name: str, context: dict) -> str:
         raise RenderError(f"template {(folder or template_dir()) / name}: {exc}") from exc
 
 
-def render(spec: BatchSpec, framework: Framework) -> Rendered:
-    """Render ``spec`` for ``framework``, then read the output back; it must give the same spec."""
+def require_decided(spec: BatchSpec) -> None:
+    """A spec to write must say its micro-batch: refused (exit 2) naming the choices."""
     if not spec.is_decided:
         options = solve.decompositions(spec.global_batch, spec.data_parallel)
         raise InputError(
             "the spec leaves the micro-batch open; set micro_batch_size to one of "
             + ", ".join(f"{m} (accumulation {a})" for m, a in options)
         )
+
+
+def render(spec: BatchSpec, framework: Framework) -> Rendered:
+    """Render ``spec`` for ``framework``, then read the output back; it must give the same spec."""
+    require_decided(spec)
     findings = framework.check(spec)
     if has_errors(findings):
         raise ConfigError([f for f in findings if f.severity == "error"])

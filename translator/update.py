@@ -1,18 +1,19 @@
-"""Move an existing config to a new world size or batch, changing only its batch values.
+"""Move an existing config or job to a new world size or batch, changing only its batch values.
 
 Every other byte stays: values are replaced at the exact span they were read from, a missing
-Axolotl key gets its own line, and the result must read back as the new spec or nothing is
-written.
+Axolotl key gets its own line (:mod:`translator.text_edits`). A job moves whole: the files it
+uses whose values change are edited with it (:mod:`translator.update_files`), and the result,
+every file together, must read back as the new spec or nothing is written.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
 from translator import solve
 from translator.errors import ConfigError, InputError
+from translator.files import reading_as
 from translator.findings import counted, finding
 from translator.inspection import Inspection, inspect_reading
 from translator.job import RunAs, is_job, read_job
@@ -24,6 +25,8 @@ from translator.plugin.contract import Framework
 from translator.plugin.findings import cannot_edit
 from translator.reading import Launch, Reading
 from translator.spec import BatchSpec
+from translator.text_edits import Change, edit_text
+from translator.update_files import Other, other_files
 
 #: Errors of the old file that any update rewrites away (beside its framework's own
 #: ``rewrites``); any other error is refused first.
@@ -38,65 +41,6 @@ CARRIED = (
     "expert_parallel_size",
     "num_experts",
 )
-
-
-@dataclass(frozen=True)
-class Edit:
-    """The text an update changed for one key: where, and the word before and after."""
-
-    line: int
-    """1-based line of the edit (in the file as it was; an added line: where it goes)."""
-    old: str | None
-    """The word as it was written (``NUM_NODES=1``); ``None`` for an added line."""
-    new: str | None
-    """The word as it is now (``NUM_NODES=2``); ``None`` for a removed line."""
-
-    def as_dict(self) -> dict:
-        return {"line": self.line, "old": self.old, "new": self.new}
-
-
-@dataclass(frozen=True)
-class Change:
-    """One edit of the file."""
-
-    key: str
-    """The framework key or flag."""
-    old: object
-    """Its value before (``None`` when it was not in the file)."""
-    new: object
-    """Its value after (``None`` when the key was removed)."""
-    line: int | None
-    """Where the key is (or was) in the file: for a flag, the line of the flag."""
-    read_by: str | None = None
-    """The launcher whose sizing flag this is (``torchrun``), else ``None``."""
-    edit: Edit | None = None
-    """The text changed for it, which may stand elsewhere than the key (the variable behind a
-    flag); ``None`` when the file computes the value from one that was edited."""
-
-    def as_dict(self) -> dict:
-        return {
-            "key": self.key,
-            "old": self.old,
-            "new": self.new,
-            "line": self.line,
-            "read_by": self.read_by,
-            "edit": None if self.edit is None else self.edit.as_dict(),
-        }
-
-    def describe(self, path: object) -> str:
-        """One line of the change report: the key and its line, and where it was edited when
-        that is another line (``--nnodes (torchrun, line 40) ← NUM_NODES=1 → 2 (line 12)``)."""
-        if self.edit is None:
-            return f"{path}:{self.line}: {self.key} {self.old} → {self.new} (computed by the file)"
-        if self.old is None and self.read_by and self.edit.old is None:
-            return f"{path}:{self.edit.line}: {self.edit.new} (added to the {self.read_by} line)"
-        if self.line is None or self.edit.line == self.line or self.edit.old is None:
-            return f"{path}:{self.line or '+'}: {self.key} {self.old} → {self.new}"
-        by = f"{self.read_by}, " if self.read_by else ""
-        return (
-            f"{path}: {self.key} ({by}line {self.line}) ← {self.edit.old} → {self.new} "
-            f"(line {self.edit.line})"
-        )
 
 
 def target_spec(
@@ -231,112 +175,26 @@ def _nearest_worlds(per_replicas: int, model: int, world: int) -> list[int]:
     return [dp * model for dp in solve.nearest_divisors(per_replicas, world / model)]
 
 
-def apply(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[str, list[Change]]:
-    """The file's new text and the changes made; every other byte unchanged. A value the file
-    computes (``$((TOTAL / NUM_GPUS))``) is not edited: its change has no :class:`Edit`, and
-    :func:`update` checks that the re-read file computes the new value."""
-    replacements: dict[tuple[int, int], str] = {}
-    changes = []
+def apply(
+    framework: Framework,
+    reading: Reading,
+    spec: BatchSpec,
+    elsewhere: dict[str, dict[str, object]] | None = None,
+) -> tuple[str, list[Change]]:
+    """The file's new text for ``spec`` and the changes made (:func:`edit_text`): its
+    framework's batch keys and its launcher's sizes. A value read from another file of the job
+    goes to ``elsewhere`` (file -> key -> new value) when given, else it is refused."""
     launch = launcher_edits(reading, spec)
     edits = framework.edits(reading, spec) | launch
-    text = reading.text
-    planned = [(key, reading.values.get(key), new) for key, new in edits.items()]
-    for key, old, new in planned + definition_edits(reading, spec):
-        if old is not None and old.value == new:
-            continue
-        if key not in edits and old is not None and old.span is not None:
-            if replacements.get(_without_line_end(text, old.span)) == str(new):
-                continue  # a launch word that reads the definition's literal edits it already
-        _refuse_shared(reading, key, old, edits)
-        edit: Edit | None
-        if old is None and key in launch and reading.launch_at is not None:
-            at = (reading.launch_at, reading.launch_at)
-            replacements[at] = f" {key} {new}"
-            edit = Edit(_line_of(text, at[0]), None, f"{key} {new}")
-        elif old is None:
-            if new is None:
-                continue
-            at = _insertion(reading, key)
-            written = (
-                f"{key}: {new}"
-                if framework.inserted is None
-                else framework.inserted(reading, key, new)
-            )
-            ending = _line_ending(text, at[0])
-            lead = ""
-            if at[0] == len(text) and text and not text.endswith("\n"):
-                # After a last line without its newline: end that line first, as the file does.
-                ending = lead = "\r\n" if "\r\n" in text else "\n"
-            replacements[at] = lead + ending.join(written.split("\n")) + ending
-            edit = Edit(_line_of(text, at[0]), None, written)
-        elif old.file is not None:
-            change = f"delete {key}" if new is None else f"to {new}"
-            raise cannot_edit(
-                reading.where(key),
-                f"{key} is set in {old.file}, not in {reading.path}; update that file ({change})",
-            )
-        elif new is None:
-            at = _line_span(text, old.span, reading.path, key)
-            replacements[at] = ""
-            edit = Edit(_line_of(text, at[0]), text[at[0] : at[1]].strip(), None)
-        elif old.span is None and old.why_unknown:
-            raise cannot_edit(
-                reading.where(key),
-                f"cannot change {key}: its value is {old.why_unknown}; set it to {new} by hand",
-            )
-        elif old.span is None:
-            edit = None
-        elif replacements.get(_without_line_end(text, old.span), str(new)) != str(new):
-            raise cannot_edit(
-                reading.where(key),
-                f"{key} shares its value with another key that needs a different one; "
-                "edit it by hand",
-            )
-        else:
-            at = _without_line_end(text, old.span)
-            replacements[at] = str(new)
-            edit = Edit(_line_of(text, at[0]), *_written_as(text, at, str(new)))
-        changes.append(
-            Change(
-                key,
-                None if old is None else old.value,
-                new,
-                None if old is None else old.line,
-                reading.launcher if key in reading.launch_keys.values() or key in launch else None,
-                edit,
-            )
-        )
-    for (start, end), new_text in sorted(copied(reading, replacements).items(), reverse=True):
-        text = text[:start] + new_text + text[end:]
-    return text, changes
-
-
-def _line_of(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
-
-
-#: What stands before a literal that is a named value: a variable's (``NUM_NODES=``,
-#: ``N=${N:-``, ``N="``) or an option's written with ``=`` (``#SBATCH --nodes=``).
-ASSIGNMENT = re.compile(
-    r"(?:--?[A-Za-z][A-Za-z0-9_-]*|[A-Za-z_][A-Za-z0-9_]*)="
-    r"[\"']?(?:\$\{[A-Za-z_][A-Za-z0-9_]*:?[-=][\"']?)?"
-)
-
-
-def _written_as(text: str, span: tuple[int, int], new: str) -> tuple[str, str]:
-    """The word that holds the literal at ``span``, before and after it becomes ``new``: a
-    whole assignment (``NUM_NODES=1``, ``N=${N:-8}``, ``--nodes=2``), else the literal alone."""
-    start, end = span
-    line_start = text.rfind("\n", 0, start) + 1
-    word_start = max(text.rfind(c, line_start, start) for c in " \t;") + 1
-    word_start = max(word_start, line_start)
-    if not ASSIGNMENT.fullmatch(text, word_start, start):
-        return text[start:end], new
-    word_end = end
-    while word_end < len(text) and text[word_end] not in " \t;\r\n":
-        word_end += 1
-    before, after = text[word_start:start], text[end:word_end]
-    return before + text[start:end] + after, before + new + after
+    return edit_text(
+        framework,
+        reading,
+        edits,
+        frozenset(launch),
+        elsewhere,
+        definition_edits(reading, spec),
+        lambda replacements: copied(reading, replacements),
+    )
 
 
 def launcher_edits(reading: Reading, spec: BatchSpec) -> dict[str, int]:
@@ -348,8 +206,8 @@ def launcher_edits(reading: Reading, spec: BatchSpec) -> dict[str, int]:
         return {}
     keys, counts = reading.launch_keys, reading.launch_counts
     if not keys and not counts:  # the world is not the launch line's (an accelerate config)
-        if spec.world == reading.world_size:
-            return {}
+        if spec.world == reading.world_size or reading.launcher_config is not None:
+            return {}  # the same, or the launcher's config file gives it (edited with the job)
         raise _no_word(reading, "total", spec.world, spec)
     out = {}
     for role, count in _wanted(reading, spec).items():
@@ -421,66 +279,9 @@ def _no_word(reading: Reading, role: str, count: int, spec: BatchSpec) -> Config
     )
 
 
-def _insertion(reading: Reading, key: str) -> tuple[int, int]:
-    """Where a key the file lacks goes: where its framework says (``insertion``), if it can."""
-    from translator.plugin.registry import get
-
-    framework = get(reading.framework)
-    if framework.insertion is None:
-        raise cannot_edit(reading.path, f"{key} is not in the file; add it by hand")
-    return framework.insertion(reading, key)
-
-
-def _line_ending(text: str, pos: int) -> str:
-    """The line ending of the line before ``pos`` (so an inserted line matches its neighbour)."""
-    return "\r\n" if text[max(pos - 2, 0) : pos] == "\r\n" else "\n"
-
-
-def _refuse_shared(reading: Reading, key: str, old, edits: dict) -> None:
-    """Refuse to edit a literal that also feeds words other than ``key`` (one variable behind
-    ``--micro-batch-size $N --seq-length $N``): the edit would change them silently."""
-    if old is None or old.span is None:
-        return
-    mine = {_flag_name(k) for k in edits}
-    others = {
-        str(u)
-        for u in reading.uses.get(old.span, [])
-        if _flag_name(u.word) != _flag_name(key) and _flag_name(u.word) not in mine
-    }
-    if others:
-        raise cannot_edit(
-            reading.where(key),
-            f"the value of {key} ({old.value}) is written once and also used by "
-            f"{', '.join(sorted(others))}; changing it would change those too. Give {key} a "
-            "value of its own, then update",
-        )
-
-
-def _flag_name(word: str) -> str:
-    """A key or the flag that sets it, one way (``--per-device-x`` is ``per_device_x``)."""
-    return word.lstrip("-").replace("-", "_")
-
-
-def _without_line_end(text: str, span: tuple[int, int]) -> tuple[int, int]:
-    """``span`` short of a carriage return a reader took into the value (a CRLF file)."""
-    start, end = span
-    while end > start and text[end - 1] == "\r":
-        end -= 1
-    return start, end
-
-
-def _line_span(text: str, span, path: str, key: str) -> tuple[int, int]:
-    """The whole line(s) of a top-level ``key: scalar`` entry."""
-    if span is None:
-        raise cannot_edit(path, f"cannot remove {key}: its value is not a plain scalar")
-    start = text.rfind("\n", 0, span[0]) + 1
-    end = text.find("\n", span[1])
-    return start, len(text) if end < 0 else end + 1
-
-
 @dataclass(frozen=True)
 class Updated:
-    """What an update makes of a file (nothing is written here)."""
+    """What an update makes of a file and the other files of its job (nothing is written here)."""
 
     text: str
     """The file's new text (its old text when nothing changes)."""
@@ -490,34 +291,64 @@ class Updated:
     """The new text read back."""
     notes: list[str] = field(default_factory=list)
     """What the new launch needs beyond the file (deepspeed's host file for several nodes)."""
+    others: list[Other] = field(default_factory=list)
+    """The other files of the job that change with it (its YAML, its DeepSpeed JSON, its
+    launcher's config), each with its new text."""
+
+    @property
+    def changed(self) -> bool:
+        """Whether any file changes."""
+        return bool(self.changes or self.others)
 
     def already(self) -> str:
         """What was already so when nothing changes (``nothing to change: it already launches
         8 processes (1 node × 8) and gives global batch 128 (...)``)."""
         spec, reading = self.inspection.spec, self.inspection.reading
-        assert spec is not None  # update() re-read the file as a whole spec
         batch = (
-            f"global batch {spec.global_batch_size} (micro-batch {spec.micro_batch_size} × "
+            None
+            if spec is None  # a launcher's config: its world alone
+            else f"global batch {spec.global_batch_size} (micro-batch {spec.micro_batch_size} × "
             f"accumulation {spec.gradient_accumulation_steps} × data-parallel "
             f"{spec.data_parallel_size})"
         )
         if reading.world_size is None:
+            assert spec is not None  # update() re-read a config as a whole spec
             return f"nothing to change: at world {spec.world} it already gives {batch}"
-        counts = reading.launch_counts
-        shape = ""
-        if "per_node" in counts and "nodes" in counts:
-            shape = f" ({counted(counts['nodes'], 'node')} × {counts['per_node']})"
-        launches = counted(spec.world, "process", "processes")
-        return f"nothing to change: it already launches {launches}{shape} and gives {batch}"
+        world, values = reading.world_size, self.inspection.values
+        nodes, per_node = values.get("nodes"), values.get("gpus_per_node")
+        shape = (
+            "" if nodes is None or per_node is None else f" ({counted(nodes, 'node')} × {per_node})"
+        )
+        gives = "" if batch is None else f" and gives {batch}"
+        launches = counted(world, "process", "processes")
+        return f"nothing to change: it already launches {launches}{shape}{gives}"
 
 
 def update(
     framework: Framework, old: Inspection, spec: BatchSpec, run_as: RunAs | None = None
 ) -> Updated:
-    """The new text, its changes and its re-read inspection; refused when the file cannot be
-    made to launch ``spec``'s world or give its batch exactly."""
+    """The new texts of the file and of the other files of its job, their changes and the
+    job re-read from them (before anything is written); refused when the job cannot be made
+    to launch ``spec``'s world or give its batch exactly."""
     _refuse_an_unwritten_world(old, spec)
-    text, changes = apply(framework, old.reading, spec)
+    elsewhere: dict[str, dict[str, object]] = {}
+    text, changes = apply(framework, old.reading, spec, elsewhere)
+    others = other_files(framework, old.reading, spec, elsewhere)
+    with reading_as({o.path: o.text for o in others}):
+        again = read_back(framework, old, text, changes, spec, run_as)
+    return Updated(text, changes, again, _launch_notes(old.reading, spec), others)
+
+
+def read_back(
+    framework: Framework,
+    old: Inspection,
+    text: str,
+    changes: list[Change],
+    spec: BatchSpec,
+    run_as: RunAs | None,
+) -> Inspection:
+    """``text`` read as the file (a job: with the files it names as they read now) and
+    checked: each computed value follows its edit, no error, and the spec's world and batch."""
     path = old.reading.path
     if is_job(path, text):
         _, reading = read_job(text, path, run_as, framework.name)
@@ -533,6 +364,7 @@ def update(
                 f"cannot change {change.key}: its value is computed, not written; "
                 f"set it to {change.new} by hand",
             )
+    _refuse_unwritten_sizes(framework, reading, spec)
     again = inspect_reading(framework, reading, Launch.of(spec))
     definition_check(again.reading, spec)
     errors = [f for f in again.findings if f.severity == "error"]
@@ -542,7 +374,7 @@ def update(
     if again.reading.world_size not in (None, spec.world_size):
         raise cannot_edit(
             path,
-            f"the launch line would still start "
+            f"the launch would still start "
             f"{counted(again.reading.world_size, 'process', 'processes')}, not "
             f"{spec.world_size}; edit it by hand",
         )
@@ -559,7 +391,33 @@ def update(
                 f"{None if got is None else getattr(got, key)}, not "
                 f"{getattr(spec, key)}; edit it by hand",
             )
-    return Updated(text, changes, again, _launch_notes(old.reading, spec))
+    return again
+
+
+#: The model-parallel sizes an update must leave written in the job (flag, spec field).
+SIZES = (
+    ("--tp", "tensor_parallel_size", "tensor-parallel"),
+    ("--pp", "pipeline_parallel_size", "pipeline-parallel"),
+    ("--cp", "context_parallel_size", "context-parallel"),
+)
+
+
+def _refuse_unwritten_sizes(framework: Framework, reading: Reading, spec: BatchSpec) -> None:
+    """Each model-parallel size of ``spec`` must be what the new files give on their own: one
+    they hold nowhere (``--tp 4`` for a DeepSpeed JSON without AutoTP's size) would be dropped
+    silently, the batch re-solved for a layout no file launches."""
+    alone = inspect_reading(framework, reading, Launch(spec.world, nodes=spec.nodes))
+    for flag, key, words in SIZES:
+        got = alone.values.get(key, 1)
+        if getattr(spec, key) != got:
+            raise cannot_edit(
+                reading.path,
+                f"{words} {getattr(spec, key)} would be written nowhere: updated, the job "
+                f"gives {words} {got} on its own (no file of it holds that size as a literal "
+                "update edits), so the batch would be solved for a layout nothing launches; "
+                f"set it where the job sets it (update its launch script with {flag}), or "
+                "write it into the file, then update",
+            )
 
 
 def _launch_notes(reading: Reading, spec: BatchSpec) -> list[str]:
@@ -602,7 +460,8 @@ def update_file(
 ) -> Updated:
     """``update``'s use case: ``path`` read (as ``framework``, or detected; a job as run by
     ``run_as``) on ``from_world_size``, re-solved for ``target`` (:func:`target_spec`'s
-    keywords), edited (nothing is written here)."""
+    keywords), edited (nothing is written here). A launcher's config alone is moved to the
+    new world (:func:`move_launch`)."""
     from translator.inspection import read_file
 
     chosen, reading = read_file(path, framework, run_as)
@@ -611,4 +470,45 @@ def update_file(
         target["nodes"], target["gpus_per_node"] = layout(
             reading, target.get("world"), target.get("nodes"), target.get("gpus_per_node")
         )
+    if chosen.launch_edits is not None:
+        return move_launch(chosen, old, **target)
     return update(chosen, old, target_spec(old, **target), run_as)
+
+
+def move_launch(
+    framework: Framework,
+    old: Inspection,
+    *,
+    world: int | None,
+    nodes: int | None,
+    gpus_per_node: int | None,
+    **batch,
+) -> Updated:
+    """A launcher's config (accelerate's) moved to a new world: it holds no batch, so only its
+    world and nodes change (``batch``, the other targets, must be unset); the processes per
+    node are kept unless given (:func:`kept_layout`)."""
+    assert framework.launch_edits is not None
+    path = old.reading.path
+    given = [k for k, v in batch.items() if v is not None]
+    if given or (world is None and nodes is None):
+        raise InputError(
+            f"{path}: a {framework.name} config gives the launch, not the batch: update it with "
+            "--world-size, or --nnodes and --nproc-per-node"
+        )
+    if nodes is None and world is not None:
+        errors = [f for f in old.findings if f.severity == "error"]
+        if errors:  # its layout is not known (uneven machines): the flags must give one
+            raise ConfigError(errors)
+        nodes, gpus_per_node = kept_layout(old, world)
+    total = world or (nodes or 1) * (gpus_per_node or 1)
+    launch = Launch(total, nodes=nodes)
+    text, changes = edit_text(framework, old.reading, framework.launch_edits(old.reading, launch))
+    again = inspect_reading(framework, framework.read(text, path), Launch())
+    errors = [f for f in again.findings if f.severity == "error"]
+    if errors:
+        raise ConfigError(errors)
+    if again.reading.world_size != total:
+        raise cannot_edit(
+            path, f"after the update the file would not launch {total}; edit it by hand"
+        )
+    return Updated(text, changes, again)

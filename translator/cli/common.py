@@ -525,6 +525,16 @@ def frameworks_help(what: str) -> str:
 
 def output_options(fn):
     """``--to``, ``--out`` and ``--force``: where rendered configs go."""
+    return _outputs(fn, into=False)
+
+
+def into_options(fn):
+    """:func:`output_options`, with ``--into`` in place of ``--out``: existing configs to
+    write the batch keys into."""
+    return _outputs(fn, into=True)
+
+
+def _outputs(fn, into: bool):
     fn = click.option("--force", is_flag=True, help="Overwrite files that already exist.")(fn)
     fn = click.option(
         "--strict",
@@ -532,10 +542,19 @@ def output_options(fn):
         help="Write nothing and exit 1 when any framework of --to cannot take the batch "
         "(default: write those that can, and list the others with their reason).",
     )(fn)
+    if into:
+        fn = click.option(
+            "--into",
+            "into",
+            type=click.Path(exists=True),
+            help="Write the batch keys into this existing config of the --to framework, every "
+            "other byte kept (as update does); a folder: into each of its configs that a --to "
+            "framework claims. In place of --out.",
+        )(fn)
     fn = click.option(
         "--out",
         "out_dir",
-        required=True,
+        required=not into,
         type=click.Path(file_okay=False),
         help="Folder to write into (created when missing); - writes the one file on stdout.",
     )(fn)
@@ -613,6 +632,73 @@ def write_rendered(
         for name, why in refused.items():
             click.echo(printable(f"not written: {name}: {why}"))
         print_findings(findings)
+
+
+def write_into(
+    as_json: bool,
+    spec,
+    frameworks: Sequence,
+    into: str,
+    strict: bool,
+    findings: Sequence[Finding] = (),
+) -> None:
+    """``spec``'s batch keys written into existing configs (``render --into``): ``into`` a
+    file, the one --to framework's, or a folder, each of its files a --to framework claims;
+    every file or none, one line per change and one per framework not written."""
+    import os
+    from pathlib import Path
+
+    from translator.files import write_files
+    from translator.render_into import render_into, render_into_folder
+
+    if Path(into).is_dir():
+        done, refused = render_into_folder(spec, list(frameworks), into, strict)
+    elif len(frameworks) != 1:
+        raise InputError(
+            f"--into {into} is one file, and --to gives {len(frameworks)} frameworks "
+            f"({', '.join(f.name for f in frameworks)}): give --into a folder"
+        )
+    else:
+        done, refused = [render_into(spec, frameworks[0], into)], {}
+    texts: dict[str, tuple[Path, str]] = {}
+    for d in done:
+        pairs = [(d.path, d.updated.text)] if d.updated.changes else []
+        for path, text in [*pairs, *((o.path, o.text) for o in d.updated.others)]:
+            seen = texts.setdefault(os.path.realpath(path), (Path(path), text))
+            if seen[1] != text:
+                raise InputError(f"{path}: two configs of --into would write it differently")
+    write_files(list(texts.values()), force=True)
+    findings = list(findings) + [f for d in done for f in d.updated.inspection.findings]
+    if as_json:
+        emit_json(
+            spec.output()
+            | {
+                "files": {d.framework: d.path for d in done},
+                "changes": {
+                    path: [c.as_dict() for c in changes]
+                    for d in done
+                    for path, changes in [
+                        (d.path, d.updated.changes),
+                        *((o.path, o.changes) for o in d.updated.others),
+                    ]
+                    if changes
+                },
+                "refused": refused,
+                "findings": [f.as_dict() for f in findings],
+            }
+        )
+        return
+    for d in done:
+        if not d.updated.changed:
+            click.echo(printable(f"{d.path}: {d.updated.already()}"))
+        for change in d.updated.changes:
+            click.echo(printable(change.describe(d.path)))
+        for other in d.updated.others:
+            for change in other.changes:
+                click.echo(printable(change.describe(other.path)))
+    for name, why in refused.items():
+        click.echo(printable(f"not written: {name}: {why}"))
+    print_findings(findings)
 
 
 def _write_stdout(as_json: bool, output: dict, rendered: list, findings: list[Finding]) -> None:

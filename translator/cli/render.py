@@ -4,31 +4,43 @@ from __future__ import annotations
 
 import click
 
-from translator.cli.common import command, output_options, render_each, write_rendered
+from translator.cli import common
+from translator.cli.common import command, into_options, render_each, write_rendered
 
 
 @command("render")
 @click.argument("spec_file", metavar="SPEC")
-@output_options
+@into_options
 def render(
-    as_json: bool, spec_file: str, targets: str, out_dir: str, force: bool, strict: bool
+    as_json: bool,
+    spec_file: str,
+    targets: str,
+    out_dir: str | None,
+    into: str | None,
+    force: bool,
+    strict: bool,
 ) -> None:
     """Render SPEC (YAML/JSON, or - for stdin) for each framework in --to, into --out.
 
     Every file is read back and must give the same spec. All files are written or none, and
     no existing file is replaced without --force (a symlink is written through to its target
-    when that lies in --out; one that leads out of it is refused).
+    when that lies in --out; one that leads out of it is refused). With --into the batch keys
+    go into configs you already have instead, every other byte kept as update keeps it (and
+    the files a config names, such as its DeepSpeed JSON, move with it); a file of another
+    framework than --to is refused naming both.
 
     Examples:
       $ batchspec render spec.yaml --to deepspeed,megatron --out configs
-      $ batchspec render spec.yaml --to deepspeed --out -
+      $ batchspec render spec.yaml --to axolotl --into axolotl.yml
     """
     from translator.advice import general_findings
-    from translator.errors import ConfigError
+    from translator.errors import ConfigError, InputError
     from translator.findings import has_errors, located
     from translator.plugin.registry import get_many
     from translator.spec_file import load_spec, source_name
 
+    if (out_dir is None) == (into is None):
+        raise InputError("give --out or --into, one of them")
     frameworks = get_many(targets)
     spec = load_spec(spec_file)
     # What plan says of this spec beside any framework's quirks (learning rate, experts...);
@@ -36,5 +48,9 @@ def render(
     findings = located(general_findings(spec), source_name(spec_file))
     if has_errors(findings):
         raise ConfigError([f for f in findings if f.severity == "error"])
+    if into is not None:
+        common.write_into(as_json, spec, frameworks, into, strict, findings)
+        return
+    assert out_dir is not None
     rendered, refused = render_each(spec, frameworks, source_name(spec_file), strict)
     write_rendered(as_json, spec.output(), rendered, out_dir, force, findings, refused)

@@ -78,15 +78,20 @@ def update(
 ) -> None:
     """Re-solve FILE for a new world size or batch; only its batch and launch sizes change.
 
-    Without -o/--in-place the new file is printed. A job's launch line is edited to start the
-    new world (the literal its launcher reads: a flag's value, a variable, a ${X:-8} default).
-    An update that changes nothing says so and writes nothing. One that cannot keep the batch
-    exact, or needs a value the file does not write as a literal, is refused (exit 1) saying
-    why, and nothing is written.
+    A job moves whole: its launch line is edited to start the new world (the literal its
+    launcher reads: a flag's value, a variable, a ${X:-8} default), and every file it uses
+    whose values change with it (its YAML or arguments file, its DeepSpeed JSON, its
+    accelerate config), each by its own framework; all of them are written, or none.
+    Without -o/--in-place the new file is printed, or, when several files change, a unified
+    diff of them all; -o writes one file, so it refuses an update of several (use
+    --in-place). An accelerate config alone is moved to the new world (num_processes is the
+    total over num_machines). An update that changes nothing says so and writes nothing. One
+    that cannot keep the batch exact, or needs a value the files do not write as a literal,
+    is refused (exit 1) saying why, and nothing is written.
 
     Examples:
       $ batchspec update ds_config.json --world-size 32 --in-place
-      $ batchspec update axolotl.yml --from-world-size 8 --world-size 16
+      $ batchspec update train.sh --world-size 32 --in-place
     """
     from translator.errors import InputError
     from translator.files import write_files
@@ -114,30 +119,75 @@ def update(
         context=cp,
     )
     target = Path(file) if in_place else Path(out_path) if out_path else None
-    unchanged = None if updated.changes else f"{file}: {updated.already()}"
-    written = None
-    if target is not None and unchanged is None:
-        (written,) = write_files([(target, updated.text)], force=force or in_place)
+    if updated.others and out_path:
+        raise InputError(
+            f"-o/--out writes one file, and this update changes "
+            f"{len(updated.others) + 1} ({', '.join([file, *(o.path for o in updated.others)])}):"
+            " give --in-place to write them all, or leave both out to see the diff"
+        )
+    written = []
+    if target is not None and updated.changed:
+        files: list[tuple[Path, str | bytes]] = [(target, updated.text)] if updated.changes else []
+        files += [(Path(o.path), o.text) for o in updated.others]
+        written = write_files(files, force=force or in_place)
+    _show(as_json, file, updated, target, written)
+
+
+def _show(as_json: bool, file: str, updated, target: Path | None, written: list) -> None:
+    """What the update did (or, without a target, the new file or the diff of all files)."""
+    unchanged = None if updated.changed else f"{file}: {updated.already()}"
     if as_json:
         emit_json(
             updated.inspection.output()
             | {
                 "changes": [c.as_dict() for c in updated.changes],
+                "other_files": [o.as_dict(with_text=target is None) for o in updated.others],
                 "nothing_to_change": unchanged,
                 "notes": updated.notes,
-                "written": None if written is None else str(target),
+                "written": str(target) if written and updated.changes else None,
                 **({"text": updated.text} if target is None else {}),
             }
         )
-    elif unchanged is not None:  # on stderr when stdout would carry the new file
+        return
+    if unchanged is not None:  # on stderr when stdout would carry the new file
         click.echo(printable(unchanged), err=target is None)
+    elif target is None and updated.others:
+        click.echo(job_diff(file, updated), nl=False)
     elif target is None:
         click.echo(updated.text, nl=False)
-    elif written is not None:
-        for change in updated.changes:
-            click.echo(printable(change.describe(target)))
-        if written.target != written.path:
-            click.echo(f"wrote {written.describe()}")
-    if not as_json:
-        for note in updated.notes:  # on stderr when stdout carries the new file
-            click.echo(printable(f"note: {note}"), err=target is None)
+    else:
+        _report(target, updated, written)
+    for note in updated.notes:  # on stderr when stdout carries the new file
+        click.echo(printable(f"note: {note}"), err=target is None)
+
+
+def _report(target: Path, updated, written) -> None:
+    """One line per change, file by file; where a symlink led a write."""
+    for change in updated.changes:
+        click.echo(printable(change.describe(target)))
+    for other in updated.others:
+        for change in other.changes:
+            click.echo(printable(change.describe(other.path)))
+    for w in written:
+        if w.target != w.path:
+            click.echo(f"wrote {w.describe()}")
+
+
+def job_diff(file: str, updated) -> str:
+    """A unified diff of every file the update changes (what --in-place would write)."""
+    import difflib
+
+    from translator.files import read_text
+
+    out: list[str] = []
+    pairs = [(file, updated.text)] if updated.changes else []
+    for path, text in [*pairs, *((o.path, o.text) for o in updated.others)]:
+        out += difflib.unified_diff(
+            read_text(path).splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            f"a/{path}",
+            f"b/{path}",
+        )
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out
+    )

@@ -121,7 +121,7 @@ def derive_file(path: str, a: runs.Prepared, split, folder: Path) -> str:
     else:
         from translator.update import update_file
 
-        new = update_file(
+        updated = update_file(
             path,
             a.plan.framework if a.plan.framework in _frameworks() else None,
             spec.world,
@@ -133,8 +133,13 @@ def derive_file(path: str, a: runs.Prepared, split, folder: Path) -> str:
             tensor=None,
             pipeline=None,
             context=None,
-        ).text
-        out = folder / Path(path).name
+        )
+        if updated.others:  # B would run with A's other files, which the split changes too
+            raise InputError(
+                f"{path}: B's split changes {', '.join(o.path for o in updated.others)} too, "
+                "which --parity does not copy; give B as a file of its own"
+            )
+        new, out = updated.text, folder / Path(path).name
     write_files([(out, new)], force=True)
     return str(out)
 

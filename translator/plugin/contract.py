@@ -91,6 +91,9 @@ class Framework:
     launch_of: Callable[[Reading], Launch] | None = None
     """For a launcher's config (accelerate's): the world, parallel sizes and accumulation it
     gives the other files of the job."""
+    launch_edits: Callable[[Reading, Launch], dict] | None = None
+    """For a launcher's config: what ``update`` changes for a new world and its nodes alone
+    (key -> new value), the file holding no batch to re-solve."""
     requires: tuple[str, ...] = ()
     """The Python packages ``verdict`` imports (the framework's own and torch)."""
     extra: str | None = None
@@ -142,6 +145,7 @@ _MODULE_FUNCTIONS = (
     "insertion",
     "inserted",
     "launch_of",
+    "launch_edits",
     "verdict",
     "program",
     "memory_settings",

@@ -15,6 +15,7 @@ import math
 
 from translator import parsing, solve
 from translator.findings import Finding, finding
+from translator.frameworks.shared import yaml_insert
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
 
@@ -95,7 +96,8 @@ def read(text: str, where: str) -> Reading:
     )
     total, machines = reading.count("num_processes"), reading.count("num_machines") or 1
     if total is not None and _per_machine(total, machines):
-        reading.world_size = total  # the file launches its own world
+        reading.world_size = total  # the file launches its own world, on its machines
+        reading.launch_counts = {"total": total, "nodes": machines}
     return reading
 
 
@@ -109,13 +111,15 @@ def _per_machine(total: int, machines: int) -> int | None:
 def launch_of(reading: Reading) -> Launch:
     """The launch this config starts, for the TrainingArguments inspected with it."""
     values, _ = interpret(reading, Launch())
+    world = values.get("world_size")
     return Launch(
-        values.get("world_size"),
+        world,
         values.get("tensor_parallel_size"),
         None,
         values.get("context_parallel_size"),
         values.get("gradient_accumulation_steps"),
         reading.path,
+        nodes=None if world is None else reading.count("num_machines") or 1,
     )
 
 
@@ -226,10 +230,23 @@ def check(spec: BatchSpec) -> list[Finding]:
     return []
 
 
+def launch_edits(reading: Reading, launch: Launch) -> dict:
+    """The launch keys for a new world alone: ``num_processes`` is the total over the
+    machines, ``num_machines`` the nodes (written when the file has it or it is not 1)."""
+    out: dict[str, int | None] = {"num_processes": launch.world_size}
+    if "num_machines" in reading.values or (launch.nodes or 1) != 1:
+        out["num_machines"] = launch.nodes or 1
+    return out
+
+
+def insertion(reading: Reading, key: str) -> tuple[int, int]:
+    """Where ``update`` writes ``num_machines`` a one-machine config lacks: after
+    ``num_processes``."""
+    return yaml_insert.after_key(reading, key, "num_processes")
+
+
 def edits(reading: Reading, spec: BatchSpec) -> dict:
-    out: dict[str, int | None] = {"num_processes": spec.world}
-    if "num_machines" in reading.values or (spec.nodes or 1) != 1:
-        out["num_machines"] = spec.nodes or 1
+    out = launch_edits(reading, Launch.of(spec))
     if "deepspeed_config.gradient_accumulation_steps" in reading.values:
         out["deepspeed_config.gradient_accumulation_steps"] = spec.gradient_accumulation_steps
     return out
