@@ -148,3 +148,28 @@ def test_without_the_plugin_the_name_is_unknown(tmp_path):
         main, ["render", str(spec), "--to", "nanogpt", "--out", str(tmp_path / "out")]
     )
     assert result.exit_code == 2 and "unknown framework nanogpt" in result.stderr
+
+
+def test_every_built_in_wires_each_contract_function_its_modules_define():
+    """A built-in framework is constructed explicitly: a function its rules module defines
+    under a contract field's name (``launch_edits``) and that is not wired would silently do
+    nothing. (Frameworks whose rules live in ``shared/`` are checked through that module.)"""
+    import importlib
+
+    from translator.plugin.contract import _MODULE_FUNCTIONS
+    from translator.plugin.registry import FRAMEWORKS
+
+    unwired = []
+    for name, framework in FRAMEWORKS.items():
+        package = f"translator.frameworks.{name}"
+        for module_name in ("rules", "program", "verdict"):
+            try:
+                module = importlib.import_module(f"{package}.{module_name}")
+            except ModuleNotFoundError:
+                continue
+            for field in _MODULE_FUNCTIONS:
+                function = getattr(module, field, None)
+                if callable(function) and function.__module__ == module.__name__:
+                    if getattr(framework, field) is not function:
+                        unwired.append(f"{name}: {module_name}.{field}")
+    assert not unwired

@@ -123,8 +123,12 @@ def test_the_readme_has_transcripts() -> None:
     assert all(example.command.startswith("batchspec ") for example in EXAMPLES)
 
 
+# A page's examples run in order in one folder (an update, then what it wrote): each page is
+# one xdist group, so ``--dist loadgroup`` keeps it on one worker.
 @pytest.mark.parametrize(
-    "example", EXAMPLES, ids=lambda example: f"{Path(example.page).stem}-line{example.line}"
+    "example",
+    [pytest.param(e, marks=pytest.mark.xdist_group(f"page-{e.page}")) for e in EXAMPLES],
+    ids=lambda example: f"{Path(example.page).stem}-line{example.line}",
 )
 def test_readme_example_prints_what_it_says(example: Example, folders: dict[str, Path]) -> None:
     folder = folders[example.page]
