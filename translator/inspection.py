@@ -90,6 +90,7 @@ def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) ->
             given.gradient_accumulation_steps,
             source.path,
             nodes=launch.nodes or (None if launch.world_size else given.nodes),
+            handed=given.handed,
         )
     launched = tuple(r.path for b, r in loaded if b.launch_of is None)
     return [
@@ -117,6 +118,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
             launch.gradient_accumulation_steps or given.gradient_accumulation_steps,
             launch.source or given.source,
             nodes=launch.nodes or given.nodes,
+            handed=launch.handed or given.handed,
         )
     world = launch.world_size or reading.world_size
     launch = dataclasses.replace(launch, world_size=world)
