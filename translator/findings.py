@@ -107,6 +107,10 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "error",
         "the config is for another world size than the smoke run launches",
     ),
+    "smoke-other-world": (
+        "info",
+        "the smoke run starts another number of processes than the job: the batch it runs",
+    ),
     "lr-scaling": (
         "warning",
         "the global batch differs from the batch the learning rate was tuned for",

@@ -376,6 +376,7 @@ def launcher_config(reading: Reading, call: Call, sizes: launchers.Sizes, config
         given.context_parallel_size,
         given.gradient_accumulation_steps,
         str(found),
+        nodes=None if from_flags else given.nodes,
         handed=given.handed,
     )
 

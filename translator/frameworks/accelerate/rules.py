@@ -123,6 +123,7 @@ def launch_of(reading: Reading) -> Launch:
         values.get("context_parallel_size"),
         None,  # the accumulation is the DeepSpeed config's, which the program checks
         reading.path,
+        nodes=(reading.count("num_machines") or 1) if "world_size" in values else None,
         handed=next(iter(reading.partners), None),
     )
 

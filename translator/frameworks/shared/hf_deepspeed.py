@@ -329,7 +329,9 @@ def pair(
 
 
 def partner_files(reading: Reading) -> dict[str, str]:
-    """The DeepSpeed JSON read with a config, for a smoke run's work folder: its engine points
-    the config at ``deepspeed.json`` there."""
-    found = [p.text for p in reading.partners if p.framework == deepspeed.NAME]
+    """The DeepSpeed JSON the Trainer runs with (its own, else the one its launcher hands it:
+    :func:`of_launch`), for a smoke run's work folder: its engine points the config at
+    ``deepspeed.json`` there."""
+    partners, _ = of_launch(reading, reading.launch or Launch())
+    found = [p.text for p in partners if p.framework == deepspeed.NAME]
     return {deepspeed.FILENAME: found[0]} if found else {}
