@@ -918,7 +918,7 @@ def test_an_hf_launch_script_runs_the_deepspeed_json_it_names(tmp_path):
     assert out["samples_per_optimizer_step"] == [8, 8] and out["world_size"] == 2
     assert out["stepped_by"] == "Trainer (DeepSpeedEngine)"
     assert out["engine"] == {"framework": "hf", "deepspeed_zero_stage": 1}
-    assert "smoke: hf under DeepSpeed ZeRO-1 on cpu" in err
+    assert "smoke: hf (DeepSpeed ZeRO-1) on cpu" in err
 
 
 @pytest.mark.framework

@@ -107,6 +107,10 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "error",
         "the config is for another world size than the smoke run launches",
     ),
+    "loss-normalisation": (
+        "warning",
+        "the framework normalises the loss per micro-batch: splits of one batch train differently",
+    ),
     "smoke-other-world": (
         "info",
         "the smoke run starts another number of processes than the job: the batch it runs",

@@ -146,6 +146,8 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
             f if f.where else Finding(f.code, f.severity, f.message, reading.path, f.hint)
             for f in general_findings(spec) + framework.check(spec)
         ]
+        if framework.loss_normalisation is not None:
+            findings += framework.loss_normalisation(reading, spec)
     shown = (
         _known_values(values)
         if spec is None

@@ -228,5 +228,7 @@ def run(
         records[side.label] = record
     diff = compared.compare(records["A"], records["B"])
     errors = compared.problems(diff, tolerance)
-    outputs |= {"parity": not errors, "errors": errors}
+    causes = compared.known_causes(a, b) if errors else []
+    errors += [f"known cause: {c['message']} (fix: {c['hint']})" for c in causes]
+    outputs |= {"parity": not errors, "errors": errors, "causes": causes}
     return Outcome(compared.output(a, b, outputs, diff, tolerance), errors, None)

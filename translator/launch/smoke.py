@@ -108,6 +108,9 @@ def prepare(
             rendered.text,
             findings + rendered.findings,
         )
+    if config_of is not None and config_of != source:  # the engine runs a config it renders
+        hook = get(config_of).loss_normalisation
+        findings = findings + (hook(None, spec) if hook is not None else [])
     why = config_refusal(framework, config_text, partners, path, device)
     if why:
         raise InputError(f"{why} (nothing was started)")
@@ -526,9 +529,9 @@ def engine_info(prepared: Prepared) -> dict:
 
 
 def engine_words(info: dict) -> str:
-    """``hf under DeepSpeed ZeRO-2``, or the framework alone."""
+    """``hf (DeepSpeed ZeRO-2)``, or the framework alone."""
     stage = info["deepspeed_zero_stage"]
-    return info["framework"] + ("" if stage is None else f" under DeepSpeed ZeRO-{stage}")
+    return info["framework"] + ("" if stage is None else f" (DeepSpeed ZeRO-{stage})")
 
 
 @dataclass

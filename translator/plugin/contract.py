@@ -112,6 +112,11 @@ class Framework:
     commands: tuple[str, ...] = ()
     """Its command-line tools that a launch line may run (``llamafactory-cli``), so the
     script reader knows them for programs."""
+    loss_normalisation: Callable[[Reading | None, BatchSpec | None], list[Finding]] | None = None
+    """Why its loss of one global batch may depend on the split (a per-micro-batch
+    normalisation: the flag or release that fixes it), for a file (``None``: the config its
+    engine renders for a spec) on its spec: ``loss-normalisation`` findings, shown by
+    ``inspect`` and named when ``smoke --parity`` fails."""
     memory_settings: Callable[[Reading], Settings] | None = None
     """What one of its files says about how it trains as far as memory goes (ZeRO stage,
     offload, sequence parallelism, recomputation), for ``estimate``; None: nothing, so the
@@ -140,6 +145,7 @@ _MODULE_FUNCTIONS = (
     "verdict",
     "program",
     "memory_settings",
+    "loss_normalisation",
 )
 
 

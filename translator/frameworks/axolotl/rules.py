@@ -13,7 +13,7 @@ from translator import parsing, solve
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
-from translator.frameworks.shared import fsdp, hf_deepspeed, yaml_insert
+from translator.frameworks.shared import fsdp, hf_deepspeed, loss, yaml_insert
 from translator.memory import Setting, Settings
 from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
@@ -384,3 +384,20 @@ def memory_settings(reading: Reading) -> Settings:
         where = f"{reading.where('gradient_checkpointing')} gradient_checkpointing"
         out += Settings((Setting("recompute", "full", where),))
     return out
+
+
+def loss_normalisation(reading: Reading | None, spec: BatchSpec | None) -> list[Finding]:
+    """Axolotl's trainer turns the HF Trainer's token-count normalisation (transformers 4.46)
+    back off for a model whose forward does not name ``num_items_in_batch`` (a Llama's does
+    not, in 0.19): each micro-batch's loss over its own tokens under accumulation."""
+    if spec is not None and spec.accumulation == 1:
+        return []
+    return loss.per_micro_batch(
+        spec,
+        "Axolotl's trainer (0.19) sets model_accepts_loss_kwargs False for a model whose forward "
+        "takes no num_items_in_batch (Llama among them), so each micro-batch's loss is divided "
+        "by its own tokens under accumulation",
+        "keep gradient_accumulation_steps 1 where the exact batch matters (a larger micro_batch_"
+        "size or more ranks), or use sample_packing, whose full rows weigh alike",
+        reading.where("gradient_accumulation_steps") if reading is not None else "axolotl",
+    )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from translator import parsing
 from translator.errors import InputError
 from translator.findings import Finding, finding
-from translator.frameworks.shared import hf_deepspeed, yaml_insert
+from translator.frameworks.shared import hf_deepspeed, loss, yaml_insert
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
 
@@ -392,3 +392,24 @@ def sharding(reading: Reading) -> Settings:
     fsdp.legacy(on.value, config, version)
     offload = str(config.get("cpu_offload")).lower() == "true"
     return out + fsdp.settings(config, version, offload, f"{reading.where('fsdp')} fsdp")
+
+
+#: The transformers release whose Trainer divides the step's loss by all its tokens (before it,
+#: each micro-batch's by its own).
+FIXED_IN = (4, 46)
+
+
+def loss_normalisation(reading: Reading | None, spec: BatchSpec | None) -> list[Finding]:
+    """The Trainer before transformers 4.46 normalised each micro-batch's loss on its own under
+    accumulation; named when the transformers installed here is older (none: not known)."""
+    found = loss.version("transformers")
+    if found is None or found >= FIXED_IN or (spec is not None and spec.accumulation == 1):
+        return []
+    shown = ".".join(map(str, found))
+    return loss.per_micro_batch(
+        spec,
+        f"the HF Trainer of transformers {shown} (before 4.46) divides each micro-batch's loss "
+        "by its own tokens under gradient accumulation",
+        "use transformers 4.46 or later (the step's loss over all its tokens)",
+        reading.path if reading is not None else "hf",
+    )
