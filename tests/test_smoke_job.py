@@ -117,3 +117,27 @@ def test_an_accelerate_deepspeed_job_on_one_process_runs_deepspeed_with_the_jobs
     assert out["engine"] == {"framework": "hf", "deepspeed_zero_stage": 2}
     assert out["samples_per_optimizer_step"] == [8, 8] and out["gradient_accumulation_steps"] == 4
     assert out["stepped_by"] == "Trainer (DeepSpeedEngine)"
+
+
+def test_on_fewer_processes_the_arguments_files_batch_is_kept_too(tmp_path, monkeypatch):
+    """The batch stands in the arguments file the program reads (a recipe's config.yaml), which
+    update does not edit from the job: the engine's TrainingArguments take the re-solved
+    accumulation all the same (8 ranks × 4 × 4 = 128 on 2 ranks is 4 × 16)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acc.yaml").write_text(
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\nnum_processes: 1\n"
+    )
+    (tmp_path / "config.yaml").write_text(
+        "model_name_or_path: m\nper_device_train_batch_size: 4\ngradient_accumulation_steps: 4\n"
+        "output_dir: o\n"
+    )
+    (tmp_path / "job.sh").write_text(
+        "#!/bin/bash\naccelerate launch --config_file acc.yaml --num_processes 8 "
+        "run_sft.py config.yaml\n"
+    )
+    from translator.launch.smoke import prepare
+
+    prepared = prepare("job.sh", None, 2, 1, 1, "tiny", 16, tmp_path / "w")
+    assert (prepared.spec.global_batch_size, prepared.spec.gradient_accumulation_steps) == (128, 16)
+    assert "gradient_accumulation_steps: 16" in prepared.config_text
+    assert "deepspeed: deepspeed.json" in prepared.config_text

@@ -15,13 +15,14 @@ from translator.launch import command
 from translator.launch import workdir as workdirs
 from translator.launch.launcher import Launcher
 from translator.launch.progress import Progress, duration
+from translator.plugin.contract import Framework
 from translator.plugin.registry import get
 from translator.rank import parity_rank
 from translator.rank.context import mentions_out_of_memory
 from translator.rank.engines import TORCH, config_framework, config_refusal, engine, zero_stage
 from translator.rank.model import SHAPES, ModelShape
 from translator.rank.result import Measurement, RankResult, merge, read_all
-from translator.reading import Launch
+from translator.reading import Launch, Reading
 from translator.spec import BatchSpec
 from translator.spec_file import WORLD_KEYS, build_spec, spec_values
 
@@ -134,14 +135,11 @@ def prepare(
 def on_world(path: str, nproc: int | None, nnodes: int):
     """``(inspection, nproc)``: the file or job ``path`` read on ``nproc × nnodes`` processes
     (``nproc`` None: the job's own per node, else 1). On another world than the one the job
-    launches, its
-    global batch and micro-batch are kept and the accumulation re-solved (:func:`kept_global`),
-    the file edited as ``update`` edits it; where it cannot be edited, the file's micro-batch
-    and accumulation run on the new world, and a finding says which global batch that is."""
+    launches, its global batch and micro-batch are kept and the accumulation re-solved
+    (:func:`kept_global`, :func:`_edited`); where that cannot be done, the file's micro-batch
+    and accumulation run on the new world. A finding says which global batch runs."""
     from translator.errors import BatchspecError
     from translator.inspection import inspect_reading, read_file
-    from translator.job import read_job
-    from translator.update import apply
 
     chosen, reading = read_file(path)
     job = inspect_reading(chosen, reading, Launch())
@@ -151,9 +149,8 @@ def on_world(path: str, nproc: int | None, nnodes: int):
     # imply a world, such as a full DeepSpeed triple, must fit the run's)
     launched = reading.world_size is not None and job.spec is not None and job.spec.is_decided
     old = job.spec if launched else None
-    again = read_file(path)
     if old is None or old.world == world:
-        return inspect_reading(*again, Launch(world_size=world)), nproc
+        return inspect_reading(*read_file(path), Launch(world_size=world)), nproc
     try:
         new = kept_global(old, world, path)
         # The batch keys edited, the job's own world kept: the run launches its own world
@@ -163,12 +160,7 @@ def on_world(path: str, nproc: int | None, nnodes: int):
             "gradient_accumulation_steps": new.accumulation,
             "data_parallel_size": None,
         }
-        text, _ = apply(chosen, again[1], BatchSpec.model_validate(fields))
-        edited = (
-            read_job(text, path, None, chosen.name)
-            if again[1].launcher is not None
-            else (chosen, chosen.read(text, path))
-        )
+        edited = _edited(chosen, path, BatchSpec.model_validate(fields))
         found = inspect_reading(*edited, Launch(world_size=world))
         kept = "the accumulation re-solved to keep the global batch"
     except BatchspecError as exc:
@@ -188,6 +180,33 @@ def on_world(path: str, nproc: int | None, nnodes: int):
             )
         )
     return found, nproc
+
+
+def _edited(chosen: Framework, path: str, spec: BatchSpec) -> tuple[Framework, Reading]:
+    """``(framework, reading)`` of ``path`` with ``spec``'s batch values: its text edited as
+    ``update`` edits it, or, for a job whose engine runs the config its reading gives
+    (``job_config``) and whose values stand where ``update`` does not edit (an arguments
+    file), the reading's values set."""
+    from translator.errors import BatchspecError
+    from translator.inspection import read_file
+    from translator.job import read_job
+    from translator.reading import Value
+    from translator.update import apply
+
+    again = read_file(path)[1]
+    try:
+        text, _ = apply(chosen, again, spec)
+    except BatchspecError:
+        if again.launcher is None or chosen.job_config is None:
+            raise
+        for key, value in chosen.edits(again, spec).items():
+            v = again.values.get(key)
+            line, file = (v.line, v.file) if v is not None else (None, None)
+            again.values[key] = Value(value, line, None, None, file)
+        return chosen, again
+    if again.launcher is not None:
+        return read_job(text, path, None, chosen.name)
+    return chosen, chosen.read(text, path)
 
 
 def kept_global(
