@@ -179,3 +179,26 @@ def test_windows_line_endings_are_read_and_named(tmp_path, monkeypatch):
     out = json.loads(CliRunner().invoke(main, ["inspect", "job.sh", "--json"]).stdout)
     assert out["global_batch_size"] == 16
     assert any("Windows line endings" in f["message"] for f in out["findings"])
+
+
+def test_an_accelerate_config_reads_the_accumulation_of_its_deepspeed_file(tmp_path, monkeypatch):
+    """The accumulation of the DeepSpeed file an accelerate config names is the launch's (it
+    was unknown); a file that is not there is a warning, not an error."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ds.json").write_text(
+        '{\n  "gradient_accumulation_steps": 4,\n  "zero_optimization": {"stage": 2}\n}\n'
+    )
+    (tmp_path / "acc.yaml").write_text(
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n"
+        "num_processes: 8\n"
+    )
+    out = json.loads(CliRunner().invoke(main, ["inspect", "acc.yaml", "--json"]).stdout)
+    assert out["gradient_accumulation_steps"] == 4 and out["world_size"] == 8
+    (tmp_path / "acc.yaml").write_text(
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: gone.json\n"
+        "num_processes: 8\n"
+    )
+    result = CliRunner().invoke(main, ["inspect", "acc.yaml", "--json"])
+    assert result.exit_code == 0
+    (missing,) = [f for f in json.loads(result.stdout)["findings"] if "gone.json" in f["message"]]
+    assert missing["severity"] == "warning"

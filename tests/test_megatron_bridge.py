@@ -210,8 +210,7 @@ def test_a_rendered_file_reads_back_as_the_spec(fields):
     out = render(spec, MB)
     got = inspect_reading(MB, MB.read(out.text, out.filename), Launch(spec.world))
     assert got.spec.model_dump() == spec.model_dump() | {"nodes": None, "gpus_per_node": None}
-    # (but the loss normalisation of Bridge's default: tests/test_loss_normalisation.py)
-    assert all(f.severity == "info" or f.code == "loss-normalisation" for f in got.findings)
+    assert all(f.severity == "info" for f in got.findings)
 
 
 def test_update_changes_the_values_and_keeps_every_other_byte(tmp_path):

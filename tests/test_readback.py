@@ -69,12 +69,10 @@ def run(*args) -> tuple[int, dict]:
 
 
 def above_info(out: dict) -> list[str]:
-    """Warnings and errors, except the framework's own loss normalisation (a property of the
-    framework that every file of it has, rendered or not: tests/test_loss_normalisation.py)."""
     return [
         f"{f['severity']} {f['code']}: {f['message']}"
         for f in out["findings"]
-        if f["severity"] != "info" and f["code"] != "loss-normalisation"
+        if f["severity"] != "info"
     ]
 
 

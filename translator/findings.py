@@ -108,8 +108,8 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "the config is for another world size than the smoke run launches",
     ),
     "loss-normalisation": (
-        "warning",
-        "the framework normalises the loss per micro-batch: splits of one batch train differently",
+        "info",
+        "the framework normalises the loss per micro-batch: splits of one padded batch differ",
     ),
     "smoke-other-world": (
         "info",

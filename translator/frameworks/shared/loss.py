@@ -26,9 +26,10 @@ def per_micro_batch(spec: BatchSpec | None, how: str, fix: str, where: str) -> l
     return [
         finding(
             "loss-normalisation",
-            f"{how}: a step of several micro-batches{step} weighs padded samples otherwise than "
-            "one micro-batch of the same samples, so splits of one global batch train "
-            "differently (smoke --parity fails)",
+            f"{how}: where samples hold different numbers of loss tokens (padding, masked "
+            f"prompts), a step of several micro-batches{step} weighs them otherwise than one "
+            "micro-batch of the same samples, so splits of one global batch train differently "
+            "(smoke --parity fails; packed full rows are not affected)",
             hint=fix,
             where=where,
         )
