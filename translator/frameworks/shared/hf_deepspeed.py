@@ -301,13 +301,7 @@ def pair(
             continue
         if v.value != expected:
             wrong.append(f"ds {key}={v.value} vs hf {hf_name}={expected}")
-            hf_at = reading.where(hf_name) if hf_name in FIELDS else reading.path
-            places.append(f"ds {key} at {ds.where(key)}, hf {hf_name} at {hf_at}")
-            if hf_name in FIELDS:
-                why = "the HF Trainer refuses it: it differs from TrainingArguments'"
-                _list(
-                    reading, Source(FIELDS[hf_name], v.value, f"{ds.where(key)} {key}", False, why)
-                )
+            places.append(_differs(reading, ds, key, hf_name))
     if not wrong:
         return out
     elsewhere = sorted({v.file for v in ds.values.values() if v.file and v.file != ds.path})
@@ -326,6 +320,17 @@ def pair(
             where=ds.path,
         )
     ]
+
+
+def _differs(reading: Reading, ds: Reading, key: str, hf_name: str) -> str:
+    """Where a DeepSpeed value the Trainer refuses and its TrainingArguments value stand; the
+    refused one listed among the reading's sources as one that lost."""
+    hf_at = reading.where(hf_name) if hf_name in FIELDS else reading.path
+    if hf_name in FIELDS:
+        why = "the HF Trainer refuses it: it differs from TrainingArguments'"
+        value = ds.values[key].value
+        _list(reading, Source(FIELDS[hf_name], value, f"{ds.where(key)} {key}", False, why))
+    return f"ds {key} at {ds.where(key)}, hf {hf_name} at {hf_at}"
 
 
 def partner_files(reading: Reading) -> dict[str, str]:
