@@ -202,3 +202,44 @@ def test_an_accelerate_config_reads_the_accumulation_of_its_deepspeed_file(tmp_p
     assert result.exit_code == 0
     (missing,) = [f for f in json.loads(result.stdout)["findings"] if "gone.json" in f["message"]]
     assert missing["severity"] == "warning"
+
+
+@pytest.mark.parametrize(
+    "accelerate, ds, flags",
+    [
+        # an accelerate config written by `accelerate config` with the accumulation inline, and
+        # a launch whose flag says another: the Trainer stops (ds 4 vs hf 2)
+        (
+            "deepspeed_config:\n  gradient_accumulation_steps: 4\n  gradient_clipping: 0.5\n"
+            "  zero_stage: 2\n",
+            None,
+            "--per_device_train_batch_size 4 --gradient_accumulation_steps 2",
+        ),
+        # the DeepSpeed file the accelerate config names writes the accumulation as a string
+        (
+            "deepspeed_config:\n  deepspeed_config_file: ds.json\n  zero3_init_flag: false\n",
+            '{"train_batch_size": "auto", "gradient_accumulation_steps": "8", '
+            '"zero_optimization": {"stage": 2}}',
+            "--per_device_train_batch_size 4 --gradient_accumulation_steps 8",
+        ),
+    ],
+)
+def test_accelerate_deepspeed_jobs_the_trainer_stops_are_errors(
+    tmp_path, monkeypatch, accelerate, ds, flags
+):
+    """Jobs in the shape of published reports of the Trainer's "Please correct the following
+    DeepSpeed config values" error: each is an error here (they read ok before)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acc.yml").write_text(
+        f"compute_environment: LOCAL_MACHINE\n{accelerate}distributed_type: DEEPSPEED\n"
+        "mixed_precision: fp16\nnum_machines: 1\nnum_processes: 7\n"
+    )
+    if ds is not None:
+        (tmp_path / "ds.json").write_text(ds)
+    (tmp_path / "run.sh").write_text(
+        f"accelerate launch --config_file ./acc.yml src/train_sft.py --do_train {flags} "
+        "--output_dir out\n"
+    )
+    result = CliRunner().invoke(main, ["validate", "run.sh"])
+    assert result.exit_code == 1, result.output
+    assert "ds gradient_accumulation_steps=" in result.output

@@ -292,6 +292,7 @@ def pair(
             and expected is not None
         ):  # "8": the Trainer compares with != and refuses it
             wrong.append(f'ds {key}="{v.value}" (a JSON string) vs hf {hf_name}={expected}')
+            places.append(_differs(reading, ds, key, hf_name))
             continue
         # null: the Trainer passes it over (it fills "auto" and compares only a value that is
         # not None), and DeepSpeed takes it as not set
