@@ -162,7 +162,10 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         values.setdefault("gradient_accumulation_steps", 1)
     findings += _world_rounding(reading, values, launch.world_size)
     findings += _sample_packing(reading)
-    for partner in reading.partners:
+    # Its own deepspeed: builds the Trainer's DeepSpeed plugin; else accelerate's is checked
+    partners, launched = hf_deepspeed.of_launch(reading, launch)
+    findings += launched
+    for partner in partners:
         findings += partner.findings + hf_deepspeed.pair(
             reading, partner, values, launch.world_size, "axolotl-deepspeed-mismatch"
         )
