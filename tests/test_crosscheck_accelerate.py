@@ -12,6 +12,7 @@ from strategies import specs
 
 from translator.cli.inspect import inspect_all
 from translator.frameworks import FRAMEWORKS
+from translator.inspection import inspect_file
 from translator.reading import Launch, Reading
 from translator.render import render
 
@@ -45,23 +46,21 @@ def test_parallelism_sizes_checked_as_accelerate_does(name, agrees):
     assert (parallelism_total(config) == config.num_processes) is agrees
 
 
-def test_trainingarguments_take_the_world_and_accumulation_from_accelerate(tmp_path):
+def test_trainingarguments_take_the_world_from_accelerate_and_must_match_its_accumulation(
+    tmp_path,
+):
     args = tmp_path / "sft.yaml"
     args.write_text("per_device_train_batch_size: 4\ngradient_accumulation_steps: 8\n")
     accelerate = FIXTURES / "valid" / "deepspeed_zero2.yaml"
     done, unusable = inspect_all([str(accelerate), str(args)], None, Launch())
     assert not unusable
     hf = next(i for i in done if i.reading.framework == "hf")
-    # 8 processes from the accelerate file; its DeepSpeed accumulation 4 wins over the 8
-    assert (hf.spec.world_size, hf.spec.gradient_accumulation_steps, hf.spec.global_batch_size) == (
-        8,
-        4,
-        128,
-    )
-    assert any(
-        f.code == "accelerate-accumulation-override" and f.where.startswith(str(args))
-        for f in hf.findings
-    )
+    # 8 processes from the accelerate file; its DeepSpeed accumulation 4 is not the Trainer's 8,
+    # which the Trainer refuses (trainer_config_finalize), naming both places
+    assert hf.values["world_size"] == 8
+    (wrong,) = [f for f in hf.findings if f.code == "hf-deepspeed-mismatch"]
+    assert "ds gradient_accumulation_steps=4 vs hf gradient_accumulation_steps=8" in wrong.message
+    assert f"{accelerate}:5" in wrong.message and str(args) in wrong.message
 
 
 @settings(max_examples=60, deadline=None)
@@ -70,7 +69,8 @@ def test_the_files_together_give_the_batch_accelerate_launch_runs(tmp_path_facto
     """A rendered TrainingArguments file inspected with the rendered accelerate config, as
     `accelerate launch --config_file A train.py --config T` runs them: the world is
     accelerate's own ``num_processes`` (as its loader reads it), and an accumulation in its
-    ``deepspeed_config`` replaces the file's, so the global batch is micro × that × DP."""
+    ``deepspeed_config`` must be the file's (the Trainer refuses another), so the global batch
+    is micro × accumulation × DP."""
     assume(override is None or spec.tensor_parallel_size * spec.context_parallel_size == 1)
     folder = tmp_path_factory.mktemp("together")
     accelerate_yaml = render(spec, FRAMEWORKS["accelerate"]).text
@@ -99,15 +99,17 @@ def test_the_files_together_give_the_batch_accelerate_launch_runs(tmp_path_facto
     )
     assert not unusable
     hf = next(i for i in done if i.reading.framework == "hf")
-    runs_with = (
-        (config.deepspeed_config or {}).get("gradient_accumulation_steps")
-        if override is not None
-        else spec.gradient_accumulation_steps
-    )
+    theirs = (config.deepspeed_config or {}).get("gradient_accumulation_steps")
+    refused = override is not None and theirs != spec.gradient_accumulation_steps
+    assert any(f.code == "hf-deepspeed-mismatch" for f in hf.findings) is refused
+    if refused:
+        return
     dp = config.num_processes // (spec.tensor_parallel_size * spec.context_parallel_size)
     assert hf.spec.world_size == config.num_processes == spec.world_size
-    assert hf.spec.gradient_accumulation_steps == runs_with
-    assert hf.spec.global_batch_size == spec.micro_batch_size * runs_with * dp
+    assert hf.spec.gradient_accumulation_steps == spec.gradient_accumulation_steps
+    assert (
+        hf.spec.global_batch_size == spec.micro_batch_size * spec.gradient_accumulation_steps * dp
+    )
 
 
 def test_split_batches_divides_over_the_data_parallel_ranks_of_the_accelerate_mesh(tmp_path):
@@ -129,3 +131,140 @@ def test_split_batches_divides_over_the_data_parallel_ranks_of_the_accelerate_me
         2,
         16,
     )
+
+
+def launched(config: Path) -> dict[str, str]:
+    """What accelerate's own ``accelerate launch --config_file`` code exports to the training
+    process of a DeepSpeed launch (``_validate_launch_command``, ``prepare_deepspeed_cmd_env``)."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_deepspeed_cmd_env
+
+    args = launch_command_parser().parse_args(["--config_file", str(config), "train.py"])
+    args, defaults, precision_from_config = _validate_launch_command(args)
+    fields = [*defaults.deepspeed_config] + (["mixed_precision"] if precision_from_config else [])
+    args.deepspeed_fields_from_accelerate_config = ",".join(fields)
+    _, env = prepare_deepspeed_cmd_env(args)
+    return {k: v for k, v in env.items() if k.startswith("ACCELERATE_")}
+
+
+def trainer_refusal(env: dict, per_device: int, accumulation: int, world: int) -> str | None:
+    """accelerate's DeepSpeedPlugin built in that environment, then transformers' check of its
+    config against the TrainingArguments (propagate_args_to_deepspeed): the refusal, or None."""
+    import os
+    from unittest import mock
+
+    from accelerate.utils import DeepSpeedPlugin
+    from transformers import TrainingArguments
+
+    from translator.frameworks.shared.hf_verdict import deepspeed_mismatch
+
+    try:
+        with mock.patch.dict(os.environ, env):
+            config = DeepSpeedPlugin().hf_ds_config.config
+        args = TrainingArguments(
+            output_dir="out",
+            per_device_train_batch_size=per_device,
+            gradient_accumulation_steps=accumulation,
+            use_cpu=True,
+            report_to="none",
+        )
+        deepspeed_mismatch(config, args, world)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+ZERO = '"zero_optimization": {"stage": 2}'
+DS_BLOCK = "distributed_type: DEEPSPEED\nnum_machines: 1\nnum_processes: 8\ndeepspeed_config:\n"
+
+
+@pytest.mark.parametrize(
+    "block, ds, accumulation",
+    [
+        (
+            "  deepspeed_config_file: ds.json\n",
+            '{"gradient_accumulation_steps": 4, ' + ZERO + "}",
+            2,
+        ),
+        (
+            "  deepspeed_config_file: ds.json\n",
+            '{"gradient_accumulation_steps": 4, ' + ZERO + "}",
+            4,
+        ),
+        (
+            "  deepspeed_config_file: ds.json\n",
+            '{"gradient_accumulation_steps": "auto", ' + ZERO + "}",
+            2,
+        ),
+        ("  deepspeed_config_file: ds.json\n", "{" + ZERO + "}", 2),  # the plugin sets 1
+        ("  deepspeed_config_file: ds.json\n", "{" + ZERO + "}", 1),
+        (
+            "  deepspeed_config_file: ds.json\n",
+            '{"train_micro_batch_size_per_gpu": 8, ' + ZERO + "}",
+            1,
+        ),
+        ("  deepspeed_config_file: ds.json\n", '{"gradient_accumulation_steps": "auto"}', 2),
+        (
+            "  deepspeed_config_file: ds.json\n  gradient_accumulation_steps: 2\n",
+            "{" + ZERO + "}",
+            2,
+        ),
+        (
+            "  deepspeed_config_file: ds.json\nmixed_precision: bf16\n",
+            '{"gradient_accumulation_steps": "auto", ' + ZERO + "}",
+            2,
+        ),
+        ("  gradient_accumulation_steps: 4\n  zero_stage: 3\n", None, 2),
+        ("  gradient_accumulation_steps: 2\n  zero_stage: 3\n", None, 2),
+        ("  zero_stage: 1\n", None, 2),
+    ],
+)
+def test_an_accelerate_deepspeed_job_is_refused_where_accelerate_and_the_trainer_refuse_it(
+    tmp_path, monkeypatch, block, ds, accumulation
+):
+    """The job `accelerate launch --config_file acc.yaml train.py --per_device_train_batch_size 4
+    --gradient_accumulation_steps N`: batchspec's error, and accelerate's launch + DeepSpeedPlugin
+    + transformers' DeepSpeed check, refuse the same jobs; the table's accumulation is the one
+    the run takes."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acc.yaml").write_text(DS_BLOCK + block)
+    if ds is not None:
+        (tmp_path / "ds.json").write_text(ds)
+    (tmp_path / "job.sh").write_text(
+        "accelerate launch --config_file acc.yaml train.py --output_dir out "
+        f"--per_device_train_batch_size 4 --gradient_accumulation_steps {accumulation}\n"
+    )
+    found = inspect_file("job.sh")
+    ours = [f for f in found.findings if f.severity == "error"]
+    theirs = trainer_refusal(launched(tmp_path / "acc.yaml"), 4, accumulation, 8)
+    assert bool(ours) is (theirs is not None), (ours, theirs)
+    if theirs is None:
+        assert found.spec is not None and found.spec.gradient_accumulation_steps == accumulation
+    elif "mismatch" in theirs:  # both name the same values
+        pair = re.search(r"ds (\S+)=(\S+) vs hf", theirs)
+        assert pair and f"ds {pair[1]}={pair[2]} vs hf" in ours[0].message
+
+
+def test_a_deepspeed_accumulation_the_job_leaves_to_the_program_is_the_one_it_runs(
+    tmp_path, monkeypatch
+):
+    """Without --gradient_accumulation_steps the Trainer's is train.py's own default, which the
+    job does not show; the DeepSpeed file's 4 is the only one the Trainer accepts, so that is
+    the job's (a warning says the default must be it), listed in the sources."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acc.yaml").write_text(DS_BLOCK + "  deepspeed_config_file: ds.json\n")
+    (tmp_path / "ds.json").write_text('{\n  "gradient_accumulation_steps": 4,\n  ' + ZERO + "\n}\n")
+    (tmp_path / "job.sh").write_text(
+        "accelerate launch --config_file acc.yaml train.py --per_device_train_batch_size 4\n"
+    )
+    found = inspect_file("job.sh")
+    assert (found.spec.gradient_accumulation_steps, found.spec.global_batch_size) == (4, 128)
+    assert any(f.code == "hf-deepspeed-fixes" for f in found.findings)
+    assert any(
+        s.name == "gradient_accumulation_steps" and s.where.startswith("ds.json:2")
+        for s in found.reading.sources
+    )
+    for accumulation, refused in ((4, False), (2, True)):
+        assert (
+            trainer_refusal(launched(tmp_path / "acc.yaml"), 4, accumulation, 8) is not None
+        ) is refused

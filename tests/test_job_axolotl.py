@@ -343,3 +343,25 @@ def test_the_accelerate_config_axolotl_train_hands_its_launcher_sizes_the_world(
     assert world and world[0]["where"].endswith("acc.yaml:3 num_processes")
     _, out = inspect("axolotl train examples/lora.yml -- --config_file nope.yaml\n")
     assert out["world_size"] is None and "job-file-not-found" in codes(out)
+
+
+@pytest.mark.parametrize("accumulation, refused", [(2, True), (4, False)])
+def test_the_accelerate_deepspeed_accumulation_must_be_axolotls(
+    tmp_path, monkeypatch, accumulation, refused
+):
+    """Axolotl's YAML names no DeepSpeed JSON, so the Trainer it builds takes accelerate's
+    plugin config (accumulation 4) and refuses one of its own that differs."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acc.yaml").write_text(
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  gradient_accumulation_steps: 4\n"
+        "  zero_stage: 2\nnum_processes: 2\n"
+    )
+    (tmp_path / "cfg.yml").write_text(
+        f"base_model: m\nmicro_batch_size: 2\ngradient_accumulation_steps: {accumulation}\n"
+    )
+    (tmp_path / "job.sh").write_text(
+        "#!/bin/bash\naccelerate launch --config_file acc.yaml -m axolotl.cli.train cfg.yml\n"
+    )
+    result = CliRunner().invoke(main, ["validate", "job.sh"])
+    assert result.exit_code == (1 if refused else 0), result.output
+    assert ("ds gradient_accumulation_steps=4 vs hf" in result.output) is refused

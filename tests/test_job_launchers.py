@@ -91,14 +91,65 @@ def test_a_missing_launcher_config_is_a_warning_naming_where_it_looked(tmp_path,
     assert out["world_size"] is None
 
 
-def test_accelerate_deepspeed_accumulation_wins_over_the_program(tmp_path, monkeypatch):
+def test_an_accelerate_deepspeed_accumulation_the_trainer_does_not_share_is_an_error(
+    tmp_path, monkeypatch
+):
+    """accelerate exports --gradient_accumulation_steps 8 to its DeepSpeed plugin; the Trainer
+    refuses a DeepSpeed accumulation that is not its own 4 (trainer_config_finalize)."""
     out = inspect(
         tmp_path,
         monkeypatch,
         f"accelerate launch --num_processes 2 --use_deepspeed --gradient_accumulation_steps 8 {HF}\n",
     )
-    assert out["gradient_accumulation_steps"] == 8 and out["global_batch_size"] == 32
-    assert any(f["code"] == "accelerate-accumulation-override" for f in out["findings"])
+    (wrong,) = [f for f in out["findings"] if f["code"] == "hf-deepspeed-mismatch"]
+    assert (
+        "ds gradient_accumulation_steps=8 vs hf gradient_accumulation_steps=4" in wrong["message"]
+    )
+    assert "job.sh:2" in wrong["message"] and wrong["severity"] == "error"
+
+
+def test_the_confident_wrong_accelerate_deepspeed_job_fails_validate(tmp_path, monkeypatch):
+    """The job that validated ok with global 64: its accelerate config names a DeepSpeed file
+    whose accumulation 4 the Trainer's 2 contradicts. validate exits 1 naming both places."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acc.yaml").write_text(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
+        "  deepspeed_config_file: ds.json\n  zero3_init_flag: false\nnum_machines: 1\n"
+        "num_processes: 8\n"
+    )
+    (tmp_path / "ds.json").write_text(
+        '{\n  "train_micro_batch_size_per_gpu": "auto",\n  "gradient_accumulation_steps": 4,\n'
+        '  "zero_optimization": {"stage": 2}\n}\n'
+    )
+    (tmp_path / "job.sh").write_text(
+        "#!/bin/bash\naccelerate launch --config_file acc.yaml train.py --output_dir out \\\n"
+        "  --per_device_train_batch_size 4 --gradient_accumulation_steps 2\n"
+    )
+    result = CliRunner().invoke(main, ["validate", "job.sh"])
+    assert result.exit_code == 1, result.output
+    assert "ds gradient_accumulation_steps=4 vs hf gradient_accumulation_steps=2" in result.output
+    assert "ds.json:3" in result.output and "job.sh:3" in result.output
+    out = json.loads(CliRunner().invoke(main, ["inspect", "job.sh", "--json"]).stdout)
+    lost = [
+        s for s in out["sources"] if s["field"] == "gradient_accumulation_steps" and not s["won"]
+    ]
+    assert lost and lost[0]["where"].startswith("ds.json:3") and lost[0]["value"] == 4
+
+
+def test_the_trainers_own_deepspeed_wins_over_the_accelerate_configs(tmp_path, monkeypatch):
+    (tmp_path / "acc.yaml").write_text(
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  gradient_accumulation_steps: 8\n"
+        "num_processes: 2\n"
+    )
+    (tmp_path / "own.json").write_text('{"gradient_accumulation_steps": "auto"}\n')
+    out = inspect(
+        tmp_path,
+        monkeypatch,
+        f"accelerate launch --config_file acc.yaml {HF} --deepspeed own.json\n",
+    )
+    (unused,) = [f for f in out["findings"] if f["code"] == "hf-deepspeed-launcher-unused"]
+    assert "own.json wins" in unused["message"] and unused["severity"] == "warning"
+    assert out["gradient_accumulation_steps"] == 4 and out["global_batch_size"] == 16
 
 
 def test_a_script_that_launches_nothing_is_one_line_exit_2(tmp_path, monkeypatch):
@@ -128,3 +179,67 @@ def test_windows_line_endings_are_read_and_named(tmp_path, monkeypatch):
     out = json.loads(CliRunner().invoke(main, ["inspect", "job.sh", "--json"]).stdout)
     assert out["global_batch_size"] == 16
     assert any("Windows line endings" in f["message"] for f in out["findings"])
+
+
+def test_an_accelerate_config_reads_the_accumulation_of_its_deepspeed_file(tmp_path, monkeypatch):
+    """The accumulation of the DeepSpeed file an accelerate config names is the launch's (it
+    was unknown); a file that is not there is a warning, not an error."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ds.json").write_text(
+        '{\n  "gradient_accumulation_steps": 4,\n  "zero_optimization": {"stage": 2}\n}\n'
+    )
+    (tmp_path / "acc.yaml").write_text(
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n"
+        "num_processes: 8\n"
+    )
+    out = json.loads(CliRunner().invoke(main, ["inspect", "acc.yaml", "--json"]).stdout)
+    assert out["gradient_accumulation_steps"] == 4 and out["world_size"] == 8
+    (tmp_path / "acc.yaml").write_text(
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: gone.json\n"
+        "num_processes: 8\n"
+    )
+    result = CliRunner().invoke(main, ["inspect", "acc.yaml", "--json"])
+    assert result.exit_code == 0
+    (missing,) = [f for f in json.loads(result.stdout)["findings"] if "gone.json" in f["message"]]
+    assert missing["severity"] == "warning"
+
+
+@pytest.mark.parametrize(
+    "accelerate, ds, flags",
+    [
+        # an accelerate config written by `accelerate config` with the accumulation inline, and
+        # a launch whose flag says another: the Trainer stops (ds 4 vs hf 2)
+        (
+            "deepspeed_config:\n  gradient_accumulation_steps: 4\n  gradient_clipping: 0.5\n"
+            "  zero_stage: 2\n",
+            None,
+            "--per_device_train_batch_size 4 --gradient_accumulation_steps 2",
+        ),
+        # the DeepSpeed file the accelerate config names writes the accumulation as a string
+        (
+            "deepspeed_config:\n  deepspeed_config_file: ds.json\n  zero3_init_flag: false\n",
+            '{"train_batch_size": "auto", "gradient_accumulation_steps": "8", '
+            '"zero_optimization": {"stage": 2}}',
+            "--per_device_train_batch_size 4 --gradient_accumulation_steps 8",
+        ),
+    ],
+)
+def test_accelerate_deepspeed_jobs_the_trainer_stops_are_errors(
+    tmp_path, monkeypatch, accelerate, ds, flags
+):
+    """Jobs in the shape of published reports of the Trainer's "Please correct the following
+    DeepSpeed config values" error: each is an error here (they read ok before)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acc.yml").write_text(
+        f"compute_environment: LOCAL_MACHINE\n{accelerate}distributed_type: DEEPSPEED\n"
+        "mixed_precision: fp16\nnum_machines: 1\nnum_processes: 7\n"
+    )
+    if ds is not None:
+        (tmp_path / "ds.json").write_text(ds)
+    (tmp_path / "run.sh").write_text(
+        f"accelerate launch --config_file ./acc.yml src/train_sft.py --do_train {flags} "
+        "--output_dir out\n"
+    )
+    result = CliRunner().invoke(main, ["validate", "run.sh"])
+    assert result.exit_code == 1, result.output
+    assert "ds gradient_accumulation_steps=" in result.output

@@ -296,6 +296,9 @@ def test_parity_catches_the_accumulation_bug_of_transformers_4_45_2(spec, tmp_pa
     largest = out["difference"]["update"]["largest"]
     assert largest["relative_difference"] > 0.1  # measured: 30% of the update
     assert f"the update of {largest['parameter']} differs by" in err
+    # the known cause, with the release that fixes it
+    assert "known cause: the HF Trainer of transformers 4.45.2" in err
+    assert out["causes"] and "4.46 or later" in out["causes"][0]["hint"]
 
 
 @pytest.mark.framework
@@ -350,8 +353,11 @@ def test_megatron_needs_the_per_token_loss_for_padded_samples(tmp_path, per_toke
     largest = out["difference"]["update"]["largest"]["relative_difference"]
     if holds:
         assert code == 0 and largest < 1e-3, err
+        assert out["causes"] == []
     else:
         assert code == 1 and largest > 0.5, err
+        assert "known cause: without --calculate-per-token-loss" in err
+        assert "add --calculate-per-token-loss" in out["causes"][0]["hint"]
 
 
 BRIDGE = """train:
@@ -395,6 +401,7 @@ def test_megatron_bridge_needs_its_per_token_loss_for_padded_samples(
     else:
         assert code == 1 and largest > 0.5, err
         assert "parity fails: the update of" in err
+        assert "set model.calculate_per_token_loss: true" in err
 
 
 def _axolotl_drops_the_loss_kwargs() -> bool:
@@ -429,6 +436,7 @@ def test_parity_on_axolotl_follows_its_trainers_loss_normalisation(tmp_path):
     largest = out["difference"]["update"]["largest"]["relative_difference"]
     if _axolotl_drops_the_loss_kwargs():
         assert code == 1 and largest > 0.02, err
+        assert "known cause: Axolotl's trainer" in err
     else:
         assert code == 0 and largest < 1e-3, err
 
@@ -524,6 +532,7 @@ def test_torchtune_0_6_1_weighs_micro_batches_by_a_label_its_loss_never_predicts
     if _torchtune_counts_before_the_shift():
         assert code == 1 and largest["relative_difference"] > 0.05, err
         assert f"the update of {largest['parameter']} differs by" in err
+        assert "known cause: torchtune 0.6.1's recipe counts" in err
     else:
         assert code == 0 and largest["relative_difference"] < 1e-3, err
 

@@ -905,8 +905,9 @@ def test_an_hf_trainer_launch_script_runs_through_the_hf_engine(tmp_path):
 
 @pytest.mark.framework
 def test_an_hf_launch_script_runs_the_deepspeed_json_it_names(tmp_path):
-    """``deepspeed train.py --deepspeed ds.json``: the Trainer steps through DeepSpeed's engine
-    with the job's JSON, its "auto" values filled from the flags: 2 × 2 × 2 = 8 per step."""
+    """``deepspeed --num_gpus 2 train.py --deepspeed ds.json``: on the job's own 2 processes
+    (no --nproc given), the Trainer steps through DeepSpeed's engine at the JSON's ZeRO stage,
+    its "auto" values filled from the flags: 2 × 2 × 2 = 8 per step."""
     (tmp_path / "ds.json").write_text(
         '{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", '
         '"gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 1}}'
@@ -918,8 +919,6 @@ def test_an_hf_launch_script_runs_the_deepspeed_json_it_names(tmp_path):
     )
     code, out, err = smoke_json(
         job,
-        "--nproc",
-        2,
         "--steps",
         2,
         "--seq-len",
@@ -931,8 +930,10 @@ def test_an_hf_launch_script_runs_the_deepspeed_json_it_names(tmp_path):
         timeout=600,
     )
     assert code == 0, err
-    assert out["samples_per_optimizer_step"] == [8, 8]
+    assert out["samples_per_optimizer_step"] == [8, 8] and out["world_size"] == 2
     assert out["stepped_by"] == "Trainer (DeepSpeedEngine)"
+    assert out["engine"] == {"framework": "hf", "deepspeed_zero_stage": 1}
+    assert "smoke: hf (DeepSpeed ZeRO-1) on cpu" in err
 
 
 @pytest.mark.framework

@@ -139,6 +139,14 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "error",
         "the config is for another world size than the smoke run launches",
     ),
+    "loss-normalisation": (
+        "info",
+        "the framework normalises the loss per micro-batch: splits of one padded batch differ",
+    ),
+    "smoke-other-world": (
+        "info",
+        "the smoke run starts another number of processes than the job: the batch it runs",
+    ),
     "lr-scaling": (
         "warning",
         "the global batch differs from the batch the learning rate was tuned for",

@@ -93,6 +93,7 @@ def inspect_together(loaded: list[tuple[Framework, Reading]], launch: Launch) ->
             given.gradient_accumulation_steps,
             source.path,
             nodes=launch.nodes or (None if launch.world_size else given.nodes),
+            handed=given.handed,
         )
     launched = tuple(r.path for b, r in loaded if b.launch_of is None)
     return [
@@ -120,6 +121,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
             launch.gradient_accumulation_steps or given.gradient_accumulation_steps,
             launch.source or given.source,
             nodes=launch.nodes or (None if launch.world_size else given.nodes),
+            handed=launch.handed or given.handed,
         )
     world = launch.world_size or reading.world_size
     launch = dataclasses.replace(launch, world_size=world)
@@ -152,6 +154,8 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
             f if f.where else Finding(f.code, f.severity, f.message, reading.path, f.hint)
             for f in general_findings(spec, *split) + framework.check(spec)
         ]
+        if framework.loss_normalisation is not None:
+            findings += framework.loss_normalisation(reading, spec)
     shown = (
         _known_values(values)
         if spec is None

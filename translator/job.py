@@ -12,6 +12,7 @@ the notes on what the reader did not follow, and the literals with several uses.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -261,15 +262,11 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
     count = imposed[1].text if imposed is not None else None
     if imposed is not None and count is not None and count.isdigit():
         flag, word = imposed
-        base = reading.launch or Launch()
-        reading.launch = Launch(
-            None,
-            base.tensor_parallel_size,
-            base.pipeline_parallel_size,
-            base.context_parallel_size,
-            int(count),
-            f"{call.path}:{word.line} ({sizes.launcher} {flag})",
-            nodes=base.nodes,
+        reading.launch = dataclasses.replace(
+            reading.launch or Launch(),
+            world_size=None,
+            gradient_accumulation_steps=int(count),
+            source=f"{call.path}:{word.line} ({sizes.launcher} {flag})",
         )
     rests = _rests_on(reading, call, script)
     if rests:
@@ -390,6 +387,7 @@ def launcher_config(reading: Reading, call: Call, sizes: launchers.Sizes, config
         given.gradient_accumulation_steps,
         str(found),
         nodes=None if from_flags else given.nodes,
+        handed=given.handed,
     )
 
 

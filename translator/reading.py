@@ -306,6 +306,10 @@ class Launch:
     nodes: int | None = None
     """The nodes the world spreads over, when given (``--nnodes``, or the world over
     ``--gpus-per-node``); ``None``: the job's own, else not known."""
+    handed: Reading | None = None
+    """A config the launcher hands the program beside its world (accelerate's DeepSpeed
+    plugin config), read as that config's framework reads it; the program decides whether its
+    own config of that kind wins over it."""
 
     @classmethod
     def of(cls, spec: BatchSpec) -> Launch:

@@ -44,9 +44,8 @@ RUN_OPTIONS = [
         "nproc",
         cls=OldSpellings,
         type=COUNT,
-        default=1,
-        show_default=True,
-        help="Processes (ranks) per node.",
+        help="Processes (ranks) per node (default: the job's own per node, else 1; smoke keeps "
+        "the job's global batch on fewer, its accumulation re-solved).",
     ),
     click.option("--nnodes", type=COUNT, default=1, show_default=True, help="Nodes."),
     click.option(

@@ -132,7 +132,8 @@ def smoke(
     say = Progress()  # stderr: with --json, stdout holds the one object and nothing else
     plan = prepared.plan
     say(
-        f"smoke: {plan.framework} on {plan.device}, {counted(nnodes, 'node')} × {nproc}, "
+        f"smoke: {runs.engine_words(runs.engine_info(prepared))} on {plan.device}, "
+        f"{counted(nnodes, 'node')} × {plan.nproc}, "
         f"{counted(steps, 'step')}, global batch {prepared.spec.global_batch_size}, "
         f"workdir {plan.workdir}"
     )
@@ -200,11 +201,12 @@ def _parity(
 
 def _dry_output(prepared, launcher) -> dict:
     """What ``launcher`` would write and run, as ``--json`` says it."""
-    from translator.launch.smoke import variables
+    from translator.launch.smoke import engine_info, variables
 
     plan = prepared.plan
     built = launcher.build(plan, variables(plan.framework, None))
     return prepared.spec.output() | {
+        "engine": engine_info(prepared),
         "framework": plan.framework,
         "launcher": launcher.name,
         "command": built.ranks,
@@ -237,7 +239,7 @@ def _dry_run(prepared, launcher, as_json) -> None:
 def _table(out: dict, stopped_of: int | None = None) -> None:
     """What was measured; for a run that stopped before the ``stopped_of`` steps it was to
     take, only what it measured until then."""
-    from translator.launch.smoke import run_lengths
+    from translator.launch.smoke import engine_words, run_lengths
 
     def mem(n):
         return f"{n / 2**20:.0f} MiB" if n else None
@@ -245,6 +247,7 @@ def _table(out: dict, stopped_of: int | None = None) -> None:
     samples = out["samples_per_optimizer_step"]
     packed = out.get("packed_rows_per_optimizer_step")
     rows = [
+        ("engine", engine_words(out["engine"])),
         ("global batch", out["global_batch_size"]),
         ("micro-batch", out["micro_batch_size"]),
         ("accumulation", out["gradient_accumulation_steps"]),
@@ -269,7 +272,7 @@ def _table(out: dict, stopped_of: int | None = None) -> None:
         rows.append(("MFU", f"{out['mfu']:.1%} ({out['mfu_formula']})"))
     title = f"smoke ({out['framework']})"
     if stopped_of is not None:  # what ran before it stopped, and nothing it did not measure
-        rows[5] = ("optimizer steps", f"{out['optimizer_steps']} of {stopped_of}")
-        rows = [(k, v) for k, v in rows[5:] if v is not None]
+        rows[6] = ("optimizer steps", f"{out['optimizer_steps']} of {stopped_of}")
+        rows = [rows[0]] + [(k, v) for k, v in rows[6:] if v is not None]
         title += ": what ran before it stopped"
     print_table(rows, title=title)

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator import solve
 from translator.errors import InputError
 from translator.files import write_files
 from translator.launch import parity_compare as compared
@@ -80,26 +79,10 @@ def derived_split(a: BatchSpec, nproc: int, nnodes: int, overrides: dict[str, in
     """``(micro, accumulation, nproc, nnodes)`` of B: A's global batch on the overrides' world
     and micro-batch, accumulation re-solved; an input error when that does not divide."""
     nproc, nnodes = overrides.get("nproc", nproc), overrides.get("nnodes", nnodes)
-    micro, world, g = overrides.get("micro", a.micro), nproc * nnodes, a.global_batch
-    model = a.tensor_parallel_size * a.pipeline_parallel_size * a.context_parallel_size
-    if world % model:
-        raise InputError(
-            f"--parity {text}: {world} processes do not divide into model-parallel groups of "
-            f"{model}"
-        )
-    dp = world // model
-    if g % (micro * dp):
-        fits = solve.nearest_divisors(g // dp, micro) if g % dp == 0 else []
-        hint = (
-            f"micro-batches that keep it on {world} processes: {', '.join(map(str, fits))}"
-            if fits
-            else f"no micro-batch keeps it on {world} processes"
-        )
-        raise InputError(
-            f"--parity {text}: micro-batch {micro} × data-parallel {dp} does not divide the "
-            f"global batch {g}, so B would not train on the same batch ({hint})"
-        )
-    return micro, g // (micro * dp), nproc, nnodes
+    micro = overrides.get("micro", a.micro)
+    fails = "B would not train on the same batch"
+    b = runs.kept_global(a, nproc * nnodes, f"--parity {text}", micro, fails)
+    return micro, b.accumulation, nproc, nnodes
 
 
 def derive_file(path: str, a: runs.Prepared, split, folder: Path) -> str:
@@ -158,7 +141,12 @@ def world_of(path: str, nnodes: int, default: int) -> int:
 
 
 def sides(
-    path: str, parity: str, prepare: Callable[..., runs.Prepared], nproc: int, nnodes: int, root
+    path: str,
+    parity: str,
+    prepare: Callable[..., runs.Prepared],
+    nproc: int | None,
+    nnodes: int,
+    root,
 ) -> tuple[Side, Side]:
     """Both runs, prepared (nothing started): ``prepare(path, nproc, nnodes, workdir)`` is
     :func:`translator.launch.smoke.prepare` with the command's other options. ``root`` (default
@@ -166,6 +154,7 @@ def sides(
     B in ``b-input/``."""
     root = Path(root or workdirs.default("smoke", "parity")).resolve()
     a = _for_parity(prepare(path, nproc, nnodes, root / "a"))
+    nproc = a.plan.nproc  # the job's own per node when not given
     why = refusal(a.plan.framework, a.spec)
     if why:
         raise InputError(f"{path}: {why} (nothing was started)")
@@ -244,5 +233,7 @@ def run(
         records[side.label] = record
     diff = compared.compare(records["A"], records["B"])
     errors = compared.problems(diff, tolerance)
-    outputs |= {"parity": not errors, "errors": errors}
+    causes = compared.known_causes(a, b) if errors else []
+    errors += [f"known cause: {c['message']} (fix: {c['hint']})" for c in causes]
+    outputs |= {"parity": not errors, "errors": errors, "causes": causes}
     return Outcome(compared.output(a, b, outputs, diff, tolerance), errors, None)

@@ -125,6 +125,18 @@ def problems(diff: Difference, tolerance: float) -> list[str]:
     return out
 
 
+def known_causes(a: Side, b: Side) -> list[dict]:
+    """The known reasons the engine's loss depends on the split (``loss-normalisation``
+    findings of either run, each with the flag or release that fixes it), once each."""
+    found = {
+        f.message: {"message": f.message, "hint": f.hint, "where": f.where}
+        for side in (a, b)
+        for f in side.prepared.findings
+        if f.code == "loss-normalisation"
+    }
+    return list(found.values())
+
+
 def _percent(x: float) -> str:
     return f"{x:.3g}" if x == float("inf") else f"{x * 100:.3g}%"
 
@@ -153,6 +165,7 @@ def output(a: Side, b: Side, runs_out: dict, diff: Difference | None, tolerance:
         "b": None if runs_out["b"] is None else runs_out["b"] | {"source": b.source},
         "difference": same,
         "errors": runs_out["errors"],
+        "causes": runs_out.get("causes", []),
         "out_of_memory": runs_out.get("out_of_memory"),
     }
 

@@ -15,13 +15,14 @@ from translator.launch import command
 from translator.launch import workdir as workdirs
 from translator.launch.launcher import Launcher
 from translator.launch.progress import Progress, duration
+from translator.plugin.contract import Framework
 from translator.plugin.registry import get
 from translator.rank import parity_rank
 from translator.rank.context import mentions_out_of_memory
-from translator.rank.engines import TORCH, config_framework, config_refusal, engine
+from translator.rank.engines import TORCH, config_framework, config_refusal, engine, zero_stage
 from translator.rank.model import SHAPES, ModelShape
 from translator.rank.result import Measurement, RankResult, merge, read_all
-from translator.reading import Launch
+from translator.reading import Launch, Reading
 from translator.spec import BatchSpec
 from translator.spec_file import WORLD_KEYS, build_spec, spec_values
 
@@ -56,7 +57,7 @@ class Prepared:
 def prepare(
     path: str,
     framework: str | None,
-    nproc: int,
+    nproc: int | None,
     nnodes: int,
     steps: int,
     model: str,
@@ -69,21 +70,23 @@ def prepare(
     remote: bool = False,
     dry_run: bool = False,
 ) -> Prepared:
-    """Resolve the batch on ``nproc x nnodes`` ranks and choose what the engine is fed;
-    ``device`` is ``gpu``, ``cpu`` or None (see :func:`resolve_device`); ``workdir`` None is
+    """Resolve the batch on ``nproc x nnodes`` ranks (``nproc`` None: the job's own processes
+    per node, else 1; see :func:`on_world`) and choose what the engine is fed; ``device`` is ``gpu``, ``cpu`` or None (see :func:`resolve_device`); ``workdir`` None is
     ``.batchspec-smoke/<engine>``. What the engine cannot run is refused here, before anything
     is written or started; a ``dry_run`` for ``remote`` ranks only notes an engine not
     installed here (the nodes' Python runs it)."""
-    world = nproc * nnodes
     text = read_text(path)
     values = spec_values(text, path)
     if values is not None:
+        given = values.get("world_size")
+        if nproc is None:  # the spec's own world, when it fixes one on these nodes
+            nproc = given // nnodes if isinstance(given, int) and given % nnodes == 0 else 1
+        world = nproc * nnodes
         spec, source, findings = _spec_for_world(values, path, world), None, []
         framework = framework or TORCH
     else:
-        from translator.inspection import inspect_file
-
-        inspection = inspect_file(path, None, Launch(world_size=world))
+        inspection, nproc = on_world(path, nproc, nnodes)
+        world = nproc * nnodes
         spec, source = inspection.require_spec(), inspection.reading.framework
         findings = inspection.findings
         framework = framework or inspection.reading.framework
@@ -110,6 +113,9 @@ def prepare(
             rendered.text,
             findings + rendered.findings,
         )
+    if config_of is not None and config_of != source:  # the engine runs a config it renders
+        hook = get(config_of).loss_normalisation
+        findings = findings + (hook(None, spec) if hook is not None else [])
     why = config_refusal(framework, config_text, partners, path, device)
     if why:
         raise InputError(f"{why} (nothing was started)")
@@ -128,6 +134,121 @@ def prepare(
         recompute=recompute,
     )
     return Prepared(spec, plan, config_text, findings, expect_global, partners)
+
+
+def on_world(path: str, nproc: int | None, nnodes: int):
+    """``(inspection, nproc)``: the file or job ``path`` read on ``nproc × nnodes`` processes
+    (``nproc`` None: the job's own per node, else 1). On another world than the one the job
+    launches, its global batch and micro-batch are kept and the accumulation re-solved
+    (:func:`kept_global`, :func:`_edited`); where that cannot be done, the file's micro-batch
+    and accumulation run on the new world. A finding says which global batch runs."""
+    from translator.errors import BatchspecError
+    from translator.inspection import inspect_reading, read_file
+
+    chosen, reading = read_file(path)
+    job = inspect_reading(chosen, reading, Launch())
+    nproc = nproc or job.values.get("gpus_per_node") or 1
+    world = nproc * nnodes
+    # Only a world the job launches is kept apart from the batch (a file's batch keys that
+    # imply a world, such as a full DeepSpeed triple, must fit the run's)
+    launched = reading.world_size is not None and job.spec is not None and job.spec.is_decided
+    old = job.spec if launched else None
+    if old is None or old.world == world:
+        return inspect_reading(*read_file(path), Launch(world_size=world)), nproc
+    try:
+        new = kept_global(old, world, path)
+        # The batch keys edited, the job's own world kept: the run launches its own world
+        fields = old.model_dump() | {
+            "global_batch_size": None,
+            "micro_batch_size": new.micro,
+            "gradient_accumulation_steps": new.accumulation,
+            "data_parallel_size": None,
+        }
+        edited = _edited(chosen, path, BatchSpec.model_validate(fields))
+        found = inspect_reading(*edited, Launch(world_size=world))
+        kept = "the accumulation re-solved to keep the global batch"
+    except BatchspecError as exc:
+        found = inspect_reading(*read_file(path), Launch(world_size=world))
+        kept = f"not the job's global batch: {exc}"
+    if found.spec is not None and found.spec.is_decided:
+        ran = found.spec
+        found.findings.append(
+            finding(
+                "smoke-other-world",
+                f"{path} runs global batch {old.global_batch_size} on {old.world} processes "
+                f"(micro {old.micro} × accumulation {old.accumulation} × data-parallel "
+                f"{old.data_parallel}); this smoke run starts {world}: micro {ran.micro} × "
+                f"accumulation {ran.accumulation} × data-parallel {ran.data_parallel} = global "
+                f"{ran.global_batch_size}, {kept}",
+                where=path,
+            )
+        )
+    return found, nproc
+
+
+def _edited(chosen: Framework, path: str, spec: BatchSpec) -> tuple[Framework, Reading]:
+    """``(framework, reading)`` of ``path`` with ``spec``'s batch values: its text edited as
+    ``update`` edits it, or, for a job whose engine runs the config its reading gives
+    (``job_config``) and whose values stand where ``update`` does not edit (an arguments
+    file), the reading's values set."""
+    from translator.errors import BatchspecError
+    from translator.inspection import read_file
+    from translator.job import read_job
+    from translator.reading import Value
+    from translator.update import apply
+
+    again = read_file(path)[1]
+    try:
+        text, _ = apply(chosen, again, spec)
+    except BatchspecError:
+        if again.launcher is None or chosen.job_config is None:
+            raise
+        for key, value in chosen.edits(again, spec).items():
+            v = again.values.get(key)
+            line, file = (v.line, v.file) if v is not None else (None, None)
+            again.values[key] = Value(value, line, None, None, file)
+        return chosen, again
+    if again.launcher is not None:
+        return read_job(text, path, None, chosen.name)
+    return chosen, chosen.read(text, path)
+
+
+def kept_global(
+    spec: BatchSpec, world: int, what: str, micro: int | None = None, fails: str | None = None
+) -> BatchSpec:
+    """``spec``'s global batch on ``world`` processes with micro-batch ``micro`` (default its
+    own), the accumulation re-solved; an input error naming ``what`` (and what then ``fails``)
+    when that does not divide."""
+    micro = micro or spec.micro
+    g = spec.global_batch
+    model = spec.tensor_parallel_size * spec.pipeline_parallel_size * spec.context_parallel_size
+    if world % model:
+        raise InputError(
+            f"{what}: {world} processes do not divide into model-parallel groups of {model}"
+        )
+    dp = world // model
+    if g % (micro * dp):
+        from translator import solve
+
+        fits = solve.nearest_divisors(g // dp, micro) if g % dp == 0 else []
+        hint = (
+            f"micro-batches that keep it on {world} processes: {', '.join(map(str, fits))}"
+            if fits
+            else f"no micro-batch keeps it on {world} processes"
+        )
+        raise InputError(
+            f"{what}: micro-batch {micro} × data-parallel {dp} does not divide the global batch "
+            f"{g}, so {fails or f'it cannot run the same batch on {world} processes'} ({hint})"
+        )
+    fields = spec.model_dump() | {
+        "micro_batch_size": micro,
+        "gradient_accumulation_steps": g // (micro * dp),
+        "data_parallel_size": None,
+        "world_size": world,
+        "nodes": None,
+        "gpus_per_node": None,
+    }
+    return BatchSpec.model_validate(fields)
 
 
 def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
@@ -448,6 +569,20 @@ def long_run_warning(prepared: Prepared, cores: int | None) -> str | None:
     )
 
 
+def engine_info(prepared: Prepared) -> dict:
+    """Whose code runs: ``{"framework": ..., "deepspeed_zero_stage": N or None}`` (the ZeRO
+    stage where the engine runs DeepSpeed)."""
+    plan = prepared.plan
+    stage = zero_stage(plan.framework, prepared.config_text, prepared.partner_files)
+    return {"framework": plan.framework, "deepspeed_zero_stage": stage}
+
+
+def engine_words(info: dict) -> str:
+    """``hf (DeepSpeed ZeRO-2)``, or the framework alone."""
+    stage = info["deepspeed_zero_stage"]
+    return info["framework"] + ("" if stage is None else f" (DeepSpeed ZeRO-{stage})")
+
+
 @dataclass
 class Outcome:
     """A smoke run, as the command reports it."""
@@ -482,6 +617,7 @@ def run(
     length = m.sequence_length or plan.sequence_length
     spec = prepared.spec.model_copy(update={"sequence_length": length})
     output = spec.output() | {
+        "engine": engine_info(prepared),
         "framework": plan.framework,
         "optimizer_steps": m.optimizer_steps,
         "samples_per_optimizer_step": m.samples_per_optimizer_step,

@@ -120,6 +120,11 @@ class Framework:
     """How it splits a model's heads and layers over tensor- and pipeline-parallel ranks, for
     a reading and the spec values it gives (None where it has no rule of its own, as for a
     layout without tensor or pipeline parallelism)."""
+    loss_normalisation: Callable[[Reading | None, BatchSpec | None], list[Finding]] | None = None
+    """Why its loss of one global batch may depend on the split (a per-micro-batch
+    normalisation: the flag or release that fixes it), for a file (``None``: the config its
+    engine renders for a spec) on its spec: ``loss-normalisation`` findings, shown by
+    ``inspect`` and named when ``smoke --parity`` fails."""
     memory_settings: Callable[[Reading], Settings] | None = None
     """What one of its files says about how it trains as far as memory goes (ZeRO stage,
     offload, sequence parallelism, recomputation), for ``estimate``; None: nothing, so the
@@ -150,6 +155,7 @@ _MODULE_FUNCTIONS = (
     "program",
     "memory_settings",
     "split_rules",
+    "loss_normalisation",
 )
 
 

@@ -6,7 +6,9 @@ fed the config, counting through :mod:`translator.rank.harness`) and ``refuse(sp
 -> str | None`` (why it cannot run a layout, asked before any process starts). It may also have
 ``refuse_config(config, partners, where, device) -> str | None``: why it cannot run the config
 text it is fed (with its partner files, name -> text; ``where`` is the user's file) on
-``device``, such as a setting a CPU rank cannot run; also asked before any process starts."""
+``device``, such as a setting a CPU rank cannot run; also asked before any process starts.
+An engine that can run DeepSpeed has ``zero_stage(config, partners) -> int | None``: the ZeRO
+stage it runs that config at (None: not under DeepSpeed)."""
 
 from __future__ import annotations
 
@@ -123,6 +125,13 @@ def config_refusal(
     ``where``, with ``partners``) on ``device``, else None; see the module's docstring."""
     check = getattr(module(name), "refuse_config", None)
     return None if check is None else check(config, partners, where, device)
+
+
+def zero_stage(name: str, config: str, partners: Mapping[str, str]) -> int | None:
+    """The ZeRO stage the ``name`` engine runs ``config`` (with ``partners``) at under
+    DeepSpeed; None where it does not run DeepSpeed."""
+    stage = getattr(module(name), "zero_stage", None)
+    return None if stage is None else stage(config, partners)
 
 
 def refusal(name: str, spec, device: str) -> str | None:

@@ -21,6 +21,18 @@ CODES: dict[str, tuple[Severity, str]] = {
         "error",
         "parallelism_config sizes do not multiply to num_processes",
     ),
+    "accelerate-deepspeed-file-and-keys": (
+        "error",
+        "deepspeed_config_file beside accelerate keys it would ignore: accelerate refuses it",
+    ),
+    "accelerate-deepspeed-no-zero": (
+        "error",
+        "the DeepSpeed config file has no zero_optimization: accelerate's plugin refuses it",
+    ),
+    "accelerate-deepspeed-accumulation": (
+        "info",
+        "the accumulation of the DeepSpeed config an accelerate launch hands the program",
+    ),
     "accelerate-batch-elsewhere": (
         "info",
         "an accelerate config gives the launch; the batch is in the training code",

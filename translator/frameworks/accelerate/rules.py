@@ -2,8 +2,9 @@
 
 ``num_processes`` is the total over all machines; each machine starts ``num_processes //
 num_machines`` (floored: uneven machines are impossible). ``deepspeed_config.gradient_accumulation_steps``
-reaches the job through ``ACCELERATE_GRADIENT_ACCUMULATION_STEPS`` and overrides the code's own
-value on DeepSpeed launches. ``parallelism_config`` sizes must multiply to ``num_processes``;
+and ``deepspeed_config_file`` make the DeepSpeed config the launch hands the program
+(:mod:`~translator.frameworks.accelerate.plugin`), whose values the HF Trainer checks against
+its own. ``parallelism_config`` sizes must multiply to ``num_processes``;
 DP = replicate × shard, and the TP/CP/SP ranks share one batch. The per-device batch lives in
 the training code or its TrainingArguments: inspect the two files together and the world size
 comes from here.
@@ -15,7 +16,9 @@ import math
 
 from translator import parsing, solve
 from translator.findings import Finding, finding
+from translator.frameworks.accelerate import plugin
 from translator.frameworks.shared import yaml_insert
+from translator.frameworks.shared.deepspeed_json import GAS
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
 
@@ -82,7 +85,8 @@ def read(text: str, where: str) -> Reading:
         (
             *KEYS,
             "distributed_type",
-            "deepspeed_config.deepspeed_config_file",
+            plugin.FILE,
+            *plugin.INLINE,
             *(PARALLEL + size for size in SIZES),
         ),
     )
@@ -98,6 +102,9 @@ def read(text: str, where: str) -> Reading:
     if total is not None and _per_machine(total, machines):
         reading.world_size = total  # the file launches its own world, on its machines
         reading.launch_counts = {"total": total, "nodes": machines}
+    handed = plugin.plugin_config(reading, config)
+    if handed is not None:
+        reading.partners.append(handed)
     return reading
 
 
@@ -117,9 +124,10 @@ def launch_of(reading: Reading) -> Launch:
         values.get("tensor_parallel_size"),
         None,
         values.get("context_parallel_size"),
-        values.get("gradient_accumulation_steps"),
+        None,  # the accumulation is the DeepSpeed config's, which the program checks
         reading.path,
         nodes=None if world is None else reading.count("num_machines") or 1,
+        handed=next(iter(reading.partners), None),
     )
 
 
@@ -128,7 +136,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     values: dict = {}
     counts: dict[str, int] = {}
     for key, v in reading.values.items():
-        if key in ("distributed_type", "deepspeed_config.deepspeed_config_file"):
+        if key in ("distributed_type", plugin.FILE, "deepspeed_config.zero_stage"):
             continue
         if key in NULLABLE and v.value is None:
             continue  # not set: accelerate launch exports no accumulation
@@ -168,18 +176,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         else:
             values["world_size"] = total
     findings += _parallelism(reading, counts, total, values)
-    gas = counts.get("deepspeed_config.gradient_accumulation_steps")
-    if gas is not None:
-        values["gradient_accumulation_steps"] = gas
-        findings.append(
-            finding(
-                "accelerate-accumulation-override",
-                f"deepspeed_config.gradient_accumulation_steps {gas}: accelerate launch exports it "
-                "as ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which overrides the accumulation the "
-                "training code (or its TrainingArguments) asks for",
-                where=reading.where("deepspeed_config.gradient_accumulation_steps"),
-            )
-        )
+    findings += _deepspeed_accumulation(reading, values)
     findings.append(
         finding(
             "accelerate-batch-elsewhere",
@@ -194,6 +191,29 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         )
     )
     return values, findings
+
+
+def _deepspeed_accumulation(reading: Reading, values: dict) -> list[Finding]:
+    """The accumulation of the DeepSpeed config the launch hands over (inline, or its
+    ``deepspeed_config_file``'s), which the program must agree with."""
+    ds = next(iter(reading.partners), None)
+    if ds is None:
+        return []
+    gas = ds.count(GAS)
+    if gas is None:
+        return list(ds.findings)
+    values["gradient_accumulation_steps"] = gas
+    return [
+        *ds.findings,
+        finding(
+            "accelerate-deepspeed-accumulation",
+            f"the DeepSpeed config of this launch sets {GAS} {gas} ({ds.where(GAS)}): the HF "
+            "Trainer refuses TrainingArguments whose gradient_accumulation_steps differs "
+            "(trainer_config_finalize); a script with its own Accelerator takes it over its own "
+            '(accelerate: "Using DeepSpeed\'s value")',
+            where=ds.where(GAS),
+        ),
+    ]
 
 
 def _parallelism(reading: Reading, counts: dict, total: int | None, values: dict) -> list:

@@ -17,6 +17,7 @@ FRAMEWORK = Framework(
     read=rules.read,
     interpret=rules.interpret,
     check=rules.check,
+    loss_normalisation=rules.loss_normalisation,
     edits=rules.edits,
     insertion=rules.insertion,
     memory_settings=rules.memory_settings,

@@ -13,7 +13,7 @@ from translator import parsing, solve
 from translator.errors import InputError
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
-from translator.frameworks.shared import fsdp, hf_deepspeed, yaml_insert
+from translator.frameworks.shared import fsdp, hf_deepspeed, loss, yaml_insert
 from translator.memory import Setting, Settings
 from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
@@ -162,7 +162,10 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         values.setdefault("gradient_accumulation_steps", 1)
     findings += _world_rounding(reading, values, launch.world_size)
     findings += _sample_packing(reading)
-    for partner in reading.partners:
+    # Its own deepspeed: builds the Trainer's DeepSpeed plugin; else accelerate's is checked
+    partners, launched = hf_deepspeed.of_launch(reading, launch)
+    findings += launched
+    for partner in partners:
         findings += partner.findings + hf_deepspeed.pair(
             reading, partner, values, launch.world_size, "axolotl-deepspeed-mismatch"
         )
@@ -384,3 +387,20 @@ def memory_settings(reading: Reading) -> Settings:
         where = f"{reading.where('gradient_checkpointing')} gradient_checkpointing"
         out += Settings((Setting("recompute", "full", where),))
     return out
+
+
+def loss_normalisation(reading: Reading | None, spec: BatchSpec | None) -> list[Finding]:
+    """Axolotl's trainer turns the HF Trainer's token-count normalisation (transformers 4.46)
+    back off for a model whose forward does not name ``num_items_in_batch`` (a Llama's does
+    not, in 0.19): each micro-batch's loss over its own tokens under accumulation."""
+    if spec is not None and spec.accumulation == 1:
+        return []
+    return loss.per_micro_batch(
+        spec,
+        "Axolotl's trainer (0.19) sets model_accepts_loss_kwargs False for a model whose forward "
+        "takes no num_items_in_batch (Llama among them), so each micro-batch's loss is divided "
+        "by its own tokens under accumulation",
+        "keep gradient_accumulation_steps 1 where the exact batch matters (a larger micro_batch_"
+        "size or more ranks), or use sample_packing, whose full rows weigh alike",
+        reading.where("gradient_accumulation_steps") if reading is not None else "axolotl",
+    )

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 
 from translator.frameworks.deepspeed.ulysses import ulysses
+from translator.frameworks.shared import deepspeed_json
 from translator.frameworks.shared.deepspeed_device import fp16_enabled, fp16_refusal, use_device
 from translator.rank import model as models
 from translator.rank import parity_rank
@@ -53,6 +54,11 @@ def refuse_config(config: str, partners, where: str, device: str) -> str | None:
     if device == "gpu" or not isinstance(data, dict) or fp16_enabled(data) is not True:
         return None
     return fp16_refusal(f'{where}: "fp16": {{"enabled": true}}')
+
+
+def zero_stage(config: str, partners) -> int:
+    """The ZeRO stage this engine runs the JSON ``config`` at."""
+    return deepspeed_json.zero_stage(config)
 
 
 def run(ctx: RunContext):

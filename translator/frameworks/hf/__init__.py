@@ -15,6 +15,7 @@ FRAMEWORK = Framework(
     read=hf_trainer.read,
     interpret=hf_trainer.interpret,
     check=hf_trainer.check,
+    loss_normalisation=hf_trainer.loss_normalisation,
     edits=hf_trainer.edits,
     insertion=hf_trainer.insertion,
     memory_settings=hf_trainer.memory_settings,

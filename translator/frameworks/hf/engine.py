@@ -16,6 +16,7 @@ refuse (``tf32``, DeepSpeed's fp16 where the CPU has none) is refused before lau
 
 from __future__ import annotations
 
+from translator.frameworks.shared import deepspeed_json
 from translator.frameworks.shared.deepspeed_device import (
     fp16_enabled,
     fp16_refusal,
@@ -88,6 +89,18 @@ def refuse_config(config: str, partners, where: str, device: str) -> str | None:
         # The Trainer fills "auto" from its own fp16 (HfTrainerDeepSpeedConfig.fill_match).
         return fp16_refusal(f'{where}: fp16: true (its DeepSpeed JSON\'s fp16 is "auto")')
     return None
+
+
+def zero_stage(config: str, partners) -> int | None:
+    """The ZeRO stage the Trainer runs under: its DeepSpeed JSON's, when the TrainingArguments
+    ``config`` names one (the run feeds it as ``deepspeed.json``); None without DeepSpeed."""
+    import yaml
+
+    data = yaml.safe_load(config) or {}
+    text = partners.get(DEEPSPEED_JSON)
+    if not isinstance(data, dict) or not data.get("deepspeed") or text is None:
+        return None
+    return deepspeed_json.zero_stage(text)
 
 
 def run(ctx: RunContext):

@@ -20,10 +20,10 @@ from translator.detection import detect
 from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import Finding, finding
-from translator.frameworks.shared import hf_deepspeed, hf_trainer
+from translator.frameworks.shared import deepspeed_json, hf_deepspeed, hf_trainer
 from translator.frameworks.shared.flags import scan
 from translator.plugin.findings import not_found
-from translator.reading import Call, Note, Reading, Source, Value
+from translator.reading import Call, Launch, Note, Reading, Source, Value
 from translator.shell.values import Word
 
 #: TrainingArguments flags that mark a program as the Trainer's (its arguments' dataclass).
@@ -338,4 +338,9 @@ def job_config(reading: Reading) -> str:
     import yaml
 
     given = {k: v.value for k, v in reading.values.items() if k in READ and v.value is not None}
+    partners, _ = hf_deepspeed.of_launch(reading, reading.launch or Launch())
+    unknown = [k for k in BATCH if k in reading.values and k not in given]
+    given |= hf_deepspeed.fixed_by(reading, partners, unknown).counts
+    if "deepspeed" not in given and hf_deepspeed.partner_files(reading):
+        given["deepspeed"] = deepspeed_json.FILENAME  # the one its launcher hands it
     return yaml.safe_dump(given, sort_keys=False)

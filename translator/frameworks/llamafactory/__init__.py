@@ -15,6 +15,7 @@ FRAMEWORK = Framework(
     read=rules.read,
     interpret=rules.interpret,
     check=rules.check,
+    loss_normalisation=rules.loss_normalisation,
     memory_settings=rules.memory_settings,
     template=str(Path(__file__).with_name("llamafactory.yaml.j2")),
     filename="llamafactory.yaml",

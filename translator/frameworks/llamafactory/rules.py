@@ -205,3 +205,7 @@ def memory_settings(reading: Reading) -> Settings:
             "recompute", "full", f"{reading.path} (LLaMA-Factory checkpoints by default)"
         )
     return hf.sharding(reading) + Settings((recompute,))
+
+
+#: LLaMA-Factory trains through the HF Trainer, with its loss normalisation.
+loss_normalisation = hf.loss_normalisation

@@ -16,6 +16,7 @@ FRAMEWORK = Framework(
     read=rules.read,
     interpret=rules.interpret,
     check=rules.check,
+    loss_normalisation=rules.loss_normalisation,
     edits=rules.edits,
     program=rules.program,
     memory_settings=rules.memory_settings,

@@ -14,7 +14,7 @@ from translator import solve
 from translator.errors import InputError
 from translator.findings import Finding, counted, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
-from translator.frameworks.shared import mcore_schedule
+from translator.frameworks.shared import loss, mcore_schedule
 from translator.memory import Setting, Settings
 from translator.model_split import SplitRules
 from translator.reading import Call, Launch, Note, Reading, Value, invalid_value, typo_findings
@@ -776,3 +776,17 @@ def claims(text: str) -> bool:
 
 def holds_batch(text: str) -> bool:
     return BATCH_MARK.search(text) is not None
+
+
+def loss_normalisation(reading: Reading | None, spec: BatchSpec | None) -> list[Finding]:
+    """megatron-core divides each micro-batch's loss by its own tokens and averages the
+    micro-batches unless ``--calculate-per-token-loss`` is given (a rendered file gives none)."""
+    if reading is not None and "--calculate-per-token-loss" in reading.values:
+        return []
+    return loss.per_micro_batch(
+        spec,
+        "without --calculate-per-token-loss, megatron-core divides each micro-batch's loss by "
+        "its own tokens and averages the micro-batches",
+        "add --calculate-per-token-loss (the step's loss over all its tokens)",
+        reading.path if reading is not None else "megatron",
+    )

@@ -16,6 +16,7 @@ FRAMEWORK = Framework(
     read=rules.read,
     interpret=rules.interpret,
     check=rules.check,
+    loss_normalisation=rules.loss_normalisation,
     edits=rules.edits,
     insertion=rules.insertion,
     template=str(Path(__file__).with_name("megatron_bridge.yaml.j2")),

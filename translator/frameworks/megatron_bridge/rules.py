@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from translator import parsing
 from translator.errors import InputError
 from translator.findings import Finding, counted, finding
-from translator.frameworks.shared import mcore_schedule
+from translator.frameworks.shared import loss, mcore_schedule
 from translator.reading import Launch, Note, Reading, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
 
@@ -599,4 +599,20 @@ def insertion(reading: Reading, key: str) -> tuple[int, int]:
     block, _, name = key.rpartition(".")
     raise InputError(
         f"{reading.path}: {key} is not in the file; add {name} under {block}: by hand, then update"
+    )
+
+
+def loss_normalisation(reading: Reading | None, spec: BatchSpec | None) -> list[Finding]:
+    """Bridge's ``model.calculate_per_token_loss`` is megatron-core's switch (default false:
+    each micro-batch's loss over its own tokens); NeMo's generations keep it elsewhere."""
+    if reading is not None:
+        v = reading.values.get(PER_TOKEN_LOSS)
+        if generation(reading) is not BRIDGE or (v is not None and v.value is True):
+            return []
+    return loss.per_micro_batch(
+        spec,
+        f"with {PER_TOKEN_LOSS} false (its default), megatron-core divides each micro-batch's "
+        "loss by its own tokens and averages the micro-batches",
+        f"set {PER_TOKEN_LOSS}: true",
+        reading.where(PER_TOKEN_LOSS) if reading is not None else "megatron-bridge",
     )

@@ -94,6 +94,16 @@ def read(text: str, where: str) -> Reading:
     return reading
 
 
+def zero_stage(text: str) -> int:
+    """The ZeRO stage DeepSpeed runs a JSON's text at (``zero_optimization.stage``, 0 when the
+    JSON sets none)."""
+    import json
+
+    zero = json.loads(text).get("zero_optimization")
+    stage = zero.get("stage", 0) if isinstance(zero, dict) else 0
+    return stage if type(stage) is int else 0
+
+
 #: ZeRO-Offload's blocks -> the model-state parts each keeps in CPU memory: the optimizer's
 #: states and gradients go with ``offload_optimizer``, the weights with ``offload_param``
 #: (stage 3 only), as DeepSpeed's own ``estimate_zero2/3_model_states_mem_needs`` count them.

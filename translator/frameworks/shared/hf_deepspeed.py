@@ -14,7 +14,7 @@ every rank (no mpu exists when it reads the config): that number is N × the sam
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from translator import parsing
@@ -23,7 +23,7 @@ from translator.files import read_text
 from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
 from translator.model_split import SplitRules
-from translator.reading import Call, Reading, invalid_value
+from translator.reading import Call, Launch, Reading, Source, invalid_value
 
 
 def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> None:
@@ -99,6 +99,104 @@ def read_located(reading: Reading, call: Call, name: str, where: str) -> None:
         reading.partners.append(deepspeed.read(read_text(found), str(found)))
     except InputError as exc:
         reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
+
+
+#: TrainingArguments key -> the DeepSpeed key the Trainer checks against it.
+CHECKED = {
+    "per_device_train_batch_size": deepspeed.MBS,
+    "gradient_accumulation_steps": deepspeed.GAS,
+}
+#: Spec field of each checked TrainingArguments key.
+FIELDS = {
+    "per_device_train_batch_size": "micro_batch_size",
+    "gradient_accumulation_steps": "gradient_accumulation_steps",
+}
+
+
+def of_launch(reading: Reading, launch: Launch) -> tuple[list[Reading], list[Finding]]:
+    """The DeepSpeed configs the Trainer checks: its own (``--deepspeed``, its arguments
+    file's ``deepspeed``), else the one its launcher hands it (:attr:`Launch.handed`).
+    TrainingArguments' own builds the DeepSpeed plugin before accelerate's is made, so it wins
+    silently: a warning names it. An accumulation the launch exports with no config of its
+    own (``accelerate launch --use_deepspeed --gradient_accumulation_steps N``) is the
+    plugin's, checked the same way."""
+    own, given, imposed = (
+        list(reading.partners),
+        launch.handed,
+        launch.gradient_accumulation_steps,
+    )
+    if own and (given is not None or imposed is not None):
+        loser = given.path if given is not None else f"gradient_accumulation_steps {imposed}"
+        return own, [
+            finding(
+                "hf-deepspeed-launcher-unused",
+                f"the Trainer's own DeepSpeed config {own[0].path} wins: TrainingArguments' "
+                f"deepspeed builds the DeepSpeed plugin, so the one {launch.source} hands over "
+                f"({loser}) is not used",
+                hint=f"keep one DeepSpeed config: drop the DeepSpeed settings of {launch.source}",
+                where=reading.where("deepspeed"),
+            )
+        ]
+    if given is not None:
+        return [given], []
+    accumulation = reading.count("gradient_accumulation_steps")
+    if imposed is None or accumulation in (None, imposed):
+        return own, []
+    return own, [
+        finding(
+            "hf-deepspeed-mismatch",
+            "Please correct the following DeepSpeed config values that mismatch TrainingArguments "
+            f"values: ds {deepspeed.GAS}={imposed} vs hf gradient_accumulation_steps="
+            f"{accumulation} (the HF Trainer's words; ds at {launch.source}, hf at "
+            f"{reading.where('gradient_accumulation_steps')})",
+            hint="give the launch and the program one accumulation",
+            where=launch.source,
+        )
+    ]
+
+
+@dataclass
+class Fixed:
+    """Batch values the job leaves to the program that its DeepSpeed config fixes."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    """TrainingArguments key -> the count the DeepSpeed config sets."""
+    findings: list[Finding] = field(default_factory=list)
+    """A warning for each: the program's own default must equal it."""
+
+
+def fixed_by(reading: Reading, partners: list[Reading], unknown: list[str]) -> Fixed:
+    """The ``unknown`` TrainingArguments keys that a DeepSpeed config among ``partners`` sets
+    to a count: the Trainer refuses any other value, so the job runs with that one or not at
+    all (listed in the reading's sources)."""
+    out = Fixed()
+    for key in unknown:
+        ds_key = CHECKED.get(key)
+        ds = next((p for p in partners if ds_key and p.count(ds_key) is not None), None)
+        if ds is None or ds_key is None:
+            continue
+        count = ds.count(ds_key)
+        assert count is not None
+        out.counts[key] = count
+        why = reading.values[key].why_unknown
+        out.findings.append(
+            finding(
+                "hf-deepspeed-fixes",
+                f"{key} is {why}; the DeepSpeed config sets {ds_key} {count} "
+                f"({ds.where(ds_key)}), and the HF Trainer refuses any other value, so the job "
+                f"runs with {count} or stops (its own default must be {count})",
+                hint=f"pass --{key} {count} to say so",
+                where=ds.where(ds_key),
+            )
+        )
+        _list(reading, Source(FIELDS[key], count, f"{ds.where(ds_key)} {ds_key}"))
+    return out
+
+
+def _list(reading: Reading, source: Source) -> None:
+    """Add ``source`` to the reading's sources once (a reading may be interpreted again)."""
+    if source not in reading.sources:
+        reading.sources.append(source)
 
 
 def autotp(partners: list[Reading]) -> tuple[dict, list[Finding]]:
@@ -185,7 +283,7 @@ def pair(
                 where=ds.path,
             )
         )
-    wrong = []
+    wrong, places = [], []
     for key, (hf_name, expected) in hf.items():
         v = ds.values.get(key)
         if (
@@ -195,6 +293,7 @@ def pair(
             and expected is not None
         ):  # "8": the Trainer compares with != and refuses it
             wrong.append(f'ds {key}="{v.value}" (a JSON string) vs hf {hf_name}={expected}')
+            places.append(_differs(reading, ds, key, hf_name))
             continue
         # null: the Trainer passes it over (it fills "auto" and compares only a value that is
         # not None), and DeepSpeed takes it as not set
@@ -204,23 +303,44 @@ def pair(
             continue
         if v.value != expected:
             wrong.append(f"ds {key}={v.value} vs hf {hf_name}={expected}")
+            places.append(_differs(reading, ds, key, hf_name))
     if not wrong:
         return out
+    elsewhere = sorted({v.file for v in ds.values.values() if v.file and v.file != ds.path})
+    hint = (
+        f"make the DeepSpeed settings of {', '.join(elsewhere)} agree with TrainingArguments, "
+        "or drop them (the Trainer then fills its own)"
+        if elsewhere
+        else f'set the batch keys in {ds.path} to "auto" so the Trainer fills them'
+    )
     return out + [
         finding(
             code,
             "Please correct the following DeepSpeed config values that mismatch TrainingArguments "
-            f"values: {'; '.join(wrong)} (the HF Trainer's words, from {reading.path} and {ds.path})",
-            hint=f'set the batch keys in {ds.path} to "auto" so the Trainer fills them',
+            f"values: {'; '.join(wrong)} (the HF Trainer's words; {'; '.join(places)})",
+            hint=hint,
             where=ds.path,
         )
     ]
 
 
+def _differs(reading: Reading, ds: Reading, key: str, hf_name: str) -> str:
+    """Where a DeepSpeed value the Trainer refuses and its TrainingArguments value stand; the
+    refused one listed among the reading's sources as one that lost."""
+    hf_at = reading.where(hf_name) if hf_name in FIELDS else reading.path
+    if hf_name in FIELDS:
+        why = "the HF Trainer refuses it: it differs from TrainingArguments'"
+        value = ds.values[key].value
+        _list(reading, Source(FIELDS[hf_name], value, f"{ds.where(key)} {key}", False, why))
+    return f"ds {key} at {ds.where(key)}, hf {hf_name} at {hf_at}"
+
+
 def partner_files(reading: Reading) -> dict[str, str]:
-    """The DeepSpeed JSON read with a config, for a smoke run's work folder: its engine points
-    the config at ``deepspeed.json`` there."""
-    found = [p.text for p in reading.partners if p.framework == deepspeed.NAME]
+    """The DeepSpeed JSON the Trainer runs with (its own, else the one its launcher hands it:
+    :func:`of_launch`), for a smoke run's work folder: its engine points the config at
+    ``deepspeed.json`` there."""
+    partners, _ = of_launch(reading, reading.launch or Launch())
+    found = [p.text for p in partners if p.framework == deepspeed.NAME]
     return {deepspeed.FILENAME: found[0]} if found else {}
 
 

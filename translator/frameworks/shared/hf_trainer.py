@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from translator import parsing
 from translator.errors import InputError
 from translator.findings import Finding, finding
-from translator.frameworks.shared import hf_deepspeed, yaml_insert
+from translator.frameworks.shared import hf_deepspeed, loss, yaml_insert
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
 
@@ -51,9 +51,13 @@ CODES: dict[str, tuple[Severity, str]] = {
         "error",
         "TP/CP sizes are not TrainingArguments keys: the model and accelerate set them",
     ),
-    "accelerate-accumulation-override": (
+    "hf-deepspeed-launcher-unused": (
         "warning",
-        "the accelerate config's DeepSpeed accumulation overrides the code's",
+        "the Trainer's own DeepSpeed config wins over the one its launcher hands it",
+    ),
+    "hf-deepspeed-fixes": (
+        "warning",
+        "a batch value the job leaves to the program is fixed by its DeepSpeed config",
     ),
     "hf-flag-value-unset": (
         "warning",
@@ -161,17 +165,23 @@ def _count(reading: Reading, key: str, findings: list[Finding], default=None):
 def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     """Spec values as the Trainer runs them on ``launch``: per process ``per_device`` rows ×
     accumulation, over ``world / (tp × cp × sp)`` data-parallel ranks."""
-    findings = list(reading.findings)
+    partners, launched = hf_deepspeed.of_launch(reading, launch)
+    findings = list(reading.findings) + launched
     values: dict = {}
     # A job's value it does not fix is unknown; a file's null is a value (an error: the fields
     # are ``int``, and the Trainer multiplies the None)
     unknown = [k for k in KEYS if k in reading.values and reading.values[k].why_unknown is not None]
+    # ... unless the DeepSpeed config the Trainer checks it against sets it: the Trainer
+    # refuses any other value, so the job runs with that one or not at all
+    fixed = hf_deepspeed.fixed_by(reading, partners, unknown)
+    findings += fixed.findings
+    unknown = [k for k in unknown if k not in fixed.counts]
     if unknown:
-        return _unknown(reading, unknown, launch, findings)
-    per_device = _count(
+        return _unknown(reading, unknown, partners, findings, fixed.counts)
+    per_device = fixed.counts.get("per_device_train_batch_size") or _count(
         reading, "per_device_train_batch_size", findings, DEFAULTS["per_device_train_batch_size"]
     )
-    accumulation = _count(
+    accumulation = fixed.counts.get("gradient_accumulation_steps") or _count(
         reading, "gradient_accumulation_steps", findings, DEFAULTS["gradient_accumulation_steps"]
     )
     sharing = {k: _count(reading, f"parallelism_config.{k}", findings, 1) for k in SHARING}
@@ -182,24 +192,12 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     if any(f"parallelism_config.{k}" in reading.values for k in SHARING):
         values["tensor_parallel_size"] = sharing["tp_size"]
         values["context_parallel_size"] = sharing["cp_size"] * sharing["sp_size"]
-    sizes, wrong = hf_deepspeed.autotp(reading.partners)  # DeepSpeed AutoTP, from its JSON
+    sizes, wrong = hf_deepspeed.autotp(partners)  # DeepSpeed AutoTP, from its JSON
     values |= sizes
     findings += wrong
     for key in SEQUENCE_KEYS:
         if reading.count(key):
             values["sequence_length"] = reading.count(key)
-    if launch.gradient_accumulation_steps not in (None, accumulation):
-        findings.append(
-            finding(
-                "accelerate-accumulation-override",
-                f"{launch.source} sets gradient_accumulation_steps "
-                f"{launch.gradient_accumulation_steps} for DeepSpeed, and accelerate launch makes "
-                f"it win over this file's {accumulation}",
-                hint="keep one accumulation: delete it from the accelerate config",
-                where=reading.where("gradient_accumulation_steps"),
-            )
-        )
-        accumulation = launch.gradient_accumulation_steps
     split = reading.values.get("accelerator_config.split_batches")
     if split is not None and split.value is True:
         findings += _split_batches(reading, per_device, accumulation, launch, values)
@@ -209,7 +207,7 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
     # DataParallel is what a plain `python train.py` does; a known world is a launcher's.
     alone = reading.framework == NAME and reading.launcher is None and launch.world_size is None
     findings += _traps(reading, per_device, dataparallel=alone)
-    for partner in reading.partners:
+    for partner in partners:
         findings += partner.findings + hf_deepspeed.pair(
             reading, partner, values, launch.world_size, "hf-deepspeed-mismatch"
         )
@@ -217,10 +215,14 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
 
 
 def _unknown(
-    reading: Reading, unknown: list[str], launch: Launch, findings: list[Finding]
+    reading: Reading,
+    unknown: list[str],
+    partners: list[Reading],
+    findings: list[Finding],
+    fixed: dict[str, int],
 ) -> tuple[dict, list[Finding]]:
     """A batch key the job leaves unknown (a flag it does not pass, a variable it does not
-    set): that field is unknown, the rest as read."""
+    set): that field is unknown, the rest as read (or as the DeepSpeed config ``fixed`` it)."""
     values: dict = {}
     for key, field in KEYS.items():
         v = reading.values.get(key)
@@ -235,8 +237,8 @@ def _unknown(
                 )
             )
         else:
-            values[field] = reading.count(key) or DEFAULTS[key]
-    for partner in reading.partners:
+            values[field] = fixed.get(key) or reading.count(key) or DEFAULTS[key]
+    for partner in partners:
         findings += partner.findings
     return values, findings
 
@@ -390,3 +392,24 @@ def sharding(reading: Reading) -> Settings:
     fsdp.legacy(on.value, config, version)
     offload = str(config.get("cpu_offload")).lower() == "true"
     return out + fsdp.settings(config, version, offload, f"{reading.where('fsdp')} fsdp")
+
+
+#: The transformers release whose Trainer divides the step's loss by all its tokens (before it,
+#: each micro-batch's by its own).
+FIXED_IN = (4, 46)
+
+
+def loss_normalisation(reading: Reading | None, spec: BatchSpec | None) -> list[Finding]:
+    """The Trainer before transformers 4.46 normalised each micro-batch's loss on its own under
+    accumulation; named when the transformers installed here is older (none: not known)."""
+    found = loss.version("transformers")
+    if found is None or found >= FIXED_IN or (spec is not None and spec.accumulation == 1):
+        return []
+    shown = ".".join(map(str, found))
+    return loss.per_micro_batch(
+        spec,
+        f"the HF Trainer of transformers {shown} (before 4.46) divides each micro-batch's loss "
+        "by its own tokens under gradient accumulation",
+        "use transformers 4.46 or later (the step's loss over all its tokens)",
+        reading.path if reading is not None else "hf",
+    )

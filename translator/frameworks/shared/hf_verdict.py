@@ -8,7 +8,8 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from translator.reading import Reading
+from translator.frameworks.shared.hf_deepspeed import of_launch
+from translator.reading import Launch, Reading
 
 
 def training_arguments(reading: Reading, world: int) -> tuple[Any, dict | None]:
@@ -33,8 +34,32 @@ def training_arguments(reading: Reading, world: int) -> tuple[Any, dict | None]:
     # transformers types DataClassType as NewType("DataClassType", Any): no class matches it.
     parser = HfArgumentParser(TrainingArguments)  # type: ignore[arg-type]
     (args,) = parser.parse_dict(data, allow_extra_keys=True)
-    filled = [deepspeed_mismatch(json.loads(p.text), args, world) for p in reading.partners]
+    partners, _ = of_launch(reading, reading.launch or Launch())
+    configs = [
+        json.loads(p.text) if p in reading.partners else plugin_config(p.text) for p in partners
+    ]
+    filled = [deepspeed_mismatch(config, args, world) for config in configs]
     return args, (filled[0] if filled else None)
+
+
+def plugin_config(text: str) -> dict:
+    """The DeepSpeed config accelerate's own ``DeepSpeedPlugin`` hands the Trainer for the
+    config ``text`` a DeepSpeed launch of ``accelerate launch`` names (what
+    ``prepare_deepspeed_cmd_env`` exports: the file, and that DeepSpeed is on)."""
+    import os
+    import tempfile
+    from unittest import mock
+
+    from accelerate.utils import DeepSpeedPlugin
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as tmp:
+        tmp.write(text)
+    launched = {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_CONFIG_FILE": tmp.name}
+    try:
+        with mock.patch.dict(os.environ, launched):
+            return dict(DeepSpeedPlugin().hf_ds_config.config)
+    finally:
+        os.unlink(tmp.name)
 
 
 def deepspeed_mismatch(config: dict, args, world: int) -> dict:

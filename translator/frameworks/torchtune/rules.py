@@ -13,7 +13,7 @@ import re
 from translator import parsing, solve
 from translator.errors import InputError
 from translator.findings import Finding, finding
-from translator.frameworks.shared import yaml_insert
+from translator.frameworks.shared import loss, yaml_insert
 from translator.frameworks.torchtune import generation
 from translator.memory import STATES, Setting, Settings
 from translator.reading import Launch, Reading, Value, invalid_value, typo_findings, values_at
@@ -457,3 +457,27 @@ def memory_settings(reading: Reading) -> Settings:
         if v is not None and v.value is True:
             given.append(Setting(setting.field, setting.value, f"{reading.where(key)} {key}"))
     return Settings(tuple(given))
+
+
+#: The torchtune release whose full_finetune_distributed counts a micro-batch's labels before
+#: the shift drops the first (a text-completion dataset labels the BOS, which no loss predicts).
+COUNTS_BEFORE_SHIFT = (0, 6, 1)
+
+
+def loss_normalisation(reading: Reading | None, spec: BatchSpec | None) -> list[Finding]:
+    """torchtune 0.6.1 weighs each micro-batch by labels / (labels − rows) with a
+    text-completion dataset: its recipe counts the BOS label its loss never predicts."""
+    found = loss.version("torchtune")
+    if reading is None or "text_completion_dataset" not in reading.text:
+        return []
+    if found is not None and found > COUNTS_BEFORE_SHIFT:
+        return []
+    return loss.per_micro_batch(
+        spec,
+        "torchtune 0.6.1's recipe counts a micro-batch's labels before the shift, so a "
+        "text-completion dataset's BOS label, which its loss never predicts, weighs each "
+        "micro-batch by labels / (labels − rows)",
+        "use a torchtune release after 0.6.1 (it shifts the labels in the dataset), or an "
+        "instruct dataset that masks the BOS",
+        reading.path,
+    )
