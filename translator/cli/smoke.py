@@ -14,6 +14,7 @@ from translator.cli.common import (
     emit_json,
     print_findings,
     print_table,
+    printable,
 )
 from translator.cli.options import engine_options, parse_memory, pop_launcher
 
@@ -59,6 +60,8 @@ def smoke(
     steps,
     seq_len,
     model,
+    model_config,
+    layers,
     timeout,
     memory_limit,
     workdir,
@@ -106,6 +109,8 @@ def smoke(
             device,
             expect_global,
             remote=launcher.remote,
+            model_config=model_config,
+            layers=layers,
         )
 
     if parity is not None:
@@ -130,6 +135,8 @@ def smoke(
         return _dry_run(prepared, launcher, as_json)
     say = Progress()  # stderr: with --json, stdout holds the one object and nothing else
     plan = prepared.plan
+    if prepared.model.said:
+        say(f"smoke: {prepared.model.said}")
     say(
         f"smoke: {plan.framework} on {plan.device}, {counted(nnodes, 'node')} × {nproc}, "
         f"{counted(steps, 'step')}, global batch {prepared.spec.global_batch_size}, "
@@ -143,6 +150,9 @@ def smoke(
     if as_json:
         emit_json(out)
     else:
+        from translator.launch import run_model
+
+        click.echo(printable(run_model.line(out["model"])))
         if out["optimizer_steps"] == steps:
             _table(out)
         elif out["optimizer_steps"]:  # stopped early: what ran, or (none ran) only the error
@@ -260,6 +270,7 @@ def _table(out: dict, stopped_of: int | None = None) -> None:
             None if out["step_time_seconds"] is None else f"{out['step_time_seconds']:.3f} s",
         ),
         ("peak memory", mem(out["peak_memory_bytes"])),
+        ("estimated", _estimated(out.get("estimated_memory"))),
         ("device", out["device"]),
         ("stepped by", out["stepped_by"]),
     ]
@@ -271,3 +282,13 @@ def _table(out: dict, stopped_of: int | None = None) -> None:
         rows = [(k, v) for k, v in rows[5:] if v is not None]
         title += ": what ran before it stopped"
     print_table(rows, title=title)
+
+
+def _estimated(found: dict | None) -> str | None:
+    """The memory estimate of the run as it ran (model states, and all parts), beside the peak."""
+    if not found:
+        return None
+    return (
+        f"{found['model_states_bytes'] / 2**20:.0f} MiB model states, "
+        f"{found['total_bytes'] / 2**20:.0f} MiB in all (batchspec estimate)"
+    )

@@ -40,7 +40,9 @@ class Engine:
     options: frozenset[str] = frozenset()
     """Engine options it honours beyond the common ones: ``recompute`` (activation
     recomputation), ``zero_stages`` (tune's ZeRO-stage variants), ``parity`` (it runs
-    ``smoke --parity``: the samples, optimizer and record of :mod:`translator.rank.parity_rank`)."""
+    ``smoke --parity``: the samples, optimizer and record of :mod:`translator.rank.parity_rank`),
+    ``model_config`` (its ranks build the job's model from its ``config.json``, given as
+    ``RunContext.model_config``; without it they build the stand-in)."""
     environment: Mapping[str, str] = field(default_factory=dict)
     """Environment variables its ranks need (offline switches, telemetry off)."""
 

@@ -22,7 +22,7 @@ TORCH = "torch"
 PLAIN = Engine(
     "translator.rank.torch_engine",
     requires=("torch",),
-    options=frozenset({"recompute", "parity"}),
+    options=frozenset({"recompute", "parity", "model_config"}),
 )
 
 

@@ -25,7 +25,7 @@ FRAMEWORK = from_module(
         "translator.frameworks.axolotl.engine",
         requires=("torch", "axolotl"),
         extra="axolotl",
-        options=frozenset({"parity"}),
+        options=frozenset({"parity", "model_config"}),
         environment=verdict.OFFLINE_ENV,
     ),
     partner_files=hf_deepspeed.partner_files,

@@ -27,6 +27,6 @@ FRAMEWORK = from_module(
         "translator.frameworks.deepspeed.engine",
         requires=("torch", "deepspeed"),
         extra="deepspeed",
-        options=frozenset({"zero_stages", "parity"}),
+        options=frozenset({"zero_stages", "parity", "model_config"}),
     ),
 )

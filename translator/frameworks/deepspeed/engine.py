@@ -24,8 +24,8 @@ import json
 
 from translator.frameworks.deepspeed.ulysses import ulysses
 from translator.frameworks.shared.deepspeed_device import fp16_enabled, fp16_refusal, use_device
+from translator.rank import hub_model, parity_rank
 from translator.rank import model as models
-from translator.rank import parity_rank
 from translator.rank.context import RunContext
 from translator.rank.harness import Harness
 
@@ -67,6 +67,13 @@ def run(ctx: RunContext):
         config.setdefault("bf16", {"enabled": True})
     deepspeed.init_distributed(dist_backend="nccl" if harness.on_gpu else "gloo")
     with harness.process_group():
+        if ctx.model_config is not None and (
+            ctx.spec.pipeline_parallel_size > 1 or config.get("sequence_parallel_size", 1) > 1
+        ):
+            raise RuntimeError(
+                "the DeepSpeed engine's pipeline and Ulysses paths build the stand-in only: "
+                "run them with --model tiny"
+            )
         if ctx.spec.pipeline_parallel_size > 1:
             return _pipeline(ctx, harness, config)
         if config.get("sequence_parallel_size", 1) > 1:
@@ -81,7 +88,7 @@ def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
     import deepspeed
     import torch
 
-    net = models.build(ctx.model, ctx.sequence_length)
+    net = _built(ctx, config)
     optimizer = (
         parity_rank.sgd(net.parameters())
         if ctx.parity
@@ -94,7 +101,7 @@ def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
     )
     replicas = engine.dp_world_size
     plain = _batches(ctx, micro, engine.device, shifted=False)
-    vocab = models.SHAPES[ctx.model].vocab
+    vocab = hub_model.vocab(ctx)
     batches = harness.count(
         parity_rank.micro_batches(ctx.rank, replicas, micro, ctx.sequence_length, vocab)
         if ctx.parity
@@ -115,9 +122,22 @@ def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
                 harness.stepped(type(engine).__name__)
     if ctx.parity:
         parity_rank.write(ctx.workdir, ctx.rank, loss, before, net.named_parameters())
-    return harness.result(
-        replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
-    )
+    return harness.result(replica=ctx.rank, counts=True, parameters=hub_model.count_parameters(net))
+
+
+def _built(ctx: RunContext, config: dict):
+    """The run's model; the job's own under ZeRO-3 is built inside ``deepspeed.zero.Init``
+    (each rank holds its shard of the weights from the start, as the HF integration does)."""
+    import contextlib
+
+    import deepspeed
+
+    stage = (config.get("zero_optimization") or {}).get("stage", 0)
+    partitioned = ctx.model_config is not None and stage == 3
+    with (
+        deepspeed.zero.Init(config_dict_or_path=config) if partitioned else contextlib.nullcontext()
+    ):
+        return hub_model.causal_lm(ctx)
 
 
 def _sequence_parallel(ctx: RunContext, harness: Harness, config: dict):
@@ -188,7 +208,7 @@ def _batches(ctx: RunContext, micro: int, device, shifted: bool, seed: int | Non
     the same ``seed`` (one sequence-parallel group) draw the same samples."""
     import torch
 
-    vocab = models.SHAPES[ctx.model].vocab
+    vocab = hub_model.vocab(ctx)
     generator = torch.Generator().manual_seed(1000 + (ctx.rank if seed is None else seed))
     while True:
         tokens = models.batch(micro, ctx.sequence_length, vocab, generator, device)
