@@ -18,8 +18,11 @@ SEQ64 = "global_batch_size: 64\nworld_size: 2\nsequence_length: 64\n"
 
 
 def tune(*args, timeout=600):
+    """``batchspec tune``, on the tiny stand-in unless the test names a model (the stand-in is
+    asked for: a spec names no model)."""
+    model = () if any(a in ("--model", "--model-config") for a in args) else ("--model", "tiny")
     done = subprocess.run(
-        [sys.executable, "-m", "translator", "tune", *map(str, args)],
+        [sys.executable, "-m", "translator", "tune", *map(str, args), *model],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -287,6 +290,8 @@ def test_ctrl_c_mid_probe_stops_every_rank_and_prints_the_probes_so_far(tmp_path
             "cpu",
             "--steps",
             "100000",
+            "--model",
+            "tiny",
             "--workdir",
             str(workdir),
         ],

@@ -23,6 +23,11 @@ from translator.rank.engines import engine
 
 #: What a run is told to give when it has no model of the job's.
 GIVE = "give --model-config PATH (the model's config.json or its folder), or --model tiny for "
+#: What an estimate is told to give instead.
+GIVE_ESTIMATE = (
+    "give --model-config PATH (the model's config.json or its folder), or --model PRESET "
+    f"({', '.join(memory.PRESETS)}) or --model PATH.json"
+)
 #: The engine option of an engine whose ranks build the job's model from its config.json.
 BUILDS = "model_config"
 #: Keys that hold a Hugging Face config's depth.
@@ -49,13 +54,13 @@ class RunModel:
 
     @property
     def source(self) -> str:
-        if self.config is not None and self.named is not None:
+        if self.named is not None:
             return str(self.named.source)
         return f"built in code (--model {self.stand_in})"
 
     @property
     def architecture(self) -> str:
-        if self.config is not None and self.named is not None:
+        if self.named is not None:
             return str(self.named.architecture)
         return f"GPT ({self.stand_in} stand-in)"
 
@@ -68,7 +73,7 @@ class RunModel:
             "parameters": parameters,
             "estimated_parameters": self.shape.parameters,
             "layers": self.layers,
-            "stand_in": self.config is None,
+            "stand_in": self.named is None,
             "said": self.said,
         }
 
@@ -77,7 +82,7 @@ def line(model: dict) -> str:
     """``model: LlamaForCausalLM, 156,480 parameters (from PATH)``: the first line of a report,
     from its ``--json`` ``model`` (:meth:`RunModel.output`)."""
     counted = model["parameters"]
-    what = f"{counted:,} parameters built" if counted else "parameters not reported"
+    what = f"{counted:,} parameters" if counted else "parameters not reported"
     cut = f", cut to {model['layers']} layers" if model["layers"] else ""
     head = f"model: {model['architecture']}, {what}{cut} (from {model['source']})"
     return f"{head}; {model['said']}" if model["said"] else head
@@ -109,29 +114,34 @@ def choose(
         shaped, architecture = config_json(Path(model_config))
         named = NamedModel(f"--model-config {model_config}", model_config, architecture, shaped)
     if named is None:
+        if command == "estimate":
+            raise InputError(f"{path} names no model: {GIVE_ESTIMATE}")
         if command != "smoke":
             raise InputError(f"{path} names no model: {GIVE}the stand-in (nothing was started)")
         return RunModel(
             memory.model_named("tiny", sequence_length),
             said=f"{path} names no model: the tiny stand-in runs ({GIVE}the stand-in)",
         )
-    if named.model is None:
-        raise InputError(f"{named.named}: {named.why}; or --model tiny for the stand-in")
-    shape = _cut(named.model, layers, named.named)
     if command == "estimate":
-        return RunModel(shape, named=named, layers=layers)
-    config = hf_config(named)
-    if config is None or BUILDS not in engine(framework).options:
-        what = "the job's model from its config.json" if config else f"{named.architecture}"
-        why = f"the {framework} engine does not build {what} yet"
+        if named.model is None:
+            raise InputError(f"{named.named}: {named.why}; or a preset as --model")
+        return RunModel(_cut(named.model, layers, named.named), named=named, layers=layers)
+    builds = BUILDS in engine(framework).options
+    if builds and named.model is None:
+        raise InputError(f"{named.named}: {named.why}; or --model tiny for the stand-in")
+    config = hf_config(named) if builds else None
+    if config is None:
+        what = named.architecture or named.named
+        why = f"the {framework} engine does not build the job's model ({what}) yet"
         if command != "smoke":
             raise InputError(
                 f"{path}: {why}; tune the stand-in with --model tiny, or give --framework hf "
                 "or torch with --model-config (nothing was started)"
             )
-        return RunModel(
-            memory.model_named("tiny", sequence_length), said=f"{why}: the tiny stand-in runs"
-        )
+        tiny = memory.model_named("tiny", sequence_length)
+        return RunModel(tiny, said=f"{why}: the tiny stand-in runs")
+    assert named.model is not None  # a config.json that resolved
+    shape = _cut(named.model, layers, named.named)
     check_buildable(config, str(_config_file(named)))
     if ranks_here:
         check_host_memory(shape, ranks_here, named.named)

@@ -199,6 +199,13 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
     device = runs.check_engine(
         framework, spec, request.device, request.slurm is not None, request.file
     )
+    stages = zero_stages(request.zero_stages, framework)
+    if request.recompute and "recompute" not in engine(framework).options:
+        raise InputError(
+            f"--recompute: the {framework} engine does not switch recomputation; "
+            f"tune with --framework {' or '.join(with_option('recompute'))}"
+        )
+    _check_outputs(request, framework)
     chosen = run_model.choose(
         request.file,
         run_model.named_in(request.file, request.model_config),
@@ -209,12 +216,6 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
         request.model_config,
         None if request.slurm is not None else request.nproc,
     )
-    stages = zero_stages(request.zero_stages, framework)
-    if request.recompute and "recompute" not in engine(framework).options:
-        raise InputError(
-            f"--recompute: the {framework} engine does not switch recomputation; "
-            f"tune with --framework {' or '.join(with_option('recompute'))}"
-        )
     plan = SmokePlan(
         framework=framework,
         nproc=request.nproc,
@@ -236,7 +237,6 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
         request.in_allocation and probes.require_allocation(),
         chosen,
     )
-    _check_outputs(request, framework)
     return setup, stages
 
 
