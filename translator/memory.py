@@ -295,11 +295,14 @@ def estimate(model: Model, run: Run) -> Estimate:
 
 def shard_parameters(model: Model, run: Run) -> int:
     """Parameters on the most loaded rank: its layers over TP, the embedding (over TP) on the
-    first stage, and the untied head as well when one stage holds both ends."""
+    first stage, and the untied head and the final norm (whole on every TP rank) as well when
+    one stage holds both ends."""
     t, p = run.tensor, run.pipeline
     embedding = model.vocab * model.hidden + model.positions * model.hidden
     head = 0 if model.tied or p > 1 else model.vocab * model.hidden
-    return math.ceil(model.layers / p) * model.layer_parameters // t + (embedding + head) // t
+    final_norm = 0 if p > 1 else model.hidden * (2 if model.biases else 1)
+    layers = math.ceil(model.layers / p) * model.layer_parameters // t
+    return layers + (embedding + head) // t + final_norm
 
 
 #: The model states' parts, in the order shown, with the ZeRO stage from which each is sharded.
