@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_named_model import TINY, folder_with
 
 from translator.cli import main
 from translator.launch import command, slurm
@@ -430,11 +431,20 @@ def test_mfu_formula_on_a_known_gpu(spec, tmp_path):
 @pytest.mark.framework
 @pytest.mark.parametrize("framework", ["deepspeed", "torch"])
 def test_two_cpu_ranks_take_two_steps_of_exactly_the_global_batch(spec, tmp_path, framework):
+    """On the job's model, the tiny Llama of issue 27, as its config.json (156,480 parameters
+    counted on the model the ranks built), the estimate of its model states beside the peak."""
     pytest.importorskip("deepspeed" if framework == "deepspeed" else "torch")
+    model = folder_with(tmp_path, "tiny-llama", TINY)
     code, out, err = smoke_json(
-        spec, "--framework", framework, "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w"
+        spec,
+        *("--framework", framework, "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w"),
+        *("--model-config", model),
     )
     assert code == 0, err
+    assert out["model"]["parameters"] == 156_480 and not out["model"]["stand_in"]
+    assert out["model"]["source"] == str(model)
+    # fp32 on CPU: 4 bytes of weights, 4 of gradients and 8 of Adam's states per parameter.
+    assert out["estimated_memory"]["model_states_bytes"] == 16 * 156_480
     assert out["optimizer_steps"] == 2 and out["samples_per_optimizer_step"] == [8, 8]
     assert out["tokens_per_second"] > 0 and out["peak_memory_bytes"] > 0
     assert out["device"] == "cpu" and out["errors"] == []
@@ -452,6 +462,9 @@ def test_deepspeed_pipeline_engine_runs_accumulation_micro_batches_per_step(tmp_
     assert code == 0, err
     assert (out["data_parallel_size"], out["gradient_accumulation_steps"]) == (1, 4)
     assert out["samples_per_optimizer_step"] == [8, 8]
+    # A spec names no model: the stand-in runs, said first, its count per rank not the model's.
+    assert out["model"]["stand_in"] and out["model"]["parameters"] is None
+    assert "names no model: the tiny stand-in runs" in err.splitlines()[0]
 
 
 @pytest.mark.framework
@@ -841,10 +854,14 @@ def test_the_gpu_check_script_says_so_when_there_is_no_gpu(tmp_path):
 @pytest.mark.framework
 def test_the_hf_trainer_runs_a_published_style_config_as_written(tmp_path):
     """A TRL-style config (its own keys beside TrainingArguments') on 2 CPU ranks: 2 per
-    device × accumulation 8 × 2 = 32 samples per step, counted at the model."""
+    device × accumulation 8 × 2 = 32 samples per step, counted at the model. Its model
+    (Qwen/Qwen2.5-0.5B) is not here: the tiny Llama's config.json is given, and the Trainer
+    trains it as from_config built it."""
     config = Path(__file__).resolve().parent.parent / "fixtures/hf/valid/trl_cli_config.yaml"
     code, out, err = smoke_json(
         config,
+        "--model-config",
+        folder_with(tmp_path, "tiny-llama", TINY),
         "--nproc",
         2,
         "--steps",
@@ -859,6 +876,7 @@ def test_the_hf_trainer_runs_a_published_style_config_as_written(tmp_path):
     )
     assert code == 0, err
     assert out["framework"] == "hf" and out["samples_per_optimizer_step"] == [32, 32]
+    assert out["model"]["parameters"] == 156_480
 
 
 @pytest.mark.framework
