@@ -205,15 +205,28 @@ def test_tune_and_estimate_refuse_a_job_that_names_no_model(tmp_path, command):
     assert ("--model PRESET" if command == "estimate" else "--model tiny") in said
 
 
-def test_tune_refuses_an_engine_that_does_not_build_the_jobs_model(tmp_path):
+def test_tune_refuses_an_engine_that_does_not_build_the_jobs_model(tmp_path, monkeypatch):
+    """torchtitan's engine runs its debug model, not the job's flavor: tuning it would tune a
+    toy (smoke runs it and says so first). (torchtitan need not be here: nothing starts.)"""
+    from translator.plugin import contract
+
+    monkeypatch.setattr(contract, "_installed", lambda package: True)
+    job = Path(__file__).resolve().parent.parent / "fixtures/torchtitan/valid/llama3_8b_fsdp.toml"
+    said = bad(tmp_path, job, "--nproc-per-node", 8, command="tune")
+    assert "the torchtitan engine does not build the job's model (llama3 8B)" in said
+    assert "--model tiny" in said
+
+
+def test_megatron_builds_the_shape_its_flags_give(tmp_path):
     job = tmp_path / "pretrain.sh"
     job.write_text(
-        "torchrun --nproc_per_node 1 pretrain_gpt.py --num-layers 2 --hidden-size 64 "
-        "--num-attention-heads 4 --vocab-size 512 --micro-batch-size 1 --global-batch-size 4 "
-        "--seq-length 32\n"
+        "torchrun --nproc_per_node 1 pretrain_gpt.py --num-layers 4 --hidden-size 64 "
+        "--num-attention-heads 4 --vocab-size 512 --micro-batch-size 1 --global-batch-size 4\n"
     )
-    said = bad(tmp_path, job, command="tune")
-    assert "the megatron engine does not build the job's model" in said and "--model tiny" in said
+    named = run_model.named_in(str(job), None)
+    chosen = run_model.choose(str(job), named, "megatron", "tune", None, layers=2)
+    assert chosen.file == "model/shape.json" and chosen.config["layers"] == 2
+    assert memory.Model(**chosen.config) == chosen.shape
 
 
 @pytest.mark.parametrize(

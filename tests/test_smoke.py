@@ -469,17 +469,25 @@ def test_deepspeed_pipeline_engine_runs_accumulation_micro_batches_per_step(tmp_
 
 @pytest.mark.framework
 def test_a_users_own_launch_script_runs_on_megatron_as_written(tmp_path):
+    """Its model too: the tiny Llama as Megatron's flags give it (GQA, SwiGLU, RMSNorm, rotary,
+    untied, no biases), built by megatron-core as a TransformerConfig, 156,480 parameters."""
     pytest.importorskip("megatron.core")
     script = tmp_path / "train.sh"
     script.write_text(
         "GPUS=${GPUS:-2}\nMBS=2\nARGS=(\n  --micro-batch-size $MBS\n"
-        "  --global-batch-size $((MBS * 4))\n  --seq-length 32\n)\n"
+        "  --global-batch-size $((MBS * 4))\n  --seq-length 32\n"
+        "  --num-layers 2 --hidden-size 64 --num-attention-heads 4 --group-query-attention\n"
+        "  --num-query-groups 2 --ffn-hidden-size 172 --vocab-size 512 --swiglu\n"
+        "  --normalization RMSNorm --position-embedding-type rope --disable-bias-linear\n"
+        "  --untie-embeddings-and-output-weights\n)\n"
         'torchrun --nproc_per_node $GPUS pretrain_gpt.py "${ARGS[@]}"\n'
     )
     code, out, err = smoke_json(script, "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w")
     assert code == 0, err
     assert out["framework"] == "megatron" and out["samples_per_optimizer_step"] == [8, 8]
     assert (tmp_path / "w" / "megatron.sh").read_text() == script.read_text()
+    assert out["model"]["parameters"] == 156_480
+    assert out["model"]["architecture"] == "GPT (Megatron flags)"
 
 
 @pytest.mark.framework

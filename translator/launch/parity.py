@@ -156,7 +156,7 @@ def _same_model(b: runs.Prepared, a: runs.Prepared) -> runs.Prepared:
     """B built as A's model (a spec derived for B names none, the file A read does)."""
     if b.model == a.model:
         return b
-    config = None if a.model.config is None else b.plan.workdir / runs.MODEL_CONFIG
+    config = None if a.model.config is None else b.plan.workdir / a.model.file
     return dataclasses.replace(
         b, model=a.model, plan=dataclasses.replace(b.plan, model=a.plan.model, model_config=config)
     )

@@ -11,6 +11,7 @@ nothing started, nothing downloaded."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, replace
@@ -30,6 +31,8 @@ GIVE_ESTIMATE = (
 )
 #: The engine option of an engine whose ranks build the job's model from its config.json.
 BUILDS = "model_config"
+#: The engine option of an engine whose ranks build the job's model from its shape.
+SHAPED = "model_shape"
 #: Keys that hold a Hugging Face config's depth.
 DEPTH_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
@@ -41,8 +44,8 @@ class RunModel:
     shape: memory.Model
     """Its shape, as built (depth cut to ``--layers``): what the estimates count."""
     config: dict | None = None
-    """The ``config.json`` the ranks build with ``from_config`` (depth cut); None: the
-    stand-in."""
+    """What the ranks build from (depth cut): the ``config.json`` of ``from_config``, or for an
+    engine that builds a shape, the fields of :attr:`shape`; None: the stand-in."""
     named: NamedModel | None = None
     """The job's model as resolved; None when the job names none or the stand-in is asked."""
     stand_in: str = "tiny"
@@ -51,6 +54,8 @@ class RunModel:
     """Why the stand-in runs although it was not asked for (said first); None otherwise."""
     layers: int | None = None
     """``--layers``: the depth it was cut to; None: the job's own."""
+    file: str = "model/config.json"
+    """Where in the work folder the ranks read ``config``."""
 
     @property
     def source(self) -> str:
@@ -126,9 +131,16 @@ def choose(
         if named.model is None:
             raise InputError(f"{named.named}: {named.why}; or a preset as --model")
         return RunModel(_cut(named.model, layers, named.named), named=named, layers=layers)
-    builds = BUILDS in engine(framework).options
+    options = engine(framework).options
+    builds = BUILDS in options or SHAPED in options
     if builds and named.model is None:
         raise InputError(f"{named.named}: {named.why}; or --model tiny for the stand-in")
+    if SHAPED in options and named.model is not None:
+        shape = _cut(named.model, layers, named.named)
+        if ranks_here:
+            check_host_memory(shape, ranks_here, named.named)
+        as_json = dataclasses.asdict(shape)
+        return RunModel(shape, as_json, named, layers=layers, file="model/shape.json")
     config = hf_config(named) if builds else None
     if config is None:
         what = named.architecture or named.named

@@ -28,8 +28,6 @@ from translator.reading import Launch
 from translator.spec import BatchSpec
 from translator.spec_file import WORLD_KEYS, build_spec, spec_values
 
-#: Where in the work folder the ranks find the job's model's config.json.
-MODEL_CONFIG = "model/config.json"
 #: Tokens per sample when neither the config nor --seq-len says.
 DEFAULT_SEQUENCE = {"tiny": 64, "125m": 1024}
 #: Peak dense bf16 FLOP/s per GPU, for MFU (NVIDIA data sheets).
@@ -138,7 +136,7 @@ def prepare(
         rdzv_endpoint=rdzv_endpoint,
         device=device,
         recompute=recompute,
-        model_config=None if chosen.config is None else folder / MODEL_CONFIG,
+        model_config=None if chosen.config is None else folder / chosen.file,
     )
     return Prepared(spec, plan, config_text, findings, expect_global, partners, chosen)
 

@@ -34,8 +34,9 @@ account and fails on any disagreement: the step count against the trainer's
 of every training micro-batch). Peak memory is the Axolotl process's: its peak RSS
 (``RUSAGE_CHILDREN``) on CPU, its ``torch.cuda.max_memory_allocated`` on GPU.
 
-Only ``--model tiny`` is supported (Axolotl needs a Hugging Face model on disk; the tiny Llama
-is written locally, nothing is downloaded). Scratch files, the YAML that ran
+The model is the job's, built by Axolotl itself with its ``reinit_weights`` switch
+(``from_config``, random weights) from a folder holding the job's ``config.json`` and the tiny
+tokenizer; or, as the stand-in, the tiny Llama written locally. Nothing is downloaded. Scratch files, the YAML that ran
 (``axolotl-smoke.yaml``), Axolotl's output (``axolotl-train.log``) and the per-step report
 (``axolotl-steps.json``) stay in ``<results>/axolotl/``.
 """

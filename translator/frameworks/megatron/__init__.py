@@ -24,6 +24,6 @@ FRAMEWORK = from_module(
         "translator.frameworks.megatron.engine",
         requires=("torch", "megatron.core"),
         extra="megatron",
-        options=frozenset({"parity"}),
+        options=frozenset({"parity", "model_shape"}),
     ),
 )
