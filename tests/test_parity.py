@@ -447,7 +447,7 @@ def test_parity_on_axolotl_with_packing_compares_the_same_samples_in_packed_rows
         "sequence_len: 64\nsample_packing: true\n"
     )
     code, out, err = parity_json(
-        packed, "--parity", "micro=2", "--workdir", tmp_path / "w", timeout=1200
+        packed, "--parity", "micro=2", "--model", "tiny", "--workdir", tmp_path / "w", timeout=1200
     )
     assert out is not None, err
     held = set()

@@ -980,16 +980,17 @@ def test_deepspeed_ulysses_counts_each_sequence_group_once(tmp_path):
 
 @pytest.mark.framework
 def test_the_hf_trainer_runs_the_deepspeed_json_its_file_names(tmp_path):
-    """A TrainingArguments file naming a DeepSpeed JSON of "auto" values (ZeRO 2): the Trainer
+    """A TrainingArguments file naming a DeepSpeed JSON of "auto" values (ZeRO 3): the Trainer
     steps through DeepSpeed's engine on 2 CPU ranks, 2 × 2 × 2 = 8 samples per step; the same
-    run, expecting 16, fails naming both numbers."""
+    run, expecting 16, fails naming both numbers. Its model, the tiny Llama, is partitioned
+    over the ranks and counted whole (156,480), its model states estimated over DP 2."""
     (tmp_path / "ds.json").write_text(
         json.dumps(
             {
                 "train_micro_batch_size_per_gpu": "auto",
                 "gradient_accumulation_steps": "auto",
                 "train_batch_size": "auto",
-                "zero_optimization": {"stage": 2},
+                "zero_optimization": {"stage": 3},
             }
         )
     )
@@ -1009,6 +1010,8 @@ def test_the_hf_trainer_runs_the_deepspeed_json_its_file_names(tmp_path):
         "cpu",
         "--expect-global",
         16,
+        "--model-config",
+        folder_with(tmp_path, "tiny-llama", TINY),
         "--workdir",
         tmp_path / "w",
         timeout=600,
@@ -1016,6 +1019,8 @@ def test_the_hf_trainer_runs_the_deepspeed_json_its_file_names(tmp_path):
     assert code == 1, err
     assert out["samples_per_optimizer_step"] == [8, 8]
     assert out["stepped_by"] == "Trainer (DeepSpeedEngine)"
+    assert out["model"]["parameters"] == 156_480
+    assert out["estimated_memory"]["model_states_bytes"] == 16 * 156_480 // 2
     assert "hf consumed 8 samples per optimizer step, not the 16 expected" in err
 
 

@@ -56,6 +56,10 @@ class Prepared:
     such as the DeepSpeed JSON of an HF TrainingArguments file."""
     model: RunModel = field(default_factory=lambda: RunModel(PRESETS["tiny"]))
     """The model the ranks build: the job's own, or the stand-in."""
+    trains: dict = field(default_factory=dict)
+    """How the file trains, as the memory estimate counts it (its ZeRO stage, offload,
+    recompute: :attr:`translator.estimation.Layout.how`); empty for a spec, whose own
+    ``zero_stage`` the estimate takes."""
 
 
 def prepare(
@@ -84,7 +88,7 @@ def prepare(
     world = nproc * nnodes
     text = read_text(path)
     values = spec_values(text, path)
-    named = None
+    named, trains = None, {}
     if values is not None:
         spec, source, findings = _spec_for_world(values, path, world), None, []
         framework = framework or TORCH
@@ -95,6 +99,7 @@ def prepare(
         spec, source = inspection.require_spec(), inspection.reading.framework
         findings, named = inspection.findings, inspection.model
         framework = framework or inspection.reading.framework
+        trains = _trains(path, source, world)
     device = check_engine(framework, spec, device, remote, path)
     chosen = _run_model(
         model, path, named, framework, model_config, layers, None if remote else nproc
@@ -138,7 +143,15 @@ def prepare(
         recompute=recompute,
         model_config=None if chosen.config is None else folder / chosen.file,
     )
-    return Prepared(spec, plan, config_text, findings, expect_global, partners, chosen)
+    return Prepared(spec, plan, config_text, findings, expect_global, partners, chosen, trains)
+
+
+def _trains(path: str, framework: str | None, world: int) -> dict:
+    """How the file at ``path`` trains, as :func:`translator.estimation.layout_of_file` reads
+    it on ``world`` ranks."""
+    from translator.estimation import Flag, layout_of_file
+
+    return layout_of_file(path, framework, [Flag("--world-size", "world_size", world)]).how
 
 
 def _run_model(
@@ -484,6 +497,7 @@ def estimated_memory(prepared: Prepared, sequence_length: int) -> dict:
         sequence_length,
         precision="bf16" if gpu else "fp32",
         overhead=memory.GIB if gpu else 0,
+        **prepared.trains,
     )
     found = memory.estimate(prepared.model.shape, run)
     states = sum(p.bytes for p in found.parts if p.name in memory.STATES)

@@ -88,7 +88,9 @@ def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
     import deepspeed
     import torch
 
-    net = _built(ctx, config)
+    # Built whole, then partitioned by deepspeed.initialize (ZeRO-3 included): deepspeed
+    # 0.19.8's zero.Init fails under torch 2.13 ("Signature mismatch" of Tensor.__new__).
+    net = hub_model.causal_lm(ctx)
     optimizer = (
         parity_rank.sgd(net.parameters())
         if ctx.parity
@@ -123,21 +125,6 @@ def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
     if ctx.parity:
         parity_rank.write(ctx.workdir, ctx.rank, loss, before, net.named_parameters())
     return harness.result(replica=ctx.rank, counts=True, parameters=hub_model.count_parameters(net))
-
-
-def _built(ctx: RunContext, config: dict):
-    """The run's model; the job's own under ZeRO-3 is built inside ``deepspeed.zero.Init``
-    (each rank holds its shard of the weights from the start, as the HF integration does)."""
-    import contextlib
-
-    import deepspeed
-
-    stage = (config.get("zero_optimization") or {}).get("stage", 0)
-    partitioned = ctx.model_config is not None and stage == 3
-    with (
-        deepspeed.zero.Init(config_dict_or_path=config) if partitioned else contextlib.nullcontext()
-    ):
-        return hub_model.causal_lm(ctx)
 
 
 def _sequence_parallel(ctx: RunContext, harness: Harness, config: dict):

@@ -112,12 +112,14 @@ def run(ctx: RunContext):
         use_device(harness)
         settings["deepspeed"] = str(ctx.config.parent / DEEPSPEED_JSON)
     with harness.process_group():
+        # Built before the arguments are parsed, so whole: with DeepSpeed's arguments in place,
+        # from_config under ZeRO-3 builds inside deepspeed.zero.Init, which fails here (its
+        # config sees one rank before DeepSpeed's own process group; under torch 2.13 its
+        # Tensor.__new__ patch fails too). The Trainer's deepspeed.initialize partitions it.
+        net = hub_model.from_config(ctx) if ctx.model_config else stand_in(ctx)
         # transformers types DataClassType as NewType("DataClassType", Any): no class matches it.
         parser = transformers.HfArgumentParser(transformers.TrainingArguments)  # type: ignore[arg-type]
-        # Parsed before the model is built: under ZeRO-3 from_config then builds it inside
-        # deepspeed.zero.Init, as a training script does.
         (args,) = parser.parse_dict(settings, allow_extra_keys=True)
-        net = hub_model.from_config(ctx) if ctx.model_config else stand_in(ctx)
         vocab = hub_model.vocab(ctx)
         rows = 2 * ctx.steps * ctx.spec.global_batch
         dataset = (padded if ctx.parity else random_rows)(rows, ctx.sequence_length, vocab)
