@@ -241,3 +241,36 @@ def test_contradictory_model_flags_are_refused(tmp_path, args, says):
     (tmp_path / "spec.yaml").write_text(SPEC)
     said = bad(tmp_path, tmp_path / "spec.yaml", "--model-config", tmp_path / "m", *args)
     assert says in said and ("has 2 layers" in said or "stand-in" in said)
+
+
+#: Published shapes where the count is more than the Llama formula, each in small (2 layers):
+#: Qwen 2's biased q/k/v projections, Qwen 3's per-head q/k norms and head_dim set apart from
+#: hidden / heads, Gemma 2's four norms a layer, head_dim apart and a tied head by default.
+PUBLISHED_STYLES = {
+    "qwen2": TINY
+    | {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "max_window_layers": 2},
+    "qwen3": TINY | {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 32},
+    "gemma2": {k: v for k, v in TINY.items() if k != "tie_word_embeddings"}
+    | {
+        "architectures": ["Gemma2ForCausalLM"],
+        "model_type": "gemma2",
+        "head_dim": 32,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "query_pre_attn_scalar": 32,
+        "sliding_window": 16,
+    },
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PUBLISHED_STYLES))
+def test_the_analytic_count_follows_what_transformers_builds(tmp_path, kind):
+    """The estimate counted every model as a Llama: Qwen 2 (7.6B) came out 129,024 short,
+    Qwen 3 8B 9,216 short, Gemma 2 2B 45.9 M over."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from translator.rank import hub_model
+
+    ctx = context(tmp_path, PUBLISHED_STYLES[kind])
+    with torch.device("meta"):
+        built = hub_model.count_parameters(hub_model.causal_lm(ctx))
+    assert config_json(ctx.model_config)[0].parameters == built

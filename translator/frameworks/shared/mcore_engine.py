@@ -311,6 +311,9 @@ def architecture(shape: memory.Model) -> dict:
         "activation_func": F.silu if shape.gated else F.gelu,
         "normalization": "LayerNorm" if shape.biases else "RMSNorm",
         "add_bias_linear": shape.biases,
+        "add_qkv_bias": shape.biases or shape.qkv_bias,
+        "qk_layernorm": shape.qk_norm,
+        **({"kv_channels": shape.head_dim} if shape.head_dim else {}),
     }
 
 
