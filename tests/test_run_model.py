@@ -77,6 +77,18 @@ def test_the_model_state_bytes_are_the_built_models_tensors(tmp_path):
     assert estimated == tensors
 
 
+def test_recompute_checkpoints_the_jobs_model(tmp_path):
+    """``tune --recompute`` on the torch engine: every layer of the job's model recomputed."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from translator.rank import hub_model
+
+    net = hub_model.causal_lm(context(tmp_path, TINY), recompute=True)
+    assert net.inner.is_gradient_checkpointing
+    net(torch.randint(0, 512, (2, 9))).backward()
+    assert all(p.grad is not None for p in net.parameters())
+
+
 def test_layers_cut_the_depth_and_keep_the_architecture(tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
@@ -131,8 +143,12 @@ def test_a_smoke_dry_run_gives_the_ranks_the_cut_config(tmp_path):
         "--json",
     )
     assert result.exit_code == 0, result.output
-    argv = json.loads(result.stdout)["command"]
+    out = json.loads(result.stdout)
+    argv = out["command"]
     assert argv[argv.index("--model-config") + 1] == str(tmp_path / "w" / "model/config.json")
+    assert out["model"]["layers"] == 1 and out["model"]["estimated_parameters"] == (
+        156_480 - 45_440  # one layer of the tiny Llama fewer
+    )
     assert not (tmp_path / "w").exists()
 
 

@@ -214,6 +214,7 @@ def _dry_output(prepared, launcher) -> dict:
     plan = prepared.plan
     built = launcher.build(plan, variables(plan.framework, None))
     return prepared.spec.output() | {
+        "model": prepared.model.output(None),
         "framework": plan.framework,
         "launcher": launcher.name,
         "command": built.ranks,
@@ -233,7 +234,9 @@ def _dry_run(prepared, launcher, as_json) -> None:
     import shlex
 
     plan = prepared.plan
-    click.echo(f"# would write {plan.workdir}/spec.json and {plan.workdir}/{plan.config_name}")
+    names = [f"{plan.workdir}/spec.json", f"{plan.workdir}/{plan.config_name}"]
+    names += [str(plan.model_config)] if plan.model_config else []
+    click.echo(f"# would write {', '.join(names[:-1])} and {names[-1]}")
     if not out["files"]:
         click.echo(shlex.join(out["command"]))
         return
