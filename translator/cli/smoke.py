@@ -235,8 +235,9 @@ def _dry_run(prepared, launcher, as_json) -> None:
 
     plan = prepared.plan
     names = [f"{plan.workdir}/spec.json", f"{plan.workdir}/{plan.config_name}"]
-    names += [str(plan.model_config)] if plan.model_config else []
-    click.echo(f"# would write {', '.join(names[:-1])} and {names[-1]}")
+    names = list(dict.fromkeys(names + ([str(plan.model_config)] if plan.model_config else [])))
+    listed = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
+    click.echo(f"# would write {listed}")
     if not out["files"]:
         click.echo(shlex.join(out["command"]))
         return
