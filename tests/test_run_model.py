@@ -290,3 +290,11 @@ def test_the_analytic_count_follows_what_transformers_builds(tmp_path, kind):
     with torch.device("meta"):
         built = hub_model.count_parameters(hub_model.causal_lm(ctx))
     assert config_json(ctx.model_config)[0].parameters == built
+
+
+def test_the_jobs_model_runs_at_the_jobs_sequence_length_or_is_told_one(tmp_path):
+    """The stand-in has a default length; the job's model has none batchspec could pick."""
+    folder_with(tmp_path, "m", TINY)
+    (tmp_path / "spec.yaml").write_text("global_batch_size: 4\nmicro_batch_size: 2\n")
+    said = bad(tmp_path, tmp_path / "spec.yaml", "--model-config", tmp_path / "m")
+    assert "does not say its sequence length: give --seq-len" in said
