@@ -88,7 +88,8 @@ def line(model: dict) -> str:
     from its ``--json`` ``model`` (:meth:`RunModel.output`)."""
     counted = model["parameters"]
     what = f"{counted:,} parameters" if counted else "parameters not reported"
-    cut = f", cut to {model['layers']} layers" if model["layers"] else ""
+    layers = model["layers"]
+    cut = f", cut to {layers} layer{'s' if layers != 1 else ''}" if layers else ""
     head = f"model: {model['architecture']}, {what}{cut} (from {model['source']})"
     return f"{head}; {model['said']}" if model["said"] else head
 
