@@ -298,3 +298,18 @@ def test_the_jobs_model_runs_at_the_jobs_sequence_length_or_is_told_one(tmp_path
     (tmp_path / "spec.yaml").write_text("global_batch_size: 4\nmicro_batch_size: 2\n")
     said = bad(tmp_path, tmp_path / "spec.yaml", "--model-config", tmp_path / "m")
     assert "does not say its sequence length: give --seq-len" in said
+
+
+def test_the_jobs_model_without_transformers_is_refused_naming_it(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "transformers" else real(name, *a),
+    )
+    folder_with(tmp_path, "m", TINY)
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    said = bad(tmp_path, tmp_path / "spec.yaml", "--model-config", tmp_path / "m")
+    assert "transformers, which is not installed here" in said and "--model tiny" in said

@@ -180,7 +180,15 @@ def _config_file(named: NamedModel) -> Path | None:
 
 
 def check_buildable(config: dict, where: str) -> None:
-    """Refuse a config that transformers cannot build as a causal language model here."""
+    """Refuse a config that transformers cannot build as a causal language model here (or at
+    all, where transformers is not installed)."""
+    import importlib.util
+
+    if importlib.util.find_spec("transformers") is None:
+        raise InputError(
+            f"{where}: the ranks build it with transformers, which is not installed here: "
+            "pip install transformers, or --model tiny for the stand-in (nothing was started)"
+        )
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     kind = config.get("model_type")
