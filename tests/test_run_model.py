@@ -313,3 +313,15 @@ def test_the_jobs_model_without_transformers_is_refused_naming_it(tmp_path, monk
     (tmp_path / "spec.yaml").write_text(SPEC)
     said = bad(tmp_path, tmp_path / "spec.yaml", "--model-config", tmp_path / "m")
     assert "transformers, which is not installed here" in said and "--model tiny" in said
+
+
+def test_deepspeeds_pipeline_with_the_jobs_model_is_refused_before_launch(tmp_path):
+    pytest.importorskip("deepspeed")
+    folder_with(tmp_path, "m", TINY)
+    (tmp_path / "pp.yaml").write_text(
+        "global_batch_size: 8\nmicro_batch_size: 2\nsequence_length: 32\n"
+        "pipeline_parallel_size: 2\n"
+    )
+    args = (tmp_path / "pp.yaml", "--framework", "deepspeed", "--nproc-per-node", 2)
+    said = bad(tmp_path, *args, "--model-config", tmp_path / "m")
+    assert "pipeline and Ulysses paths build the stand-in only" in said and "--model tiny" in said

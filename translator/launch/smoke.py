@@ -21,7 +21,13 @@ from translator.memory import PRESETS, Model
 from translator.plugin.registry import get
 from translator.rank import parity_rank
 from translator.rank.context import mentions_out_of_memory
-from translator.rank.engines import TORCH, config_framework, config_refusal, engine
+from translator.rank.engines import (
+    TORCH,
+    config_framework,
+    config_refusal,
+    engine,
+    model_refusal,
+)
 from translator.rank.model import SHAPES, ModelShape
 from translator.rank.result import Measurement, RankResult, merge, read_all
 from translator.reading import Launch
@@ -125,6 +131,8 @@ def prepare(
             findings + rendered.findings,
         )
     why = config_refusal(framework, config_text, partners, path, device)
+    if chosen.config is not None:
+        why = why or model_refusal(framework, spec, config_text)
     if why:
         raise InputError(f"{why} (nothing was started)")
     length = seq_len or spec.sequence_length or sequence_of(chosen, path)

@@ -6,7 +6,9 @@ fed the config, counting through :mod:`translator.rank.harness`) and ``refuse(sp
 -> str | None`` (why it cannot run a layout, asked before any process starts). It may also have
 ``refuse_config(config, partners, where, device) -> str | None``: why it cannot run the config
 text it is fed (with its partner files, name -> text; ``where`` is the user's file) on
-``device``, such as a setting a CPU rank cannot run; also asked before any process starts."""
+``device``, such as a setting a CPU rank cannot run; also asked before any process starts; and
+``refuse_model(spec, config) -> str | None``: why it cannot build the job's model for that
+layout and config (a path of it that builds only the stand-in), asked likewise."""
 
 from __future__ import annotations
 
@@ -123,6 +125,13 @@ def config_refusal(
     ``where``, with ``partners``) on ``device``, else None; see the module's docstring."""
     check = getattr(module(name), "refuse_config", None)
     return None if check is None else check(config, partners, where, device)
+
+
+def model_refusal(name: str, spec, config: str) -> str | None:
+    """Why the ``name`` engine cannot build the job's model for ``spec`` and the ``config``
+    text it is fed (its module's optional ``refuse_model(spec, config)``), else None."""
+    check = getattr(module(name), "refuse_model", None)
+    return None if check is None else check(spec, config)
 
 
 def refusal(name: str, spec, device: str) -> str | None:

@@ -55,6 +55,19 @@ def refuse_config(config: str, partners, where: str, device: str) -> str | None:
     return fp16_refusal(f'{where}: "fp16": {{"enabled": true}}')
 
 
+def refuse_model(spec, config: str) -> str | None:
+    """Why this engine cannot build the job's model for ``spec`` and the JSON ``config``: its
+    pipeline and Ulysses paths build the stand-in's layers only."""
+    data = json.loads(config)
+    sp = data.get("sequence_parallel_size", 1) if isinstance(data, dict) else 1
+    if spec.pipeline_parallel_size > 1 or (isinstance(sp, int) and sp > 1):
+        return (
+            "the DeepSpeed engine's pipeline and Ulysses paths build the stand-in only, not the "
+            "job's model: run them with --model tiny"
+        )
+    return None
+
+
 def run(ctx: RunContext):
     harness = Harness(ctx)
     use_device(harness)
@@ -67,13 +80,6 @@ def run(ctx: RunContext):
         config.setdefault("bf16", {"enabled": True})
     deepspeed.init_distributed(dist_backend="nccl" if harness.on_gpu else "gloo")
     with harness.process_group():
-        if ctx.model_config is not None and (
-            ctx.spec.pipeline_parallel_size > 1 or config.get("sequence_parallel_size", 1) > 1
-        ):
-            raise RuntimeError(
-                "the DeepSpeed engine's pipeline and Ulysses paths build the stand-in only: "
-                "run them with --model tiny"
-            )
         if ctx.spec.pipeline_parallel_size > 1:
             return _pipeline(ctx, harness, config)
         if config.get("sequence_parallel_size", 1) > 1:
