@@ -42,6 +42,7 @@ def test_old_spellings_still_work_in_plan_and_estimate():
     assert json.loads(new.stdout) == json.loads(old.stdout)
     assert json.loads(new.stdout)["world_size"] == 8
     args = ["estimate", "--micro-batch", 1, "--global-batch", 8, "--nnodes", 2, "--json"]
+    args += ["--model", "125m"]
     new, old = run(*args, "--nproc-per-node", 4), run(*args, "--gpus-per-node", 4)
     assert new.exit_code == old.exit_code == 0 and new.stdout == old.stdout
 

@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("axolotl")
 
+from test_named_model import TINY, folder_with  # noqa: E402
+
 from translator.frameworks import FRAMEWORKS  # noqa: E402
 from translator.rank.result import merge, read_all  # noqa: E402
 from translator.render import render  # noqa: E402
@@ -21,7 +23,8 @@ pytestmark = pytest.mark.framework
 def test_axolotl_runs_two_optimizer_steps_of_the_rendered_global_batch(tmp_path):
     """``smoke`` on the rendered YAML: two steps of 4 samples, counted as Axolotl's trainer
     stepped; ``--expect-global 8`` makes the same run fail, naming both numbers (one run: each
-    costs about a minute here)."""
+    costs about a minute here). The model is the tiny Llama's config.json, which Axolotl builds
+    itself with ``reinit_weights`` (156,480 parameters, as its trainer's model counts them)."""
     spec = BatchSpec(global_batch_size=4, micro_batch_size=2, world_size=1, sequence_length=64)
     assert spec.gradient_accumulation_steps == 2
     (tmp_path / "axolotl.yaml").write_text(render(spec, FRAMEWORKS["axolotl"]).text)
@@ -29,7 +32,8 @@ def test_axolotl_runs_two_optimizer_steps_of_the_rendered_global_batch(tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "translator", "smoke", str(tmp_path / "axolotl.yaml")]
         + ["--framework", "axolotl", "--nproc-per-node", "1", "--steps", "2", "--device", "cpu"]
-        + ["--expect-global", "8", "--workdir", str(work), "--json"],
+        + ["--expect-global", "8", "--workdir", str(work), "--json"]
+        + ["--model-config", str(folder_with(tmp_path, "tiny-llama", TINY))],
         env=dict(os.environ, HF_HUB_OFFLINE="1", AXOLOTL_DO_NOT_TRACK="1"),
         capture_output=True,
         text=True,
@@ -47,7 +51,8 @@ def test_axolotl_runs_two_optimizer_steps_of_the_rendered_global_batch(tmp_path)
     assert measured.optimizer_steps == 2
     assert measured.samples_per_optimizer_step == [4, 4]
     assert measured.device == "cpu" and measured.peak_memory_bytes > 0
-    assert results[0].parameters > 0 and results[0].sequence_length == 64
+    assert results[0].parameters == 156_480 and results[0].sequence_length == 64
+    assert "reinit_weights: true" in (out / "axolotl" / "axolotl-smoke.yaml").read_text()
     assert all(t > 0 for t in results[0].step_times)
 
     # Axolotl's own account agrees: its trainer's global_step, and its running token count

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from test_named_model import TINY, folder_with
 
 from translator.cli import main
 from translator.launch import parity_compare
@@ -169,10 +170,15 @@ def test_slurm_dry_run_shows_both_jobs(spec, tmp_path, fake_sinfo):
 
 
 def test_two_splits_of_one_batch_train_the_same_step_on_the_torch_engine(spec, tmp_path):
+    """On the job's model (the tiny Llama's config.json): B, a spec derived from A, builds the
+    same model, from the same initial weights."""
     code, out, err = parity_json(
-        spec, "--nproc-per-node", 2, "--parity", "micro=2,nproc=1", "--workdir", tmp_path / "w"
+        spec,
+        *("--nproc-per-node", 2, "--parity", "micro=2,nproc=1", "--workdir", tmp_path / "w"),
+        *("--model-config", folder_with(tmp_path, "tiny-llama", TINY)),
     )
     assert code == 0, err
+    assert out["a"]["model"]["parameters"] == out["b"]["model"]["parameters"] == 156_480
     assert out["parity"] is True and out["errors"] == []
     assert (out["a"]["data_parallel_size"], out["b"]["data_parallel_size"]) == (2, 1)
     assert out["a"]["samples_per_optimizer_step"] == out["b"]["samples_per_optimizer_step"] == [8]
@@ -455,7 +461,7 @@ def test_parity_on_axolotl_with_packing_compares_the_same_samples_in_packed_rows
         "sequence_len: 64\nsample_packing: true\n"
     )
     code, out, err = parity_json(
-        packed, "--parity", "micro=2", "--workdir", tmp_path / "w", timeout=1200
+        packed, "--parity", "micro=2", "--model", "tiny", "--workdir", tmp_path / "w", timeout=1200
     )
     assert out is not None, err
     held = set()

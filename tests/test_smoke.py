@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_named_model import TINY, folder_with
 
 from translator.cli import main
 from translator.launch import command, slurm
@@ -430,11 +431,20 @@ def test_mfu_formula_on_a_known_gpu(spec, tmp_path):
 @pytest.mark.framework
 @pytest.mark.parametrize("framework", ["deepspeed", "torch"])
 def test_two_cpu_ranks_take_two_steps_of_exactly_the_global_batch(spec, tmp_path, framework):
+    """On the job's model, the tiny Llama of issue 27, as its config.json (156,480 parameters
+    counted on the model the ranks built), the estimate of its model states beside the peak."""
     pytest.importorskip("deepspeed" if framework == "deepspeed" else "torch")
+    model = folder_with(tmp_path, "tiny-llama", TINY)
     code, out, err = smoke_json(
-        spec, "--framework", framework, "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w"
+        spec,
+        *("--framework", framework, "--nproc", 2, "--steps", 2, "--workdir", tmp_path / "w"),
+        *("--model-config", model),
     )
     assert code == 0, err
+    assert out["model"]["parameters"] == 156_480 and not out["model"]["stand_in"]
+    assert out["model"]["source"] == str(model)
+    # fp32 on CPU: 4 bytes of weights, 4 of gradients and 8 of Adam's states per parameter.
+    assert out["estimated_memory"]["model_states_bytes"] == 16 * 156_480
     assert out["optimizer_steps"] == 2 and out["samples_per_optimizer_step"] == [8, 8]
     assert out["tokens_per_second"] > 0 and out["peak_memory_bytes"] > 0
     assert out["device"] == "cpu" and out["errors"] == []
@@ -452,15 +462,24 @@ def test_deepspeed_pipeline_engine_runs_accumulation_micro_batches_per_step(tmp_
     assert code == 0, err
     assert (out["data_parallel_size"], out["gradient_accumulation_steps"]) == (1, 4)
     assert out["samples_per_optimizer_step"] == [8, 8]
+    # A spec names no model: the stand-in runs, said first, its count per rank not the model's.
+    assert out["model"]["stand_in"] and out["model"]["parameters"] is None
+    assert "names no model: the tiny stand-in runs" in err.splitlines()[0]
 
 
 @pytest.mark.framework
 def test_a_users_own_launch_script_runs_on_megatron_as_written(tmp_path):
+    """Its model too: the tiny Llama as Megatron's flags give it (GQA, SwiGLU, RMSNorm, rotary,
+    untied, no biases), built by megatron-core as a TransformerConfig, 156,480 parameters."""
     pytest.importorskip("megatron.core")
     script = tmp_path / "train.sh"
     script.write_text(
         "GPUS=${GPUS:-2}\nMBS=2\nARGS=(\n  --micro-batch-size $MBS\n"
-        "  --global-batch-size $((MBS * 4))\n  --seq-length 32\n)\n"
+        "  --global-batch-size $((MBS * 4))\n  --seq-length 32\n"
+        "  --num-layers 2 --hidden-size 64 --num-attention-heads 4 --group-query-attention\n"
+        "  --num-query-groups 2 --ffn-hidden-size 172 --vocab-size 512 --swiglu\n"
+        "  --normalization RMSNorm --position-embedding-type rope --disable-bias-linear\n"
+        "  --untie-embeddings-and-output-weights\n)\n"
         'torchrun --nproc_per_node $GPUS pretrain_gpt.py "${ARGS[@]}"\n'
     )
     code, out, err = smoke_json(
@@ -469,6 +488,8 @@ def test_a_users_own_launch_script_runs_on_megatron_as_written(tmp_path):
     assert code == 0, err
     assert out["framework"] == "megatron" and out["samples_per_optimizer_step"] == [8, 8]
     assert (tmp_path / "w" / "megatron.sh").read_text() == script.read_text()
+    assert out["model"]["parameters"] == 156_480
+    assert out["model"]["architecture"] == "GPT (Megatron flags)"
 
 
 @pytest.mark.framework
@@ -854,10 +875,14 @@ def test_the_gpu_check_script_says_so_when_there_is_no_gpu(tmp_path):
 @pytest.mark.framework
 def test_the_hf_trainer_runs_a_published_style_config_as_written(tmp_path):
     """A TRL-style config (its own keys beside TrainingArguments') on 2 CPU ranks: 2 per
-    device × accumulation 8 × 2 = 32 samples per step, counted at the model."""
+    device × accumulation 8 × 2 = 32 samples per step, counted at the model. Its model
+    (Qwen/Qwen2.5-0.5B) is not here: the tiny Llama's config.json is given, and the Trainer
+    trains it as from_config built it."""
     config = Path(__file__).resolve().parent.parent / "fixtures/hf/valid/trl_cli_config.yaml"
     code, out, err = smoke_json(
         config,
+        "--model-config",
+        folder_with(tmp_path, "tiny-llama", TINY),
         "--nproc",
         2,
         "--steps",
@@ -874,6 +899,7 @@ def test_the_hf_trainer_runs_a_published_style_config_as_written(tmp_path):
     )
     assert code == 0, err
     assert out["framework"] == "hf" and out["samples_per_optimizer_step"] == [32, 32]
+    assert out["model"]["parameters"] == 156_480
 
 
 @pytest.mark.framework
@@ -970,16 +996,17 @@ def test_deepspeed_ulysses_counts_each_sequence_group_once(tmp_path):
 
 @pytest.mark.framework
 def test_the_hf_trainer_runs_the_deepspeed_json_its_file_names(tmp_path):
-    """A TrainingArguments file naming a DeepSpeed JSON of "auto" values (ZeRO 2): the Trainer
+    """A TrainingArguments file naming a DeepSpeed JSON of "auto" values (ZeRO 3): the Trainer
     steps through DeepSpeed's engine on 2 CPU ranks, 2 × 2 × 2 = 8 samples per step; the same
-    run, expecting 16, fails naming both numbers."""
+    run, expecting 16, fails naming both numbers. Its model, the tiny Llama, is partitioned
+    over the ranks and counted whole (156,480), its model states estimated over DP 2."""
     (tmp_path / "ds.json").write_text(
         json.dumps(
             {
                 "train_micro_batch_size_per_gpu": "auto",
                 "gradient_accumulation_steps": "auto",
                 "train_batch_size": "auto",
-                "zero_optimization": {"stage": 2},
+                "zero_optimization": {"stage": 3},
             }
         )
     )
@@ -999,6 +1026,8 @@ def test_the_hf_trainer_runs_the_deepspeed_json_its_file_names(tmp_path):
         "cpu",
         "--expect-global",
         16,
+        "--model-config",
+        folder_with(tmp_path, "tiny-llama", TINY),
         "--workdir",
         tmp_path / "w",
         timeout=600,
@@ -1006,6 +1035,8 @@ def test_the_hf_trainer_runs_the_deepspeed_json_its_file_names(tmp_path):
     assert code == 1, err
     assert out["samples_per_optimizer_step"] == [8, 8]
     assert out["stepped_by"] == "Trainer (DeepSpeedEngine)"
+    assert out["model"]["parameters"] == 156_480
+    assert out["estimated_memory"]["model_states_bytes"] == 16 * 156_480 // 2
     assert "hf consumed 8 samples per optimizer step, not the 16 expected" in err
 
 

@@ -18,8 +18,11 @@ SEQ64 = "global_batch_size: 64\nworld_size: 2\nsequence_length: 64\n"
 
 
 def tune(*args, timeout=600):
+    """``batchspec tune``, on the tiny stand-in unless the test names a model (the stand-in is
+    asked for: a spec names no model)."""
+    model = () if any(a in ("--model", "--model-config") for a in args) else ("--model", "tiny")
     done = subprocess.run(
-        [sys.executable, "-m", "translator", "tune", *map(str, args)],
+        [sys.executable, "-m", "translator", "tune", *map(str, args), *model],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -69,6 +72,9 @@ def test_tune_finds_the_memory_edge_and_every_probe_counts_g(tmp_path, spec512):
     assert pick["micro_batch_size"] == fastest["micro_batch_size"]
     assert all(p["estimated_memory_bytes"] > 0 and p["peak_memory_bytes"] > 0 for p in ran)
     assert out["memory_fit"]["bytes_per_sample"] > 0
+    # The stand-in, asked for: its parameters as the probes' ranks counted them.
+    assert out["model"]["stand_in"] and out["model"]["source"] == "built in code (--model tiny)"
+    assert out["model"]["parameters"] == max(p["parameters"] for p in ran) > 0
     written = json.loads(Path(out["files"]["deepspeed"]).read_text())
     assert written["train_micro_batch_size_per_gpu"] == pick["micro_batch_size"]
     assert written["gradient_accumulation_steps"] == pick["gradient_accumulation_steps"]
@@ -287,6 +293,8 @@ def test_ctrl_c_mid_probe_stops_every_rank_and_prints_the_probes_so_far(tmp_path
             "cpu",
             "--steps",
             "100000",
+            "--model",
+            "tiny",
             "--workdir",
             str(workdir),
         ],

@@ -49,7 +49,7 @@ def test_on_by_default_when_the_file_gives_a_split_and_the_engine_checks_parity(
 def test_parity_asked_where_it_cannot_run_stops_before_any_probe(tmp_path, text, extra, message):
     path = tmp_path / "spec.yaml"
     path.write_text(text)
-    result = run("tune", path, "--parity", *extra, "--workdir", tmp_path / "w")
+    result = run("tune", path, "--parity", *extra, "--model", "tiny", "--workdir", tmp_path / "w")
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "w").exists()

@@ -121,6 +121,9 @@ class Report:
     or when none does)."""
     findings: list[Finding] = field(default_factory=list)
     """``memory-exceeds-capacity`` when it does not fit."""
+    source: dict | None = None
+    """Where the model came from (``source``, ``architecture``, ``parameters``): the job's
+    model as resolved; None for a preset or a config.json given as ``--model``."""
 
     @property
     def spec(self) -> BatchSpec:
@@ -129,7 +132,12 @@ class Report:
     def as_dict(self) -> dict:
         """``estimate --json``'s object."""
         return {
-            "model": self.shape.name,
+            "model": self.source
+            or {
+                "source": "--model",
+                "architecture": self.shape.name,
+                "parameters": self.shape.parameters,
+            },
             "parameters": self.shape.parameters,
             "sequence_length": self.sequence_length,
             "layout": self.spec.output(),
@@ -365,13 +373,14 @@ def _apply_settings(layout: Layout, settings: Settings, flags: list[Flag]) -> No
 
 def estimate(
     layout: Layout,
-    model: str,
+    model: str | memory.Model,
     *,
     capacity: int | None = None,
     where: str | None = None,
     **how,
 ) -> Report:
-    """The estimate of ``layout`` with ``model`` (a preset or a config.json); ``how`` is
+    """The estimate of ``layout`` with ``model`` (a preset, a config.json, or the shape of the
+    job's model as resolved); ``how`` is
     :func:`translator.memory.run_of`'s keywords for what a file does not say (precision,
     attention, overhead); ``where`` names the file in a finding."""
     spec = layout.spec
@@ -380,7 +389,7 @@ def estimate(
             "the micro-batch is not decided: give --micro-batch (batchspec plan lists the options)"
         )
     seq_len = spec.sequence_length or DEFAULT_SEQUENCE
-    shape = memory.model_named(model, seq_len)
+    shape = model if isinstance(model, memory.Model) else memory.model_named(model, seq_len)
     run = memory.run_of(spec, seq_len, **(how | layout.how))
     found = Report(layout, shape, seq_len, run, memory.estimate(shape, run), capacity)
     if capacity:

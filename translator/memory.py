@@ -63,14 +63,27 @@ class Model:
     biases: bool = True
     """GPT-style: LayerNorms with a bias and biases in every linear layer; Llama-style models
     have RMSNorm weights only and no biases."""
+    head_dim: int = 0
+    """Width of one attention head when the config sets it apart from ``hidden / heads``
+    (Gemma 2, Qwen 3); 0: ``hidden / heads``."""
+    qkv_bias: bool = False
+    """Biases on the query, key and value projections of a model with no other biases (Qwen 2;
+    ``attention_bias`` of the Llama family)."""
+    qk_norm: bool = False
+    """A norm of one head's width on the queries and on the keys (Qwen 3, Gemma 3)."""
+    layer_norms: int = 2
+    """Norms per layer: 2, or 4 with norms after attention and after the MLP too (Gemma 2, 3)."""
 
     @property
     def layer_parameters(self) -> int:
-        h, kv = self.hidden, self.hidden * self.kv_heads // self.heads
-        attention = 2 * h * h + 2 * h * kv
+        h, d = self.hidden, self.head_dim or self.hidden // self.heads
+        q, kv = self.heads * d, self.kv_heads * d
+        attention = 2 * h * q + 2 * h * kv
         mlp = (3 if self.gated else 2) * h * self.ffn
-        norms = 2 * h * (2 if self.biases else 1)
-        biases = (h + 2 * kv + h + self.ffn + h) if self.biases else 0
+        norms = self.layer_norms * h * (2 if self.biases else 1) + (2 * d if self.qk_norm else 0)
+        biases = (q + 2 * kv + h + self.ffn + h) if self.biases else 0
+        if self.qkv_bias and not self.biases:
+            biases = q + 2 * kv
         return attention + mlp + norms + biases
 
     @property
@@ -147,6 +160,8 @@ def hf_shape(data: dict, where: str, name: str) -> Model:
     hidden = first("hidden_size", "n_embd", "d_model")
     heads = first("num_attention_heads", "n_head")
     gpt2 = "n_embd" in data
+    kind = data.get("model_type")
+    head_dim = first("head_dim", default=hidden // heads)
     return Model(
         name=name,
         layers=first("num_hidden_layers", "n_layer"),
@@ -159,7 +174,20 @@ def hf_shape(data: dict, where: str, name: str) -> Model:
         tied=bool(data.get("tie_word_embeddings", True)),
         positions=first("n_positions", default=1024) if gpt2 else 0,
         biases=gpt2,
+        head_dim=0 if head_dim * heads == hidden else head_dim,
+        qkv_bias=kind in QKV_BIAS or bool(data.get("attention_bias")),
+        qk_norm=kind in QK_NORM,
+        layer_norms=4 if kind in SANDWICH_NORMS else 2,
     )
+
+
+#: Model types whose query, key and value projections have biases whatever the config says
+#: (transformers' ``Qwen2Attention``).
+QKV_BIAS = frozenset({"qwen2"})
+#: Model types with a per-head norm on queries and keys (``q_norm``, ``k_norm``).
+QK_NORM = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text"})
+#: Model types with four norms a layer (before and after attention and the MLP).
+SANDWICH_NORMS = frozenset({"gemma2", "gemma3", "gemma3_text"})
 
 
 @dataclass(frozen=True)
@@ -295,11 +323,14 @@ def estimate(model: Model, run: Run) -> Estimate:
 
 def shard_parameters(model: Model, run: Run) -> int:
     """Parameters on the most loaded rank: its layers over TP, the embedding (over TP) on the
-    first stage, and the untied head as well when one stage holds both ends."""
+    first stage, and the untied head and the final norm (whole on every TP rank) as well when
+    one stage holds both ends."""
     t, p = run.tensor, run.pipeline
     embedding = model.vocab * model.hidden + model.positions * model.hidden
     head = 0 if model.tied or p > 1 else model.vocab * model.hidden
-    return math.ceil(model.layers / p) * model.layer_parameters // t + (embedding + head) // t
+    final_norm = 0 if p > 1 else model.hidden * (2 if model.biases else 1)
+    layers = math.ceil(model.layers / p) * model.layer_parameters // t
+    return layers + (embedding + head) // t + final_norm
 
 
 #: The model states' parts, in the order shown, with the ZeRO stage from which each is sharded.

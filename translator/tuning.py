@@ -42,6 +42,8 @@ class Probe:
     out_of_memory: bool = False
     seconds: float = 0.0
     """Wall time of the probe, launch included."""
+    parameters: int | None = None
+    """Parameters of the model as the probe's ranks built it (None when they did not say)."""
 
     def as_dict(self) -> dict:
         c = self.candidate
@@ -57,6 +59,7 @@ class Probe:
             "estimated_memory_bytes": self.estimated_memory_bytes,
             "out_of_memory": self.out_of_memory,
             "seconds": round(self.seconds, 2),
+            "parameters": self.parameters,
         }
 
 

@@ -6,6 +6,7 @@ import click
 
 from translator import frameworks
 from translator.cli.common import (
+    COUNT,
     SPEC_FLAGS,
     command,
     emit_json,
@@ -19,10 +20,10 @@ from translator.cli.common import (
 from translator.cli.options import parse_memory, run_options
 from translator.memory import GIB, PRESETS
 
-#: --model's help, shared with tune.
+#: --model's help.
 MODEL_HELP = (
     f"A preset ({', '.join(PRESETS)}) or a local Hugging Face config.json (read, "
-    "nothing downloaded)."
+    "nothing downloaded), instead of the model FILE names (the default)."
 )
 
 #: How each run setting a file fixes is named in the table's header.
@@ -43,7 +44,15 @@ LABELS = {
     type=click.Choice(frameworks.names()),
     help="Read FILE as this framework's config (default: detect).",
 )
-@click.option("--model", default="125m", show_default=True, help=MODEL_HELP)
+@click.option("--model", help=MODEL_HELP)
+@click.option(
+    "--model-config",
+    metavar="PATH",
+    help="The job's model's config.json (or its folder), for a job whose model is not found here.",
+)
+@click.option(
+    "--layers", type=COUNT, help="Cut the job's model to N layers, keeping its architecture."
+)
 @click.option(
     "--recompute",
     type=click.Choice(["none", "selective", "full"]),
@@ -65,6 +74,8 @@ def estimate(
     file: str | None,
     framework,
     model,
+    model_config,
+    layers,
     recompute,
     zero_stage,
     precision,
@@ -110,20 +121,42 @@ def estimate(
         layout = layout_of_flags(flags, names)
     else:
         layout = layout_of_file(file, framework, flags)
+    limit = parse_memory(capacity, "--capacity")
+    fixed = parse_memory(overhead or "1G", "--overhead") or 0
+    chosen = _model(file, framework, model, model_config, layers)
     found = estimate_layout(
         layout,
-        model,
-        capacity=parse_memory(capacity, "--capacity"),
+        model or chosen.shape,
+        capacity=limit,
         where=file,
         precision=precision or "bf16",
         attention=attention,
-        overhead=parse_memory(overhead or "1G", "--overhead") or 0,
+        overhead=fixed,
     )
+    if model is None:
+        found.source = chosen.output(chosen.shape.parameters)
     if as_json:
         emit_json(found.as_dict())
     else:
         _print(found)
     exit_for(found.findings)
+
+
+def _model(file, framework, model, model_config, layers):
+    """The model FILE names, as :func:`translator.launch.run_model.choose` finds it for an
+    estimate; a preset or config.json given as ``--model`` is read by the estimate itself."""
+    from translator.errors import InputError
+    from translator.launch import run_model
+
+    if model is not None:
+        if model_config is not None or layers is not None:
+            raise InputError(
+                f"--model {model} names the model: give it without --model-config and --layers"
+            )
+        return None
+    named = None if file is None else run_model.named_in(file, model_config)
+    where = file or "estimate without a FILE"
+    return run_model.choose(where, named, framework or "", "estimate", None, layers, model_config)
 
 
 def _print(found) -> None:
@@ -132,6 +165,10 @@ def _print(found) -> None:
     shape, spec, run, layout = found.shape, found.spec, found.run, found.layout
     offload = f", offload {'+'.join(sorted(run.offload))}" if run.offload else ""
     parallel = ", sequence parallel" if run.sequence_parallel else ""
+    if found.source is not None:
+        from translator.launch.run_model import line
+
+        click.echo(printable(line(found.source)))
     click.echo(
         f"{shape.name}: {shape.parameters:,} parameters; micro-batch "
         f"{spec.micro_batch_size}, sequence {found.sequence_length}, DP {spec.data_parallel_size}, TP "

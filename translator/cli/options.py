@@ -56,9 +56,20 @@ RUN_OPTIONS = [
     click.option(
         "--model",
         type=click.Choice(["tiny", "125m"]),
-        default="tiny",
-        show_default=True,
-        help="A GPT-style model built in code with random weights.",
+        help="Run a stand-in instead of the job's model: a GPT-style model built in code with "
+        "random weights (default: the job's own model, built with random weights).",
+    ),
+    click.option(
+        "--model-config",
+        metavar="PATH",
+        help="The job's model's config.json (or its folder), for a job whose model is not "
+        "found here (nothing is downloaded).",
+    ),
+    click.option(
+        "--layers",
+        type=COUNT,
+        help="Cut the job's model to N layers, keeping its architecture (run an 8B job's "
+        "code path on a laptop or in CI).",
     ),
     click.option(
         "--timeout",

@@ -14,6 +14,7 @@ from translator.cli.common import (
     emit_json,
     print_findings,
     print_table,
+    printable,
 )
 from translator.cli.options import engine_options, parse_memory, pop_launcher
 
@@ -59,6 +60,8 @@ def smoke(
     steps,
     seq_len,
     model,
+    model_config,
+    layers,
     timeout,
     memory_limit,
     workdir,
@@ -107,6 +110,8 @@ def smoke(
             expect_global,
             remote=launcher.remote,
             dry_run=dry_run,
+            model_config=model_config,
+            layers=layers,
         )
 
     if parity is not None:
@@ -131,6 +136,8 @@ def smoke(
         return _dry_run(prepared, launcher, as_json)
     say = Progress()  # stderr: with --json, stdout holds the one object and nothing else
     plan = prepared.plan
+    if prepared.model.said:
+        say(f"smoke: {prepared.model.said}")
     say(
         f"smoke: {runs.engine_words(runs.engine_info(prepared))} on {plan.device}, "
         f"{counted(nnodes, 'node')} × {plan.nproc}, "
@@ -145,6 +152,9 @@ def smoke(
     if as_json:
         emit_json(out)
     else:
+        from translator.launch import run_model
+
+        click.echo(printable(run_model.line(out["model"])))
         if out["optimizer_steps"] == steps:
             _table(out)
         elif out["optimizer_steps"]:  # stopped early: what ran, or (none ran) only the error
@@ -207,6 +217,7 @@ def _dry_output(prepared, launcher) -> dict:
     built = launcher.build(plan, variables(plan.framework, None))
     return prepared.spec.output() | {
         "engine": engine_info(prepared),
+        "model": prepared.model.output(None),
         "framework": plan.framework,
         "launcher": launcher.name,
         "command": built.ranks,
@@ -227,7 +238,10 @@ def _dry_run(prepared, launcher, as_json) -> None:
     import shlex
 
     plan = prepared.plan
-    click.echo(f"# would write {plan.workdir}/spec.json and {plan.workdir}/{plan.config_name}")
+    names = [f"{plan.workdir}/spec.json", f"{plan.workdir}/{plan.config_name}"]
+    names = list(dict.fromkeys(names + ([str(plan.model_config)] if plan.model_config else [])))
+    listed = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
+    click.echo(f"# would write {listed}")
     if not out["files"]:
         click.echo(shlex.join(out["command"]))
         return
@@ -265,6 +279,7 @@ def _table(out: dict, stopped_of: int | None = None) -> None:
             None if out["step_time_seconds"] is None else f"{out['step_time_seconds']:.3f} s",
         ),
         ("peak memory", mem(out["peak_memory_bytes"])),
+        ("estimated", _estimated(out.get("estimated_memory"))),
         ("device", out["device"]),
         ("stepped by", out["stepped_by"]),
     ]
@@ -276,3 +291,13 @@ def _table(out: dict, stopped_of: int | None = None) -> None:
         rows = [rows[0]] + [(k, v) for k, v in rows[6:] if v is not None]
         title += ": what ran before it stopped"
     print_table(rows, title=title)
+
+
+def _estimated(found: dict | None) -> str | None:
+    """The memory estimate of the run as it ran (model states, and all parts), beside the peak."""
+    if not found:
+        return None
+    return (
+        f"{found['model_states_bytes'] / 2**20:.0f} MiB model states, "
+        f"{found['total_bytes'] / 2**20:.0f} MiB in all (batchspec estimate)"
+    )

@@ -20,7 +20,7 @@ class SmokePlan:
     steps: int
     """Optimizer steps."""
     model: str
-    """Model name (``tiny``, ``125m``)."""
+    """The stand-in's name (``tiny``, ``125m``), built when ``model_config`` is None."""
     sequence_length: int
     """Tokens per sample."""
     workdir: Path
@@ -35,6 +35,9 @@ class SmokePlan:
     """``gpu``, ``cpu`` or ``auto`` (a GPU when the node has one)."""
     recompute: bool = False
     """Recompute each layer's activations in the backward pass (engines that can say so)."""
+    model_config: Path | None = None
+    """The ``config.json`` of the job's model the ranks build (written into the work folder,
+    its depth cut to ``--layers``); None: the stand-in."""
     parity: bool = False
     """One side of a parity check: the ranks run its samples and optimizer and write their loss
     and update (:mod:`translator.rank.parity_rank`)."""
@@ -65,6 +68,7 @@ def worker_args(plan: SmokePlan) -> list[str]:
         str(plan.steps),
         "--model",
         plan.model,
+        *(["--model-config", str(plan.model_config)] if plan.model_config else []),
         "--seq-len",
         str(plan.sequence_length),
         "--device",

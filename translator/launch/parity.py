@@ -140,6 +140,16 @@ def world_of(path: str, nnodes: int, default: int) -> int:
     return world // nnodes if isinstance(world, int) and world % nnodes == 0 else default
 
 
+def _same_model(b: runs.Prepared, a: runs.Prepared) -> runs.Prepared:
+    """B built as A's model (a spec derived for B names none, the file A read does)."""
+    if b.model == a.model:
+        return b
+    config = None if a.model.config is None else b.plan.workdir / a.model.file
+    return dataclasses.replace(
+        b, model=a.model, plan=dataclasses.replace(b.plan, model=a.plan.model, model_config=config)
+    )
+
+
 def sides(
     path: str,
     parity: str,
@@ -168,7 +178,7 @@ def sides(
     else:
         b_path, source = parity, parity
         b_nproc, b_nnodes = world_of(parity, nnodes, nproc), nnodes
-    b = _for_parity(prepare(b_path, b_nproc, b_nnodes, root / "b"))
+    b = _same_model(_for_parity(prepare(b_path, b_nproc, b_nnodes, root / "b")), a)
     if b.spec.global_batch != a.spec.global_batch:
         raise InputError(
             f"{parity} gives global batch {b.spec.global_batch_size}, {path} gives "

@@ -10,12 +10,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from translator import memory
 from translator.errors import ConfigError, InputError
 from translator.files import write_atomic, write_files
 from translator.findings import finding
 from translator.launch import command, runner
 from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
+from translator.launch.run_model import RunModel
 from translator.spec import BatchSpec
 from translator.tuning import Candidate, Probe
 
@@ -46,6 +48,15 @@ class Setup:
     """``time.monotonic()`` by which the whole tune must end (``--timeout``)."""
     in_allocation: bool = False
     """Inside a Slurm allocation: each probe is an ``srun`` job step."""
+    model: RunModel | None = None
+    """The model every probe builds (None: the plan's stand-in)."""
+
+    @property
+    def shape(self) -> memory.Model:
+        """The probes' model's shape, for the estimate."""
+        if self.model is not None:
+            return self.model.shape
+        return memory.model_named(self.plan.model, self.plan.sequence_length)
 
 
 def candidate_spec(spec: BatchSpec, c: Candidate) -> BatchSpec:
@@ -71,9 +82,7 @@ def probe_folder(setup: Setup, c: Candidate) -> Path:
 def estimator(setup: Setup, **how):
     """Candidate -> estimated bytes per GPU for the probes' model (``how``: the keywords of
     :func:`translator.memory.run_of`; recompute follows the candidate)."""
-    from translator import memory
-
-    shape = memory.model_named(setup.plan.model, setup.plan.sequence_length)
+    shape = setup.shape
 
     def estimate(c: Candidate) -> int:
         run = memory.run_of(
@@ -101,7 +110,7 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
         plan.nproc,
         plan.nnodes,
         plan.steps,
-        plan.model,
+        setup.model or plan.model,
         plan.sequence_length,
         folder,
         device=plan.device,
@@ -147,6 +156,7 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
         estimated,
         oom,
         time.monotonic() - start,
+        runs.built_parameters(report.results, prepared.spec),
     )
 
 

@@ -4,6 +4,7 @@ optimizer step consumed exactly the global batch."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,11 +16,20 @@ from translator.launch import command
 from translator.launch import workdir as workdirs
 from translator.launch.launcher import Launcher
 from translator.launch.progress import Progress, duration
+from translator.launch.run_model import RunModel, choose
+from translator.memory import PRESETS, Model
 from translator.plugin.contract import Framework
 from translator.plugin.registry import get
 from translator.rank import parity_rank
 from translator.rank.context import mentions_out_of_memory
-from translator.rank.engines import TORCH, config_framework, config_refusal, engine, zero_stage
+from translator.rank.engines import (
+    TORCH,
+    config_framework,
+    config_refusal,
+    engine,
+    model_refusal,
+    zero_stage,
+)
 from translator.rank.model import SHAPES, ModelShape
 from translator.rank.result import Measurement, RankResult, merge, read_all
 from translator.reading import Launch, Reading
@@ -52,6 +62,12 @@ class Prepared:
     partner_files: dict[str, str] = field(default_factory=dict)
     """Files the config names that the engine runs with it (name in the work folder -> text),
     such as the DeepSpeed JSON of an HF TrainingArguments file."""
+    model: RunModel = field(default_factory=lambda: RunModel(PRESETS["tiny"]))
+    """The model the ranks build: the job's own, or the stand-in."""
+    trains: dict = field(default_factory=dict)
+    """How the file trains, as the memory estimate counts it (its ZeRO stage, offload,
+    recompute: :attr:`translator.estimation.Layout.how`); empty for a spec, whose own
+    ``zero_stage`` the estimate takes."""
 
 
 def prepare(
@@ -60,7 +76,7 @@ def prepare(
     nproc: int | None,
     nnodes: int,
     steps: int,
-    model: str,
+    model: str | RunModel | None,
     seq_len: int | None,
     workdir: Path | None,
     rdzv_endpoint: str | None = None,
@@ -69,14 +85,20 @@ def prepare(
     recompute: bool = False,
     remote: bool = False,
     dry_run: bool = False,
+    model_config: str | None = None,
+    layers: int | None = None,
 ) -> Prepared:
     """Resolve the batch on ``nproc x nnodes`` ranks (``nproc`` None: the job's own processes
-    per node, else 1; see :func:`on_world`) and choose what the engine is fed; ``device`` is ``gpu``, ``cpu`` or None (see :func:`resolve_device`); ``workdir`` None is
-    ``.batchspec-smoke/<engine>``. What the engine cannot run is refused here, before anything
-    is written or started; a ``dry_run`` for ``remote`` ranks only notes an engine not
-    installed here (the nodes' Python runs it)."""
+    per node, else 1; see :func:`on_world`) and choose what the engine is fed; ``device`` is
+    ``gpu``, ``cpu`` or None (see :func:`resolve_device`); ``workdir`` None is
+    ``.batchspec-smoke/<engine>``; ``model``: the stand-in asked for (``tiny``), the model
+    chosen already (a probe's), or None for the job's own (with ``model_config`` and
+    ``layers``, see :func:`translator.launch.run_model.choose`). What the engine cannot run is
+    refused here, before anything is written or started; a ``dry_run`` for ``remote`` ranks
+    only notes an engine not installed here (the nodes' Python runs it)."""
     text = read_text(path)
     values = spec_values(text, path)
+    named, trains = None, {}
     if values is not None:
         given = values.get("world_size")
         if nproc is None:  # the spec's own world, when it fixes one on these nodes
@@ -88,11 +110,15 @@ def prepare(
         inspection, nproc = on_world(path, nproc, nnodes)
         world = nproc * nnodes
         spec, source = inspection.require_spec(), inspection.reading.framework
-        findings = inspection.findings
+        findings, named = inspection.findings, inspection.model
         framework = framework or inspection.reading.framework
+        trains = _trains(path, source, world)
     if remote and dry_run:
         findings = [*findings, *_not_installed_here(framework)]
     device = check_engine(framework, spec, device, remote, path, not (remote and dry_run))
+    chosen = _run_model(
+        model, path, named, framework, model_config, layers, None if remote else nproc
+    )
     config_of = config_framework(framework)
     partners: dict[str, str] = {}
     if config_of is None:
@@ -117,23 +143,61 @@ def prepare(
         hook = get(config_of).loss_normalisation
         findings = findings + (hook(None, spec) if hook is not None else [])
     why = config_refusal(framework, config_text, partners, path, device)
+    if chosen.config is not None:
+        why = why or model_refusal(framework, spec, config_text)
     if why:
         raise InputError(f"{why} (nothing was started)")
-    length = seq_len or spec.sequence_length or DEFAULT_SEQUENCE[model]
+    length = seq_len or spec.sequence_length or sequence_of(chosen, path)
+    folder = Path(workdir or workdirs.default("smoke", framework)).resolve()
     plan = command.SmokePlan(
         framework=framework,
         nproc=nproc,
         nnodes=nnodes,
         steps=steps,
-        model=model,
+        model=chosen.stand_in,
         sequence_length=length,
-        workdir=Path(workdir or workdirs.default("smoke", framework)).resolve(),
+        workdir=folder,
         config_name=config_name,
         rdzv_endpoint=rdzv_endpoint,
         device=device,
         recompute=recompute,
+        model_config=None if chosen.config is None else folder / chosen.file,
     )
-    return Prepared(spec, plan, config_text, findings, expect_global, partners)
+    return Prepared(spec, plan, config_text, findings, expect_global, partners, chosen, trains)
+
+
+def _trains(path: str, framework: str | None, world: int) -> dict:
+    """How the file at ``path`` trains, as :func:`translator.estimation.layout_of_file` reads
+    it on ``world`` ranks."""
+    from translator.estimation import Flag, layout_of_file
+
+    return layout_of_file(path, framework, [Flag("--world-size", "world_size", world)]).how
+
+
+def _run_model(
+    model: str | RunModel | None,
+    path: str,
+    named,
+    framework: str,
+    model_config: str | None,
+    layers: int | None,
+    ranks_here: int | None,
+) -> RunModel:
+    """The model the smoke run builds (see :func:`translator.launch.run_model.choose`)."""
+    if isinstance(model, RunModel):
+        return model
+    return choose(path, named, framework, "smoke", model, layers, model_config, ranks_here)
+
+
+def sequence_of(chosen: RunModel, path: str) -> int:
+    """Tokens per sample of a run whose config and flags give none: the stand-in's default; the
+    job's model has none batchspec could pick for it."""
+    if chosen.config is None:
+        return DEFAULT_SEQUENCE[chosen.stand_in]
+    raise InputError(
+        f"{path} does not say its sequence length: give --seq-len (the tokens per sample the "
+        "job trains on)"
+    )
 
 
 def on_world(path: str, nproc: int | None, nnodes: int):
@@ -341,6 +405,8 @@ def write_workdir(prepared: Prepared) -> None:
         plan.workdir / "spec.json": prepared.spec.model_dump_json(indent=2),
         plan.workdir / plan.config_name: prepared.config_text,
     } | {plan.workdir / name: text for name, text in prepared.partner_files.items()}
+    if plan.model_config is not None:
+        files[plan.model_config] = json.dumps(prepared.model.config, indent=2)
     write_files(list(files.items()), force=True)
 
 
@@ -497,7 +563,7 @@ def _oom_message(spec: BatchSpec, r: RankResult) -> str:
     return f"out of memory at micro-batch {micro} on rank {r.rank}; fix: {fix}"
 
 
-def flops_per_token(parameters: int, shape: ModelShape, sequence_length: int) -> int:
+def flops_per_token(parameters: int, shape: ModelShape | Model, sequence_length: int) -> int:
     """Training FLOPs per token: 6 N + 12 L h s (PaLM, appendix B)."""
     return 6 * parameters + 12 * shape.layers * shape.hidden * sequence_length
 
@@ -511,7 +577,7 @@ def mfu(report: Report, prepared: Prepared) -> tuple[float | None, str]:
     peak = next((v for k, v in PEAK_FLOPS.items() if k in (m.device or "")), None)
     if peak is None or not m.tokens_per_second or not report.results or report.errors:
         return None, formula
-    shape, plan = SHAPES[prepared.plan.model], prepared.plan
+    shape, plan = prepared.model.shape, prepared.plan
     params = max(r.parameters for r in report.results)
     per_token = flops_per_token(params, shape, m.sequence_length or plan.sequence_length)
     return m.tokens_per_second * per_token / (plan.world_size * peak), formula
@@ -531,9 +597,12 @@ def estimated_seconds(
     plan, spec = prepared.plan, prepared.spec
     if plan.device != "cpu":
         return None
-    shape = SHAPES[plan.model]
     length = sequence_length or plan.sequence_length
+    shape: ModelShape | Model = SHAPES[plan.model]
     params = 12 * shape.layers * shape.hidden**2 + (2 * shape.vocab + length) * shape.hidden
+    if prepared.model.config is not None:
+        shape = prepared.model.shape
+        params = shape.parameters
     tokens = spec.micro * spec.accumulation * length
     crowding = max(1.0, plan.nproc / cores) if cores else 1.0
     seconds = tokens * flops_per_token(params, shape, length) / CPU_FLOPS * crowding
@@ -563,7 +632,7 @@ def long_run_warning(prepared: Prepared, cores: int | None) -> str | None:
     return (
         f"warning: {_steps(plan.steps)} of micro-batch {spec.micro_batch_size} × accumulation "
         f"{spec.gradient_accumulation_steps} × {plan.sequence_length} tokens per rank may take "
-        f"about {duration(seconds)} on CPU (the {plan.model} model at "
+        f"about {duration(seconds)} on CPU (the {prepared.model.architecture} model at "
         f"{CPU_FLOPS / 1e9:g} GFLOP/s per rank)"
         + (f"; shorter: {' or '.join(tips)}" if tips else "")
     )
@@ -581,6 +650,33 @@ def engine_words(info: dict) -> str:
     """``hf (DeepSpeed ZeRO-2)``, or the framework alone."""
     stage = info["deepspeed_zero_stage"]
     return info["framework"] + ("" if stage is None else f" (DeepSpeed ZeRO-{stage})")
+
+
+def built_parameters(results: list[RankResult], spec: BatchSpec) -> int | None:
+    """The parameters of the model as the ranks built it (each rank holds it whole without
+    model parallelism); None with model parallelism, where a rank holds a part, or when no
+    rank said."""
+    if spec.tensor_parallel_size * spec.pipeline_parallel_size * spec.context_parallel_size > 1:
+        return None
+    return max((r.parameters for r in results), default=0) or None
+
+
+def estimated_memory(prepared: Prepared, sequence_length: int) -> dict:
+    """The estimate of :mod:`translator.memory` for the run as it ran (the engines train in
+    bf16 on a GPU, fp32 on CPU), to set beside the peak it measured."""
+    from translator import memory
+
+    gpu = prepared.plan.device == "gpu"
+    run = memory.run_of(
+        prepared.spec,
+        sequence_length,
+        precision="bf16" if gpu else "fp32",
+        overhead=memory.GIB if gpu else 0,
+        **prepared.trains,
+    )
+    found = memory.estimate(prepared.model.shape, run)
+    states = sum(p.bytes for p in found.parts if p.name in memory.STATES)
+    return {"model_states_bytes": states, **found.as_dict()}
 
 
 @dataclass
@@ -618,6 +714,8 @@ def run(
     spec = prepared.spec.model_copy(update={"sequence_length": length})
     output = spec.output() | {
         "engine": engine_info(prepared),
+        "model": prepared.model.output(built_parameters(report.results, spec)),
+        "estimated_memory": estimated_memory(prepared, length),
         "framework": plan.framework,
         "optimizer_steps": m.optimizer_steps,
         "samples_per_optimizer_step": m.samples_per_optimizer_step,

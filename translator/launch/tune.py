@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from translator import tuning
 from translator.errors import InputError
 from translator.findings import finding
-from translator.launch import probes, slurm, tune_parity, tune_report
+from translator.launch import probes, run_model, slurm, tune_parity, tune_report
 from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan
@@ -88,10 +88,10 @@ class Request:
     """Nodes."""
     steps: int
     """Optimizer steps per probe (the first is warm-up, not timed)."""
-    model: str
-    """The model built in code (``tiny``, ``125m``)."""
+    model: str | None
+    """The stand-in built in code (``tiny``, ``125m``); None: the job's own model."""
     seq_len: int | None
-    """Tokens per sample (default: the config's, else the model's default)."""
+    """Tokens per sample (default: the config's, else the stand-in's default)."""
     timeout: float | None
     """Seconds the whole tune may take."""
     memory_limit: int | None
@@ -136,6 +136,10 @@ class Request:
     (``--parity/--no-parity``); None: when the file gives a split and the engine checks parity."""
     command_line: tuple[GivenOption, ...] = ()
     """The command line as parsed, for the Slurm job to run again."""
+    model_config: str | None = None
+    """The job's model's ``config.json`` (or its folder), for a job whose model is not found."""
+    layers: int | None = None
+    """Cut the job's model to this many layers (same architecture)."""
 
 
 @dataclass(frozen=True)
@@ -201,14 +205,25 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
             f"--recompute: the {framework} engine does not switch recomputation; "
             f"tune with --framework {' or '.join(with_option('recompute'))}"
         )
+    _check_outputs(request, framework)
+    chosen = run_model.choose(
+        request.file,
+        run_model.named_in(request.file, request.model_config),
+        framework,
+        "tune",
+        request.model,
+        request.layers,
+        request.model_config,
+        None if request.slurm is not None else request.nproc,
+    )
     plan = SmokePlan(
         framework=framework,
         nproc=request.nproc,
         nnodes=request.nnodes,
         steps=request.steps,
-        model=request.model,
+        model=chosen.stand_in,
         sequence_length=(
-            request.seq_len or spec.sequence_length or runs.DEFAULT_SEQUENCE[request.model]
+            request.seq_len or spec.sequence_length or runs.sequence_of(chosen, request.file)
         ),
         workdir=(request.workdir or workdirs.default("tune", framework)).resolve(),
         config_name="",
@@ -220,8 +235,8 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
         request.memory_limit,
         None if request.timeout is None else time.monotonic() + request.timeout,
         request.in_allocation and probes.require_allocation(),
+        chosen,
     )
-    _check_outputs(request, framework)
     return setup, stages
 
 
@@ -384,7 +399,9 @@ def report(
         "seconds": round(seconds, 2),
         "framework": plan.framework,
         "device": plan.device,
-        "model": plan.model,
+        "model": (setup.model or run_model.RunModel(setup.shape)).output(
+            max((p.parameters or 0 for p in result.probes), default=0) or None
+        ),
         "sequence_length": plan.sequence_length,
         "memory_fit": fit_memory(result),
         "stopped": stopped,

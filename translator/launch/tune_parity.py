@@ -50,7 +50,7 @@ def check(
             nproc,
             nnodes,
             1,
-            plan.model,
+            setup.model or plan.model,
             plan.sequence_length,
             folder,
             device=plan.device,

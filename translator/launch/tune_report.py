@@ -14,7 +14,9 @@ def mib(n) -> str:
 
 def text(out: dict) -> str:
     """The terminal form of a tune's output (``out``: what --json prints), findings aside."""
-    lines = [*_table(out["probes"], out["memory_fit"]), *_bars(out["probes"])]
+    from translator.launch.run_model import line
+
+    lines = [line(out["model"]), *_table(out["probes"], out["memory_fit"]), *_bars(out["probes"])]
     lines.append(
         f"{out['probes_used']} probe(s) of at most {out['budget']} ({out['divisors']} "
         f"micro-batches keep the global batch), {out['seconds']:.1f} s"

@@ -41,7 +41,11 @@ class Engine:
     options: frozenset[str] = frozenset()
     """Engine options it honours beyond the common ones: ``recompute`` (activation
     recomputation), ``zero_stages`` (tune's ZeRO-stage variants), ``parity`` (it runs
-    ``smoke --parity``: the samples, optimizer and record of :mod:`translator.rank.parity_rank`)."""
+    ``smoke --parity``: the samples, optimizer and record of :mod:`translator.rank.parity_rank`),
+    ``model_config`` (its ranks build the job's model from its ``config.json``, given as
+    ``RunContext.model_config``; without it they build the stand-in), ``model_shape`` (its
+    ranks build the job's model from its shape, :class:`translator.memory.Model` written as
+    JSON, given the same way: Megatron's flags or a Llama-style config.json)."""
     environment: Mapping[str, str] = field(default_factory=dict)
     """Environment variables its ranks need (offline switches, telemetry off)."""
 

@@ -29,7 +29,8 @@ class RunContext:
     steps: int
     """Optimizer steps to run."""
     model: str
-    """Model name from ``translator.rank.model.SHAPES``."""
+    """The stand-in's name (``translator.rank.model.SHAPES``), built when ``model_config`` is
+    None."""
     sequence_length: int
     """Tokens per sample."""
     rank: int
@@ -42,6 +43,9 @@ class RunContext:
     """``--device``: ``gpu``, ``cpu`` or ``auto`` (a GPU when there is one)."""
     recompute: bool = False
     """Recompute each layer's activations in the backward pass (``tune --recompute``)."""
+    model_config: Path | None = None
+    """The job's model as a ``config.json`` the launcher wrote (depth cut to ``--layers``):
+    what the engines that build the job's model build (:mod:`translator.rank.hub_model`)."""
     parity: bool = False
     """A parity run (``smoke --parity``): padded samples of different lengths, plain SGD, and
     the loss and update written for comparison (:mod:`translator.rank.parity_rank`)."""

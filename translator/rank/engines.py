@@ -6,9 +6,11 @@ fed the config, counting through :mod:`translator.rank.harness`) and ``refuse(sp
 -> str | None`` (why it cannot run a layout, asked before any process starts). It may also have
 ``refuse_config(config, partners, where, device) -> str | None``: why it cannot run the config
 text it is fed (with its partner files, name -> text; ``where`` is the user's file) on
-``device``, such as a setting a CPU rank cannot run; also asked before any process starts.
-An engine that can run DeepSpeed has ``zero_stage(config, partners) -> int | None``: the ZeRO
-stage it runs that config at (None: not under DeepSpeed)."""
+``device``, such as a setting a CPU rank cannot run; also asked before any process starts;
+``refuse_model(spec, config) -> str | None``: why it cannot build the job's model for that
+layout and config (a path of it that builds only the stand-in), asked likewise. An engine
+that can run DeepSpeed has ``zero_stage(config, partners) -> int | None``: the ZeRO stage it
+runs that config at (None: not under DeepSpeed)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ TORCH = "torch"
 PLAIN = Engine(
     "translator.rank.torch_engine",
     requires=("torch",),
-    options=frozenset({"recompute", "parity"}),
+    options=frozenset({"recompute", "parity", "model_config"}),
 )
 
 
@@ -132,6 +134,13 @@ def zero_stage(name: str, config: str, partners: Mapping[str, str]) -> int | Non
     DeepSpeed; None where it does not run DeepSpeed."""
     stage = getattr(module(name), "zero_stage", None)
     return None if stage is None else stage(config, partners)
+
+
+def model_refusal(name: str, spec, config: str) -> str | None:
+    """Why the ``name`` engine cannot build the job's model for ``spec`` and the ``config``
+    text it is fed (its module's optional ``refuse_model(spec, config)``), else None."""
+    check = getattr(module(name), "refuse_model", None)
+    return None if check is None else check(spec, config)
 
 
 def refusal(name: str, spec, device: str) -> str | None:

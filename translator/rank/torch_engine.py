@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
-from translator.rank import model as models
-from translator.rank import parity_rank
+from translator.rank import hub_model, parity_rank
 from translator.rank.context import RunContext
 from translator.rank.harness import Harness
 
@@ -67,7 +66,7 @@ def run(ctx: RunContext):
     harness = Harness(ctx)
     with harness.process_group():
         device = harness.device
-        net = models.build(ctx.model, ctx.sequence_length, ctx.recompute).to(device)
+        net = hub_model.causal_lm(ctx, ctx.recompute).to(device)
         ddp = DistributedDataParallel(net, device_ids=[device] if harness.on_gpu else None)
         optimizer = (
             parity_rank.sgd(ddp.parameters())
@@ -79,7 +78,7 @@ def run(ctx: RunContext):
         dataset = TokenRows(
             EPOCH_STEPS * ctx.spec.global_batch,
             ctx.sequence_length,
-            models.SHAPES[ctx.model].vocab,
+            hub_model.vocab(ctx),
             padded=ctx.parity,
         )
         sampler: DistributedSampler = DistributedSampler(
@@ -132,5 +131,5 @@ def run(ctx: RunContext):
         if ctx.parity:
             parity_rank.write(ctx.workdir, ctx.rank, loss, before, net.named_parameters())
         return harness.result(
-            replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
+            replica=ctx.rank, counts=True, parameters=hub_model.count_parameters(net)
         )

@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--steps", required=True, type=int)
     parser.add_argument("--model", default="tiny")
+    parser.add_argument("--model-config", type=Path)
     parser.add_argument("--seq-len", type=int, required=True)
     parser.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
     parser.add_argument("--recompute", action="store_true")
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir=args.out,
         steps=args.steps,
         model=args.model,
+        model_config=args.model_config,
         sequence_length=args.seq_len,
         rank=rank,
         local_rank=int(os.environ.get("LOCAL_RANK", 0)),

@@ -35,7 +35,7 @@ FRAMEWORK = Framework(
         "translator.frameworks.axolotl.engine",
         requires=("torch", "axolotl"),
         extra="axolotl",
-        options=frozenset({"parity"}),
+        options=frozenset({"parity", "model_config"}),
         environment=verdict.OFFLINE_ENV,
     ),
     partner_files=hf_deepspeed.partner_files,

@@ -34,8 +34,9 @@ account and fails on any disagreement: the step count against the trainer's
 of every training micro-batch). Peak memory is the Axolotl process's: its peak RSS
 (``RUSAGE_CHILDREN``) on CPU, its ``torch.cuda.max_memory_allocated`` on GPU.
 
-Only ``--model tiny`` is supported (Axolotl needs a Hugging Face model on disk; the tiny Llama
-is written locally, nothing is downloaded). Scratch files, the YAML that ran
+The model is the job's, built by Axolotl itself with its ``reinit_weights`` switch
+(``from_config``, random weights) from a folder holding the job's ``config.json`` and the tiny
+tokenizer; or, as the stand-in, the tiny Llama written locally. Nothing is downloaded. Scratch files, the YAML that ran
 (``axolotl-smoke.yaml``), Axolotl's output (``axolotl-train.log``) and the per-step report
 (``axolotl-steps.json``) stay in ``<results>/axolotl/``.
 """
@@ -125,8 +126,10 @@ def run(ctx: RunContext):
             f"the Axolotl smoke engine runs one process (Axolotl's multi-process "
             f"path needs CUDA), not {ctx.world_size}"
         )
-    if ctx.model != "tiny":
-        raise RuntimeError(f"the Axolotl smoke engine runs only the tiny Llama, not {ctx.model!r}")
+    if ctx.model_config is None and ctx.model != "tiny":
+        raise RuntimeError(
+            f"the Axolotl smoke engine runs the job's model or the tiny Llama, not {ctx.model!r}"
+        )
     import yaml
 
     from translator.frameworks.axolotl.verdict import make_tiny_model, write_dataset
@@ -147,7 +150,11 @@ def run(ctx: RunContext):
 
     scratch = Path(ctx.workdir).resolve() / "axolotl"
     scratch.mkdir(parents=True, exist_ok=True)
-    model_dir = make_tiny_model(scratch)
+    if ctx.model_config is None:
+        model_dir = make_tiny_model(scratch)
+    else:
+        model_dir = job_model(scratch, ctx.model_config)
+        keys["reinit_weights"] = True  # Axolotl's own switch: from_config, random weights
     write_dataset(scratch / DATA_FILE, rows)
     config = scratch / CONFIG_FILE
     settings = smoke_config(keys, model_dir, scratch) | (PARITY_KEYS if ctx.parity else {})
@@ -175,6 +182,20 @@ def run(ctx: RunContext):
         or resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     )
     return replace(result, peak_memory_bytes=peak, sequence_length=sequence_len)
+
+
+def job_model(scratch: Path, config: Path) -> Path:
+    """A model folder Axolotl builds the job's model from with ``reinit_weights``: the job's
+    ``config.json`` and the tiny tokenizer (no weights: none are loaded)."""
+    import shutil
+
+    from translator.frameworks.axolotl.verdict import write_tokenizer
+
+    folder = scratch / "job-model"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(config, folder / "config.json")
+    write_tokenizer(folder)
+    return folder
 
 
 def check(report: dict) -> None:

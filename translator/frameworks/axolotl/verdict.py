@@ -90,7 +90,7 @@ def synthetic_lines(count: int) -> list[str]:
     ]
 
 
-def _write_tokenizer(directory: Path) -> None:
+def write_tokenizer(directory: Path) -> None:
     """Train a small BPE tokenizer on synthetic lines and save it as a fast HF tokenizer."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -146,7 +146,7 @@ def make_tiny_model(directory: str | os.PathLike) -> Path:
         pad_token_id=3,
     )
     LlamaForCausalLM(config).save_pretrained(model_dir)
-    _write_tokenizer(model_dir)
+    write_tokenizer(model_dir)
     write_dataset(directory / DATA_FILE)
     return model_dir
 

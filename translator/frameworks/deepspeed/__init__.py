@@ -32,6 +32,6 @@ FRAMEWORK = Framework(
         "translator.frameworks.deepspeed.engine",
         requires=("torch", "deepspeed"),
         extra="deepspeed",
-        options=frozenset({"zero_stages", "parity"}),
+        options=frozenset({"zero_stages", "parity", "model_config"}),
     ),
 )

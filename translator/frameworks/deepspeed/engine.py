@@ -25,8 +25,8 @@ import json
 from translator.frameworks.deepspeed.ulysses import ulysses
 from translator.frameworks.shared import deepspeed_json
 from translator.frameworks.shared.deepspeed_device import fp16_enabled, fp16_refusal, use_device
+from translator.rank import hub_model, parity_rank
 from translator.rank import model as models
-from translator.rank import parity_rank
 from translator.rank.context import RunContext
 from translator.rank.harness import Harness
 
@@ -61,6 +61,19 @@ def zero_stage(config: str, partners) -> int:
     return deepspeed_json.zero_stage(config)
 
 
+def refuse_model(spec, config: str) -> str | None:
+    """Why this engine cannot build the job's model for ``spec`` and the JSON ``config``: its
+    pipeline and Ulysses paths build the stand-in's layers only."""
+    data = json.loads(config)
+    sp = data.get("sequence_parallel_size", 1) if isinstance(data, dict) else 1
+    if spec.pipeline_parallel_size > 1 or (isinstance(sp, int) and sp > 1):
+        return (
+            "the DeepSpeed engine's pipeline and Ulysses paths build the stand-in only, not the "
+            "job's model: run them with --model tiny"
+        )
+    return None
+
+
 def run(ctx: RunContext):
     harness = Harness(ctx)
     use_device(harness)
@@ -87,7 +100,9 @@ def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
     import deepspeed
     import torch
 
-    net = models.build(ctx.model, ctx.sequence_length)
+    # Built whole, then partitioned by deepspeed.initialize (ZeRO-3 included): deepspeed
+    # 0.19.8's zero.Init fails under torch 2.13 ("Signature mismatch" of Tensor.__new__).
+    net = hub_model.causal_lm(ctx)
     optimizer = (
         parity_rank.sgd(net.parameters())
         if ctx.parity
@@ -100,7 +115,7 @@ def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
     )
     replicas = engine.dp_world_size
     plain = _batches(ctx, micro, engine.device, shifted=False)
-    vocab = models.SHAPES[ctx.model].vocab
+    vocab = hub_model.vocab(ctx)
     batches = harness.count(
         parity_rank.micro_batches(ctx.rank, replicas, micro, ctx.sequence_length, vocab)
         if ctx.parity
@@ -121,9 +136,7 @@ def _data_parallel(ctx: RunContext, harness: Harness, config: dict):
                 harness.stepped(type(engine).__name__)
     if ctx.parity:
         parity_rank.write(ctx.workdir, ctx.rank, loss, before, net.named_parameters())
-    return harness.result(
-        replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
-    )
+    return harness.result(replica=ctx.rank, counts=True, parameters=hub_model.count_parameters(net))
 
 
 def _sequence_parallel(ctx: RunContext, harness: Harness, config: dict):
@@ -194,7 +207,7 @@ def _batches(ctx: RunContext, micro: int, device, shifted: bool, seed: int | Non
     the same ``seed`` (one sequence-parallel group) draw the same samples."""
     import torch
 
-    vocab = models.SHAPES[ctx.model].vocab
+    vocab = hub_model.vocab(ctx)
     generator = torch.Generator().manual_seed(1000 + (ctx.rank if seed is None else seed))
     while True:
         tokens = models.batch(micro, ctx.sequence_length, vocab, generator, device)

@@ -32,7 +32,7 @@ FRAMEWORK = Framework(
         "translator.frameworks.hf.engine",
         requires=("torch", "transformers"),
         extra="hf",
-        options=frozenset({"parity"}),
+        options=frozenset({"parity", "model_config"}),
         environment={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
     ),
     partner_files=hf_deepspeed.partner_files,

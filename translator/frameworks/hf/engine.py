@@ -1,8 +1,9 @@
 """The HF Trainer: the real ``transformers.Trainer`` on the TrainingArguments file (rendered
 ``hf.yaml``, or the user's own), parsed by ``HfArgumentParser`` as a training script parses it,
 with only the run's own settings on top (``max_steps``, an output folder, no saving, logging
-or reporting, the CPU when the rank has no GPU). The model is a tiny random GPT-2 built in
-code; the data random tokens, or for ``smoke --parity`` padded samples of different lengths
+or reporting, the CPU when the rank has no GPU). The model is the job's own, built by
+``from_config`` with random weights (:mod:`translator.rank.hub_model`), or the stand-in as a
+tiny random GPT-2; the data random tokens, or for ``smoke --parity`` padded samples of different lengths
 and plain SGD (:data:`PARITY_SETTINGS`), the Trainer's own loss and the update written for
 the comparison.
 
@@ -23,8 +24,8 @@ from translator.frameworks.shared.deepspeed_device import (
     use_device,
 )
 from translator.frameworks.shared.deepspeed_json import FILENAME as DEEPSPEED_JSON
+from translator.rank import hub_model, parity_rank
 from translator.rank import model as models
-from translator.rank import parity_rank
 from translator.rank.context import RunContext
 from translator.rank.engines import data_parallel_only
 from translator.rank.harness import Harness
@@ -104,7 +105,6 @@ def zero_stage(config: str, partners) -> int | None:
 
 
 def run(ctx: RunContext):
-    import torch
     import transformers
     import yaml
 
@@ -125,26 +125,17 @@ def run(ctx: RunContext):
         use_device(harness)
         settings["deepspeed"] = str(ctx.config.parent / DEEPSPEED_JSON)
     with harness.process_group():
-        shape = models.SHAPES[ctx.model]
+        # Built before the arguments are parsed, so whole: with DeepSpeed's arguments in place,
+        # from_config under ZeRO-3 builds inside deepspeed.zero.Init, which fails here (its
+        # config sees one rank before DeepSpeed's own process group; under torch 2.13 its
+        # Tensor.__new__ patch fails too). The Trainer's deepspeed.initialize partitions it.
+        net = hub_model.from_config(ctx) if ctx.model_config else stand_in(ctx)
         # transformers types DataClassType as NewType("DataClassType", Any): no class matches it.
         parser = transformers.HfArgumentParser(transformers.TrainingArguments)  # type: ignore[arg-type]
         (args,) = parser.parse_dict(settings, allow_extra_keys=True)
-        torch.manual_seed(0)
-        net = transformers.GPT2LMHeadModel(
-            transformers.GPT2Config(
-                n_layer=shape.layers,
-                n_embd=shape.hidden,
-                n_head=shape.heads,
-                vocab_size=shape.vocab,
-                n_positions=ctx.sequence_length,
-                # No dropout: one step is a function of the weights and the samples alone.
-                resid_pdrop=0.0,
-                embd_pdrop=0.0,
-                attn_pdrop=0.0,
-            )
-        )
+        vocab = hub_model.vocab(ctx)
         rows = 2 * ctx.steps * ctx.spec.global_batch
-        dataset = (padded if ctx.parity else random_rows)(rows, ctx.sequence_length, shape.vocab)
+        dataset = (padded if ctx.parity else random_rows)(rows, ctx.sequence_length, vocab)
         before = (
             parity_rank.snapshot(net.named_parameters()) if ctx.parity and ctx.rank == 0 else None
         )
@@ -161,8 +152,30 @@ def run(ctx: RunContext):
                 ctx.workdir, ctx.rank, trained.training_loss, before, net.named_parameters()
             )
         return harness.result(
-            replica=ctx.rank, counts=True, parameters=sum(p.numel() for p in net.parameters())
+            replica=ctx.rank, counts=True, parameters=hub_model.count_parameters(net)
         )
+
+
+def stand_in(ctx: RunContext):
+    """The stand-in as a tiny random GPT-2 of its shape (no dropout: one step is a function of
+    the weights and the samples alone)."""
+    import torch
+    import transformers
+
+    shape = models.SHAPES[ctx.model]
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(
+            n_layer=shape.layers,
+            n_embd=shape.hidden,
+            n_head=shape.heads,
+            vocab_size=shape.vocab,
+            n_positions=ctx.sequence_length,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+        )
+    )
 
 
 def random_rows(rows: int, length: int, vocab: int) -> list[dict]:

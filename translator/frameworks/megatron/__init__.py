@@ -35,6 +35,6 @@ FRAMEWORK = Framework(
         "translator.frameworks.megatron.engine",
         requires=("torch", "megatron.core"),
         extra="megatron",
-        options=frozenset({"parity"}),
+        options=frozenset({"parity", "model_shape"}),
     ),
 )

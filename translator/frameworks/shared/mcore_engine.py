@@ -27,12 +27,14 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import inspect
+import json
 import sys
 import types
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from translator import memory
 from translator.rank import model as models
 from translator.rank import parity_rank
 from translator.rank.context import RunContext
@@ -212,7 +214,7 @@ def _stream(ctx: RunContext, layout: Layout, replica: int, replicas: int):
     or the parity samples."""
     import torch
 
-    micro, vocab = layout.micro_batch_size, models.SHAPES[ctx.model].vocab
+    micro, vocab = layout.micro_batch_size, shape_of(ctx).vocab
     if ctx.parity:
         yield from parity_rank.micro_batches(replica, replicas, micro, ctx.sequence_length, vocab)
     generator = torch.Generator().manual_seed(1000 + replica)
@@ -284,6 +286,49 @@ def run(ctx: RunContext, layout: Layout):
             parallel_state.destroy_model_parallel()
 
 
+def shape_of(ctx: RunContext) -> memory.Model:
+    """The shape the ranks build: the job's (``ctx.model_config``, the fields of
+    :class:`translator.memory.Model` as JSON), else the stand-in's (GPT-style: 4h MLP, learned
+    positions, tied head)."""
+    if ctx.model_config is not None:
+        return memory.Model(**json.loads(ctx.model_config.read_text(encoding="utf-8")))
+    s = models.SHAPES[ctx.model]
+    return memory.Model(ctx.model, s.layers, s.hidden, s.heads, s.heads, 4 * s.hidden, s.vocab)
+
+
+def architecture(shape: memory.Model) -> dict:
+    """TransformerConfig's fields for ``shape`` beyond its sizes, as Megatron's flags set them
+    (``--group-query-attention``, ``--ffn-hidden-size``, ``--swiglu``, ``--normalization
+    RMSNorm``, ``--disable-bias-linear``); the stand-in's are megatron-core's defaults."""
+    import torch.nn.functional as F
+
+    if shape.kv_heads == shape.heads and shape.biases and not shape.gated:
+        return {"ffn_hidden_size": shape.ffn}
+    return {
+        "num_query_groups": shape.kv_heads,
+        "ffn_hidden_size": shape.ffn,
+        "gated_linear_unit": shape.gated,
+        "activation_func": F.silu if shape.gated else F.gelu,
+        "normalization": "LayerNorm" if shape.biases else "RMSNorm",
+        "add_bias_linear": shape.biases,
+        "add_qkv_bias": shape.biases or shape.qkv_bias,
+        "qk_layernorm": shape.qk_norm,
+        **({"kv_channels": shape.head_dim} if shape.head_dim else {}),
+    }
+
+
+def embeddings(shape: memory.Model) -> dict:
+    """GPTModel's position embedding and head, as the flags set them: rotary for a model with
+    no learned positions (``--position-embedding-type rope``), an untied head with
+    ``--untie-embeddings-and-output-weights``."""
+    if not shape.positions and not shape.biases:
+        return {
+            "position_embedding_type": "rope",
+            "share_embeddings_and_output_weights": shape.tied,
+        }
+    return {"share_embeddings_and_output_weights": shape.tied}
+
+
 def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
     """megatron-core's GPTModel, one chunk per virtual pipeline stage of this rank."""
     import torch
@@ -292,7 +337,7 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
     from megatron.core.tensor_parallel import random as megatron_random
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    shape = models.SHAPES[ctx.model]
+    shape = shape_of(ctx)
     chunks = layout.virtual_pipeline_stages or 1
     stages = layout.pipeline_parallel_size * chunks
     layers = -(-shape.layers // stages) * stages  # a multiple of the stages
@@ -303,6 +348,7 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
             num_layers=layers,
             hidden_size=shape.hidden,
             num_attention_heads=shape.heads,
+            **architecture(shape),
             tensor_model_parallel_size=layout.tensor_parallel_size,
             pipeline_model_parallel_size=layout.pipeline_parallel_size,
             virtual_pipeline_model_parallel_size=layout.virtual_pipeline_stages,
@@ -337,6 +383,7 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
                 transformer_layer_spec=spec,
                 vocab_size=shape.vocab,
                 max_sequence_length=ctx.sequence_length,
+                **embeddings(shape),
                 pre_process=parallel_state.is_pipeline_first_stage(),
                 post_process=parallel_state.is_pipeline_last_stage(),
             ).to(harness.device)
