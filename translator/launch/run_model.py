@@ -61,7 +61,7 @@ class RunModel:
     def source(self) -> str:
         if self.named is not None:
             return str(self.named.source)
-        return f"built in code (--model {self.stand_in})"
+        return f"--model {self.stand_in}, built in code"
 
     @property
     def architecture(self) -> str:
