@@ -20,7 +20,7 @@ from translator.launch.run_model import RunModel, choose
 from translator.memory import PRESETS, Model
 from translator.plugin.contract import Framework
 from translator.plugin.registry import get
-from translator.rank import parity_rank
+from translator.rank import failure, parity_rank
 from translator.rank.context import mentions_out_of_memory
 from translator.rank.engines import (
     TORCH,
@@ -455,19 +455,31 @@ def judge(
         )
     elif stopped == "interrupted":
         errors.append(f"interrupted ({ran}); every process of the run was stopped")
+    # a rank that failed because a peer did says nothing of its own when the peer said why
+    first_hand = [r for r in results if r.error and not r.error.startswith(failure.COLLATERAL)]
     for r in results:
-        if r.error == "oom":
+        if r.error == failure.DEVICE:
             errors.append(_oom_message(spec, r))
-        elif r.error:
+        elif r.error == failure.HOST:
+            errors.append(
+                f"rank {r.rank} ran out of host memory (not the device's: no smaller micro-batch "
+                "fixes it); give the ranks more host memory, or build fewer layers (--layers N)"
+            )
+        elif r.error and (r in first_hand or not first_hand):
             errors.append(
                 f"rank {r.rank} failed after {_steps(len(r.samples_per_step))}: {r.error}"
             )
     missing = sorted(set(range(plan.world_size)) - {r.rank for r in results})
     unfinished = [r for r in results if not r.finished and not r.error]
-    oom = any(r.error == "oom" for r in results)
+    oom = any(r.error == failure.DEVICE for r in results)
     if (missing or unfinished) and not errors:
         ranks = ", ".join(map(str, missing + [r.rank for r in unfinished]))
-        if any(mentions_out_of_memory(line) for line in log_tail):
+        if plan.device == "gpu" and failure.killed_by_host(log_tail):
+            errors.append(
+                f"rank(s) {ranks} were killed (SIGKILL) before they could report: the host's "
+                "memory killer, most likely; give the ranks more host memory, or --layers N"
+            )
+        elif any(mentions_out_of_memory(line) for line in log_tail):
             oom = True  # an allocator abort (C++ std::bad_alloc) leaves no report behind
             errors.append(
                 f"out of memory on rank(s) {ranks} before they could report (at "

@@ -112,7 +112,3 @@ def mentions_out_of_memory(text: str) -> bool:
     """True when an error text (or a log) says memory ran out."""
     lowered = text.lower()
     return any(words in lowered for words in OUT_OF_MEMORY_WORDS)
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    return isinstance(exc, MemoryError) or mentions_out_of_memory(f"{type(exc).__name__} {exc}")

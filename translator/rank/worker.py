@@ -14,7 +14,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from translator.rank.context import RunContext, is_out_of_memory
+from translator.rank import failure
+from translator.rank.context import RunContext
 from translator.rank.engines import module
 from translator.rank.result import RankResult
 from translator.spec import BatchSpec
@@ -67,13 +68,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = module(args.engine).run(ctx)
     except BaseException as exc:  # the launcher needs every rank's outcome, whatever it is
-        oom = is_out_of_memory(exc)
+        kind = failure.classify(exc, _device(ctx))
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        failed(ctx, "oom" if oom else f"{type(exc).__name__}: {first_line}").write(args.out)
-        print(f"rank {rank}: {type(exc).__name__}: {first_line}", file=sys.stderr)
-        return OOM_EXIT if oom else 1
+        said = f"{type(exc).__name__}: {first_line}"
+        failed(ctx, failure.error_text(kind, said)).write(args.out)
+        print(f"rank {rank}: {said}", file=sys.stderr)
+        return OOM_EXIT if kind == failure.DEVICE else 1
     replace(result, finished=True).write(args.out)
     return 0
+
+
+def _device(ctx: RunContext) -> str:
+    """The rank's device, for a failure's class: ``cpu`` where it cannot be told."""
+    try:
+        return ctx.device
+    except Exception:  # the failure may be choosing it
+        return "cpu"
 
 
 def failed(ctx: RunContext, error: str) -> RankResult:
