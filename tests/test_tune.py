@@ -254,11 +254,27 @@ def test_a_deepspeed_config_is_tuned_on_deepspeeds_engine(tmp_path):
         3,
         "--workdir",
         tmp_path / "w",
+        "--write",
         "--json",
     )
     assert code == 0, err
     assert out["framework"] == "deepspeed" and out["pick"]["global_batch_size"] == 16
     assert all(p["samples_per_optimizer_step"] == [16] * 3 for p in out["probes"])
+    # --write put the pick into the JSON itself, as update edits it
+    pick, written = out["pick"], json.loads(ds.read_text())
+    assert written == {
+        "train_batch_size": 16,
+        "train_micro_batch_size_per_gpu": pick["micro_batch_size"],
+        "gradient_accumulation_steps": pick["gradient_accumulation_steps"],
+    }
+    assert out["written"] == ([str(ds)] if pick["micro_batch_size"] != 1 else [])
+
+
+def test_write_is_for_a_config_or_a_job_not_a_spec(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SEQ64)
+    code, out, err = tune(spec, "--nproc", 2, "--model", "tiny", "--write", "--json")
+    assert code == 2 and "--write edits a framework's config or job" in err
 
 
 def test_under_slurm_all_probes_run_in_one_allocation(tmp_path, slurm_cluster):

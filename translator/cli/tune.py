@@ -67,6 +67,12 @@ from translator.cli.options import (
 )
 @click.option("--force", is_flag=True, help="Replace files in --out.")
 @click.option(
+    "--write",
+    is_flag=True,
+    help="Write the pick into FILE itself (a config or a job, and the files it uses) as "
+    "update --micro-batch edits them, every other byte kept.",
+)
+@click.option(
     "--plot",
     "plot_path",
     type=click.Path(dir_okay=False),

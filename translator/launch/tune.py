@@ -29,6 +29,7 @@ from translator.launch.command import SmokePlan
 from translator.launch.progress import Progress
 from translator.memory import GIB
 from translator.rank.engines import TORCH, engine, with_option
+from translator.spec import BatchSpec
 
 if TYPE_CHECKING:
     from translator.plugin.contract import Framework
@@ -125,6 +126,9 @@ class Request:
     """The frameworks it is rendered for (default: the tuned one)."""
     force: bool
     """Replace files in ``out_dir``."""
+    write: bool
+    """Apply the pick to the file itself (and the files of its job) with ``update``'s edit of
+    its micro-batch and accumulation (``--write``)."""
     plot_path: str | None
     """A PNG of tokens/s and peak memory against micro-batch."""
     in_allocation: bool
@@ -266,6 +270,15 @@ def _check_outputs(request: Request, framework: str) -> None:
             import matplotlib  # noqa: F401
         except ImportError:
             raise InputError("--plot needs matplotlib: pip install 'batchspec[plot]'") from None
+    if request.write:
+        from translator.files import read_text
+        from translator.spec_file import spec_values
+
+        if spec_values(read_text(request.file), request.file) is not None:
+            raise InputError(
+                f"{request.file}: --write edits a framework's config or job; a spec's pick is "
+                "rendered with --out (nothing was run)"
+            )
     if request.out_dir:
         from translator.files import check_writable
 
@@ -415,6 +428,8 @@ def report(
         )
     if picked is not None and request.out_dir and not failed:
         out["files"] = _write_pick(picked, plan.framework, request.out_dir, request)
+    if picked is not None and request.write and not failed:
+        out["written"] = _write_into(request.file, picked)
     if request.plot_path:
         tune_report.plot_png(result, request.plot_path, spec.global_batch)
     if stopped:
@@ -427,6 +442,21 @@ def report(
     if failed:
         return Outcome(out, tune_report.text(out), failed, 1)
     return Outcome(out, tune_report.text(out), exit_code=1 if findings else 0)
+
+
+def _write_into(path: str, picked: BatchSpec) -> list[str]:
+    """The pick written into the tuned file and the other files of its job, as ``update
+    --micro-batch`` edits them (every other byte kept); the paths written."""
+    from translator.files import write_files
+    from translator.update import update_file
+
+    keep = dict.fromkeys(("global_batch", "world", "nodes", "gpus_per_node", "tensor", "pipeline"))
+    updated = update_file(
+        path, None, picked.world, None, micro=picked.micro_batch_size, context=None, **keep
+    )
+    files: list[tuple[Path, str | bytes]] = [(Path(path), updated.text)] if updated.changes else []
+    files += [(Path(o.path), o.text) for o in updated.others]
+    return [str(w.path) for w in write_files(files, force=True)]
 
 
 def _write_pick(spec, framework: str, out_dir: str, request: Request) -> dict:
