@@ -3,7 +3,7 @@ import cycles among translator's modules (once for the imports run at import tim
 counting the imports inside functions too), and the floors: every module's floor in
 :data:`FLOORS` and each import that runs from a lower floor up to a higher one, counting every
 import (inside functions and under ``TYPE_CHECKING`` too: a type the reader must look up above
-is an upward dependency all the same). tests/test_architecture.py holds the code to both.
+is an upward dependency all the same). tests/project/test_architecture.py holds the code to both.
 
     python scripts/code_shape.py [ROOT]     # ROOT: a checkout (default: this one)
 """

@@ -1,6 +1,6 @@
 """The generated reference under docs/: every command's help as click prints it
 (docs/commands.md) and every finding code from the registry (docs/codes.md). Generated, never
-written by hand, so the reference cannot drift from the code; tests/test_docs.py fails when a
+written by hand, so the reference cannot drift from the code; tests/project/test_docs.py fails when a
 file here is not what this script writes.
 
     python scripts/docs.py           # write docs/commands.md and docs/codes.md

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from paths import ROOT
 from test_cli import run
 from test_cli_configs import AXOLOTL, MEGATRON
 
@@ -17,7 +18,7 @@ from translator import files
 from translator.errors import InputError
 from translator.files import MAX_BYTES, read_text, write_files
 
-FIXTURES = Path(__file__).parent.parent / "fixtures"
+FIXTURES = ROOT / "fixtures"
 SPEC = "global_batch_size: 128\nmicro_batch_size: 4\nworld_size: 16\n"
 
 

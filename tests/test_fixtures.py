@@ -1,15 +1,15 @@
 """Every fixture reads as its hand-computed expectation (fixtures/<backend>/<kind>/expected.yaml)."""
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
+from paths import ROOT
 
 from translator.cli import main
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = ROOT / "fixtures"
 KEYS = (
     "global_batch_size",
     "micro_batch_size",

@@ -4,15 +4,15 @@ Levanter's and MaxText's as HF TrainingArguments with the Trainer's default micr
 The files in tests/foreign/ are written here in the style each framework publishes."""
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from paths import ROOT, TESTS
 
 from translator.cli import main
 from translator.spec import OUTPUT_KEYS
 
-FOREIGN = Path(__file__).resolve().parent / "foreign"
+FOREIGN = TESTS / "foreign"
 NAMES = {
     "neox.yml": "GPT-NeoX",
     "levanter.yaml": "Levanter",
@@ -64,7 +64,7 @@ def test_a_framework_given_reads_it_as_that_one(tmp_path):
 
 
 def test_configs_batchspec_reads_are_not_taken_for_foreign_ones():
-    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    fixtures = ROOT / "fixtures"
     for path in fixtures.glob("*/valid/*"):
         if path.suffix in (".yaml", ".yml", ".json") and path.name != "expected.yaml":
             result = run("inspect", path, "--json")

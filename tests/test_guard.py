@@ -5,13 +5,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from translator.guard import BatchGuard, BatchMismatch
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_importing_the_guard_needs_no_framework():

@@ -3,12 +3,12 @@ it says cannot change really cannot (issue 18, item 6)."""
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from paths import ROOT
 
 from translator.cli import main
 from translator.errors import ConfigError
@@ -16,7 +16,7 @@ from translator.findings import counted
 from translator.frameworks import get
 from translator.spec import BatchSpec
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = ROOT / "fixtures"
 
 
 def run(*args):

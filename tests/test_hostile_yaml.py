@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from paths import ROOT
 
 from translator.cli import main
 from translator.cli.common import printable
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(*args):

@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 import types
 import typing
-from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
+from paths import ROOT
 
 from translator.cli import main
 from translator.frameworks.accelerate import rules as accelerate_rules
@@ -346,7 +346,7 @@ def test_a_null_num_processes_is_left_to_the_command_line_as_minus_one_is(tmp_pa
 
 # nanotron and Megatron-Bridge ------------------------------------------------------------------
 
-NANOTRON = Path(__file__).resolve().parent.parent / "fixtures" / "nanotron" / "valid"
+NANOTRON = ROOT / "fixtures" / "nanotron" / "valid"
 
 
 def nanotron_schema() -> dict[str, bool | None]:

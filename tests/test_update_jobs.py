@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from paths import ROOT
 
 from translator.cli import main
 
-FIXTURES = Path(__file__).parent.parent / "fixtures"
+FIXTURES = ROOT / "fixtures"
 
 #: Written in the style of Megatron-LM's examples/llama/train_llama3_8b_h100_fp8.sh: the
 #: launcher's sizes are plain assignments far above the torchrun line that reads them.

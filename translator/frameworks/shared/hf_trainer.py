@@ -79,7 +79,7 @@ SEQUENCE_KEYS = ("max_length", "max_seq_length", "cutoff_len")
 #: TrainingArguments' own defaults for the batch keys.
 DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1}
 #: Real TrainingArguments fields that look like batch keys (checked against transformers'
-#: own field list in tests/test_crosscheck_hf.py).
+#: own field list in tests/frameworks/hf/test_crosscheck_hf.py).
 LOOKALIKES = {
     "per_device_eval_batch_size",
     "eval_accumulation_steps",
