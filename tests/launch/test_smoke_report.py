@@ -54,7 +54,12 @@ def test_the_first_line_counts_its_nodes_and_steps_in_words(spec, tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stderr.startswith("smoke: torch on cpu, 1 node × 1, 1 step, global batch 8")
+    said, first = done.stderr.splitlines()[:2]
+    assert said == f"smoke: {spec} names no model: the tiny stand-in runs " + (
+        "(give --model-config PATH (the model's config.json or its folder), or --model tiny for "
+        "the stand-in)"
+    )
+    assert first.startswith("smoke: torch on cpu, 1 node × 1, 1 step, global batch 8")
 
 
 def partial(folder, rank, samples, error=None, **fields):

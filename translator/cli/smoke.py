@@ -82,10 +82,8 @@ def smoke(
       $ batchspec smoke spec.yaml --nproc-per-node 2 --parity micro=1,nproc=1
       $ batchspec smoke spec.yaml --nproc-per-node 2 --slurm --device cpu --dry-run
     """
-    from translator.errors import ConfigError, InputError
-    from translator.findings import counted
+    from translator.errors import InputError
     from translator.launch import smoke as runs
-    from translator.launch.progress import Progress
 
     limit = parse_memory(memory_limit)
     launcher = pop_launcher(launcher_flags)
@@ -134,14 +132,26 @@ def smoke(
     prepared = prepare(file, nproc, nnodes, workdir)
     if dry_run:
         return _dry_run(prepared, launcher, as_json)
+    _run(prepared, launcher, timeout, limit, as_json)
+
+
+def _run(prepared, launcher, timeout, limit, as_json: bool) -> None:
+    """The run: its progress on stderr, then what it measured, and exit 1 unless it proves the
+    batch."""
+    from translator.errors import ConfigError
+    from translator.findings import counted
+    from translator.launch import run_model
+    from translator.launch import smoke as runs
+    from translator.launch.progress import Progress
+
     say = Progress()  # stderr: with --json, stdout holds the one object and nothing else
     plan = prepared.plan
     if prepared.model.said:
         say(f"smoke: {prepared.model.said}")
     say(
         f"smoke: {runs.engine_words(runs.engine_info(prepared))} on {plan.device}, "
-        f"{counted(nnodes, 'node')} × {plan.nproc}, "
-        f"{counted(steps, 'step')}, global batch {prepared.spec.global_batch_size}, "
+        f"{counted(plan.nnodes, 'node')} × {plan.nproc}, "
+        f"{counted(plan.steps, 'step')}, global batch {prepared.spec.global_batch_size}, "
         f"workdir {plan.workdir}"
     )
     warning = runs.long_run_warning(prepared, None if launcher.remote else os.cpu_count())
@@ -152,13 +162,11 @@ def smoke(
     if as_json:
         emit_json(out)
     else:
-        from translator.launch import run_model
-
         click.echo(printable(run_model.line(out["model"])))
-        if out["optimizer_steps"] == steps:
+        if out["optimizer_steps"] == plan.steps:
             _table(out)
         elif out["optimizer_steps"]:  # stopped early: what ran, or (none ran) only the error
-            _table(out, stopped_of=steps)
+            _table(out, stopped_of=plan.steps)
         print_findings(prepared.findings)
     line = runs.verdict(done.report, plan)
     if done.report.errors:

@@ -119,29 +119,10 @@ def prepare(
     chosen = _run_model(
         model, path, named, framework, model_config, layers, None if remote else nproc
     )
-    config_of = config_framework(framework)
-    partners: dict[str, str] = {}
-    if config_of is None:
-        config_name, config_text = "spec.json", spec.model_dump_json(indent=2)
-    elif config_of == source:
-        own = get(source)
-        config_name, config_text = own.filename, text
-        if inspection.reading.launcher is not None and own.job_config is not None:
-            config_text = own.job_config(inspection.reading)  # a job: what its flags say
-        if own.partner_files is not None:
-            partners = own.partner_files(inspection.reading)
-    else:
-        from translator.render import render
-
-        rendered = render(spec, get(config_of))
-        config_name, config_text, findings = (
-            rendered.filename,
-            rendered.text,
-            findings + rendered.findings,
-        )
-    if config_of is not None and config_of != source:  # the engine runs a config it renders
-        hook = get(config_of).loss_normalisation
-        findings = findings + (hook(None, spec) if hook is not None else [])
+    config_name, config_text, partners, more = _engine_config(
+        framework, source, text, spec, None if values is not None else inspection
+    )
+    findings = findings + more
     why = config_refusal(framework, config_text, partners, path, device)
     if chosen.config is not None:
         why = why or model_refusal(framework, spec, config_text)
@@ -164,6 +145,29 @@ def prepare(
         model_config=None if chosen.config is None else folder / chosen.file,
     )
     return Prepared(spec, plan, config_text, findings, expect_global, partners, chosen, trains)
+
+
+def _engine_config(
+    framework: str, source: str | None, text: str, spec: BatchSpec, inspection
+) -> tuple[str, str, dict[str, str], list[Finding]]:
+    """What the engine is fed: ``(file name, text, partner files, findings)``. The plain engine
+    takes the spec; a framework's engine its own file as it stands (a job: the config its flags
+    give), else the config rendered for the spec, whose loss normalisation is said."""
+    config_of = config_framework(framework)
+    if config_of is None:
+        return "spec.json", spec.model_dump_json(indent=2), {}, []
+    own = get(config_of)
+    if config_of == source:
+        reading, job_config = inspection.reading, own.job_config
+        if reading.launcher is not None and job_config is not None:
+            text = job_config(reading)  # a job: what its flags say
+        partners = own.partner_files(reading) if own.partner_files is not None else {}
+        return own.filename, text, partners, []
+    from translator.render import render
+
+    rendered = render(spec, own)
+    said = own.loss_normalisation(None, spec) if own.loss_normalisation is not None else []
+    return rendered.filename, rendered.text, {}, rendered.findings + said
 
 
 def _trains(path: str, framework: str | None, world: int) -> dict:
