@@ -150,6 +150,29 @@ def test_a_job_whose_deepspeed_json_fixes_the_batch_moves(tmp_path, monkeypatch)
     )
 
 
+def test_the_deepspeed_json_accelerates_config_names_moves_too(tmp_path, monkeypatch):
+    """accelerate's deepspeed_config_file is the DeepSpeed config the Trainer checks its flags
+    against: its written accumulation moves with the flag (the update was refused: the re-read
+    job mismatched its own JSON)."""
+    monkeypatch.chdir(tmp_path)
+    script = (
+        "accelerate launch --config_file acc.yaml train.py --per_device_train_batch_size 4 "
+        "--gradient_accumulation_steps 4 --output_dir o\n"
+    )
+    acc = (
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n"
+        "num_machines: 2\nnum_processes: 16\n"
+    )
+    ds = '{"train_batch_size": 256, "gradient_accumulation_steps": 4, "zero_optimization": {}}\n'
+    for name, text in (("job.sh", script), ("acc.yaml", acc), ("ds.json", ds)):
+        Path(name).write_text(text)
+    result = run("update", "job.sh", "--nnodes", "4", "--nproc-per-node", "8", "--in-place")
+    assert result.exit_code == 0, result.output
+    assert Path("ds.json").read_text() == ds.replace('steps": 4', 'steps": 2')
+    assert Path("acc.yaml").read_text() == acc.replace("2\n", "4\n").replace("16", "32")
+    assert Path("job.sh").read_text() == script.replace("steps 4", "steps 2")
+
+
 def test_a_failure_to_write_one_file_puts_every_file_back(job, monkeypatch):
     calls = []
     commit = files._commit

@@ -52,7 +52,8 @@ def other_files(
 ) -> list[Other]:
     """The other files of ``reading``'s job that change for ``spec``: those holding the values
     in ``elsewhere`` (file -> the job framework's key -> new value), its partners (a DeepSpeed
-    JSON) and its launcher's config; each file once, in that order."""
+    JSON), its launcher's config and the DeepSpeed JSON that config names; each file once, in
+    that order."""
     from translator.plugin.registry import get
 
     wanted: dict[str, tuple[Framework, Reading, dict]] = {}
@@ -64,6 +65,10 @@ def other_files(
             own = get(partner.framework)
             _want(wanted, own, partner, own.edits(partner, spec))
     config = reading.launcher_config
+    for partner in [] if config is None else config.partners:
+        if _is_file(partner.path):  # the DeepSpeed JSON accelerate's config hands the program
+            own = get(partner.framework)
+            _want(wanted, own, partner, own.edits(partner, spec))
     if config is not None:
         own = get(config.framework)
         keys = own.edits(config, spec)
