@@ -18,8 +18,14 @@ FILES = {
         '{\n  "train_batch_size": 256,\n  "train_micro_batch_size_per_gpu": 2,\n'
         '  "gradient_accumulation_steps": 8,\n  "zero_optimization": {"stage": 2}\n}\n'
     ),
+    # a checkpoint folder beside the config: the model the examples build and estimate
+    "Llama-3.2-1B/config.json": (
+        '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, '
+        '"intermediate_size": 8192, "num_attention_heads": 32, "num_key_value_heads": 8, '
+        '"num_hidden_layers": 16, "vocab_size": 128256, "tie_word_embeddings": true}'
+    ),
     "axolotl.yml": (
-        "base_model: meta-llama/Llama-3.2-1B\nmicro_batch_size: 2\n"
+        "base_model: ./Llama-3.2-1B\nmicro_batch_size: 2\n"
         "gradient_accumulation_steps: 8\nsequence_len: 4096\n"
     ),
     "train.sh": (
@@ -60,6 +66,7 @@ def test_every_help_shows_one_or_two_examples_of_itself(command):
 def test_each_example_runs_as_written(tmp_path, monkeypatch, line):
     monkeypatch.chdir(tmp_path)
     for name, text in FILES.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text)
     documented = DOCUMENTED_EXIT.search(line)
     want = int(documented.group(1)) if documented else 0

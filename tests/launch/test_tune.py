@@ -73,7 +73,7 @@ def test_tune_finds_the_memory_edge_and_every_probe_counts_g(tmp_path, spec512):
     assert all(p["estimated_memory_bytes"] > 0 and p["peak_memory_bytes"] > 0 for p in ran)
     assert out["memory_fit"]["bytes_per_sample"] > 0
     # The stand-in, asked for: its parameters as the probes' ranks counted them.
-    assert out["model"]["stand_in"] and out["model"]["source"] == "built in code (--model tiny)"
+    assert out["model"]["stand_in"] and out["model"]["source"] == "--model tiny, built in code"
     assert out["model"]["parameters"] == max(p["parameters"] for p in ran) > 0
     written = json.loads(Path(out["files"]["deepspeed"]).read_text())
     assert written["train_micro_batch_size_per_gpu"] == pick["micro_batch_size"]

@@ -101,7 +101,7 @@ def tune(as_json: bool, file: str, memory_limit, overhead, **params) -> None:
     climbing toward the fastest, in at most ceil(log2 d) + 2 probes.
 
     Examples:
-      $ batchspec tune spec.yaml --nproc-per-node 2 --steps 2 --out best --to all
+      $ batchspec tune spec.yaml --nproc-per-node 2 --steps 2 --model tiny --out best --to all
     """
     from translator.findings import Finding
     from translator.launch import tune as tuner

@@ -148,8 +148,8 @@ def choose(
         why = f"the {framework} engine does not build the job's model ({what}) yet"
         if command != "smoke":
             raise InputError(
-                f"{path}: {why}; tune the stand-in with --model tiny, or give --framework hf "
-                "or torch with --model-config (nothing was started)"
+                f"{path}: {why}; tune the stand-in with --model tiny, or choose an engine that "
+                "builds it with --framework (nothing was started)"
             )
         tiny = memory.model_named("tiny", sequence_length)
         return RunModel(tiny, said=f"{why}: the tiny stand-in runs")
