@@ -148,11 +148,14 @@ def edit_text(
                 edit,
             )
         )
-    if copies is not None:
-        replacements = copies(replacements)
+    return _replaced(text, copies(replacements) if copies else replacements), changes
+
+
+def _replaced(text: str, replacements: dict[tuple[int, int], str]) -> str:
+    """``text`` with each span replaced, the last first (so the others stay where they are)."""
     for (start, end), new_text in sorted(replacements.items(), reverse=True):
         text = text[:start] + new_text + text[end:]
-    return text, changes
+    return text
 
 
 def _added(

@@ -54,24 +54,16 @@ from translator.cli.options import engine_options, parse_memory, pop_launcher
 def smoke(
     as_json: bool,
     file: str,
-    framework,
     nproc,
     nnodes,
-    steps,
-    seq_len,
-    model,
-    model_config,
-    layers,
     timeout,
     memory_limit,
     workdir,
     rdzv_endpoint,
     dry_run,
-    device,
-    expect_global,
     parity,
     tolerance,
-    **launcher_flags,
+    **options,
 ) -> None:
     """Run a few real optimizer steps of FILE (a spec or a framework config) and count the
     samples every optimizer step consumes; exit 1 unless each is exactly the global batch
@@ -86,7 +78,7 @@ def smoke(
     from translator.launch import smoke as runs
 
     limit = parse_memory(memory_limit)
-    launcher = pop_launcher(launcher_flags)
+    launcher = pop_launcher(options)  # the rest: the engine, steps, model, device, expectation
     if nnodes > 1 and not launcher.remote and not (dry_run and rdzv_endpoint):
         raise InputError(
             "a multi-node run outside a scheduler starts on every node: print its command "
@@ -96,20 +88,13 @@ def smoke(
     def prepare(path, nproc, nnodes, folder):
         return runs.prepare(
             path,
-            framework,
-            nproc,
-            nnodes,
-            steps,
-            model,
-            seq_len,
-            folder,
-            rdzv_endpoint,
-            device,
-            expect_global,
+            nproc=nproc,
+            nnodes=nnodes,
+            workdir=folder,
+            rdzv_endpoint=rdzv_endpoint,
             remote=launcher.remote,
             dry_run=dry_run,
-            model_config=model_config,
-            layers=layers,
+            **options,
         )
 
     if parity is not None:
