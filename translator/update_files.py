@@ -60,13 +60,10 @@ def other_files(
     for path, keys in elsewhere.items():
         own, file_reading = _read_holding(path, keys, framework)
         _want(wanted, own, file_reading, keys)
-    for partner in reading.partners:
-        if _is_file(partner.path):  # not an inline block of the config itself
-            own = get(partner.framework)
-            _want(wanted, own, partner, own.edits(partner, spec))
     config = reading.launcher_config
-    for partner in [] if config is None else config.partners:
-        if _is_file(partner.path):  # the DeepSpeed JSON accelerate's config hands the program
+    # the job's partners, and the DeepSpeed JSON accelerate's config hands the program
+    for partner in [*reading.partners, *(config.partners if config is not None else [])]:
+        if _is_file(partner.path):  # not an inline block of a config
             own = get(partner.framework)
             _want(wanted, own, partner, own.edits(partner, spec))
     if config is not None:

@@ -163,19 +163,10 @@ def _copies(
     return out
 
 
-def _edited_role(
-    roles: list[tuple[str, yaml.Node]], env: dict[str, str]
-) -> tuple[tuple[int, int] | None, int]:
+def _edited_role(sizes: dict[str, Size]) -> tuple[tuple[int, int] | None, int]:
     """Where the node count is edited, and what the other roles add to it: the one role's
     replicas, or the Workers' beside a single Master (the Master stays one pod); ``None``
     when no one literal makes the count."""
-    sizes = {}
-    for role, node in roles:
-        r = n.child(node, "replicas")
-        if r is None:
-            sizes[role] = Size(1)
-        else:
-            sizes[role] = count(n.text(r), n.line(r), f"{role} replicas", env, n.literal_span(r))
     if len(sizes) == 1:
         return next(iter(sizes.values())).span, 0
     worker, master = sizes.get("Worker"), sizes.get("Master")
@@ -189,9 +180,10 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
     replicas = n.child(spec, "pytorchReplicaSpecs")
     roles = n.pairs(replicas)
     total, where, why = 0, None, None
+    sizes: dict[str, Size] = {}
     for role, node in roles:
         r = n.child(node, "replicas")
-        size = (
+        size = sizes[role] = (
             Size(1)
             if r is None
             else count(n.text(r), n.line(r), f"{role} replicas", env, n.literal_span(r))
@@ -206,7 +198,7 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
     nnodes = None if why else str(total)
     if elastic is not None and (low or high) and low != high:
         why, nnodes = f"elastic: from {low} to {high} pods", f"{low}:{high}"
-    alone, besides = _edited_role(roles, env)
+    alone, besides = _edited_role(sizes)
     edited = "Worker replicas" if besides else f"{roles[0][0]} replicas" if roles else None
     nodes = Size(None if why else total, where, why, alone, edited, besides)
     proc = n.child(spec, "nprocPerNode") or n.child(elastic, "nProcPerNode")

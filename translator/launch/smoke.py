@@ -21,7 +21,6 @@ from translator.memory import PRESETS, Model
 from translator.plugin.contract import Framework
 from translator.plugin.registry import get
 from translator.rank import failure, parity_rank
-from translator.rank.context import mentions_out_of_memory
 from translator.rank.engines import (
     TORCH,
     config_framework,
@@ -483,7 +482,7 @@ def judge(
                 f"rank(s) {ranks} were killed (SIGKILL) before they could report: the host's "
                 "memory killer, most likely; give the ranks more host memory, or --layers N"
             )
-        elif any(mentions_out_of_memory(line) for line in log_tail):
+        elif any(failure.mentions_out_of_memory(line) for line in log_tail):
             oom = True  # an allocator abort (C++ std::bad_alloc) leaves no report behind
             errors.append(
                 f"out of memory on rank(s) {ranks} before they could report (at "

@@ -95,20 +95,3 @@ def peak_memory(device: str) -> int:
     if device.startswith("cuda"):
         return int(torch.cuda.max_memory_allocated(device))
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-#: What allocators (torch's CPU and CUDA ones, Python, the OS) say when memory runs out.
-OUT_OF_MEMORY_WORDS = (
-    "out of memory",
-    "can't allocate memory",
-    "cannot allocate memory",
-    "memoryerror",
-    "outofmemoryerror",
-    "std::bad_alloc",
-)
-
-
-def mentions_out_of_memory(text: str) -> bool:
-    """True when an error text (or a log) says memory ran out."""
-    lowered = text.lower()
-    return any(words in lowered for words in OUT_OF_MEMORY_WORDS)

@@ -25,13 +25,13 @@ DEVICE_WORDS = (
     "hip out of memory",
     "xpu out of memory",
 )
+#: What an allocator (the C++ and C ones, the OS) says when it cannot allocate.
+ALLOCATOR_WORDS = ("std::bad_alloc", "can't allocate memory", "cannot allocate memory")
 #: Words of the host's allocator failing.
-HOST_WORDS = (
-    "std::bad_alloc",
-    "can't allocate memory",
-    "cannot allocate memory",
-    "defaultcpuallocator: not enough memory",
-)
+HOST_WORDS = (*ALLOCATOR_WORDS, "defaultcpuallocator: not enough memory")
+#: What allocators (torch's CPU and CUDA ones, Python, the OS) say when memory runs out, in a
+#: log whose ranks left no report.
+OUT_OF_MEMORY_WORDS = ("out of memory", "memoryerror", "outofmemoryerror", *ALLOCATOR_WORDS)
 #: Words of a collective whose peer went away (gloo's and NCCL's, torch.distributed's).
 PEER_WORDS = (
     "connection closed by peer",
@@ -62,6 +62,12 @@ def classify(exc: BaseException, device: str) -> str | None:
     if any(w in text for w in PEER_WORDS):
         return COLLATERAL
     return None
+
+
+def mentions_out_of_memory(text: str) -> bool:
+    """True when an error text (or a log) says memory ran out."""
+    lowered = text.lower()
+    return any(words in lowered for words in OUT_OF_MEMORY_WORDS)
 
 
 def error_text(kind: str | None, said: str) -> str:

@@ -53,7 +53,8 @@ from pathlib import Path
 
 from translator.counting import TrainerCounter
 from translator.rank import parity_rank
-from translator.rank.context import RunContext, mentions_out_of_memory
+from translator.rank.context import RunContext
+from translator.rank.failure import mentions_out_of_memory
 
 #: Keys of the rendered YAML that are run (everything else is the tiny model's setup).
 #: ``batch_size`` is not rendered, but if a file has it, Axolotl must see it too.
