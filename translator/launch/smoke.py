@@ -361,10 +361,9 @@ def check_engine(
 def _not_installed_here(framework: str) -> list[Finding]:
     """A warning when ``framework``'s engine is not installed on this machine, for a run
     whose ranks start elsewhere."""
-    from translator.plugin.contract import missing
-    from translator.rank.engines import engine
+    from translator.rank.engines import not_installed
 
-    absent = missing(engine(framework).requires)
+    absent, install = not_installed(framework)
     if not absent:
         return []
     return [
@@ -372,8 +371,7 @@ def _not_installed_here(framework: str) -> list[Finding]:
             "framework-not-installed",
             f"the {framework} engine needs {', '.join(absent)}, not installed here: the "
             "nodes' Python must have it",
-            hint=f"pip install 'batchspec[{engine(framework).extra or framework}]' where the "
-            "ranks run",
+            hint=f"{install} where the ranks run",
         )
     ]
 

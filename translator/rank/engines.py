@@ -71,13 +71,19 @@ def _listed(names) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
+def not_installed(name: str) -> tuple[list[str], str]:
+    """The packages the ``name`` engine needs that are not installed here, and the command
+    that installs them."""
+    found = engine(name)
+    extra = f"pip install 'batchspec[{found.extra}]'" if found.extra else "pip install torch"
+    return missing(found.requires), extra
+
+
 def require_installed(name: str) -> None:
     """Refuse, before any process starts, an engine whose packages are not installed, naming
     what to install."""
-    found = engine(name)
-    absent = missing(found.requires)
+    absent, extra = not_installed(name)
     if absent:
-        extra = f"pip install 'batchspec[{found.extra}]'" if found.extra else "pip install torch"
         raise InputError(
             f"the {name} engine needs {_listed(absent)}, "
             f"which {'is' if len(absent) == 1 else 'are'} not installed here: "
