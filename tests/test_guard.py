@@ -90,6 +90,7 @@ SCRIPT = textwrap.dedent("""
         outcome = f"stopped {exc}"
     with open(f"{sys.argv[2]}/rank{dist.get_rank()}.txt", "w") as out:
         out.write(outcome)
+    dist.barrier()  # gloo aborts a rank whose peer tore the group down first
     dist.destroy_process_group()
 """)
 
