@@ -5,7 +5,14 @@ Nothing is downloaded: ``tiny`` runs anywhere in seconds, ``125m`` has GPT-2 sma
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from translator import memory
+
+if TYPE_CHECKING:
+    from translator.rank.context import RunContext
 
 #: Vocabulary padded to a multiple of 64 (nanoGPT's 50257 -> 50304).
 VOCAB = {"tiny": 512, "125m": 50304}
@@ -27,6 +34,17 @@ SHAPES = {
     "tiny": ModelShape(layers=2, hidden=64, heads=4, vocab=VOCAB["tiny"]),
     "125m": ModelShape(layers=12, hidden=768, heads=12, vocab=VOCAB["125m"]),
 }
+
+
+def job_shape(ctx: RunContext) -> memory.Model:
+    """The shape an engine that builds a shape (engine option ``model_shape``) builds: the
+    job's (``ctx.model_config``, the fields of :class:`translator.memory.Model` as JSON, depth
+    already cut to ``--layers``), else the stand-in's (GPT-style: 4h MLP, learned positions,
+    tied head)."""
+    if ctx.model_config is not None:
+        return memory.Model(**json.loads(ctx.model_config.read_text(encoding="utf-8")))
+    s = SHAPES[ctx.model]
+    return memory.Model(ctx.model, s.layers, s.hidden, s.heads, s.heads, 4 * s.hidden, s.vocab)
 
 
 def layers(name: str, sequence_length: int) -> list:

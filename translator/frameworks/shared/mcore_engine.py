@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import inspect
-import json
 import sys
 import types
 import warnings
@@ -214,7 +213,7 @@ def _stream(ctx: RunContext, layout: Layout, replica: int, replicas: int):
     or the parity samples."""
     import torch
 
-    micro, vocab = layout.micro_batch_size, shape_of(ctx).vocab
+    micro, vocab = layout.micro_batch_size, models.job_shape(ctx).vocab
     if ctx.parity:
         yield from parity_rank.micro_batches(replica, replicas, micro, ctx.sequence_length, vocab)
     generator = torch.Generator().manual_seed(1000 + replica)
@@ -286,16 +285,6 @@ def run(ctx: RunContext, layout: Layout):
             parallel_state.destroy_model_parallel()
 
 
-def shape_of(ctx: RunContext) -> memory.Model:
-    """The shape the ranks build: the job's (``ctx.model_config``, the fields of
-    :class:`translator.memory.Model` as JSON), else the stand-in's (GPT-style: 4h MLP, learned
-    positions, tied head)."""
-    if ctx.model_config is not None:
-        return memory.Model(**json.loads(ctx.model_config.read_text(encoding="utf-8")))
-    s = models.SHAPES[ctx.model]
-    return memory.Model(ctx.model, s.layers, s.hidden, s.heads, s.heads, 4 * s.hidden, s.vocab)
-
-
 def architecture(shape: memory.Model) -> dict:
     """TransformerConfig's fields for ``shape`` beyond its sizes, as Megatron's flags set them
     (``--group-query-attention``, ``--ffn-hidden-size``, ``--swiglu``, ``--normalization
@@ -337,7 +326,7 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
     from megatron.core.tensor_parallel import random as megatron_random
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    shape = shape_of(ctx)
+    shape = models.job_shape(ctx)
     chunks = layout.virtual_pipeline_stages or 1
     stages = layout.pipeline_parallel_size * chunks
     layers = -(-shape.layers // stages) * stages  # a multiple of the stages
