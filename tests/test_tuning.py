@@ -99,3 +99,23 @@ def test_a_later_variant_is_probed_only_when_micro_batch_1_does_not_fit_the_firs
 
 def test_budget_is_ceil_log2_d_plus_2():
     assert [budget(len(divisors(n))) for n in (1, 2, 16, 64, 128, 360)] == [2, 3, 5, 5, 5, 7]
+
+
+def test_a_probe_at_the_memory_edge_stops_the_search_upward():
+    """Micro-batch 8 runs, but its allocator had to free its cache and retry: larger ones are
+    not probed, although they would fit by the estimate, and the reason names the edge."""
+    calls: list = []
+
+    def probe(c):
+        calls.append(c)
+        b = c.micro_batch_size
+        return Probe(c, [64], float(b), at_memory_edge=b >= 8, out_of_memory=b > 16)
+
+    found = search(64, [(False, None)], lambda c: c.micro_batch_size <= 8, probe)
+    assert max(c.micro_batch_size for c in calls) == 8
+    assert found.pick.candidate.micro_batch_size == 8
+    assert "8 ran with allocator retries, at the memory edge" in found.reason
+
+    calls.clear()  # the same landscape without retries climbs past 8
+    search(64, [(False, None)], lambda c: c.micro_batch_size <= 8, prober(16, float, calls))
+    assert max(c.micro_batch_size for c in calls) > 8

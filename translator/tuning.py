@@ -5,7 +5,9 @@ keeps the global batch. The memory estimate ranks them; the real engine probes t
 
 1. **The edge.** Bisection over the divisor list for the largest micro-batch that fits, started
    at the estimate's guess (the largest the estimate fits, or the top when nothing caps
-   memory), and galloping from there: an estimate that is right costs one or two probes.
+   memory), and galloping from there: an estimate that is right costs one or two probes. A
+   probe that ran but whose allocator had to free its cache and retry is the edge itself:
+   nothing larger is probed.
 2. **The climb.** Tokens/s against the micro-batch rises and then flattens or falls: the
    untested gaps beside the fastest probe are halved (larger gap first), moving to any faster
    probe; a gap whose two ends are within ``threshold`` of each other is flat and left alone.
@@ -37,6 +39,8 @@ class Probe:
     samples_per_optimizer_step: list[int] = field(default_factory=list)
     tokens_per_second: float | None = None
     step_time_seconds: float | None = None
+    step_time_spread: float | None = None
+    """(slowest − fastest) / median of its timed steps (None with fewer than two)."""
     peak_memory_bytes: int | None = None
     estimated_memory_bytes: int | None = None
     out_of_memory: bool = False
@@ -44,6 +48,11 @@ class Probe:
     """Wall time of the probe, launch included."""
     parameters: int | None = None
     """Parameters of the model as the probe's ranks built it (None when they did not say)."""
+    memory_by_rank: list[dict] = field(default_factory=list)
+    """Each rank's allocated and reserved peaks, allocator retries and device memory in use."""
+    at_memory_edge: bool = False
+    """It ran, but a rank's allocator had to free its cache and retry: nothing larger is
+    probed."""
 
     def as_dict(self) -> dict:
         c = self.candidate
@@ -55,11 +64,14 @@ class Probe:
             "samples_per_optimizer_step": self.samples_per_optimizer_step,
             "tokens_per_second": self.tokens_per_second,
             "step_time_seconds": self.step_time_seconds,
+            "step_time_spread": self.step_time_spread,
             "peak_memory_bytes": self.peak_memory_bytes,
             "estimated_memory_bytes": self.estimated_memory_bytes,
             "out_of_memory": self.out_of_memory,
             "seconds": round(self.seconds, 2),
             "parameters": self.parameters,
+            "memory_by_rank": self.memory_by_rank,
+            "at_memory_edge": self.at_memory_edge,
         }
 
 
@@ -140,6 +152,8 @@ def _edge(
     if first is None:
         return None
     lo, hi = (guess, hi) if not first.out_of_memory else (lo, guess)
+    if first.at_memory_edge:
+        hi = guess + 1
     bisecting = first.out_of_memory  # else gallop upward from a guess that fit
     if bisecting and settle_first and guess > 0:
         # Another variant waits: learn at once whether micro-batch 1 fits this one at all.
@@ -166,6 +180,8 @@ def _edge(
             return mid  # past the fastest already: the edge above cannot hold the pick
         else:
             lo = mid
+            if result.at_memory_edge:
+                hi = mid + 1
     return lo
 
 
@@ -228,8 +244,11 @@ def _reason(pick: Probe, tried: dict[int, Probe], edge: int, ladder, threshold) 
     c = pick.candidate
     fit = max(p.candidate.micro_batch_size for p in tried.values() if not p.out_of_memory)
     oom = [p.candidate.micro_batch_size for p in tried.values() if p.out_of_memory]
-    edge_text = f"the largest micro-batch probed that fits is {fit}" + (
-        f" ({min(oom)} ran out of memory)" if oom else ""
+    retried = [p.candidate.micro_batch_size for p in tried.values() if p.at_memory_edge]
+    edge_text = (
+        f"the largest micro-batch probed that fits is {fit}"
+        + (f" ({min(oom)} ran out of memory)" if oom else "")
+        + (f" ({min(retried)} ran with allocator retries, at the memory edge)" if retried else "")
     )
     at = next(i for i, p in tried.items() if p is pick)
     neighbours = [i for i in (at - 1, at + 1) if 0 <= i <= edge]

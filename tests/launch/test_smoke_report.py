@@ -122,6 +122,34 @@ def test_a_replica_not_known_yet_leaves_the_sums_unknown():
     assert m.tokens_per_second is None
 
 
+def test_the_timed_steps_spread_and_each_ranks_allocator_are_kept():
+    """The first step is warm-up; the spread is over the timed ones. Rank 1's allocator
+    retried: the run is at the memory edge, and each rank's figures are listed apart."""
+    ranks = [
+        RankResult(r, 2, r, True, [4, 4, 4, 4], [9.0, 1.0, 1.2, 0.9], 100 + r, **gpu)
+        for r, gpu in enumerate(
+            [
+                {"reserved_peak_bytes": 200, "allocator_retries": 0, "device_used_bytes": 300},
+                {"reserved_peak_bytes": 210, "allocator_retries": 3, "device_used_bytes": 310},
+            ]
+        )
+    ]
+    m = merge(ranks, 2)
+    assert m.step_time_seconds == 1.0 and m.step_time_spread == pytest.approx(0.3)
+    assert m.at_memory_edge
+    assert m.memory_by_rank[1] == {
+        "rank": 1,
+        "peak_allocated_bytes": 101,
+        "peak_reserved_bytes": 210,
+        "allocator_retries": 3,
+        "device_used_bytes": 310,
+    }
+    ranks[1].allocator_retries = 0
+    assert not merge(ranks, 2).at_memory_edge
+    one_timed = [RankResult(0, 1, 0, True, [4, 4], [9.0, 1.0])]
+    assert merge(one_timed, 1).step_time_spread is None  # a spread needs two timed steps
+
+
 def test_the_harness_reports_after_every_step(tmp_path, monkeypatch):
     """Each closed step rewrites the rank's report (not finished); with model parallelism
     which rank counts stays unknown until the engine's final report."""

@@ -64,6 +64,11 @@ def test_tune_finds_the_memory_edge_and_every_probe_counts_g(tmp_path, spec512):
     oom = [p for p in probes if p["out_of_memory"]]
     assert oom and ran
     assert all(p["samples_per_optimizer_step"] == [128] * 4 for p in ran)
+    # three timed steps after the warm-up: their spread; on CPU no allocator figures
+    assert all(p["step_time_spread"] is not None and p["step_time_spread"] >= 0 for p in ran)
+    assert all([r["rank"] for r in p["memory_by_rank"]] == [0, 1] for p in ran)
+    assert all(r["allocator_retries"] is None for p in ran for r in p["memory_by_rank"])
+    assert not any(p["at_memory_edge"] for p in probes)
     assert max(p["micro_batch_size"] for p in ran) < min(p["micro_batch_size"] for p in oom)
     pick = out["pick"]
     assert pick["global_batch_size"] == 128
@@ -148,6 +153,7 @@ def test_a_human_run_prints_the_table_the_plot_and_the_pick(tmp_path):
         ),
         (["--nproc", 2, "--memory-limit", "0"], "--memory-limit '0'", 2),
         (["--nproc", 2, "--threshold", "2"], "--threshold", 2),
+        (["--nproc", 2, "--steps", "2"], "--steps", 2),  # one timed step has no spread
         (
             [
                 "--nproc",

@@ -28,10 +28,11 @@ from translator.cli.options import (
 @engine_options
 @click.option(
     "--steps",
-    type=click.IntRange(min=2),
+    type=click.IntRange(min=3),
     default=4,
     show_default=True,
-    help="Optimizer steps per probe (the first is warm-up, not timed).",
+    help="Optimizer steps per probe: the first is warm-up, the others are timed (their median "
+    "decides, their spread is reported).",
 )
 @click.option(
     "--recompute",
@@ -101,7 +102,7 @@ def tune(as_json: bool, file: str, memory_limit, overhead, **params) -> None:
     climbing toward the fastest, in at most ceil(log2 d) + 2 probes.
 
     Examples:
-      $ batchspec tune spec.yaml --nproc-per-node 2 --steps 2 --model tiny --out best --to all
+      $ batchspec tune spec.yaml --nproc-per-node 2 --steps 3 --model tiny --out best --to all
     """
     from translator.findings import Finding
     from translator.launch import tune as tuner

@@ -151,12 +151,15 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
         c,
         m.samples_per_optimizer_step or [],  # unknown only for a probe that ran out of memory
         tokens,
-        None if oom else m.step_time_seconds,
-        m.peak_memory_bytes or None,
-        estimated,
-        oom,
-        time.monotonic() - start,
-        runs.built_parameters(report.results, prepared.spec),
+        step_time_seconds=None if oom else m.step_time_seconds,
+        step_time_spread=None if oom else m.step_time_spread,
+        peak_memory_bytes=m.peak_memory_bytes or None,
+        estimated_memory_bytes=estimated,
+        out_of_memory=oom,
+        seconds=time.monotonic() - start,
+        parameters=runs.built_parameters(report.results, prepared.spec),
+        memory_by_rank=m.memory_by_rank,
+        at_memory_edge=not oom and m.at_memory_edge,
     )
 
 

@@ -51,7 +51,18 @@ def parity_line(out: dict | None) -> str | None:
 def _table(probes: list[dict], fit: dict | None) -> list[str]:
     """The probes (``Probe.as_dict()``) as aligned columns, with the fitted memory."""
     rows = [
-        ("micro", "accum", "recompute", "tokens/s", "step s", "peak", "estimate", "fitted", "OOM")
+        (
+            "micro",
+            "accum",
+            "recompute",
+            "tokens/s",
+            "step s",
+            "spread",
+            "peak",
+            "estimate",
+            "fitted",
+            "OOM",
+        )
     ]
     for p in probes:
         micro = p["micro_batch_size"]
@@ -60,7 +71,7 @@ def _table(probes: list[dict], fit: dict | None) -> list[str]:
             if fit and not p["recompute"]
             else None
         )
-        tokens, step = p["tokens_per_second"], p["step_time_seconds"]
+        tokens, step, spread = p["tokens_per_second"], p["step_time_seconds"], p["step_time_spread"]
         rows.append(
             (
                 str(micro),
@@ -68,10 +79,11 @@ def _table(probes: list[dict], fit: dict | None) -> list[str]:
                 "yes" if p["recompute"] else "no",
                 "-" if tokens is None else f"{tokens:,.0f}",
                 "-" if step is None else f"{step:.3f}",
+                "-" if spread is None else f"{spread:.0%}",
                 mib(p["peak_memory_bytes"]),
                 mib(p["estimated_memory_bytes"]),
                 mib(fitted),
-                "yes" if p["out_of_memory"] else "no",
+                "yes" if p["out_of_memory"] else "edge" if p["at_memory_edge"] else "no",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

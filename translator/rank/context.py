@@ -63,6 +63,7 @@ class RunContext:
             sequence_length=self.sequence_length,
             device=device_name(self.device),
             peak_memory_bytes=peak_memory(self.device),
+            **allocator(self.device),
             **fields,
         )
 
@@ -87,6 +88,22 @@ def device_name(device: str) -> str:
     import torch
 
     return torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+
+
+def allocator(device: str) -> dict:
+    """What the GPU's caching allocator says beyond the allocated peak: its reserved peak, its
+    retries (a cudaMalloc that failed, the cache freed and tried again: the run is at the
+    memory edge) and the device memory in use by every process on it; nothing on a CPU."""
+    if not device.startswith("cuda"):
+        return {}
+    import torch
+
+    free, total = torch.cuda.mem_get_info(device)
+    return {
+        "reserved_peak_bytes": int(torch.cuda.max_memory_reserved(device)),
+        "allocator_retries": int(torch.cuda.memory_stats(device).get("num_alloc_retries", 0)),
+        "device_used_bytes": int(total - free),
+    }
 
 
 def peak_memory(device: str) -> int:

@@ -32,6 +32,15 @@ class RankResult:
     """Wall seconds of each optimizer step."""
     peak_memory_bytes: int = 0
     """``torch.cuda.max_memory_allocated`` on GPU, peak RSS on CPU."""
+    reserved_peak_bytes: int | None = None
+    """``torch.cuda.max_memory_reserved``: what the caching allocator held at most; None on a
+    CPU."""
+    allocator_retries: int | None = None
+    """The caching allocator's ``num_alloc_retries``: allocations that failed, freed the cache
+    and were tried again (more than 0: the run is at the memory edge); None on a CPU."""
+    device_used_bytes: int | None = None
+    """Device memory in use at the end, by every process on the GPU (``mem_get_info``); None
+    on a CPU."""
     device: str | None = "cpu"
     """``cpu`` or the GPU's name; None when the rank failed before it knew."""
     sequence_length: int = 0
@@ -81,6 +90,8 @@ class Measurement:
     tokens_per_second: float | None
     step_time_seconds: float | None
     """Median over steps after the first (the first includes warm-up)."""
+    step_time_spread: float | None
+    """(slowest − fastest) / median of the timed steps; None with fewer than two of them."""
     peak_memory_bytes: int
     """Largest over ranks."""
     device: str | None
@@ -91,6 +102,15 @@ class Measurement:
     packed_rows_per_optimizer_step: list[int] | None = None
     """The packed rows of each step, summed like the samples, when the ranks packed several
     samples into a row (the global batch counts these rows); None when they did not."""
+    memory_by_rank: list[dict] = field(default_factory=list)
+    """Each rank's allocated and reserved peaks, allocator retries and device memory in use
+    (:func:`rank_memory`), in rank order."""
+
+    @property
+    def at_memory_edge(self) -> bool:
+        """A rank's allocator had to free its cache and retry: a larger micro-batch would not
+        fit, or would fit only slowly."""
+        return any((r["allocator_retries"] or 0) > 0 for r in self.memory_by_rank)
 
 
 def merge(results: list[RankResult], world_size: int | None = None) -> Measurement:
@@ -110,6 +130,7 @@ def merge(results: list[RankResult], world_size: int | None = None) -> Measureme
     times = [max(r.step_times[i] for r in results) for i in range(n)]
     timed = times[1:] or times
     median = statistics.median(timed) if timed else None
+    spread = (max(timed) - min(timed)) / median if len(times) > 2 and median else None
     seq = max((r.sequence_length for r in results), default=0)
     tokens = (
         (sum(filled[1:] or filled) * seq / sum(timed))
@@ -121,9 +142,22 @@ def merge(results: list[RankResult], world_size: int | None = None) -> Measureme
         samples_per_optimizer_step=per_step,
         tokens_per_second=tokens,
         step_time_seconds=median,
+        step_time_spread=spread,
         peak_memory_bytes=max((r.peak_memory_bytes for r in results), default=0),
         device=results[0].device if results else None,
         stepped_by=results[0].stepped_by if results else "",
         sequence_length=seq or None,
         packed_rows_per_optimizer_step=rows,
+        memory_by_rank=[rank_memory(r) for r in results],
     )
+
+
+def rank_memory(result: RankResult) -> dict:
+    """One rank's memory as ``--json`` lists it."""
+    return {
+        "rank": result.rank,
+        "peak_allocated_bytes": result.peak_memory_bytes,
+        "peak_reserved_bytes": result.reserved_peak_bytes,
+        "allocator_retries": result.allocator_retries,
+        "device_used_bytes": result.device_used_bytes,
+    }
