@@ -2,6 +2,7 @@
 edge from --memory-limit; one Slurm job for all probes; bad input stops before any probe."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 from smoking import leftovers
 
 pytestmark = pytest.mark.framework
@@ -335,3 +337,43 @@ def test_ctrl_c_mid_probe_stops_every_rank_and_prints_the_probes_so_far(tmp_path
     assert "tune stopped: interrupted during probe 1" in err
     assert "probe(s) of at most" in out
     assert leftovers(str(workdir)) == []
+
+
+def test_a_probe_past_its_deadline_is_stopped_whole_and_ends_the_tune(tmp_path):
+    """A probe of 100,000 steps (as a rank that hangs) is stopped at --probe-timeout, every
+    process of it, long before the tune's own --timeout."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SEQ64)
+    workdir = tmp_path / "w"
+    began = time.monotonic()
+    code, out, err = tune(
+        spec, "--nproc", 2, "--device", "cpu", "--steps", 100_000, "--probe-timeout", 20,
+        "--timeout", 300, "--workdir", workdir, "--json",
+    )  # fmt: skip
+    assert code == 1 and out["stopped"] == "probe-timeout", err
+    assert "probe 1 did not end within --probe-timeout 20 s" in err
+    assert time.monotonic() - began < 120 and leftovers(str(workdir)) == []
+
+
+def test_a_job_step_past_its_deadline_is_cancelled(tmp_path, slurm_cluster):
+    """Inside an allocation a probe is an srun step: the step itself is cancelled by name
+    (killing srun on this node does not reach its tasks on the others)."""
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        "srun --job-name=batchspec-probe-x sleep 300 &\n"
+        "until squeue --steps --jobs $SLURM_JOB_ID -h -o %j | grep -q batchspec-probe-x; do\n"
+        "  sleep 0.5; done\n"
+        f"{sys.executable} -c 'from translator.launch.probes import cancel_step; "
+        'cancel_step("batchspec-probe-x")\'\n'
+        "wait; echo step ended\n"
+    )
+    began = time.monotonic()
+    done = subprocess.run(
+        ["sbatch", "--wait", "--output", str(tmp_path / "out.txt"), str(script)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "step ended" in (tmp_path / "out.txt").read_text()
+    assert time.monotonic() - began < 60  # not the step's 300 s

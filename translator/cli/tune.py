@@ -52,6 +52,12 @@ from translator.cli.options import (
     show_default=True,
     help="Tokens/s gain below which a larger micro-batch counts as no better.",
 )
+@click.option(
+    "--probe-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds one probe may take, start-up included: a probe whose rank hangs is stopped, "
+    "every process of it (a Slurm job step cancelled), and the tune ends (exit 1).",
+)
 @run_options
 @click.option(
     "--out",

@@ -50,6 +50,10 @@ class Setup:
     """Inside a Slurm allocation: each probe is an ``srun`` job step."""
     model: RunModel | None = None
     """The model every probe builds (None: the plan's stand-in)."""
+    probe_timeout: float | None = None
+    """Seconds one probe may take, launch included (``--probe-timeout``): past it the whole
+    launch is stopped, an ``srun`` step cancelled, and the tune ends; None: no limit but the
+    tune's own."""
 
     @property
     def shape(self) -> memory.Model:
@@ -117,17 +121,21 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
         recompute=c.recompute,
     )
     left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)
+    own = setup.probe_timeout is not None and (left is None or setup.probe_timeout < left)
     start = time.monotonic()
     runs.write_workdir(prepared)
+    step = f"batchspec-probe-{folder.name}"
     outcome = runner.run(
-        _command(setup, prepared.plan),
+        _command(setup, prepared.plan, step),
         runs.environment(prepared.plan.framework, setup.memory_limit),
-        left,
+        setup.probe_timeout if own else left,
         on_line,
     )
+    if outcome.stopped and setup.in_allocation:
+        cancel_step(step)
     report = runs.judge(prepared, outcome.stopped, left, outcome.log_tail)
     if outcome.stopped:
-        raise Stopped(outcome.stopped)
+        raise Stopped("probe-timeout" if own and outcome.stopped == "timeout" else outcome.stopped)
     oom = report.out_of_memory
     if report.errors and not oom:
         raise ConfigError(
@@ -163,8 +171,8 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     )
 
 
-def _command(setup: Setup, plan: command.SmokePlan) -> list[str]:
-    """torchrun here, or an ``srun`` job step on the allocation's nodes."""
+def _command(setup: Setup, plan: command.SmokePlan, step: str) -> list[str]:
+    """torchrun here, or an ``srun`` job step called ``step`` on the allocation's nodes."""
     if not setup.in_allocation:
         return command.local_command(plan)
     endpoint = None
@@ -175,6 +183,7 @@ def _command(setup: Setup, plan: command.SmokePlan) -> list[str]:
         endpoint = f"{head.split()[0]}:{RDZV_PORT}"
     return [
         "srun",
+        f"--job-name={step}",
         "--kill-on-bad-exit=1",
         f"--nodes={plan.nnodes}",
         "--ntasks-per-node=1",
@@ -184,6 +193,23 @@ def _command(setup: Setup, plan: command.SmokePlan) -> list[str]:
         *command.torchrun_args(plan, endpoint),
         *command.worker_args(plan),
     ]
+
+
+def cancel_step(name: str) -> None:
+    """``scancel`` the allocation's job step called ``name``: killing ``srun`` here does not
+    always end its tasks on the other nodes."""
+    import subprocess
+
+    job = os.environ["SLURM_JOB_ID"]
+    listed = subprocess.run(
+        ["squeue", "--steps", "--jobs", job, "--noheader", "--format", "%i %j"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    for line in listed.splitlines():
+        step, _, step_name = line.strip().partition(" ")
+        if step_name == name:
+            subprocess.run(["scancel", "--quiet", step], capture_output=True)
 
 
 def _output(argv: list[str]) -> str:

@@ -95,6 +95,9 @@ class Request:
     """Tokens per sample (default: the config's, else the stand-in's default)."""
     timeout: float | None
     """Seconds the whole tune may take."""
+    probe_timeout: float | None
+    """Seconds one probe may take (``--probe-timeout``): a probe whose rank hangs (waiting on
+    a peer that failed) is stopped, every process of it, and the tune ends."""
     memory_limit: int | None
     """Each rank's address-space cap in bytes (``--memory-limit``); also the capacity the
     estimate fits in."""
@@ -240,6 +243,7 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
         None if request.timeout is None else time.monotonic() + request.timeout,
         request.in_allocation and probes.require_allocation(),
         chosen,
+        request.probe_timeout,
     )
     return setup, stages
 
@@ -349,11 +353,11 @@ def search(setup: probes.Setup, stages, recompute: bool, estimator, capacity, th
         result = tuning.search(per_rank, variants, fits, probe, threshold)
     except (probes.Stopped, KeyboardInterrupt) as exc:
         stopped = exc.why if isinstance(exc, probes.Stopped) else "interrupted"
-        why = (
-            f"--timeout reached during probe {len(done) + 1}"
-            if stopped == "timeout"
-            else f"interrupted during probe {len(done) + 1}"
-        )
+        why = {
+            "timeout": f"--timeout reached during probe {len(done) + 1}",
+            "probe-timeout": f"probe {len(done) + 1} did not end within --probe-timeout "
+            f"{setup.probe_timeout:g} s (a rank may wait on a peer that failed)",
+        }.get(stopped, f"interrupted during probe {len(done) + 1}")
         partial = tuning.Search(probes=done, reason=why + "; every process of it was stopped")
         return partial, time.monotonic() - start, stopped
     return result, time.monotonic() - start, None
