@@ -41,6 +41,8 @@ class Probe:
     step_time_seconds: float | None = None
     step_time_spread: float | None = None
     """(slowest − fastest) / median of its timed steps (None with fewer than two)."""
+    mfu: float | None = None
+    """Model FLOPs utilisation (smoke's formula); None on CPU or an unknown GPU."""
     peak_memory_bytes: int | None = None
     estimated_memory_bytes: int | None = None
     out_of_memory: bool = False
@@ -48,6 +50,8 @@ class Probe:
     """Wall time of the probe, launch included."""
     parameters: int | None = None
     """Parameters of the model as the probe's ranks built it (None when they did not say)."""
+    engine: dict | None = None
+    """Whose code ran: ``{"framework": ..., "deepspeed_zero_stage": N or None}``."""
     memory_by_rank: list[dict] = field(default_factory=list)
     """Each rank's allocated and reserved peaks, allocator retries and device memory in use."""
     at_memory_edge: bool = False
@@ -65,11 +69,13 @@ class Probe:
             "tokens_per_second": self.tokens_per_second,
             "step_time_seconds": self.step_time_seconds,
             "step_time_spread": self.step_time_spread,
+            "mfu": self.mfu,
             "peak_memory_bytes": self.peak_memory_bytes,
             "estimated_memory_bytes": self.estimated_memory_bytes,
             "out_of_memory": self.out_of_memory,
             "seconds": round(self.seconds, 2),
             "parameters": self.parameters,
+            "engine": self.engine,
             "memory_by_rank": self.memory_by_rank,
             "at_memory_edge": self.at_memory_edge,
         }

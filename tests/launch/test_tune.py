@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from paths import ROOT
 from smoking import leftovers
+from test_named_model import TINY, folder_with
 
 pytestmark = pytest.mark.framework
 
@@ -19,15 +20,18 @@ SEQ512 = "global_batch_size: 128\nworld_size: 2\nsequence_length: 512\n"
 SEQ64 = "global_batch_size: 64\nworld_size: 2\nsequence_length: 64\n"
 
 
-def tune(*args, timeout=600):
-    """``batchspec tune``, on the tiny stand-in unless the test names a model (the stand-in is
-    asked for: a spec names no model)."""
-    model = () if any(a in ("--model", "--model-config") for a in args) else ("--model", "tiny")
+def tune(*args, timeout=600, cwd=None, stand_in=True):
+    """``batchspec tune``, on the tiny stand-in unless the test names a model or runs the
+    job's own (``stand_in`` False; a spec names no model)."""
+    named = not stand_in or any(a in ("--model", "--model-config") for a in args)
+    model = () if named else ("--model", "tiny")
     done = subprocess.run(
         [sys.executable, "-m", "translator", "tune", *map(str, args), *model],
         capture_output=True,
         text=True,
         timeout=timeout,
+        cwd=cwd,
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
     )
     out = json.loads(done.stdout) if "--json" in args and done.stdout.strip() else done.stdout
     return done.returncode, out, done.stderr
@@ -71,6 +75,7 @@ def test_tune_finds_the_memory_edge_and_every_probe_counts_g(tmp_path, spec512):
     assert all([r["rank"] for r in p["memory_by_rank"]] == [0, 1] for p in ran)
     assert all(r["allocator_retries"] is None for p in ran for r in p["memory_by_rank"])
     assert not any(p["at_memory_edge"] for p in probes)
+    assert all(p["mfu"] is None for p in probes)  # no peak FLOP/s for a CPU
     assert max(p["micro_batch_size"] for p in ran) < min(p["micro_batch_size"] for p in oom)
     pick = out["pick"]
     assert pick["global_batch_size"] == 128
@@ -242,40 +247,46 @@ def test_a_link_out_of_the_out_folder_stops_the_tune_before_it_starts(tmp_path):
     assert not (tmp_path / "w").exists()
 
 
-def test_a_deepspeed_config_is_tuned_on_deepspeeds_engine(tmp_path):
-    """The user's DeepSpeed JSON: each probe is DeepSpeed's engine on the candidate's rendered
-    JSON, and DeepSpeed's own steps count G."""
-    ds = tmp_path / "ds.json"
-    ds.write_text(
-        '{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1, '
-        '"gradient_accumulation_steps": 8}'
-    )
+HF_DEEPSPEED_JOB = """#!/bin/bash
+deepspeed --num_gpus 2 train.py \\
+    --deepspeed zero2.json \\
+    --model_name_or_path ./tiny \\
+    --per_device_train_batch_size 1 \\
+    --gradient_accumulation_steps 2 \\
+    --learning_rate 1e-5
+"""
+ZERO2_AUTO = (
+    '{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", '
+    '"gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}'
+)
+
+
+def test_an_hf_deepspeed_job_is_tuned_on_its_own_processes_under_deepspeed(tmp_path):
+    """No --nproc-per-node: the job's own 2 processes, its global batch 4 kept; each probe is
+    the job itself at the candidate's micro-batch (the HF Trainer under DeepSpeed ZeRO-2, the
+    job's model built from its config.json). Before, tune ran 1 process of plain DDP on a
+    global batch of 2 it made up."""
+    folder_with(tmp_path, "tiny", TINY)
+    (tmp_path / "zero2.json").write_text(ZERO2_AUTO)
+    job = tmp_path / "job.sh"
+    job.write_text(HF_DEEPSPEED_JOB)
     code, out, err = tune(
-        ds,
-        "--nproc",
-        2,
-        "--device",
-        "cpu",
-        "--seq-len",
-        32,
-        "--steps",
-        3,
-        "--workdir",
-        tmp_path / "w",
-        "--write",
-        "--json",
-    )
+        job, "--device", "cpu", "--seq-len", 32, "--steps", 3, "--workdir", tmp_path / "w",
+        "--no-parity", "--write", "--json", cwd=tmp_path, stand_in=False,
+    )  # fmt: skip
     assert code == 0, err
-    assert out["framework"] == "deepspeed" and out["pick"]["global_batch_size"] == 16
-    assert all(p["samples_per_optimizer_step"] == [16] * 3 for p in out["probes"])
-    # --write put the pick into the JSON itself, as update edits it
-    pick, written = out["pick"], json.loads(ds.read_text())
-    assert written == {
-        "train_batch_size": 16,
-        "train_micro_batch_size_per_gpu": pick["micro_batch_size"],
-        "gradient_accumulation_steps": pick["gradient_accumulation_steps"],
-    }
-    assert out["written"] == ([str(ds)] if pick["micro_batch_size"] != 1 else [])
+    assert out["engine"] == {"framework": "hf", "deepspeed_zero_stage": 2}
+    assert out["model"]["parameters"] == 156_480 and not out["model"]["stand_in"]
+    assert out["pick"]["global_batch_size"] == 4 and out["pick"]["world_size"] == 2
+    assert sorted(p["micro_batch_size"] for p in out["probes"]) == [1, 2]
+    for p in out["probes"]:
+        assert p["samples_per_optimizer_step"] == [4] * 3
+        results = tmp_path / "w" / f"probe-m{p['micro_batch_size']}" / "results"
+        assert json.loads((results / "rank-0.json").read_text())["stepped_by"] == (
+            "Trainer (DeepSpeedEngine)"
+        )
+    pick = out["pick"]["micro_batch_size"]
+    assert f"--per_device_train_batch_size {pick} " in job.read_text() or pick == 1
 
 
 def test_write_is_for_a_config_or_a_job_not_a_spec(tmp_path):

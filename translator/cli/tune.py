@@ -114,7 +114,6 @@ def tune(as_json: bool, file: str, memory_limit, overhead, **params) -> None:
     from translator.launch import tune as tuner
     from translator.launch.progress import Progress
 
-    params["nproc"] = params["nproc"] or 1
     request = tuner.Request(
         file=file,
         memory_limit=parse_memory(memory_limit),

@@ -50,6 +50,10 @@ class Setup:
     """Inside a Slurm allocation: each probe is an ``srun`` job step."""
     model: RunModel | None = None
     """The model every probe builds (None: the plan's stand-in)."""
+    file: str | None = None
+    """The job or config tuned, each probe running it with the candidate's micro-batch edited
+    in (its engine, ZeRO stage and every other setting as it stands); None: a spec, each probe
+    running its own ``candidate.json``."""
     probe_timeout: float | None = None
     """Seconds one probe may take, launch included (``--probe-timeout``): past it the whole
     launch is stopped, an ``srun`` step cancelled, and the tune ends; None: no limit but the
@@ -108,8 +112,9 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     path = folder / "candidate.json"
     write_files([(path, candidate_spec(setup.spec, c).model_dump_json(indent=2))], force=True)
     plan = setup.plan
+    as_filed = setup.file is not None and c.zero_stage is None  # a ZeRO stage: the candidate's
     prepared = runs.prepare(
-        str(path),
+        setup.file if setup.file is not None and as_filed else str(path),
         plan.framework,
         plan.nproc,
         plan.nnodes,
@@ -119,23 +124,25 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
         folder,
         device=plan.device,
         recompute=c.recompute,
+        micro=c.micro_batch_size if as_filed else None,
     )
     left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)
-    own = setup.probe_timeout is not None and (left is None or setup.probe_timeout < left)
+    own_deadline = setup.probe_timeout is not None and (left is None or setup.probe_timeout < left)
     start = time.monotonic()
     runs.write_workdir(prepared)
     step = f"batchspec-probe-{folder.name}"
     outcome = runner.run(
         _command(setup, prepared.plan, step),
         runs.environment(prepared.plan.framework, setup.memory_limit),
-        setup.probe_timeout if own else left,
+        setup.probe_timeout if own_deadline else left,
         on_line,
     )
     if outcome.stopped and setup.in_allocation:
         cancel_step(step)
     report = runs.judge(prepared, outcome.stopped, left, outcome.log_tail)
     if outcome.stopped:
-        raise Stopped("probe-timeout" if own and outcome.stopped == "timeout" else outcome.stopped)
+        timed_out = own_deadline and outcome.stopped == "timeout"
+        raise Stopped("probe-timeout" if timed_out else outcome.stopped)
     oom = report.out_of_memory
     if report.errors and not oom:
         raise ConfigError(
@@ -161,11 +168,13 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
         tokens,
         step_time_seconds=None if oom else m.step_time_seconds,
         step_time_spread=None if oom else m.step_time_spread,
+        mfu=None if oom else runs.mfu(report, prepared)[0],
         peak_memory_bytes=m.peak_memory_bytes or None,
         estimated_memory_bytes=estimated,
         out_of_memory=oom,
         seconds=time.monotonic() - start,
         parameters=runs.built_parameters(report.results, prepared.spec),
+        engine=runs.engine_info(prepared),
         memory_by_rank=m.memory_by_rank,
         at_memory_edge=not oom and m.at_memory_edge,
     )

@@ -86,6 +86,7 @@ def prepare(
     dry_run: bool = False,
     model_config: str | None = None,
     layers: int | None = None,
+    micro: int | None = None,
 ) -> Prepared:
     """Resolve the batch on ``nproc x nnodes`` ranks (``nproc`` None: the job's own processes
     per node, else 1; see :func:`on_world`) and choose what the engine is fed; ``device`` is
@@ -94,7 +95,9 @@ def prepare(
     chosen already (a probe's), or None for the job's own (with ``model_config`` and
     ``layers``, see :func:`translator.launch.run_model.choose`). What the engine cannot run is
     refused here, before anything is written or started; a ``dry_run`` for ``remote`` ranks
-    only notes an engine not installed here (the nodes' Python runs it)."""
+    only notes an engine not installed here (the nodes' Python runs it). ``micro``: a tune
+    probe's micro-batch, run in place of the file's own with the global batch kept (the file
+    edited in memory as ``update`` edits it, every other setting as it stands)."""
     text = read_text(path)
     values = spec_values(text, path)
     named, trains = None, {}
@@ -106,7 +109,7 @@ def prepare(
         spec, source, findings = _spec_for_world(values, path, world), None, []
         framework = framework or TORCH
     else:
-        inspection, nproc = on_world(path, nproc, nnodes)
+        inspection, nproc = on_world(path, nproc, nnodes, micro)
         world = nproc * nnodes
         spec, source = inspection.require_spec(), inspection.reading.framework
         findings, named = inspection.findings, inspection.model
@@ -158,6 +161,7 @@ def _engine_config(
     own = get(config_of)
     if config_of == source:
         reading, job_config = inspection.reading, own.job_config
+        text = reading.text  # the file's, or edited to another split (a tune probe's)
         if reading.launcher is not None and job_config is not None:
             text = job_config(reading)  # a job: what its flags say
         partners = own.partner_files(reading) if own.partner_files is not None else {}
@@ -203,12 +207,13 @@ def sequence_of(chosen: RunModel, path: str) -> int:
     )
 
 
-def on_world(path: str, nproc: int | None, nnodes: int):
+def on_world(path: str, nproc: int | None, nnodes: int, micro: int | None = None):
     """``(inspection, nproc)``: the file or job ``path`` read on ``nproc × nnodes`` processes
     (``nproc`` None: the job's own per node, else 1). On another world than the one the job
     launches, its global batch and micro-batch are kept and the accumulation re-solved
     (:func:`kept_global`, :func:`_edited`); where that cannot be done, the file's micro-batch
-    and accumulation run on the new world. A finding says which global batch runs."""
+    and accumulation run on the new world. A finding says which global batch runs. ``micro``
+    (a tune probe's) replaces the file's micro-batch, the global batch kept; it must divide."""
     from translator.errors import BatchspecError
     from translator.inspection import inspect_reading, read_file
 
@@ -220,10 +225,12 @@ def on_world(path: str, nproc: int | None, nnodes: int):
     # imply a world, such as a full DeepSpeed triple, must fit the run's)
     launched = reading.world_size is not None and job.spec is not None and job.spec.is_decided
     old = job.spec if launched else None
-    if old is None or old.world == world:
+    if micro is not None and old is None:  # a config whose world the launch gives
+        old = inspect_reading(chosen, reading, Launch(world_size=world)).require_spec()
+    if old is None or (old.world == world and micro in (None, old.micro)):
         return inspect_reading(*read_file(path), Launch(world_size=world)), nproc
     try:
-        new = kept_global(old, world, path)
+        new = kept_global(old, world, path, micro)
         # The batch keys edited, the job's own world kept: the run launches its own world
         fields = old.model_dump() | {
             "global_batch_size": None,
@@ -235,9 +242,11 @@ def on_world(path: str, nproc: int | None, nnodes: int):
         found = inspect_reading(*edited, Launch(world_size=world))
         kept = "the accumulation re-solved to keep the global batch"
     except BatchspecError as exc:
+        if micro is not None:
+            raise
         found = inspect_reading(*read_file(path), Launch(world_size=world))
         kept = f"not the job's global batch: {exc}"
-    if found.spec is not None and found.spec.is_decided:
+    if old.world != world and found.spec is not None and found.spec.is_decided:
         ran = found.spec
         found.findings.append(
             finding(

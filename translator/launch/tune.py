@@ -83,8 +83,8 @@ class Request:
     """The spec or framework config whose global batch is kept."""
     framework: str | None
     """The engine (``--framework``; default: the config's own framework, torch for a spec)."""
-    nproc: int
-    """Processes per node."""
+    nproc: int | None
+    """Processes per node (None: the job's own per node, else the spec's world, else 1)."""
     nnodes: int
     """Nodes."""
     steps: int
@@ -193,15 +193,7 @@ def tune(request: Request, echo: Progress) -> Outcome:
 def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
     """What every probe shares, and the ZeRO stages to try; refuses, before any probe, what
     would fail later."""
-    from translator.layouts import load_layout
-
-    world = request.nproc * request.nnodes
-    spec, source = load_layout(request.file, None, {"world_size": world})
-    if spec.world_size != world:
-        raise InputError(
-            f"{request.file} is for world size {spec.world_size}, but tune launches "
-            f"{world} (--nproc-per-node × --nnodes)"
-        )
+    spec, source, nproc = _layout(request)
     framework = request.framework or source or TORCH
     device = runs.check_engine(
         framework, spec, request.device, request.slurm is not None, request.file
@@ -221,11 +213,11 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
         request.model,
         request.layers,
         request.model_config,
-        None if request.slurm is not None else request.nproc,
+        None if request.slurm is not None else nproc,
     )
     plan = SmokePlan(
         framework=framework,
-        nproc=request.nproc,
+        nproc=nproc,
         nnodes=request.nnodes,
         steps=request.steps,
         model=chosen.stand_in,
@@ -239,13 +231,41 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
     setup = probes.Setup(
         spec,
         plan,
-        request.memory_limit,
-        None if request.timeout is None else time.monotonic() + request.timeout,
-        request.in_allocation and probes.require_allocation(),
-        chosen,
-        request.probe_timeout,
+        memory_limit=request.memory_limit,
+        deadline=None if request.timeout is None else time.monotonic() + request.timeout,
+        in_allocation=request.in_allocation and probes.require_allocation(),
+        model=chosen,
+        file=None if source is None else request.file,
+        probe_timeout=request.probe_timeout,
     )
     return setup, stages
+
+
+def _layout(request: Request) -> tuple[BatchSpec, str | None, int]:
+    """``(spec, framework, nproc)``: the batch tuned, whose file it is (None: a spec) and the
+    processes per node: given, else the job's own per node (its global batch kept on another
+    world, as smoke keeps it), else the spec's world, else 1."""
+    from translator.files import read_text
+    from translator.layouts import load_layout
+    from translator.spec_file import spec_values
+
+    values = spec_values(read_text(request.file), request.file)
+    if values is None:
+        inspection, nproc = runs.on_world(request.file, request.nproc, request.nnodes)
+        return inspection.require_spec(), inspection.reading.framework, nproc
+    given = values.get("world_size")
+    nnodes = request.nnodes
+    nproc = request.nproc or (
+        given // nnodes if isinstance(given, int) and given % nnodes == 0 else 1
+    )
+    world = nproc * nnodes
+    spec, _ = load_layout(request.file, None, {"world_size": world})
+    if spec.world_size != world:
+        raise InputError(
+            f"{request.file} is for world size {spec.world_size}, but tune launches "
+            f"{world} (--nproc-per-node × --nnodes)"
+        )
+    return spec, None, nproc
 
 
 def zero_stages(text: str | None, framework: str) -> Sequence[int | None]:
@@ -415,6 +435,7 @@ def report(
         "divisors": d,
         "seconds": round(seconds, 2),
         "framework": plan.framework,
+        "engine": next((p.engine for p in result.probes if p.engine), None),
         "device": plan.device,
         "model": (setup.model or run_model.RunModel(setup.shape)).output(
             max((p.parameters or 0 for p in result.probes), default=0) or None

@@ -16,7 +16,12 @@ def text(out: dict) -> str:
     """The terminal form of a tune's output (``out``: what --json prints), findings aside."""
     from translator.launch.run_model import line
 
-    lines = [line(out["model"]), *_table(out["probes"], out["memory_fit"]), *_bars(out["probes"])]
+    from translator.launch.smoke import engine_words
+
+    lines = [line(out["model"])]
+    if out.get("engine"):
+        lines.append(f"engine: {engine_words(out['engine'])}")
+    lines += [*_table(out["probes"], out["memory_fit"]), *_bars(out["probes"])]
     lines.append(
         f"{out['probes_used']} probe(s) of at most {out['budget']} ({out['divisors']} "
         f"micro-batches keep the global batch), {out['seconds']:.1f} s"
