@@ -40,6 +40,8 @@ def test_fixture_reads_as_expected(path, want):
     for key in KEYS:
         if key in want:
             assert out[key] == want[key], key
+    if "parameters" in want:  # the model the file names, counted
+        assert out["model"]["parameters"] == want["parameters"], out["model"]
     codes = {f["code"] for f in out["findings"]}
     assert set(want.get("codes", [])) <= codes, codes
     assert not set(want.get("absent", [])) & codes, codes

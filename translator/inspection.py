@@ -129,7 +129,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
     values = _with_layout(_with_launch(values, launch), launch, reading)
     unknown = sorted(k for k, v in values.items() if v is None)
     values = {k: v for k, v in values.items() if v is not None}
-    model = resolve(reading)
+    model = resolve(reading, own=framework.named_model)
     split = (
         None if model is None else model.parts,
         None if framework.split_rules is None else framework.split_rules(reading, values),

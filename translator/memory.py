@@ -72,7 +72,10 @@ class Model:
     qk_norm: bool = False
     """A norm of one head's width on the queries and on the keys (Qwen 3, Gemma 3)."""
     layer_norms: int = 2
-    """Norms per layer: 2, or 4 with norms after attention and after the MLP too (Gemma 2, 3)."""
+    """Norms per layer: 2, or 4 with norms after attention and after the MLP too (Gemma 2, 3),
+    or 1 where attention and the MLP share one (phi-2)."""
+    head_bias: bool = False
+    """A bias on the output head (phi-2)."""
 
     @property
     def layer_parameters(self) -> int:
@@ -95,6 +98,7 @@ class Model:
             + embedding
             + final_norm
             + self.positions * self.hidden
+            + (self.vocab if self.head_bias else 0)
         )
 
 

@@ -1,7 +1,8 @@
 """The model a job names, resolved at read time, offline, without torch.
 
 A job names its model in one of two ways: by the architecture it carries (Megatron's flags, a
-nanotron or litgpt ``model_config``, a torchtune builder, a torchtitan flavor), or by a Hugging
+nanotron ``model_config``, a torchtitan flavor, or what a framework reads itself, its
+``named_model``: a torchtune builder, a litgpt ``model_name`` or ``model_config``), or by a Hugging
 Face name or folder (``--model_name_or_path``, Axolotl's ``base_model``/``base_model_config``,
 LLaMA-Factory's ``model_name_or_path``). A name is looked up where it already is: a local
 folder's ``config.json``, then the local Hugging Face cache; ``--model-config`` gives it
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,14 +27,10 @@ from translator.reading import Reading
 
 #: Keys that name a Hugging Face model, in the order a framework prefers them.
 NAME_KEYS = ("base_model_config", "base_model", "model_name_or_path")
-#: torchtune builders and torchtitan flavors with the shape of a preset.
-BUILDERS = {
-    "llama3_1_8b": "llama3-8b",
-    "llama3_8b": "llama3-8b",
-    "llama3_1_70b": "llama3-70b",
-    "llama3_70b": "llama3-70b",
-    "llama3_2_1b": "llama3-1b",
-}
+#: Other keys of a config that name or carry its model (a framework's own, read by its
+#: ``named_model``).
+OWN_KEYS = ("model_config", "_component_", "model_name", "checkpoint_dir")
+#: torchtitan flavors with the shape of a preset.
 FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b"}
 
 
@@ -76,14 +74,26 @@ class NamedModel:
         }
 
 
-def resolve(reading: Reading, model_config: str | None = None) -> NamedModel | None:
+#: A framework's own reading of the model a config's mapping names (its ``named_model``).
+Own = Callable[[dict, str, Path], "NamedModel | None"]
+
+
+def resolve(
+    reading: Reading, model_config: str | None = None, own: Own | None = None
+) -> NamedModel | None:
     """The model ``reading`` names (its own text, the files it names, the program's flags),
-    shaped by ``model_config`` when given; None when it names none."""
+    shaped by ``model_config`` when given; None when it names none. ``own``: the reading's
+    framework's ``named_model``, asked first."""
     if model_config is not None:
         model, architecture = config_json(Path(model_config))
         return NamedModel(f"--model-config {model_config}", model_config, architecture, model)
+    if reading.model_settings is not None:
+        where, data = reading.model_settings
+        found = None if own is None else own(data, where, Path(where).parent)
+        if found is not None:
+            return found
     for config in [reading, *reading.partners]:
-        found = _from_toml(config) or _from_mapping(config)
+        found = _from_toml(config) or _from_mapping(config, own if config is reading else None)
         if found is not None:
             return found
     return _from_flags(reading)
@@ -140,11 +150,11 @@ def find_config(name: str, near: Path) -> tuple[Path | None, str]:
     return None, ", ".join(looked)
 
 
-def _from_mapping(reading: Reading) -> NamedModel | None:
+def _from_mapping(reading: Reading, own: Own | None) -> NamedModel | None:
     """A model a YAML or JSON config names or carries."""
     if Path(reading.path).suffix.lower() not in (".yaml", ".yml", ".json"):
         return None
-    if not any(key in reading.text for key in (*NAME_KEYS, "model_config", "_component_")):
+    if not any(key in reading.text for key in (*NAME_KEYS, *OWN_KEYS)):
         return None  # names no model: not parsed again (most DeepSpeed JSONs)
     try:
         data = parsing.load_yaml(reading.text, reading.path).data
@@ -152,12 +162,12 @@ def _from_mapping(reading: Reading) -> NamedModel | None:
         return None
     if not isinstance(data, dict):
         return None
-    model = data.get("model")
-    carried = _section(model, "model_config") or _section(data, "model_config")
+    found = None if own is None else own(data, reading.path, Path(reading.path).parent)
+    if found is not None:
+        return found
+    carried = _section(data.get("model"), "model_config") or _section(data, "model_config")
     if carried is not None:
         return _carried(carried, reading.path)
-    if isinstance(model, dict) and isinstance(model.get("_component_"), str):
-        return _builder(model["_component_"], reading.path)
     for key in NAME_KEYS:
         value = data.get(key)
         if isinstance(value, str) and value:
@@ -197,35 +207,13 @@ def _section(value: object, key: str) -> dict | None:
 
 
 def _carried(config: dict, where: str) -> NamedModel:
-    """A ``model_config`` written in the file (nanotron's and HF's keys, or litgpt's)."""
+    """A ``model_config`` of Hugging Face's keys written in the file (nanotron's)."""
     named = f"{where}: model_config"
-    litgpt = {
-        "n_layer": "num_hidden_layers",
-        "n_embd": "hidden_size",
-        "n_head": "num_attention_heads",
-    }
-    if any(k in config for k in litgpt):
-        config = {litgpt.get(k, k): v for k, v in config.items()} | {
-            "num_key_value_heads": config.get("n_query_groups", config.get("n_head")),
-            "vocab_size": config.get("padded_vocab_size", config.get("vocab_size")),
-        }
     try:
         model = hf_shape(config, where, where)
     except InputError as exc:
         return NamedModel(named, None, None, None, f"{exc}; give --model-config")
     return NamedModel(named, where, str(config.get("architectures", ["model_config"])[0]), model)
-
-
-def _builder(component: str, where: str) -> NamedModel:
-    """A torchtune builder (``torchtune.models.llama3_1.llama3_1_8b``)."""
-    name = component.rsplit(".", 1)[-1]
-    preset = BUILDERS.get(name)
-    named = f"{where}: model._component_ {component}"
-    if preset is None:
-        return NamedModel(
-            named, None, None, None, f"{name} is not a shape batchspec knows; give --model-config"
-        )
-    return NamedModel(named, f"torchtune's {name}", name, PRESETS[preset])
 
 
 def _by_name(name: str, named: str, near: Path) -> NamedModel:

@@ -156,6 +156,11 @@ class Reading:
     definition: Definition | None = None
     """The scheduler's job definition the job was read from (a Kubernetes manifest, a
     SkyPilot or dstack task), when it was."""
+    model_settings: tuple[str, dict] | None = None
+    """For a job: the config its program runs as far as it names the model (torchtune's
+    ``model``, litgpt's ``model_name``, ``model_config``, ``checkpoint_dir``), the command
+    line's overrides applied, and where it is (the config's path); None for a config file,
+    whose own text names its model."""
     launcher_config: Reading | None = None
     """The launcher's own config file the job runs with (accelerate's ``--config_file``), read
     by its framework, so that ``update`` moves it with the job."""

@@ -246,4 +246,5 @@ def named_in(path: str, model_config: str | None) -> NamedModel | None:
         return None
     from translator.inspection import read_file
 
-    return resolve(read_file(path)[1])
+    framework, reading = read_file(path)
+    return resolve(reading, own=framework.named_model)

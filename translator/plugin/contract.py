@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from translator.findings import Finding, Severity
     from translator.memory import Settings
     from translator.model_split import SplitRules
+    from translator.named_model import NamedModel
     from translator.plugin.inspection import Inspection
     from translator.reading import Call, Launch, Reading
     from translator.spec import BatchSpec
@@ -45,7 +47,8 @@ class Engine:
     ``model_config`` (its ranks build the job's model from its ``config.json``, given as
     ``RunContext.model_config``; without it they build the stand-in), ``model_shape`` (its
     ranks build the job's model from its shape, :class:`translator.memory.Model` written as
-    JSON, given the same way: Megatron's flags or a Llama-style config.json)."""
+    JSON, given the same way: Megatron's flags, a torchtune builder, a litgpt config or a
+    Llama-style config.json)."""
     environment: Mapping[str, str] = field(default_factory=dict)
     """Environment variables its ranks need (offline switches, telemetry off)."""
 
@@ -129,6 +132,12 @@ class Framework:
     normalisation: the flag or release that fixes it), for a file (``None``: the config its
     engine renders for a spec) on its spec: ``loss-normalisation`` findings, shown by
     ``inspect`` and named when ``smoke --parity`` fails."""
+    named_model: Callable[[dict, str, Path], NamedModel | None] | None = None
+    """The model one of its configs builds, read without torch (a torchtune builder, a litgpt
+    ``model_name``): ``named_model(data, where, near)`` for the config's mapping (a job's: the
+    config its program runs, the command line's overrides applied), ``where`` naming it and
+    ``near`` the folder its relative paths start from; None where it names none, and the
+    generic reading of :mod:`translator.named_model` takes over."""
     memory_settings: Callable[[Reading], Settings] | None = None
     """What one of its files says about how it trains as far as memory goes (ZeRO stage,
     offload, sequence parallelism, recomputation), for ``estimate``; None: nothing, so the
@@ -158,6 +167,7 @@ _MODULE_FUNCTIONS = (
     "verdict",
     "program",
     "memory_settings",
+    "named_model",
     "split_rules",
     "loss_normalisation",
 )

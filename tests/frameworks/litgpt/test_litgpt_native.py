@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from paths import ROOT
 from strategies import specs
 
 from translator.cli import main
@@ -20,6 +21,8 @@ from translator.spec import BatchSpec
 LITGPT = FRAMEWORKS["litgpt"]
 pytestmark = [pytest.mark.framework, pytest.mark.native]
 
+#: issue 27's tiny Llama as a litgpt model_config (156,480 parameters).
+TINY_LLAMA = ROOT / "fixtures" / "litgpt" / "valid" / "tiny_llama_pretrain.yaml"
 GOOD = """\
 model_name: pythia-14m
 out_dir: out/pretrain
@@ -147,15 +150,15 @@ def smoke(tmp_path, *args):
 
 
 def test_smoke_runs_litgpt_pretrain_and_expect_global_can_fail(tmp_path):
-    """litgpt's own loop on CPU: micro 2 × accumulation 4 (which litgpt derives from global 8)
-    per step; an expectation of 16 fails naming both, 8 passes."""
+    """litgpt's own loop on CPU, on issue 27's tiny Llama as the file's model_config: micro 2 ×
+    accumulation 4 (which litgpt derives from global 8) per step; an expectation of 16 fails
+    naming both, 8 passes."""
     import litgpt  # noqa: F401
 
     path = tmp_path / "litgpt.yaml"
-    path.write_text(
-        "model_name: x\ndevices: 1\nnum_nodes: 1\ntrain:\n  global_batch_size: 8\n  micro_batch_size: 2\n"
-    )
-    common = ("--nproc-per-node", 1, "--steps", 2, "--device", "cpu", "--workdir", tmp_path / "w")
+    path.write_text(TINY_LLAMA.read_text())
+    common = ("--nproc-per-node", 1, "--steps", 2, "--device", "cpu", "--seq-len", 32)
+    common += ("--workdir", tmp_path / "w")
     code, out, err = smoke(tmp_path, path, *common, "--expect-global", 16)
     assert code == 1, err
     assert out["samples_per_optimizer_step"] == [8, 8]
@@ -163,6 +166,11 @@ def test_smoke_runs_litgpt_pretrain_and_expect_global_can_fail(tmp_path):
     code, out, err = smoke(tmp_path, path, *common, "--expect-global", 8)
     assert code == 0, err
     assert out["stepped_by"] == "AdamW"
+    # The file's own model_config, built as litgpt's Config (LLaMAMLP, RMSNorm, no biases,
+    # 2 query groups, untied head): 156,480 parameters counted on litgpt's GPT; the stand-in
+    # (GptNeoxMLP, LayerNorm, biases) counts otherwise.
+    assert out["model"]["parameters"] == 156_480 and out["model"]["stand_in"] is False
+    assert out["model"]["estimated_parameters"] == 156_480
 
 
 def test_smoke_refuses_several_cpu_processes_before_starting(tmp_path):
@@ -183,7 +191,9 @@ def test_parity_holds_on_litgpt_pretrain_for_two_splits_of_one_batch(tmp_path):
 
     path = tmp_path / "litgpt.yaml"
     path.write_text(PARITY_FILE.format(first="model_name: x\n", micro=4))
-    code, out, err = smoke(tmp_path, path, "--parity", "micro=1", "--workdir", tmp_path / "w")
+    code, out, err = smoke(
+        tmp_path, path, "--parity", "micro=1", "--model", "tiny", "--workdir", tmp_path / "w"
+    )
     assert code == 0, err
     a, b = out["a"], out["b"]
     assert (a["gradient_accumulation_steps"], b["gradient_accumulation_steps"]) == (2, 8)
@@ -213,7 +223,9 @@ def test_parity_on_litgpt_finetune_follows_its_per_micro_batch_mean(tmp_path):
     different lengths, micro 8 × 1 and 2 × 4 differ by 98 % of the update here."""
     path = tmp_path / "finetune.yaml"
     path.write_text(PARITY_FILE.format(first="checkpoint_dir: checkpoints/x\n", micro=8))
-    code, out, err = smoke(tmp_path, path, "--parity", "micro=2", "--workdir", tmp_path / "w")
+    code, out, err = smoke(
+        tmp_path, path, "--parity", "micro=2", "--model", "tiny", "--workdir", tmp_path / "w"
+    )
     assert out["b"]["gradient_accumulation_steps"] == 4, err
     assert out["difference"]["same_initial_weights"]
     largest = out["difference"]["update"]["largest"]
@@ -222,3 +234,23 @@ def test_parity_on_litgpt_finetune_follows_its_per_micro_batch_mean(tmp_path):
         assert f"the update of {largest['parameter']} differs by" in err
     else:
         assert code == 0 and largest["relative_difference"] < 1e-3, err
+
+
+def test_a_named_model_cut_to_one_layer_builds_as_litgpt_config(tmp_path):
+    """Llama-3.1-8B (litgpt's config, as a job names it) cut to one layer: the engine's Config
+    builds litgpt's GPT on the meta device with the analytic count of the cut shape."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import torch
+    from litgpt.model import GPT, Config
+
+    from translator.frameworks.litgpt.engine import model_config
+    from translator.frameworks.litgpt.models import by_name
+
+    shape = dataclasses.replace(by_name("Llama-3.1-8B", "test").model, layers=1)
+    (tmp_path / "shape.json").write_text(json.dumps(dataclasses.asdict(shape)))
+    ctx = SimpleNamespace(model_config=tmp_path / "shape.json", sequence_length=128)
+    with torch.device("meta"):
+        built = GPT(Config(**model_config(ctx)))
+    assert sum(p.numel() for p in built.parameters()) == shape.parameters

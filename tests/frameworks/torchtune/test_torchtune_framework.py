@@ -9,6 +9,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from paths import ROOT
 
 from translator.frameworks import get
 from translator.inspection import inspect_reading
@@ -91,9 +92,13 @@ def test_rendered_files_are_accepted_by_the_recipe_with_the_same_batch(micro, ac
     assert f"= {spec.global_batch_size} samples per optimizer step" in said
 
 
+#: issue 27's tiny Llama as the llama3_2 component builder's arguments (156,480 parameters).
+TINY_LLAMA = ROOT / "fixtures" / "torchtune" / "valid" / "tiny_llama_builder.yaml"
+
+
 def smoke(tmp_path, *args):
     config = tmp_path / "torchtune.yaml"
-    config.write_text("batch_size: 1\ngradient_accumulation_steps: 2\n")
+    config.write_text(TINY_LLAMA.read_text())
     proc = subprocess.run(
         [sys.executable, "-m", "translator", "smoke", str(config), "--json", "--device", "cpu"]
         + [
@@ -103,6 +108,8 @@ def smoke(tmp_path, *args):
             "2",
             "--workdir",
             str(tmp_path / "w"),
+            "--seq-len",
+            "32",
             *map(str, args),
         ],
         capture_output=True,
@@ -114,10 +121,15 @@ def smoke(tmp_path, *args):
 
 
 def test_smoke_runs_the_recipe_on_two_cpu_ranks_and_counts_the_global_batch(tmp_path):
+    """On the config's own model, built by torchtune's llama3_2 builder with random weights:
+    156,480 parameters counted on the recipe's model (the stand-in, 4 KV heads and 4h wide,
+    counts 196,928)."""
     code, out, err = smoke(tmp_path)
     assert code == 0, err
     assert out["samples_per_optimizer_step"] == [4, 4]
     assert out["stepped_by"] == "AdamW"
+    assert out["model"]["parameters"] == 156_480 and out["model"]["stand_in"] is False
+    assert out["model"]["estimated_parameters"] == 156_480
 
 
 def test_smoke_fails_when_the_file_gives_another_batch_than_expected(tmp_path):
@@ -138,3 +150,27 @@ def test_the_recipe_judges_a_job_by_its_config_and_overrides(tmp_path, monkeypat
     )
     inspection = inspect_file(str(tmp_path / "train.sh"))
     assert "= 32 samples per optimizer step" in verdict(inspection, 4)
+
+
+@pytest.mark.parametrize("builder", ["llama3_2_1b", "qwen2_5_7b_base"])
+def test_a_named_model_cut_to_one_layer_builds_through_torchtunes_builder(tmp_path, builder):
+    """A builder a job names, cut to one layer (``--layers 1``): the engine's model section
+    builds torchtune's model on the meta device with the analytic count of the cut shape."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import torch
+    from torchtune.config._utils import _get_component_from_path
+
+    from translator.frameworks.torchtune.engine import model_config
+    from translator.frameworks.torchtune.models import named_model
+
+    config = {"model": {"_component_": f"torchtune.models.x.{builder}"}}
+    shape = dataclasses.replace(named_model(config, "test", tmp_path).model, layers=1)
+    (tmp_path / "shape.json").write_text(json.dumps(dataclasses.asdict(shape)))
+    section = model_config(
+        SimpleNamespace(model_config=tmp_path / "shape.json", sequence_length=64)
+    )
+    with torch.device("meta"):
+        built = _get_component_from_path(section.pop("_component_"))(**section)
+    assert sum(p.numel() for p in built.parameters()) == shape.parameters

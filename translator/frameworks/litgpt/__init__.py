@@ -6,7 +6,7 @@ jsonargparse's overrides (:mod:`.program`); its own parser and arithmetic as the
 
 from pathlib import Path
 
-from translator.frameworks.litgpt import program, rules, verdict
+from translator.frameworks.litgpt import models, program, rules, verdict
 from translator.frameworks.litgpt.codes import CODES
 from translator.plugin.contract import Engine, Framework
 
@@ -31,11 +31,12 @@ FRAMEWORK = Framework(
     requires=("torch", "litgpt"),
     extra="native",
     verdict=verdict.verdict,
+    named_model=models.named_model,
     engine=Engine(
         "translator.frameworks.litgpt.engine",
         requires=("torch", "litgpt"),
         extra="native",
-        options=frozenset({"parity"}),
+        options=frozenset({"parity", "model_shape"}),
         environment=verdict.OFFLINE_ENV,
     ),
     program=program.program,

@@ -5,9 +5,10 @@ Lightning Fabric.
 The rendered file is litgpt's first ``--config``: its ``devices``, ``num_nodes``,
 ``train.global_batch_size`` and ``train.micro_batch_size`` are read by litgpt itself, which
 derives the accumulation (its floors included). A second config gives what a run needs beside
-the batch, and nothing of the batch: a tiny random GPT (``model_config``, the shape of
-``--model``, ``block_size`` the sequence length; for a finetune, a checkpoint folder of it
-built in the work folder, :func:`checkpoint`), synthetic data (:class:`SyntheticTokens`, full
+the batch, and nothing of the batch: the model with random weights (``model_config``: the
+job's shape, depth cut to ``--layers``, or the stand-in's, :func:`model_config`;
+``block_size`` the sequence length; for a finetune, a checkpoint folder of it built in the work
+folder, :func:`checkpoint`), synthetic data (:class:`SyntheticTokens`, full
 token rows as pretraining packs them; :class:`SyntheticSamples`, samples of their own lengths
 that litgpt's SFT collate pads; litgpt ``DataModule``\\ s, nothing read or downloaded), full
 precision on CPU, a CSV logger, no checkpoints but the final one, no evaluation beyond the
@@ -85,19 +86,39 @@ def command_of(rendered: dict) -> str:
 
 
 def model_config(ctx: RunContext) -> dict:
-    """The tiny GPT's litgpt ``Config``: ``--model``'s shape, the sequence length as block."""
-    from translator.rank.model import SHAPES
+    """litgpt's ``Config`` fields of the shape the run builds (:func:`translator.rank.model.
+    job_shape`: the job's, depth cut to ``--layers``, or the stand-in's), the sequence length
+    as block: a Llama-style shape as ``LLaMAMLP`` and ``RMSNorm`` without biases, a GPT-style
+    one (the stand-in) as litgpt's defaults, ``GptNeoxMLP`` and ``LayerNorm`` with biases.
+    litgpt's ``GPT`` never ties its head, so a tied shape is built untied (the count on the
+    built model says so)."""
+    from translator.rank.model import job_shape
 
-    shape = SHAPES[ctx.model]
-    return {
-        "name": f"batchspec-{ctx.model}",
+    shape = job_shape(ctx)
+    config = {
+        "name": f"batchspec-{shape.name}",
         "block_size": ctx.sequence_length,
         "vocab_size": shape.vocab,
         "padded_vocab_size": shape.vocab,
         "n_layer": shape.layers,
         "n_head": shape.heads,
         "n_embd": shape.hidden,
+        "n_query_groups": shape.kv_heads,
+        "intermediate_size": shape.ffn,
+        "head_size": shape.head_dim or shape.hidden // shape.heads,
+        "bias": shape.biases,
+        "attn_bias": shape.qkv_bias,
+        "norm_qk": shape.qk_norm,
+        "lm_head_bias": shape.head_bias,
     }
+    if shape.layer_norms == 1:
+        config["shared_attention_norm"] = True
+    if shape.layer_norms == 4:
+        config |= {"post_attention_norm": True, "post_mlp_norm": True}
+    if shape.gated:
+        config |= {"mlp_class_name": "LLaMAMLP", "norm_class_name": "RMSNorm"}
+        config |= {"parallel_residual": False, "rotary_percentage": 1.0}
+    return config
 
 
 def extra_config(ctx: RunContext, command: str, accumulation: int, micro: int, world: int) -> dict:
@@ -118,7 +139,7 @@ def extra_config(ctx: RunContext, command: str, accumulation: int, micro: int, w
     if ctx.parity:
         settings["optimizer"] = PARITY_OPTIMIZER
     if command == "pretrain":
-        settings |= {"model_name": "batchspec-tiny", "model_config": config}
+        settings |= {"model_name": config["name"], "model_config": config}
         settings["data"] = {
             "class_path": DATA_CLASS,
             "init_args": {"vocab": config["vocab_size"], "shuffle": not ctx.parity},
@@ -149,7 +170,7 @@ def extra_config(ctx: RunContext, command: str, accumulation: int, micro: int, w
 
 
 def checkpoint(folder: Path, config: dict) -> Path:
-    """A litgpt checkpoint folder of a tiny random GPT (the same weights for the same
+    """A litgpt checkpoint folder of a random GPT (the same weights for the same
     ``config``): its weights, ``model_config.yaml`` and a word-level tokenizer of its vocab."""
     import json
 

@@ -24,7 +24,7 @@ from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import Finding, finding
 from translator.frameworks.litgpt import rules
-from translator.frameworks.shared.overrides import value_span
+from translator.frameworks.shared.overrides import value_span, yaml_value
 from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell.values import Word
@@ -50,6 +50,10 @@ SCRIPTS = {
     "litgpt/pretrain.py": "pretrain",
     **{f"litgpt/finetune/{s}.py": "finetune" for s in ("lora", "full", "adapter", "adapter_v2")},
 }
+#: The settings that name the model a command trains.
+MODEL_KEYS = ("model_name", "model_config", "checkpoint_dir")
+#: The finetune's positional setting.
+FOLDER = "checkpoint_dir"
 #: Spec field of each key whose sources are listed.
 FIELDS = {**rules.KEYS, rules.DEVICES: "devices", rules.NODES: "num_nodes"}
 #: Batch keys a user may write without their block (jsonargparse refuses them).
@@ -89,7 +93,10 @@ def _arguments(reading: Reading, call: Call, words: list[Word]) -> None:
             i += 1
             continue
         if not text.startswith("--"):
-            i += 1  # the model name or checkpoint folder
+            if i == 0:  # the model name (pretrain) or checkpoint folder (finetune)
+                key = "model_name" if reading.values[rules.COMMAND].value == "pretrain" else FOLDER
+                _model(reading, call.path, {key: text})
+            i += 1
             continue
         key, eq, inline = text[2:].partition("=")
         if eq:
@@ -100,6 +107,8 @@ def _arguments(reading: Reading, call: Call, words: list[Word]) -> None:
             i += 2
         if key == "config":
             _config(reading, call, word, value)
+        elif key.split(".", 1)[0] in MODEL_KEYS and value is not None and value.text is not None:
+            _model_flag(reading, call.path, key, value.text)
         elif key in rules.READ:
             _set(reading, call, key, word, value)
         elif key in BARE or key.replace("-", "_") in rules.READ or key.replace("-", "_") in BARE:
@@ -164,7 +173,7 @@ def _config(reading: Reading, call: Call, word: Word, named: Word | None) -> Non
         _unknown(reading, named.line, f"unknown: {named.text} is not found")
         return
     try:
-        inner, _ = rules.read_yaml(read_text(found), str(found))
+        inner, data = rules.read_yaml(read_text(found), str(found))
     except InputError as exc:
         reading.findings.append(
             finding("job-file-unreadable", str(exc), where=f"{call.path}:{named.line}")
@@ -172,6 +181,9 @@ def _config(reading: Reading, call: Call, word: Word, named: Word | None) -> Non
         _unknown(reading, named.line, f"unknown: {named.text} does not read as a litgpt YAML")
         return
     reading.findings += inner.findings
+    given = {k: data[k] for k in MODEL_KEYS if k in data}
+    if given:
+        _model(reading, str(found), given)
     for key, v in inner.values.items():
         if key == rules.COMMAND:
             continue
@@ -181,6 +193,23 @@ def _config(reading: Reading, call: Call, word: Word, named: Word | None) -> Non
             Value(v.value, v.line, None, v.why_unknown, str(found)),
             f"{found}:{v.line} {key}",
         )
+
+
+def _model(reading: Reading, where: str, given: dict) -> None:
+    """Settings that name the model, over those set before (the later wins)."""
+    before = reading.model_settings[1] if reading.model_settings is not None else {}
+    reading.model_settings = (where, before | given)
+
+
+def _model_flag(reading: Reading, where: str, key: str, text: str) -> None:
+    """``--model_name X``, ``--checkpoint_dir X`` or ``--model_config.n_layer 2``."""
+    top, _, inner = key.partition(".")
+    if not inner:
+        _model(reading, where, {top: text})
+        return
+    before = reading.model_settings[1] if reading.model_settings is not None else {}
+    carried = dict(before.get(top) or {}) | {inner: yaml_value(text)}
+    _model(reading, where, {top: carried})
 
 
 def _unknown(reading: Reading, line: int | None, why: str) -> None:

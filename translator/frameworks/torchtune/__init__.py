@@ -5,7 +5,7 @@ X [key=value ...]`` (:mod:`.program`)."""
 
 from pathlib import Path
 
-from translator.frameworks.torchtune import program, rules, verdict
+from translator.frameworks.torchtune import models, program, rules, verdict
 from translator.frameworks.torchtune.codes import CODES
 from translator.plugin.contract import Engine, Framework
 
@@ -29,11 +29,12 @@ FRAMEWORK = Framework(
     requires=("torch", "torchtune"),
     extra="native",
     verdict=verdict.verdict,
+    named_model=models.named_model,
     engine=Engine(
         "translator.frameworks.torchtune.engine",
         requires=("torch", "torchtune", "torchao"),
         extra="native",
-        options=frozenset({"parity"}),
+        options=frozenset({"parity", "model_shape"}),
         environment={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
     ),
     program=program.program,

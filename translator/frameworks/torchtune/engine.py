@@ -1,13 +1,14 @@
 """The torchtune smoke engine: the installed torchtune's own ``full_finetune_distributed`` recipe
 (``FullFinetuneRecipeDistributed``: its process group, FSDP2, dataloader, sampler and training
-loop), on a tiny random Llama 3 built by ``torchtune.models.llama3.llama3`` and synthetic token
-rows, nothing downloaded.
+loop), on the job's model (:func:`model_config`: the shape its config's builder makes, depth cut
+to ``--layers``), or the stand-in, built by torchtune's own component builder with random
+weights (:class:`RandomWeights`, a checkpointer that loads nothing), and synthetic token rows,
+nothing downloaded.
 
 From the config it runs, it takes the batch: ``batch_size``, ``gradient_accumulation_steps``
-and ``clip_grad_norm``; everything else is the smoke run's (:func:`config`): the model, a
+and ``clip_grad_norm``; everything else is the smoke run's (:func:`config`): the model's builder, a
 stand-in tokenizer (:class:`Tokenizer`), the data (:func:`dataset`, exactly ``steps ×
-global batch`` rows, so the one epoch holds whole accumulation windows only), a checkpoint of
-the random weights written in the work folder for the recipe's checkpointer to load, AdamW, and
+global batch`` rows, so the one epoch holds whole accumulation windows only), AdamW, and
 ``max_steps_per_epoch`` = the steps asked for. Counted through the harness: a forward pre-hook
 on the recipe's model counts the rows of each training forward, and the recipe's optimizer's
 post-step hook closes the step.
@@ -121,11 +122,52 @@ def labels_bos(given: dict) -> bool:
     return isinstance(name, str) and name.rsplit(".", 1)[-1] in TEXT_COMPLETION
 
 
+def model_config(ctx: RunContext) -> dict:
+    """The recipe's ``model:``: the shape the run builds (:func:`translator.rank.model.
+    job_shape`) through torchtune's own component builder: ``qwen2`` for a shape with biases
+    on q, k and v, else ``llama3_2`` (a Llama: SwiGLU, RMSNorm, grouped-query attention,
+    rotary, its head tied or not); the stand-in as a Llama of its sizes, ``4h`` wide, untied."""
+    shape = models.job_shape(ctx)
+    sizes = {
+        "vocab_size": shape.vocab,
+        "num_layers": shape.layers,
+        "num_heads": shape.heads,
+        "num_kv_heads": shape.kv_heads,
+        "embed_dim": shape.hidden,
+        "intermediate_dim": shape.ffn,
+        "max_seq_len": ctx.sequence_length,
+    }
+    if ctx.model_config is None:
+        return {"_component_": "torchtune.models.llama3.llama3", **sizes}
+    unbuildable = [
+        what
+        for what, there in (
+            ("biases in every layer", shape.biases),
+            ("a plain (not gated) MLP", not shape.gated),
+            (f"heads {shape.head_dim} wide, not hidden / heads", shape.head_dim),
+            ("a norm on queries and keys", shape.qk_norm),
+            (f"{shape.layer_norms} norms a layer", shape.layer_norms != 2),
+            ("a bias on the head", shape.head_bias),
+            ("learned positions", shape.positions),
+        )
+        if there
+    ]
+    if unbuildable:
+        raise ValueError(
+            f"torchtune's llama3_2 and qwen2 builders do not build {shape.name}: it has "
+            f"{', '.join(unbuildable)}"
+        )
+    tied = {"tie_word_embeddings": shape.tied}
+    if shape.qkv_bias:
+        return {"_component_": "torchtune.models.qwen2.qwen2", **sizes, **tied}
+    return {"_component_": "torchtune.models.llama3_2.llama3_2", **sizes, **tied}
+
+
 def config(ctx: RunContext, given: dict, on_gpu: bool) -> dict:
     """The recipe config of the run: the batch keys of ``given``, the rest the smoke run's."""
-    shape = models.SHAPES[ctx.model]
+    model = model_config(ctx)
     folder = ctx.workdir / f"torchtune-rank{ctx.rank}"
-    rows = {"rows": ctx.steps * ctx.spec.global_batch, "vocab": shape.vocab}
+    rows = {"rows": ctx.steps * ctx.spec.global_batch, "vocab": model["vocab_size"]}
     data = (
         {"_component_": f"{__name__}.parity_dataset", "bos_labelled": labels_bos(given)}
         if ctx.parity
@@ -134,22 +176,14 @@ def config(ctx: RunContext, given: dict, on_gpu: bool) -> dict:
     kept = {k: given[k] for k in KEPT if k in given and not (ctx.parity and k == "clip_grad_norm")}
     return kept | {
         "output_dir": str(folder / "output"),
-        "model": {
-            "_component_": "torchtune.models.llama3.llama3",
-            "vocab_size": shape.vocab,
-            "num_layers": shape.layers,
-            "num_heads": shape.heads,
-            "num_kv_heads": shape.heads,
-            "embed_dim": shape.hidden,
-            "intermediate_dim": 4 * shape.hidden,
-            "max_seq_len": ctx.sequence_length,
-        },
+        "model": model,
         "tokenizer": {"_component_": f"{__name__}.Tokenizer", "max_seq_len": ctx.sequence_length},
         "dataset": data | rows,
         "checkpointer": {
-            "_component_": "torchtune.training.FullModelTorchTuneCheckpointer",
+            "_component_": f"{__name__}.RandomWeights",
+            "builder": model["_component_"],
+            "arguments": {k: v for k, v in model.items() if k != "_component_"},
             "checkpoint_dir": str(folder / "weights"),
-            "checkpoint_files": ["tiny.pt"],
             "output_dir": str(folder / "output"),
             "model_type": "LLAMA3",
         },
@@ -174,19 +208,26 @@ def config(ctx: RunContext, given: dict, on_gpu: bool) -> dict:
     }
 
 
-def _write_weights(cfg: dict) -> None:
-    """The random weights the recipe's checkpointer loads (this rank's own copy, same seed)."""
-    from pathlib import Path
+class RandomWeights:
+    """The recipe's checkpointer, loading nothing: the weights are the model's builder's own
+    random ones (seed 0, the same on every rank), and nothing is saved."""
 
-    import torch
-    from omegaconf import OmegaConf
-    from torchtune import config as tt_config
+    def __init__(self, builder: str, arguments: dict, checkpoint_dir: str, output_dir: str, **_):
+        self.builder, self.arguments = builder, dict(arguments)
+        self._checkpoint_dir, self._output_dir = checkpoint_dir, output_dir
 
-    torch.manual_seed(0)
-    net = tt_config.instantiate(OmegaConf.create(cfg["model"]))
-    folder = Path(cfg["checkpointer"]["checkpoint_dir"])
-    folder.mkdir(parents=True, exist_ok=True)
-    torch.save(net.state_dict(), folder / "tiny.pt")
+    def load_checkpoint(self) -> dict:
+        import torch
+        from torchtune import training
+        from torchtune.config._utils import _get_component_from_path
+
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            net = _get_component_from_path(self.builder)(**self.arguments)
+        return {training.MODEL_KEY: net.state_dict()}
+
+    def save_checkpoint(self, state_dict: dict, epoch: int, *args, **kwargs) -> None:
+        """Nothing: a smoke run keeps no checkpoint."""
 
 
 #: What the CPU rank's memory log says (the keys ``log_memory_stats`` prints).
@@ -215,7 +256,6 @@ def run(ctx: RunContext):
     harness = Harness(ctx)
     given = yaml.safe_load(ctx.config.read_text()) or {}
     cfg = config(ctx, given, harness.on_gpu)
-    _write_weights(cfg)
     if harness.on_gpu:
         import torch
 

@@ -36,6 +36,8 @@ TOOLS = ("tune",)
 READ = (*rules.KEYS, *rules.OTHER_KEYS)
 #: Endings of a config file (anything else is a built-in config's name).
 CONFIGS = (".yaml", ".yml")
+#: The overrides of the model's builder and its arguments (``model._component_=...``).
+MODEL = "model."
 #: torchrun's options that take no value.
 SWITCHES = launchers.TORCHRUN.switches | {"--run-path", "--run_path", "--virtual-local-rank"}
 
@@ -168,6 +170,9 @@ def _take_file(reading: Reading, found: Path, where: str) -> str | None:
         return f"unknown: {found} does not read as a torchtune config"
     reading.take(inner.values, str(found), rules.KEYS)
     reading.findings += inner.findings
+    data = yaml.safe_load(inner.text)
+    if isinstance(data, dict) and isinstance(data.get("model"), dict):
+        reading.model_settings = (str(found), {"model": dict(data["model"])})
     return None
 
 
@@ -191,6 +196,8 @@ def _override(reading: Reading, call: Call, word: Word) -> bool:
     if len(parts) != 2:
         return False
     key, raw = parts
+    if key.startswith(MODEL) and reading.model_settings is not None:
+        reading.model_settings[1]["model"][key[len(MODEL) :]] = yaml_value(raw, ("None",))
     if key in READ:
         _set(
             reading,
