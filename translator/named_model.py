@@ -53,6 +53,9 @@ class NamedModel:
     partial: ModelParts | None = None
     """Its layers and heads where the job fixes them but not the whole shape (Megatron's flags
     without a vocabulary size)."""
+    names: bool = True
+    """False: the job names no model of its own and leaves it to what runs it (an override file
+    applied over a recipe it does not name); shown with why, and run as a job that names none."""
 
     @property
     def parts(self) -> ModelParts | None:

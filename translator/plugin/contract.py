@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from translator.findings import Finding, Severity
     from translator.memory import Settings
     from translator.model_split import SplitRules
+    from translator.named_model import NamedModel
     from translator.plugin.inspection import Inspection
     from translator.reading import Call, Launch, Reading
     from translator.spec import BatchSpec
@@ -133,6 +134,10 @@ class Framework:
     """What one of its files says about how it trains as far as memory goes (ZeRO stage,
     offload, sequence parallelism, recomputation), for ``estimate``; None: nothing, so the
     estimate takes its flags and their defaults."""
+    named_model: Callable[[Reading], NamedModel | None] | None = None
+    """The model one of its readings names, its own way (a recipe, a model block), resolved or
+    unknown with why; None: :func:`translator.named_model.resolve` reads it (a Hub name, a
+    ``config.json``, Megatron's flags)."""
 
 
 #: Upper-case attributes of a plugin module -> field.
@@ -158,6 +163,7 @@ _MODULE_FUNCTIONS = (
     "verdict",
     "program",
     "memory_settings",
+    "named_model",
     "split_rules",
     "loss_normalisation",
 )
