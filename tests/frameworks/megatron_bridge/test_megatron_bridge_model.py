@@ -82,6 +82,12 @@ def test_nemo1_takes_its_vocabulary_from_the_tokenizer(tmp_path):
     piece = tmp_path / "sentencepiece.yaml"
     piece.write_text(text.replace("library: 'megatron'", "library: 'sentencepiece'"))
     assert "the vocabulary is the tokenizer's" in model_of(piece)["why"]
+    # NeMo's Hyena config is a GPT block whose layers are not attention: not counted as one.
+    hyena = tmp_path / "hyena.yaml"
+    hyena.write_text(
+        text.replace("  num_layers: 12\n", "  num_layers: 12\n  hyena:\n    order: 2\n")
+    )
+    assert "Hyena operators" in model_of(hyena)["why"]
 
 
 def test_a_smoke_builds_the_named_shape_cut_to_layers():

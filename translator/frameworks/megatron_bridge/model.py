@@ -264,6 +264,8 @@ def _nemo1(given: dict, named: str) -> Model:
     ]
     if missing:
         raise Unknown(f"{', '.join(missing)} not written (NeMo 1 has no default)")
+    if given.get("hyena") is not None:
+        raise Unknown("model.hyena: its layers are Hyena operators, which batchspec does not count")
     library, kind = given.get("tokenizer.library"), given.get("tokenizer.type")
     if (library, kind) != ("megatron", "GPT2BPETokenizer"):
         raise Unknown(f"the vocabulary is the tokenizer's ({library} {kind})")

@@ -148,6 +148,7 @@ SHAPE = (
     "make_vocab_size_divisible_by",
     "tokenizer.library",
     "tokenizer.type",
+    "hyena",
 )
 #: The tokenizer switch of a Megatron-Bridge config: true, the model's vocabulary is the
 #: tokenizer's whatever the recipe set.
