@@ -40,8 +40,10 @@ def test_fixture_reads_as_expected(path, want):
     for key in KEYS:
         if key in want:
             assert out[key] == want[key], key
-    if "parameters" in want:  # the model the file names, counted
+    if "parameters" in want:  # the model the job names, counted
         assert out["model"]["parameters"] == want["parameters"], out["model"]
+    if "model_unknown" in want:  # why it is unknown
+        assert out["model"]["parameters"] is None and want["model_unknown"] in out["model"]["why"]
     codes = {f["code"] for f in out["findings"]}
     assert set(want.get("codes", [])) <= codes, codes
     assert not set(want.get("absent", [])) & codes, codes

@@ -16,7 +16,7 @@ from translator.findings import Finding, finding, has_errors
 from translator.foreign import refuse_foreign
 from translator.job import RunAs, is_job, read_job
 from translator.jobdefs import read_definition, system_of
-from translator.named_model import resolve
+from translator.named_model import NamedModel, resolve
 from translator.plugin.contract import Framework
 from translator.plugin.inspection import Inspection
 from translator.plugin.registry import FRAMEWORKS, by_claim_order
@@ -60,6 +60,12 @@ def read_file(
         refuse_a_spec(path, text)
     found = FRAMEWORKS[framework] if framework else detect(path, text)
     return found, found.read(text, path)
+
+
+def named_model(framework: Framework, reading: Reading) -> NamedModel | None:
+    """The model ``reading`` names: the framework's own reading of it, else the general one."""
+    own = framework.named_model(reading) if framework.named_model is not None else None
+    return own if own is not None else resolve(reading)
 
 
 def refuse_a_spec(path: str, text: str) -> None:
@@ -129,7 +135,7 @@ def inspect_reading(framework: Framework, reading: Reading, launch: Launch) -> I
     values = _with_layout(_with_launch(values, launch), launch, reading)
     unknown = sorted(k for k, v in values.items() if v is None)
     values = {k: v for k, v in values.items() if v is not None}
-    model = resolve(reading, own=framework.named_model)
+    model = named_model(framework, reading)
     split = (
         None if model is None else model.parts,
         None if framework.split_rules is None else framework.split_rules(reading, values),

@@ -51,6 +51,9 @@ class NamedModel:
     partial: ModelParts | None = None
     """Its layers and heads where the job fixes them but not the whole shape (Megatron's flags
     without a vocabulary size)."""
+    names: bool = True
+    """False: the job names no model of its own and leaves it to what runs it (an override file
+    applied over a recipe it does not name); shown with why, and run as a job that names none."""
 
     @property
     def parts(self) -> ModelParts | None:
@@ -74,7 +77,8 @@ class NamedModel:
         }
 
 
-#: A framework's own reading of the model a config's mapping names (its ``named_model``).
+#: A framework's own reading of the model a config's mapping names (torchtune's builders,
+#: litgpt's ``model_name``), which its ``named_model`` passes to :func:`resolve`.
 Own = Callable[[dict, str, Path], "NamedModel | None"]
 
 
@@ -82,8 +86,8 @@ def resolve(
     reading: Reading, model_config: str | None = None, own: Own | None = None
 ) -> NamedModel | None:
     """The model ``reading`` names (its own text, the files it names, the program's flags),
-    shaped by ``model_config`` when given; None when it names none. ``own``: the reading's
-    framework's ``named_model``, asked first."""
+    shaped by ``model_config`` when given; None when it names none. ``own``: the framework's
+    reader of a config mapping (:data:`Own`), asked first."""
     if model_config is not None:
         model, architecture = config_json(Path(model_config))
         return NamedModel(f"--model-config {model_config}", model_config, architecture, model)

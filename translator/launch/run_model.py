@@ -19,7 +19,7 @@ from pathlib import Path
 
 from translator import memory
 from translator.errors import InputError
-from translator.named_model import NamedModel, config_json, resolve
+from translator.named_model import NamedModel, config_json
 from translator.rank.engines import engine
 
 #: What a run is told to give when it has no model of the job's.
@@ -119,6 +119,7 @@ def choose(
     if model_config is not None:
         shaped, architecture = config_json(Path(model_config))
         named = NamedModel(f"--model-config {model_config}", model_config, architecture, shaped)
+    named = _own(named)
     if named is None:
         if command == "estimate":
             raise InputError(f"{path} names no model: {GIVE_ESTIMATE}")
@@ -237,14 +238,18 @@ def _cut_config(config: dict, layers: int | None) -> dict:
 
 
 def named_in(path: str, model_config: str | None) -> NamedModel | None:
-    """The model the file at ``path`` names (a spec names none), resolved without
-    ``model_config`` (which :func:`choose` reads itself)."""
+    """The model the file at ``path`` names (a spec names none, nor a file that leaves it to
+    what runs it), resolved without ``model_config`` (which :func:`choose` reads itself)."""
     from translator.files import read_text
     from translator.spec_file import spec_values
 
     if model_config is not None or spec_values(read_text(path), path) is not None:
         return None
-    from translator.inspection import read_file
+    from translator.inspection import named_model, read_file
 
-    framework, reading = read_file(path)
-    return resolve(reading, own=framework.named_model)
+    return _own(named_model(*read_file(path)))
+
+
+def _own(named: NamedModel | None) -> NamedModel | None:
+    """``named``, unless it says the job names no model of its own (run as one naming none)."""
+    return named if named is not None and named.names else None

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -132,16 +131,16 @@ class Framework:
     normalisation: the flag or release that fixes it), for a file (``None``: the config its
     engine renders for a spec) on its spec: ``loss-normalisation`` findings, shown by
     ``inspect`` and named when ``smoke --parity`` fails."""
-    named_model: Callable[[dict, str, Path], NamedModel | None] | None = None
-    """The model one of its configs builds, read without torch (a torchtune builder, a litgpt
-    ``model_name``): ``named_model(data, where, near)`` for the config's mapping (a job's: the
-    config its program runs, the command line's overrides applied), ``where`` naming it and
-    ``near`` the folder its relative paths start from; None where it names none, and the
-    generic reading of :mod:`translator.named_model` takes over."""
     memory_settings: Callable[[Reading], Settings] | None = None
     """What one of its files says about how it trains as far as memory goes (ZeRO stage,
     offload, sequence parallelism, recomputation), for ``estimate``; None: nothing, so the
     estimate takes its flags and their defaults."""
+    named_model: Callable[[Reading], NamedModel | None] | None = None
+    """The model one of its readings names, its own way (a recipe, a model block, a torchtune
+    builder, a litgpt ``model_name``), resolved or unknown with why; None: the general reading,
+    :func:`translator.named_model.resolve`, does (a Hub name, a ``config.json``, Megatron's
+    flags; a framework whose configs name their model in a mapping of their own passes it its
+    reader of that mapping)."""
 
 
 #: Upper-case attributes of a plugin module -> field.

@@ -7,6 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
+from paths import ROOT
 from strategies import specs
 
 from translator.cli import main
@@ -17,6 +18,7 @@ from translator.spec import BatchSpec
 
 pytestmark = pytest.mark.framework
 MB = FRAMEWORKS["megatron-bridge"]
+TINY = ROOT / "fixtures" / "megatron_bridge" / "valid" / "tiny_llama_model_block.yaml"
 
 
 def rendered(spec: BatchSpec, folder) -> str:
@@ -40,10 +42,13 @@ def test_megatron_core_runs_the_rendered_number_of_microbatches(spec):
     assert got.running_global_batch_size == spec.global_batch_size
 
 
-def test_two_ranks_count_the_global_batch_and_expect_global_can_fail(tmp_path):
-    spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2, sequence_length=32)
-    config = rendered(spec, tmp_path)
-    args = ["smoke", config, "--nproc-per-node", "2", "--device", "cpu", "--steps", "2"]
+def test_two_ranks_count_the_global_batch_of_the_jobs_model_and_expect_global_can_fail(
+    tmp_path,
+):
+    """The file's own model, issue 27's tiny Llama written as its model block, built by
+    megatron-core as a TransformerConfig: 156,480 parameters counted on the built model (the
+    stand-in, a GPT-style model of another shape, ran before)."""
+    args = ["smoke", str(TINY), "--nproc-per-node", "2", "--device", "cpu", "--steps", "2"]
     args += ["--workdir", str(tmp_path / "work"), "--expect-global", "16", "--json"]
     result = CliRunner().invoke(main, args)
     out = json.loads(result.stdout)
@@ -52,6 +57,8 @@ def test_two_ranks_count_the_global_batch_and_expect_global_can_fail(tmp_path):
     assert out["errors"] == [
         "megatron-bridge consumed 8 samples per optimizer step, not the 16 expected (--expect-global)"
     ]
+    assert out["model"]["parameters"] == 156_480 and out["model"]["stand_in"] is False
+    assert out["model"]["source"] == f"{TINY}: model block"
 
 
 def test_a_layout_cpu_cannot_run_is_refused_before_any_rank_starts(tmp_path):

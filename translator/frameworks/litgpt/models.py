@@ -14,7 +14,8 @@ from pathlib import Path
 import yaml
 
 from translator.memory import Model
-from translator.named_model import NamedModel
+from translator.named_model import NamedModel, resolve
+from translator.reading import Reading
 
 #: litgpt ``Config``'s defaults of the fields read here.
 DEFAULTS: dict = {
@@ -100,7 +101,7 @@ CONFIGS: dict[str, dict] = {
 }
 
 
-def named_model(data: dict, where: str, near: Path) -> NamedModel | None:
+def from_mapping(data: dict, where: str, near: Path) -> NamedModel | None:
     """The model a litgpt config trains; None when it names none."""
     carried = data.get("model_config")
     if isinstance(carried, dict):
@@ -232,3 +233,9 @@ def _key(name: str) -> str:
 
 #: :data:`CONFIGS` by a name's key (its case and tune endings left out).
 BY_KEY = {_key(name): config for name, config in CONFIGS.items()}
+
+
+def named_model(reading: Reading) -> NamedModel | None:
+    """The model a litgpt reading names: its config's own way (:func:`from_mapping`, a job's
+    config with the command line's overrides), else the general reading."""
+    return resolve(reading, own=from_mapping)

@@ -1,10 +1,11 @@
 """Megatron-Bridge and NeMo 2 (and NeMo 1's YAML): ConfigContainer YAML override files, NeMo
 recipe trees and ``key=value`` launch overrides, counted by megatron-core's micro-batch
-calculator (:mod:`.rules`, :mod:`.program`)."""
+calculator (:mod:`.rules`, :mod:`.program`); the model a job names (its recipe, its model
+block: :mod:`.model`), which the smoke engine builds."""
 
 from pathlib import Path
 
-from translator.frameworks.megatron_bridge import program, rules, verdict
+from translator.frameworks.megatron_bridge import model, program, rules, verdict
 from translator.frameworks.megatron_bridge.codes import CODES
 from translator.plugin.contract import Engine, Framework
 
@@ -17,6 +18,7 @@ FRAMEWORK = Framework(
     interpret=rules.interpret,
     check=rules.check,
     loss_normalisation=rules.loss_normalisation,
+    named_model=model.named_model,
     edits=rules.edits,
     insertion=rules.insertion,
     template=str(Path(__file__).with_name("megatron_bridge.yaml.j2")),
@@ -34,6 +36,6 @@ FRAMEWORK = Framework(
         "translator.frameworks.megatron_bridge.engine",
         requires=("torch", "megatron.core"),
         extra="megatron-bridge",
-        options=frozenset({"parity"}),
+        options=frozenset({"parity", "model_shape"}),
     ),
 )

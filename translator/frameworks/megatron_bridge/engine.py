@@ -9,8 +9,12 @@ back from the rendered file (``train.global_batch_size``, ``train.micro_batch_si
 ``initialize_model_parallel`` and micro-batch calculator, ``get_forward_backward_func`` with
 ``get_num_microbatches()`` micro-batches and megatron's DDP and optimizer, and the loss of
 Bridge's ``masked_next_token_loss`` (training/losses.py: the masked sum and the token count of
-each micro-batch, which megatron-core divides by). On CPU it runs data parallelism only; other
-layouts are refused before launch."""
+each micro-batch, which megatron-core divides by). The model is the job's (engine option
+``model_shape``): the shape :mod:`.model` reads from its recipe or model block, depth cut to
+``--layers``, built with random weights as the TransformerConfig Bridge's GPTModelProvider hands
+megatron-core (:func:`translator.frameworks.shared.mcore_engine.architecture`); a file that
+names no model builds the stand-in. On CPU it runs data parallelism only; other layouts are
+refused before launch."""
 
 from __future__ import annotations
 

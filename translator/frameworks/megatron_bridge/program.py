@@ -140,7 +140,7 @@ def _arguments(reading: Reading, call: Call, words: list[Word]) -> list[Word]:
                 i += 1
         elif eq:
             key = _key(text)
-            if key in rules.KEYS:
+            if key in rules.READ:
                 parsed = Value(yaml_value(inline), word.line, value_span(word, inline, call))
                 _set(reading, key, word.line, parsed)
         else:
@@ -165,7 +165,7 @@ def _unknown_word(reading: Reading, word: Word) -> None:
     """An unknown word: an override whose value is unknown, else a word that may hold more."""
     head = word.parts[0].text if word.parts and word.parts[0].text else ""
     key = _key(head) if "=" in head else None
-    if key in rules.KEYS:
+    if key in rules.READ:
         _set(reading, key, word.line, Value(None, word.line, None, word.why_unknown))
     elif key is None and not word.absent:
         reading.opaque.append(f"line {word.line}: {word.why_unknown}")

@@ -123,6 +123,38 @@ KEYS = tuple(
         + [*TRAINER, ACCUMULATE, DECREASE, SCHEDULE, OPTIMIZER, PER_TOKEN_LOSS, *OVERWRITTEN]
     )
 )
+#: The model's shape: megatron-core's TransformerConfig fields under ``model`` (Megatron-Bridge's
+#: GPTModelProvider, NeMo 1's model block, which adds its own switches), read by :mod:`.model`.
+SHAPE = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_query_groups",
+    "ffn_hidden_size",
+    "kv_channels",
+    "vocab_size",
+    "gated_linear_unit",
+    "normalization",
+    "add_bias_linear",
+    "add_qkv_bias",
+    "qk_layernorm",
+    "share_embeddings_and_output_weights",
+    "position_embedding_type",
+    "seq_length",
+    # NeMo 1's
+    "activation",
+    "bias",
+    "max_position_embeddings",
+    "make_vocab_size_divisible_by",
+    "tokenizer.library",
+    "tokenizer.type",
+    "hyena",
+)
+#: The tokenizer switch of a Megatron-Bridge config: true, the model's vocabulary is the
+#: tokenizer's whatever the recipe set.
+TOKENIZER_VOCAB = "tokenizer.use_tokenizer_vocab_size"
+#: Every key read: the batch's and the model's.
+READ = KEYS + tuple(f"model.{k}" for k in SHAPE) + (TOKENIZER_VOCAB,)
 #: Keys of a batch block that look like its batch keys but are real (no typo finding).
 LOOKALIKES = {"eval_global_batch_size", "eval_micro_batch_size", "rampup_batch_size"}
 
@@ -200,7 +232,7 @@ def holds_batch(text: str) -> bool:
 def read(text: str, where: str) -> Reading:
     doc = parsing.load_mapping(text, where, "a Megatron-Bridge or NeMo config")
     reading = Reading(where, NAME, text)
-    for key in KEYS:
+    for key in READ:
         found = _at(doc, key)
         if found is not None:
             reading.values[key] = found
@@ -231,6 +263,8 @@ def _interpolated(doc: parsing.Document, key: str, value: str, line: int) -> Val
     """An OmegaConf interpolation: ``${other.key}`` is that key's value (written there, so not
     editable here); anything else (a resolver, a relative path) is unknown."""
     target = value[2:-1]
+    if target.startswith("."):  # relative: a key of the same block (``${.encoder_seq_length}``)
+        target = key.rpartition(".")[0] + target
     if value.endswith("}") and re.fullmatch(r"[A-Za-z_][\w.]*", target) and target != key:
         found = _at(doc, target)
         if found is not None and found.why_unknown is None:

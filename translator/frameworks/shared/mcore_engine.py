@@ -6,8 +6,9 @@ megatron-core (Megatron-LM's flags, Megatron-Bridge's ConfigContainer): given th
    ``parallel_state.initialize_model_parallel(TP, PP, virtual stages, CP)``;
 2. megatron-core's micro-batch calculator with the data-parallel size parallel_state gives; its
    ``get_num_microbatches()`` is the number of micro-batches per step, as Megatron takes it;
-3. the model is megatron-core's ``GPTModel`` with the ``--model`` shape (the Transformer Engine
-   layer spec where it is installed and the ranks have GPUs, else the local spec), one chunk
+3. the model is megatron-core's ``GPTModel`` with the job's shape (``job_shape``: Megatron's
+   flags, a Megatron-Bridge recipe or model block), else the ``--model`` stand-in's (the
+   Transformer Engine layer spec where it is installed and the ranks have GPUs, else the local spec), one chunk
    per virtual stage, each wrapped in megatron's ``DistributedDataParallel``; the optimizer is
    ``get_megatron_optimizer`` (the distributed optimizer when the layout asks for it);
 4. each optimizer step is one call of ``get_forward_backward_func()`` (no pipelining, 1F1B,

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from translator.memory import Model
-from translator.named_model import NamedModel
+from translator.named_model import NamedModel, resolve
+from translator.reading import Reading
 
 #: Each family's component builder (``torchtune.models.FAMILY.FAMILY``) -> the defaults of its
 #: arguments beyond the sizes (Gemma's builders tie the head with no argument to say so).
@@ -80,7 +81,7 @@ ALIASES = {"llama3_3_70b": "llama3_1_70b"}
 ADAPTERS = ("lora_", "qlora_")
 
 
-def named_model(data: dict, where: str, near: Path) -> NamedModel | None:
+def from_mapping(data: dict, where: str, near: Path) -> NamedModel | None:
     """The model a torchtune config's ``model:`` builds; None when it has no builder."""
     section = data.get("model")
     if not isinstance(section, dict) or not isinstance(section.get("_component_"), str):
@@ -149,3 +150,9 @@ def scaled_mlp(embed_dim: object, multiple_of: int = 256) -> int | None:
         return None
     hidden = int(2 * 4 * embed_dim / 3)
     return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+def named_model(reading: Reading) -> NamedModel | None:
+    """The model a torchtune reading names: its config's own way (:func:`from_mapping`, a job's
+    config with the command line's overrides), else the general reading."""
+    return resolve(reading, own=from_mapping)
