@@ -373,11 +373,15 @@ def search(setup: probes.Setup, stages, recompute: bool, estimator, capacity, th
         result = tuning.search(per_rank, variants, fits, probe, threshold)
     except (probes.Stopped, KeyboardInterrupt) as exc:
         stopped = exc.why if isinstance(exc, probes.Stopped) else "interrupted"
-        why = {
-            "timeout": f"--timeout reached during probe {len(done) + 1}",
-            "probe-timeout": f"probe {len(done) + 1} did not end within --probe-timeout "
-            f"{setup.probe_timeout:g} s (a rank may wait on a peer that failed)",
-        }.get(stopped, f"interrupted during probe {len(done) + 1}")
+        n = len(done) + 1
+        why = (
+            f"--timeout reached during probe {n}"
+            if stopped == "timeout"
+            else f"probe {n} did not end within --probe-timeout {setup.probe_timeout:g} s (a "
+            "rank may wait on a peer that failed)"
+            if stopped == "probe-timeout"
+            else f"interrupted during probe {n}"
+        )
         partial = tuning.Search(probes=done, reason=why + "; every process of it was stopped")
         return partial, time.monotonic() - start, stopped
     return result, time.monotonic() - start, None
