@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator import parsing
+from translator import coded_models, parsing
 from translator.errors import InputError
 from translator.memory import PRESETS, Model, hf_shape, read_hf_config
 from translator.model_split import ModelParts
@@ -33,7 +33,10 @@ BUILDERS = {
     "llama3_70b": "llama3-70b",
     "llama3_2_1b": "llama3-1b",
 }
-FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b"}
+#: torchtitan's keys for the model a TOML job file or a launch's flags name.
+TORCHTITAN_MODEL = ("model.name", "model.flavor")
+#: The flag that names torchtitan ≤ 0.2.2's TOML job file (its ``[model]`` defaults apply).
+TORCHTITAN_TOML = "job.config_file"
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ def resolve(reading: Reading, model_config: str | None = None) -> NamedModel | N
         model, architecture = config_json(Path(model_config))
         return NamedModel(f"--model-config {model_config}", model_config, architecture, model)
     for config in [reading, *reading.partners]:
-        found = _from_toml(config) or _from_mapping(config)
+        found = _from_toml(config) or _from_mapping(config) or _from_values(config)
         if found is not None:
             return found
     return _from_flags(reading)
@@ -155,7 +158,7 @@ def _from_mapping(reading: Reading) -> NamedModel | None:
     model = data.get("model")
     carried = _section(model, "model_config") or _section(data, "model_config")
     if carried is not None:
-        return _carried(carried, reading.path)
+        return _carried(carried, reading.path, reading.framework)
     if isinstance(model, dict) and isinstance(model.get("_component_"), str):
         return _builder(model["_component_"], reading.path)
     for key in NAME_KEYS:
@@ -166,29 +169,78 @@ def _from_mapping(reading: Reading) -> NamedModel | None:
 
 
 def _from_toml(reading: Reading) -> NamedModel | None:
-    """torchtitan's ``[model]`` name and flavor."""
+    """torchtitan's ``[model]`` name and flavor (≤ 0.2.2's defaults where the file leaves them
+    out: its ``JobConfig`` trains ``llama3`` ``debugmodel``)."""
     if Path(reading.path).suffix.lower() != ".toml":
         return None
     import tomllib
 
     try:
-        model = tomllib.loads(reading.text).get("model")
+        data = tomllib.loads(reading.text)
     except tomllib.TOMLDecodeError:
         return None
-    if not isinstance(model, dict) or "name" not in model:
+    if not any(isinstance(data.get(t), dict) for t in ("training", "parallelism", "model")):
         return None
-    name, flavor = str(model.get("name")), str(model.get("flavor"))
-    named = f"{reading.path}: [model] {name} {flavor}"
-    preset = FLAVORS.get((name, flavor))
-    if preset is None:
-        return NamedModel(
-            named,
-            None,
-            None,
-            None,
-            f"{name} {flavor} is not a shape batchspec knows; give --model-config",
-        )
-    return NamedModel(named, f"torchtitan's {name} {flavor}", f"{name} {flavor}", PRESETS[preset])
+    model = data.get("model")
+    model = model if isinstance(model, dict) else {}
+    name, flavor = (model.get(k, d) for k, d in zip(("name", "flavor"), coded_models.DEFAULT_MODEL))
+    return _flavor(str(name), str(flavor), f"{reading.path}: [model]", "name" not in model)
+
+
+def _flavor(name: str, flavor: str, where: str, default: bool) -> NamedModel:
+    """torchtitan's ``name`` model's ``flavor``, named at ``where`` (``default``: the job
+    leaves it to torchtitan's defaults)."""
+    shape, architecture = coded_models.torchtitan_model(name, flavor)
+    named = f"{where} {name} {flavor}" + (" (torchtitan's default)" if default else "")
+    if shape is None:
+        return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
+    return NamedModel(named, f"torchtitan's {name} {flavor}", architecture, shape)
+
+
+def _from_values(reading: Reading) -> NamedModel | None:
+    """The model a framework's job reading carries in its values: torchtitan's ``[model]``
+    (from the TOML job file or ``--model.name``/``--model.flavor`` flags) or 0.3.0's
+    ``--module``/``--config``; nanotron's ``model`` block (from the YAML its job names)."""
+    values = reading.values
+    block = values.get("model")
+    if block is not None and isinstance(block.value, dict):
+        carried = _section(block.value, "model_config")
+        if carried is not None:
+            return _carried(carried, block.file or reading.path, reading.framework)
+    if reading.framework == "nanotron":
+        unknown = [v.why_unknown for v in values.values() if v.value is None and v.why_unknown]
+        why = unknown[0].removeprefix("unknown: ") if unknown else "no model.model_config block"
+        return NamedModel(f"{reading.path}: model", None, None, None, f"{why}; give --model-config")
+    given = {k: values[k] for k in (*TORCHTITAN_MODEL, "module", "config") if k in values}
+    where = reading.path
+    if "config" in given:
+        module, function = given.get("module"), given["config"]
+        named = f"{where}: --module {_shown(module)} --config {_shown(function)}"
+        if module is None or not all(isinstance(v.value, str) for v in (module, function)):
+            why = "unknown: " + ", ".join(
+                f"{v.why_unknown or v.value}" for v in (module, function) if v is not None
+            )
+            return NamedModel(named, None, None, None, f"{why}; give --model-config")
+        shape, architecture = coded_models.torchtitan_config(str(module.value), str(function.value))
+        if shape is None:
+            return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
+        return NamedModel(named, f"torchtitan's {architecture}", architecture, shape)
+    if not given and TORCHTITAN_TOML not in values:
+        return None
+    name, flavor = (
+        given[k].value if k in given else d
+        for k, d in zip(TORCHTITAN_MODEL, coded_models.DEFAULT_MODEL)
+    )
+    if name is None or flavor is None:
+        missing = next(v for v in given.values() if v.value is None)
+        return NamedModel(f"{where}: [model]", None, None, None, f"unknown: {missing.why_unknown}")
+    files = {v.file for v in given.values() if v.file}
+    at = f"{files.pop()}: [model]" if files else f"{where}: [model]"
+    return _flavor(str(name), str(flavor), at, not given)
+
+
+def _shown(value) -> str:
+    return "?" if value is None or value.value is None else str(value.value)
 
 
 def _section(value: object, key: str) -> dict | None:
@@ -196,15 +248,22 @@ def _section(value: object, key: str) -> dict | None:
     return found if isinstance(found, dict) else None
 
 
-def _carried(config: dict, where: str) -> NamedModel:
-    """A ``model_config`` written in the file (nanotron's and HF's keys, or litgpt's)."""
+def _carried(config: dict, where: str, framework: str) -> NamedModel:
+    """A ``model_config`` written in the file: nanotron's (its class's defaults where it leaves
+    a key out), litgpt's, or Hugging Face keys."""
     named = f"{where}: model_config"
+    architecture = str(config.get("architectures", ["model_config"])[0])
     litgpt = {
         "n_layer": "num_hidden_layers",
         "n_embd": "hidden_size",
         "n_head": "num_attention_heads",
     }
-    if any(k in config for k in litgpt):
+    if framework == "nanotron" or any(config.get(k) for k in coded_models.NANOTRON_MARKERS):
+        filled, architecture = coded_models.nanotron_config(config)
+        if filled is None:
+            return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
+        config = filled
+    elif any(k in config for k in litgpt):
         config = {litgpt.get(k, k): v for k, v in config.items()} | {
             "num_key_value_heads": config.get("n_query_groups", config.get("n_head")),
             "vocab_size": config.get("padded_vocab_size", config.get("vocab_size")),
@@ -213,7 +272,7 @@ def _carried(config: dict, where: str) -> NamedModel:
         model = hf_shape(config, where, where)
     except InputError as exc:
         return NamedModel(named, None, None, None, f"{exc}; give --model-config")
-    return NamedModel(named, where, str(config.get("architectures", ["model_config"])[0]), model)
+    return NamedModel(named, where, architecture, model)
 
 
 def _builder(component: str, where: str) -> NamedModel:
