@@ -124,7 +124,8 @@ def test_a_nanotron_model_config_without_tie_word_embeddings_is_untied(tmp_path)
 @pytest.mark.parametrize(
     "model_config, why",
     [
-        ("{is_starcoder2_config: true, hidden_size: 64}", "Starcoder2 is not a shape"),
+        ("{is_starcoder2_config: true, hidden_size: 64}", "is_starcoder2_config: not a model"),
+        ("{is_mamba_config: true, d_model: 64}", "is_mamba_config: not a model class"),
         ("{is_qwen2_config: true, moe_config: {num_experts: 8}}", "mixture of experts"),
     ],
 )

@@ -129,15 +129,25 @@ NANOTRON_DEFAULTS = {
     "vocab_size": 32000,
     "attention_bias": False,
 }
-#: The markers of nanotron's model classes (``is_llama_config: true``...).
-NANOTRON_MARKERS = ("is_llama_config", "is_qwen2_config", "is_starcoder2_config")
+#: The markers of nanotron's model classes batchspec counts (``is_llama_config: true``); any
+#: other ``is_..._config`` (Starcoder2, and the examples' Mamba and LlaMoE) is a model it does not.
+NANOTRON_MARKERS = ("is_llama_config", "is_qwen2_config")
+
+
+def is_marker(key: str) -> bool:
+    """Whether ``key`` marks a nanotron model class (``is_llama_config``)."""
+    return key.startswith("is_") and key.endswith("_config")
 
 
 def nanotron_config(config: dict) -> tuple[dict | None, str]:
     """``(Hugging Face keys, architecture)`` of a nanotron ``model_config``, its class's
     defaults filled in; None (the text says why) for one batchspec does not count."""
-    if config.get("is_starcoder2_config"):
-        return None, "is_starcoder2_config: nanotron's Starcoder2 is not a shape batchspec counts"
+    other = [k for k in config if is_marker(k) and k not in NANOTRON_MARKERS and config[k]]
+    if other:
+        return (
+            None,
+            f"{other[0]}: not a model class batchspec counts (nanotron's Llama and Qwen2 are)",
+        )
     if config.get("moe_config"):
         return None, "moe_config: a mixture of experts is not a shape batchspec counts"
     qwen2 = bool(config.get("is_qwen2_config"))

@@ -184,14 +184,23 @@ def _from_toml(reading: Reading) -> NamedModel | None:
     model = data.get("model")
     model = model if isinstance(model, dict) else {}
     name, flavor = (model.get(k, d) for k, d in zip(("name", "flavor"), coded_models.DEFAULT_MODEL))
-    return _flavor(str(name), str(flavor), f"{reading.path}: [model]", "name" not in model)
+    where = f"{reading.path}: [model]"
+    tokenizer = "tokenizer_path" in model and "hf_assets_path" not in model
+    return _flavor(str(name), str(flavor), where, "name" not in model, tokenizer)
 
 
-def _flavor(name: str, flavor: str, where: str, default: bool) -> NamedModel:
+def _flavor(name: str, flavor: str, where: str, default: bool, tokenizer: bool) -> NamedModel:
     """torchtitan's ``name`` model's ``flavor``, named at ``where`` (``default``: the job
-    leaves it to torchtitan's defaults)."""
+    leaves it to torchtitan's defaults; ``tokenizer``: 0.1's ``tokenizer_path`` without 0.2's
+    ``hf_assets_path``, whose vocabulary replaced the flavor's)."""
     shape, architecture = coded_models.torchtitan_model(name, flavor)
     named = f"{where} {name} {flavor}" + (" (torchtitan's default)" if default else "")
+    if shape is not None and tokenizer:
+        why = (
+            "torchtitan 0.1 sizes the vocabulary from the tokenizer (tokenizer_path), which "
+            "batchspec does not read; give --model-config"
+        )
+        return NamedModel(named, None, None, None, why)
     if shape is None:
         return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
     return NamedModel(named, f"torchtitan's {name} {flavor}", architecture, shape)
@@ -236,7 +245,8 @@ def _from_values(reading: Reading) -> NamedModel | None:
         return NamedModel(f"{where}: [model]", None, None, None, f"unknown: {missing.why_unknown}")
     files = {v.file for v in given.values() if v.file}
     at = f"{files.pop()}: [model]" if files else f"{where}: [model]"
-    return _flavor(str(name), str(flavor), at, not given)
+    tokenizer = "model.tokenizer_path" in values and "model.hf_assets_path" not in values
+    return _flavor(str(name), str(flavor), at, not given, tokenizer)
 
 
 def _shown(value) -> str:
@@ -258,7 +268,7 @@ def _carried(config: dict, where: str, framework: str) -> NamedModel:
         "n_embd": "hidden_size",
         "n_head": "num_attention_heads",
     }
-    if framework == "nanotron" or any(config.get(k) for k in coded_models.NANOTRON_MARKERS):
+    if framework == "nanotron" or any(map(coded_models.is_marker, config)):
         filled, architecture = coded_models.nanotron_config(config)
         if filled is None:
             return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
