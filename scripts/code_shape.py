@@ -58,6 +58,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "translator.reading",
         "translator.memory",
         "translator.named_model",
+        "translator.coded_models",
         "translator.model_split",
         "translator.elastic",
         "translator.tuning",

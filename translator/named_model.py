@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator import parsing
+from translator import coded_models, parsing
 from translator.errors import InputError
-from translator.memory import PRESETS, Model, hf_shape, read_hf_config
+from translator.memory import Model, hf_shape, read_hf_config
 from translator.model_split import ModelParts
 from translator.reading import Reading
 
@@ -30,8 +30,10 @@ NAME_KEYS = ("base_model_config", "base_model", "model_name_or_path")
 #: Other keys of a config that name or carry its model (a framework's own, read by its
 #: ``named_model``).
 OWN_KEYS = ("model_config", "_component_", "model_name", "checkpoint_dir")
-#: torchtitan flavors with the shape of a preset.
-FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b"}
+#: torchtitan's keys for the model a TOML job file or a launch's flags name.
+TORCHTITAN_MODEL = ("model.name", "model.flavor")
+#: The flag that names torchtitan ≤ 0.2.2's TOML job file (its ``[model]`` defaults apply).
+TORCHTITAN_TOML = "job.config_file"
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,11 @@ def resolve(
         if found is not None:
             return found
     for config in [reading, *reading.partners]:
-        found = _from_toml(config) or _from_mapping(config, own if config is reading else None)
+        found = (
+            _from_toml(config)
+            or _from_mapping(config, own if config is reading else None)
+            or _from_values(config)
+        )
         if found is not None:
             return found
     return _from_flags(reading)
@@ -171,7 +177,7 @@ def _from_mapping(reading: Reading, own: Own | None) -> NamedModel | None:
         return found
     carried = _section(data.get("model"), "model_config") or _section(data, "model_config")
     if carried is not None:
-        return _carried(carried, reading.path)
+        return _carried(carried, reading.path, reading.framework)
     for key in NAME_KEYS:
         value = data.get(key)
         if isinstance(value, str) and value:
@@ -180,29 +186,88 @@ def _from_mapping(reading: Reading, own: Own | None) -> NamedModel | None:
 
 
 def _from_toml(reading: Reading) -> NamedModel | None:
-    """torchtitan's ``[model]`` name and flavor."""
+    """torchtitan's ``[model]`` name and flavor (≤ 0.2.2's defaults where the file leaves them
+    out: its ``JobConfig`` trains ``llama3`` ``debugmodel``)."""
     if Path(reading.path).suffix.lower() != ".toml":
         return None
     import tomllib
 
     try:
-        model = tomllib.loads(reading.text).get("model")
+        data = tomllib.loads(reading.text)
     except tomllib.TOMLDecodeError:
         return None
-    if not isinstance(model, dict) or "name" not in model:
+    if not any(isinstance(data.get(t), dict) for t in ("training", "parallelism", "model")):
         return None
-    name, flavor = str(model.get("name")), str(model.get("flavor"))
-    named = f"{reading.path}: [model] {name} {flavor}"
-    preset = FLAVORS.get((name, flavor))
-    if preset is None:
-        return NamedModel(
-            named,
-            None,
-            None,
-            None,
-            f"{name} {flavor} is not a shape batchspec knows; give --model-config",
+    model = data.get("model")
+    model = model if isinstance(model, dict) else {}
+    name, flavor = (model.get(k, d) for k, d in zip(("name", "flavor"), coded_models.DEFAULT_MODEL))
+    where = f"{reading.path}: [model]"
+    tokenizer = "tokenizer_path" in model and "hf_assets_path" not in model
+    return _flavor(str(name), str(flavor), where, "name" not in model, tokenizer)
+
+
+def _flavor(name: str, flavor: str, where: str, default: bool, tokenizer: bool) -> NamedModel:
+    """torchtitan's ``name`` model's ``flavor``, named at ``where`` (``default``: the job
+    leaves it to torchtitan's defaults; ``tokenizer``: 0.1's ``tokenizer_path`` without 0.2's
+    ``hf_assets_path``, whose vocabulary replaced the flavor's)."""
+    shape, architecture = coded_models.torchtitan_model(name, flavor)
+    named = f"{where} {name} {flavor}" + (" (torchtitan's default)" if default else "")
+    if shape is not None and tokenizer:
+        why = (
+            "torchtitan 0.1 sizes the vocabulary from the tokenizer (tokenizer_path), which "
+            "batchspec does not read; give --model-config"
         )
-    return NamedModel(named, f"torchtitan's {name} {flavor}", f"{name} {flavor}", PRESETS[preset])
+        return NamedModel(named, None, None, None, why)
+    if shape is None:
+        return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
+    return NamedModel(named, f"torchtitan's {name} {flavor}", architecture, shape)
+
+
+def _from_values(reading: Reading) -> NamedModel | None:
+    """The model a framework's job reading carries in its values: torchtitan's ``[model]``
+    (from the TOML job file or ``--model.name``/``--model.flavor`` flags) or 0.3.0's
+    ``--module``/``--config``; nanotron's ``model`` block (from the YAML its job names)."""
+    values = reading.values
+    block = values.get("model")
+    if block is not None and isinstance(block.value, dict):
+        carried = _section(block.value, "model_config")
+        if carried is not None:
+            return _carried(carried, block.file or reading.path, reading.framework)
+    if reading.framework == "nanotron":
+        unknown = [v.why_unknown for v in values.values() if v.value is None and v.why_unknown]
+        why = unknown[0].removeprefix("unknown: ") if unknown else "no model.model_config block"
+        return NamedModel(f"{reading.path}: model", None, None, None, f"{why}; give --model-config")
+    given = {k: values[k] for k in (*TORCHTITAN_MODEL, "module", "config") if k in values}
+    where = reading.path
+    if "config" in given:
+        module, function = given.get("module"), given["config"]
+        named = f"{where}: --module {_shown(module)} --config {_shown(function)}"
+        if module is None or not all(isinstance(v.value, str) for v in (module, function)):
+            why = "unknown: " + ", ".join(
+                f"{v.why_unknown or v.value}" for v in (module, function) if v is not None
+            )
+            return NamedModel(named, None, None, None, f"{why}; give --model-config")
+        shape, architecture = coded_models.torchtitan_config(str(module.value), str(function.value))
+        if shape is None:
+            return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
+        return NamedModel(named, f"torchtitan's {architecture}", architecture, shape)
+    if not given and TORCHTITAN_TOML not in values:
+        return None
+    name, flavor = (
+        given[k].value if k in given else d
+        for k, d in zip(TORCHTITAN_MODEL, coded_models.DEFAULT_MODEL)
+    )
+    if name is None or flavor is None:
+        missing = next(v for v in given.values() if v.value is None)
+        return NamedModel(f"{where}: [model]", None, None, None, f"unknown: {missing.why_unknown}")
+    files = {v.file for v in given.values() if v.file}
+    at = f"{files.pop()}: [model]" if files else f"{where}: [model]"
+    tokenizer = "model.tokenizer_path" in values and "model.hf_assets_path" not in values
+    return _flavor(str(name), str(flavor), at, not given, tokenizer)
+
+
+def _shown(value) -> str:
+    return "?" if value is None or value.value is None else str(value.value)
 
 
 def _section(value: object, key: str) -> dict | None:
@@ -210,14 +275,21 @@ def _section(value: object, key: str) -> dict | None:
     return found if isinstance(found, dict) else None
 
 
-def _carried(config: dict, where: str) -> NamedModel:
-    """A ``model_config`` of Hugging Face's keys written in the file (nanotron's)."""
+def _carried(config: dict, where: str, framework: str) -> NamedModel:
+    """A ``model_config`` written in the file: nanotron's (its class's defaults where it leaves
+    a key out), or Hugging Face keys."""
     named = f"{where}: model_config"
+    architecture = str(config.get("architectures", ["model_config"])[0])
+    if framework == "nanotron" or any(map(coded_models.is_marker, config)):
+        filled, architecture = coded_models.nanotron_config(config)
+        if filled is None:
+            return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
+        config = filled
     try:
         model = hf_shape(config, where, where)
     except InputError as exc:
         return NamedModel(named, None, None, None, f"{exc}; give --model-config")
-    return NamedModel(named, where, str(config.get("architectures", ["model_config"])[0]), model)
+    return NamedModel(named, where, architecture, model)
 
 
 def _by_name(name: str, named: str, near: Path) -> NamedModel:

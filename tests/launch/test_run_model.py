@@ -13,6 +13,7 @@ from test_named_model import LLAMA_8B, TINY, folder_with
 
 from translator import memory
 from translator.cli import main
+from translator.errors import InputError
 from translator.launch import run_model
 from translator.named_model import config_json
 from translator.rank.context import RunContext
@@ -223,15 +224,40 @@ def test_tune_and_estimate_refuse_a_job_that_names_no_model(tmp_path, command):
 
 
 def test_tune_refuses_an_engine_that_does_not_build_the_jobs_model(tmp_path, monkeypatch):
-    """torchtitan's engine runs its debug model, not the job's flavor: tuning it would tune a
-    toy (smoke runs it and says so first). (torchtitan need not be here: nothing starts.)"""
+    """An engine (a plugin's) whose ranks build no job's model: tuning it would tune a toy
+    (smoke runs it and says so first). Every built-in engine builds the job's model."""
+    from translator.plugin.contract import Engine
+
+    job = tmp_path / "tune.yaml"
+    job.write_text("model:\n  _component_: torchtune.models.llama3_1.llama3_1_8b\nbatch_size: 2\n")
+    named = run_model.named_in(str(job), None)
+    monkeypatch.setattr(run_model, "engine", lambda name: Engine("plugin.engine"))
+    with pytest.raises(InputError, match="the torchtune engine does not build the job's model"):
+        run_model.choose(str(job), named, "torchtune", "tune", None)
+    said = run_model.choose(str(job), named, "torchtune", "smoke", None).said
+    assert said.startswith("the torchtune engine does not build the job's model")
+
+
+def test_torchtitan_builds_the_shape_its_flavor_gives_cut_to_layers():
+    """It ran its debug model whatever the job's flavor: tune refused the 8B job."""
+    job = str(ROOT / "fixtures/torchtitan/valid/llama3_8b_fsdp.toml")
+    chosen = run_model.choose(job, run_model.named_in(job, None), "torchtitan", "tune", None, 1)
+    assert chosen.file == "model/shape.json" and chosen.architecture == "llama3 8B"
+    assert memory.Model(**chosen.config) == chosen.shape
+    assert (chosen.shape.layers, chosen.shape.ffn, chosen.shape.kv_heads) == (1, 14336, 8)
+
+
+def test_a_shape_the_engines_llama_cannot_build_is_refused_before_launch(tmp_path, monkeypatch):
+    """GPT-2's shape (a GELU MLP, biases, learned positions) is no llama3 torchtitan builds."""
     from translator.plugin import contract
 
     monkeypatch.setattr(contract, "_installed", lambda package: True)
-    job = ROOT / "fixtures/torchtitan/valid/llama3_8b_fsdp.toml"
-    said = bad(tmp_path, job, "--nproc-per-node", 8, command="tune")
-    assert "the torchtitan engine does not build the job's model (llama3 8B)" in said
-    assert "--model tiny" in said
+    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 512}
+    folder_with(tmp_path, "gpt2", gpt2)
+    job = ROOT / "fixtures/torchtitan/jobs/run_train.sh"
+    said = bad(tmp_path, job, "--nproc-per-node", 1, "--model-config", tmp_path / "gpt2")
+    assert "torchtitan's Llama cannot build" in said and "a GELU MLP" in said
+    assert "biases" in said and "learned positions" in said
 
 
 def test_megatron_builds_the_shape_its_flags_give(tmp_path):

@@ -27,6 +27,7 @@ from translator.rank.engines import (
     config_refusal,
     engine,
     model_refusal,
+    shape_refusal,
     zero_stage,
 )
 from translator.rank.model import SHAPES, ModelShape
@@ -128,6 +129,7 @@ def prepare(
     why = config_refusal(framework, config_text, partners, path, device)
     if chosen.config is not None:
         why = why or model_refusal(framework, spec, config_text)
+        why = why or shape_refusal(framework, chosen.shape)
     if why:
         raise InputError(f"{why} (nothing was started)")
     length = seq_len or spec.sequence_length or sequence_of(chosen, path)

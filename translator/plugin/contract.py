@@ -46,8 +46,10 @@ class Engine:
     ``model_config`` (its ranks build the job's model from its ``config.json``, given as
     ``RunContext.model_config``; without it they build the stand-in), ``model_shape`` (its
     ranks build the job's model from its shape, :class:`translator.memory.Model` written as
-    JSON, given the same way: Megatron's flags, a torchtune builder, a litgpt config or a
-    Llama-style config.json)."""
+    JSON, given the same way: Megatron's flags, a Megatron-Bridge recipe or model block, a
+    torchtune builder, a litgpt config, a torchtitan flavor, a nanotron ``model_config`` or a
+    Llama-style config.json; such an engine may refuse a shape its model code cannot build with
+    ``refuse_shape``, :mod:`translator.rank.engines`)."""
     environment: Mapping[str, str] = field(default_factory=dict)
     """Environment variables its ranks need (offline switches, telemetry off)."""
 

@@ -8,7 +8,10 @@ fed the config, counting through :mod:`translator.rank.harness`) and ``refuse(sp
 text it is fed (with its partner files, name -> text; ``where`` is the user's file) on
 ``device``, such as a setting a CPU rank cannot run; also asked before any process starts;
 ``refuse_model(spec, config) -> str | None``: why it cannot build the job's model for that
-layout and config (a path of it that builds only the stand-in), asked likewise. An engine
+layout and config (a path of it that builds only the stand-in), asked likewise;
+``refuse_shape(shape) -> str | None`` (an engine with the ``model_shape`` option): why its
+framework's model code cannot build the job's shape (a :class:`translator.memory.Model`), asked
+likewise. An engine
 that can run DeepSpeed has ``zero_stage(config, partners) -> int | None``: the ZeRO stage it
 runs that config at (None: not under DeepSpeed)."""
 
@@ -147,6 +150,13 @@ def model_refusal(name: str, spec, config: str) -> str | None:
     text it is fed (its module's optional ``refuse_model(spec, config)``), else None."""
     check = getattr(module(name), "refuse_model", None)
     return None if check is None else check(spec, config)
+
+
+def shape_refusal(name: str, shape) -> str | None:
+    """Why the ``name`` engine cannot build ``shape`` (its module's optional
+    ``refuse_shape(shape)``), else None."""
+    check = getattr(module(name), "refuse_shape", None)
+    return None if check is None else check(shape)
 
 
 def refusal(name: str, spec, device: str) -> str | None:

@@ -47,6 +47,23 @@ def job_shape(ctx: RunContext) -> memory.Model:
     return memory.Model(ctx.model, s.layers, s.hidden, s.heads, s.heads, 4 * s.hidden, s.vocab)
 
 
+def not_llama(shape: memory.Model, framework: str) -> str | None:
+    """Why a framework whose model code is Llama's (SwiGLU, RMSNorm weights only, rotary, no
+    biases, the head width ``hidden / heads``) cannot build ``shape``, else None."""
+    differs = [
+        (not shape.gated, "a GELU MLP (Llama's is SwiGLU)"),
+        (shape.biases or shape.qkv_bias, "biases (Llama has none)"),
+        (shape.positions > 0, "learned positions (Llama's are rotary)"),
+        (shape.qk_norm or shape.layer_norms != 2, "norms Llama does not have"),
+        (bool(shape.head_dim), "a head width other than hidden / heads"),
+        (shape.hidden % shape.heads or shape.heads % shape.kv_heads, "heads that do not divide"),
+    ]
+    found = [what for bad, what in differs if bad]
+    if not found:
+        return None
+    return f"{framework}'s Llama cannot build {shape.name}: {', '.join(found)}; give --model tiny"
+
+
 def layers(name: str, sequence_length: int) -> list:
     """The model as a list of layers, tokens in and logits out: embedding, blocks, head (a
     pipeline engine splits this list into stages)."""

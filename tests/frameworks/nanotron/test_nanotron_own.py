@@ -127,27 +127,77 @@ def test_a_rendered_file_without_a_sequence_length_is_refused_by_nanotron():
 
 
 def test_the_smoke_engines_whole_config_is_one_nanotron_loads(tmp_path):
-    from translator.frameworks.nanotron.engine import whole_config
+    """With the job's model: the tiny Llama of issue 27 written as a nanotron model_config
+    (156,480 parameters), chosen as the shape the engine builds and handed to nanotron's own
+    LlamaConfig, which carries it whole (nanotron trains on GPUs only, so the model itself is
+    not built here)."""
+    import dataclasses
+
+    import yaml
+
+    from translator.frameworks.nanotron.engine import refuse_shape, whole_config
+    from translator.launch import run_model
+    from translator.memory import Model
     from translator.rank.context import RunContext
 
     spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2, sequence_length=64)
     rendered = render(spec, nanotron)
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        rendered.text
+        + "model:\n  model_config:\n"
+        + "".join(f"    {k}: {json.dumps(v)}\n" for k, v in TINY_LLAMA.items())
+    )
+    chosen = run_model.choose(
+        str(job), run_model.named_in(str(job), None), "nanotron", "smoke", None
+    )
+    assert chosen.shape.parameters == 156_480 and refuse_shape(chosen.shape) is None
+    (tmp_path / "model").mkdir()
+    (tmp_path / chosen.file).write_text(json.dumps(chosen.config))
     ctx = RunContext(
         spec=spec,
         config=tmp_path / "nanotron.yaml",
         workdir=tmp_path,
         steps=3,
-        model="125m",
+        model="tiny",
         sequence_length=64,
         rank=0,
         local_rank=0,
         world_size=2,
+        model_config=tmp_path / chosen.file,
     )
-    import yaml
-
     config = native.config().get_config_from_dict(whole_config(ctx, yaml.safe_load(rendered.text)))
     assert config.global_batch_size == 8
     assert (config.tokens.train_steps, config.tokens.sequence_length) == (3, 64)
+    llama = config.model.model_config
+    assert type(llama).__name__ == "LlamaConfig"
+    assert {k: getattr(llama, k) for k in TINY_LLAMA} == TINY_LLAMA
+    gpt = dataclasses.replace(chosen.shape, gated=False, biases=True)
+    assert "a GELU MLP" in str(refuse_shape(gpt))
+    assert Model(**chosen.config) == chosen.shape
+
+
+#: The tiny Llama of issue 27 as a nanotron model_config (2 layers × 64, 4 heads, 2 KV heads,
+#: FFN 172, vocab 512, untied).
+TINY_LLAMA = {
+    "hidden_size": 64,
+    "intermediate_size": 172,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 512,
+    "tie_word_embeddings": False,
+}
+
+
+def test_the_defaults_batchspec_fills_in_are_nanotrons_own():
+    from translator.coded_models import NANOTRON_DEFAULTS
+
+    fields = native.config().LlamaConfig.__dataclass_fields__
+    assert {k: fields[k].default for k in NANOTRON_DEFAULTS if k in fields} == {
+        k: v for k, v in NANOTRON_DEFAULTS.items() if k in fields
+    }
+    assert set(NANOTRON_DEFAULTS) - set(fields) <= {"attention_bias"}  # 0.4 has none
 
 
 def test_smoke_refuses_the_cpu_before_anything_starts(tmp_path):

@@ -310,8 +310,13 @@ def test_torchtitans_config_refuses_a_pipeline_split_and_a_bad_mesh():
 @pytest.mark.framework
 @pytest.mark.native
 def test_smoke_runs_torchtitans_trainer_on_two_cpu_ranks_and_expect_global_can_fail(tmp_path):
-    """torchtitan's own Trainer, 2 gloo ranks: 2 × 2 accumulation × 2 ranks = 8 per step."""
+    """torchtitan's own Trainer, 2 gloo ranks: 2 × 2 accumulation × 2 ranks = 8 per step. On the
+    job's model: the rendered launch's ``llama3_debugmodel`` (its flavor's count, the analytic
+    one), then the tiny Llama of issue 27 given as a config.json, built by llama3's model code
+    (156,480 parameters counted on the built model)."""
     import torchtitan  # noqa: F401  (the native venv's)
+
+    from translator import coded_models
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"global_batch_size": 8, "micro_batch_size": 2, "world_size": 2}))
@@ -336,6 +341,30 @@ def test_smoke_runs_torchtitans_trainer_on_two_cpu_ranks_and_expect_global_can_f
     out = json.loads(result.stdout)
     assert result.exit_code == 0, out
     assert out["samples_per_optimizer_step"] == [8, 8] and out["stepped_by"] == "AdamW", out
+    debugmodel, _ = coded_models.torchtitan_model("llama3", "debugmodel")
+    assert out["model"]["parameters"] == debugmodel.parameters and not out["model"]["stand_in"]
+    assert out["model"]["architecture"] == "llama3 debugmodel (llama3_debugmodel)"
+    tiny = tmp_path / "tiny-llama"
+    tiny.mkdir()
+    (tiny / "config.json").write_text(json.dumps(TINY_LLAMA))
     quick = [a if a != "2" or i != args.index("--steps") + 1 else "1" for i, a in enumerate(args)]
-    wrong = runner.invoke(main, [*quick, "--expect-global", "16"])
+    wrong = runner.invoke(main, [*quick, "--expect-global", "16", "--model-config", str(tiny)])
     assert wrong.exit_code == 1
+    model = json.loads(wrong.stdout)["model"]
+    assert (model["parameters"], model["stand_in"], model["source"]) == (156_480, False, str(tiny))
+
+
+#: The tiny Llama of issue 27 as its config.json (2 layers × 64, 4 heads, 2 KV heads, FFN 172,
+#: vocab 512, untied): torchtitan's flavors cannot carry a shape of the job's own (they are
+#: Python config functions), so it is given as ``--model-config``.
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 172,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 512,
+    "tie_word_embeddings": False,
+}

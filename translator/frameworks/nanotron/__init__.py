@@ -32,6 +32,7 @@ FRAMEWORK = Framework(
         "translator.frameworks.nanotron.engine",
         requires=engine.REQUIRES,
         extra="nanotron",
+        options=frozenset({"model_shape"}),
         environment=engine.ENVIRONMENT,
     ),
     program=program.program,

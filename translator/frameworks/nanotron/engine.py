@@ -5,14 +5,18 @@ device, and its Llama imports flash-attention's CUDA kernels (``flash_attn``) at
 So :func:`refuse` turns a CPU run away before any process starts.
 
 On GPUs, the rank writes a whole nanotron config: the file's ``parallelism`` and ``tokens``
-blocks as they are (``train_steps`` the run's steps), a tiny random Llama of the run's model
-shape, Adam with a constant learning rate, no data set (nanotron's own
+blocks as they are (``train_steps`` the run's steps), the job's model as nanotron's own
+``LlamaConfig`` with random weights (engine option ``model_shape``: the shape its
+``model_config`` gives, :func:`translator.rank.model.job_shape`, depth cut to ``--layers``; the
+stand-in's sizes when the run has none; a shape nanotron's Llama cannot build is refused before
+launch, :func:`refuse_shape`), Adam with a constant learning rate, no data set (nanotron's own
 ``dummy_infinite_data_generator`` makes random tokens) and no checkpoint within the run. Then
 ``DistributedTrainer(config).train(dataloader)``. Counted through the harness: every
 micro-batch the trainer draws from the data passes :meth:`Harness.count` (only the first
 pipeline stage gets tensors; the others get ``TensorPointer`` s, which hold no rows), and the
 trainer's optimizer closes a step each time it steps. Rows count on tensor-parallel rank 0 of
-the first stage.
+the first stage. The parameters are counted on the built model (a rank's part of it under
+tensor or pipeline parallelism, which the report then leaves unknown).
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ def refuse(spec, device: str) -> str | None:
     if importlib.util.find_spec("flash_attn") is None:
         return "nanotron's models import flash_attn, which is not installed: pip install flash-attn"
     return None
+
+
+def refuse_shape(shape) -> str | None:
+    """Why nanotron's ``LlamaConfig`` cannot carry ``shape``, else None."""
+    return models.not_llama(shape, "nanotron")
 
 
 def run(ctx: RunContext):
@@ -94,7 +103,7 @@ def _close_steps(optimizer, harness: Harness) -> None:
 
 def whole_config(ctx: RunContext, blocks: dict) -> dict:
     """A whole nanotron 0.4 config around the file's ``parallelism`` and ``tokens`` blocks."""
-    shape = models.SHAPES[ctx.model]
+    shape = models.job_shape(ctx)
     tokens = dict(blocks["tokens"]) | {
         "train_steps": ctx.steps,
         "sequence_length": ctx.sequence_length,
@@ -113,11 +122,12 @@ def whole_config(ctx: RunContext, blocks: dict) -> dict:
             "init_method": {"std": 0.02},
             "model_config": {
                 "hidden_size": shape.hidden,
-                "intermediate_size": 4 * shape.hidden,
+                "intermediate_size": shape.ffn,
                 "num_attention_heads": shape.heads,
                 "num_hidden_layers": shape.layers,
-                "num_key_value_heads": shape.heads,
+                "num_key_value_heads": shape.kv_heads,
                 "vocab_size": shape.vocab,
+                "tie_word_embeddings": shape.tied,
                 "max_position_embeddings": ctx.sequence_length,
                 "is_llama_config": True,
             },

@@ -32,7 +32,7 @@ FRAMEWORK = Framework(
         "translator.frameworks.torchtitan.engine",
         requires=("torch", "torchtitan"),
         extra="native",
-        options=frozenset({"parity"}),
+        options=frozenset({"parity", "model_shape"}),
         environment={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
     ),
 )

@@ -4,6 +4,14 @@ only the run's settings on top (the steps, the sequence length, a work folder, n
 compile or validation). The tokenizer and the data are stand-ins built in code: random tokens,
 the positions of one document per row; nothing is downloaded.
 
+The model is the job's (engine option ``model_shape``): the shape its flavor, config function
+or ``--model-config`` gives (:func:`translator.rank.model.job_shape`, depth cut to
+``--layers``), built by torchtitan's llama3 model code with random weights (:func:`model_spec`:
+``Llama3Model.Config`` with the shape's dim, layers, heads, KV heads, vocabulary and FFN width,
+through the module's own layer builder). A shape llama3 cannot build (biases, a GELU MLP, learned
+positions, per-head norms, a head width of its own) is refused before launch
+(:func:`refuse_shape`); a run without the job's model builds debugmodel's.
+
 Counted through the harness: the rows of each batch as the Trainer takes it (one per forward;
 a forward hook would count twice under its replicate wrapper), and a post-step hook on torchtitan's own optimizer closes the step, so the
 accumulation measured is ``Trainer.__init__``'s.
@@ -31,6 +39,8 @@ from __future__ import annotations
 import os
 import types
 
+from translator import memory
+from translator.rank import model as models
 from translator.rank import parity_rank
 from translator.rank.context import RunContext
 from translator.rank.engines import data_parallel_only
@@ -38,8 +48,6 @@ from translator.rank.harness import Harness
 
 #: The config function the run builds on (torchtitan's smallest llama3).
 MODULE, CONFIG = "llama3", "llama3_debugmodel"
-#: Its vocabulary (``debugmodel``), which the random tokens stay below.
-VOCAB = 2048
 
 
 def refuse(spec, device: str) -> str | None:
@@ -96,7 +104,12 @@ def run(ctx: RunContext):
         config.compile.enable = False
         config.validator.enable = False
         config.tokenizer = _Built(types.SimpleNamespace(eos_id=0, bos_id=1, pad_id=0))
-        config.dataloader = _Data(ctx, harness)
+        if ctx.model_config is not None:
+            shape = models.job_shape(ctx)
+            config.model_spec = model_spec(config.model_spec, shape)
+            config.loss.loss_fn.global_vocab_size = shape.vocab
+        vocab = config.model_spec.model.vocab_size
+        config.dataloader = _Data(ctx, harness, vocab)
         if ctx.parity:
             _parity(config, harness.on_gpu)
         torch.manual_seed(0)
@@ -118,6 +131,52 @@ def run(ctx: RunContext):
         return harness.result(
             replica=rank, counts=True, parameters=sum(p.numel() for p in model.parameters())
         )
+
+
+def refuse_shape(shape: memory.Model) -> str | None:
+    """Why torchtitan's llama3 cannot build ``shape``, else None."""
+    return models.not_llama(shape, "torchtitan")
+
+
+def model_spec(spec, shape: memory.Model):
+    """The config function's ``ModelSpec`` with its llama3 model at ``shape``: the module's own
+    layer builder (``_build_llama3_layers``, the flavors' per-layer configs and initialisation)
+    at the shape's sizes, the flavor's rotary settings at the shape's head width, and the
+    embedding, final norm and head resized; tied when the shape is."""
+    import dataclasses
+
+    from torchtitan.models import llama3
+
+    model, dim = spec.model, shape.hidden
+    rope = dataclasses.replace(model.layers[0].attention.rope, dim=dim // shape.heads)
+    layers = llama3._build_llama3_layers(
+        fuse_qkv=True,
+        n_layers=shape.layers,
+        dim=dim,
+        n_heads=shape.heads,
+        n_kv_heads=shape.kv_heads,
+        hidden_dim=shape.ffn,
+        rope=rope,
+        attn_backend="flex",  # debugmodel's; on CPU its kernel runs as causal SDPA (_cpu)
+    )
+    resized = dataclasses.replace(
+        model,
+        dim=dim,
+        vocab_size=shape.vocab,
+        enable_weight_tying=shape.tied,
+        tok_embeddings=dataclasses.replace(
+            model.tok_embeddings, num_embeddings=shape.vocab, embedding_dim=dim
+        ),
+        norm=dataclasses.replace(model.norm, normalized_shape=dim),
+        lm_head=dataclasses.replace(
+            model.lm_head,
+            in_features=dim,
+            out_features=shape.vocab,
+            param_init=llama3._output_linear_init(dim),
+        ),
+        layers=layers,
+    )
+    return dataclasses.replace(spec, model=resized)
 
 
 class _Built:
@@ -173,21 +232,22 @@ class _Data:
     and length the Trainer asks for (``{"input", "positions"}``, labels): random tokens, or a
     parity run's padded samples."""
 
-    def __init__(self, ctx: RunContext, harness: Harness):
-        self.ctx, self.harness = ctx, harness
+    def __init__(self, ctx: RunContext, harness: Harness, vocab: int):
+        self.ctx, self.harness, self.vocab = ctx, harness, vocab
 
     def build(self, *, local_batch_size: int, seq_len: int, **_):
         if self.ctx.parity:
-            return _ParityBatches(local_batch_size, seq_len, self.ctx, self.harness)
-        return _Batches(local_batch_size, seq_len, self.ctx.rank, self.harness)
+            return _ParityBatches(local_batch_size, seq_len, self.ctx, self.harness, self.vocab)
+        return _Batches(local_batch_size, seq_len, self.ctx.rank, self.harness, self.vocab)
 
 
 class _Batches:
     """Each batch is counted as the Trainer takes it: it pulls one per forward (its
     ``batch_generator``), so these are the rows that enter the model."""
 
-    def __init__(self, rows: int, length: int, seed: int, harness: Harness):
+    def __init__(self, rows: int, length: int, seed: int, harness: Harness, vocab: int):
         self.rows, self.length, self.seed, self.harness = rows, length, seed, harness
+        self.vocab = vocab
 
     def __iter__(self):
         import torch
@@ -195,7 +255,7 @@ class _Batches:
         generator = torch.Generator().manual_seed(1000 + self.seed)
         positions = torch.arange(self.length).repeat(self.rows, 1)
         while True:
-            tokens = torch.randint(0, VOCAB, (self.rows, self.length + 1), generator=generator)
+            tokens = torch.randint(0, self.vocab, (self.rows, self.length + 1), generator=generator)
             self.harness.add(tokens[:, :-1])
             yield {"input": tokens[:, :-1], "positions": positions}, tokens[:, 1:]
 
@@ -211,8 +271,8 @@ class _ParityBatches(_Batches):
     next global batch of samples, whatever the split), a sample a row, padding after it
     labelled ``IGNORE_INDEX`` (-100, :data:`translator.rank.model.IGNORE`)."""
 
-    def __init__(self, rows: int, length: int, ctx: RunContext, harness: Harness):
-        super().__init__(rows, length, ctx.rank, harness)
+    def __init__(self, rows: int, length: int, ctx: RunContext, harness: Harness, vocab: int):
+        super().__init__(rows, length, ctx.rank, harness, vocab)
         self.replicas = ctx.world_size
 
     def __iter__(self):
@@ -220,7 +280,7 @@ class _ParityBatches(_Batches):
 
         positions = torch.arange(self.length).repeat(self.rows, 1)
         for tokens, labels in parity_rank.micro_batches(
-            self.seed, self.replicas, self.rows, self.length, VOCAB
+            self.seed, self.replicas, self.rows, self.length, self.vocab
         ):
             self.harness.add(tokens[:, :-1])
             yield {"input": tokens[:, :-1], "positions": positions}, labels

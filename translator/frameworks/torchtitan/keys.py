@@ -35,6 +35,9 @@ TOKENS = {
 #: data-parallel rank, and the fork's own ``gradient_accumulation_steps`` (torchtitan itself
 #: had no accumulation then) -> default.
 OLDEST = {"training.batch_size": 8, "training.gradient_accumulation_steps": 1}
+#: The keys that name the model (≤ 0.2.2's ``[model]`` table, or flags), read for what it is
+#: (the tokenizer's: 0.1 took the vocabulary from ``tokenizer_path``, 0.2 from the flavor).
+MODEL = ("model.name", "model.flavor", "model.tokenizer_path", "model.hf_assets_path")
 #: The mesh's degrees (every generation) -> torchtitan's default.
 DEGREES = {
     "parallelism.data_parallel_replicate_degree": 1,

@@ -55,7 +55,7 @@ def program(call: Call) -> Reading | None:
                 reading.sources.append(
                     Source(SOURCES[key], value.value, f"{call.path}:{flag.line} --{key}")
                 )
-        elif key in ("module", "config"):
+        elif key in ("module", "config", *keys.MODEL):
             reading.values[key] = value
     reading.findings += rules.typo(
         {k: line for k, line in seen.items() if k.split(".")[0] in ("training", "parallelism")},

@@ -70,7 +70,7 @@ def read_toml(text: str, where: str) -> Reading:
         raise InputError(
             f"{where}: not a torchtitan job file (it has no [training] or [parallelism] table)"
         )
-    values, lines = toml_file.values(text, data, keys.DEFAULTS, keys.ALIASES)
+    values, lines = toml_file.values(text, data, [*keys.DEFAULTS, *keys.MODEL], keys.ALIASES)
     reading = Reading(where, NAME, text, values=values)
     table_keys = {k: line for k, line in lines.items() if k.split(".")[0] in _TABLES}
     reading.findings += typo(table_keys, where)
