@@ -59,6 +59,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "translator.memory",
         "translator.named_model",
         "translator.model_split",
+        "translator.node_lines",
         "translator.elastic",
         "translator.tuning",
     ),
