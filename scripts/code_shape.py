@@ -60,6 +60,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "translator.named_model",
         "translator.coded_models",
         "translator.model_split",
+        "translator.node_lines",
         "translator.elastic",
         "translator.tuning",
     ),

@@ -1,5 +1,5 @@
-"""``render --into``: a spec's batch keys written into configs the user already has, every
-other byte kept (comments, key order, the keys batchspec does not read), as ``update`` writes;
+"""``render --into`` and ``convert --into``: a batch (a spec's, or a job's) written into
+configs the user already has, every other byte kept (comments, key order, the keys batchspec does not read), as ``update`` writes;
 a folder takes them in each of its configs a ``--to`` framework claims.
 
 Styles: an Axolotl example YAML with comments beside its batch keys, an HF TrainingArguments
@@ -130,3 +130,45 @@ def test_one_file_takes_one_framework(folder):
     result = run("render", "spec.yaml", "--to", "axolotl,deepspeed", "--into", "configs/lora.yml")
     assert result.exit_code == 2
     assert "give --into a folder" in result.stderr
+
+
+#: A job on four nodes of eight, as published torchrun jobs write it: convert reads its batch
+#: (256 = 4 × 2 × 32) and writes it into configs the user has for another framework.
+JOB = """#!/bin/bash
+torchrun --nnodes 4 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint $HEAD:29500 \\
+    train.py --per_device_train_batch_size 4 --gradient_accumulation_steps 2 --output_dir out
+"""
+
+
+def test_convert_into_a_file_keeps_every_other_byte(folder):
+    Path("train.sh").write_text(JOB)
+    result = run("convert", "train.sh", "--to", "axolotl", "--into", "configs/lora.yml")
+    assert result.exit_code == 0, result.output
+    assert (folder / "lora.yml").read_text() == AXOLOTL.replace("size: 2  #", "size: 4  #").replace(
+        "steps: 4", "steps: 2"
+    )
+
+
+def test_convert_into_a_folder_is_all_or_none_with_the_jobs_layout(folder):
+    Path("train.sh").write_text(JOB)
+    strict = run(
+        "convert", "train.sh", "--to", "deepspeed,megatron", "--into", "configs", "--strict"
+    )
+    assert strict.exit_code == 2 and (folder / "ds_config.json").read_text() == DEEPSPEED
+    result = run("convert", "train.sh", "--to", "all", "--into", "configs", "--json")
+    assert result.exit_code == 0, result.output
+    assert set(json.loads(result.stdout)["files"]) == {"axolotl", "deepspeed", "accelerate"}
+    ds = json.loads((folder / "ds_config.json").read_text())
+    assert (ds["train_batch_size"], ds["train_micro_batch_size_per_gpu"]) == (256, 4)
+    assert (folder / "multi_node.yaml").read_text() == ACCELERATE.replace(
+        "machines: 2", "machines: 4"
+    ).replace("processes: 16", "processes: 32")
+
+
+def test_convert_takes_out_or_into_one_of_them(folder):
+    Path("train.sh").write_text(JOB)
+    neither = run("convert", "train.sh", "--to", "axolotl")
+    wrong = run("convert", "train.sh", "--to", "deepspeed", "--into", "configs/lora.yml")
+    assert neither.exit_code == 2 and "give --out or --into, one of them" in neither.stderr
+    assert wrong.exit_code == 2 and "is axolotl's config, not deepspeed's" in wrong.stderr
+    assert (folder / "lora.yml").read_text() == AXOLOTL

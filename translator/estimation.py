@@ -221,9 +221,14 @@ class _Read:
 
 
 def _world_of_nodes(given: dict[str, Flag]) -> None:
-    """``--nnodes`` with ``--nproc-per-node`` as the world they make (both or neither)."""
+    """``--nnodes`` with ``--nproc-per-node`` as the world they make (both or neither; or
+    ``--world-size`` with ``--nproc-per-node``, checked to be whole nodes)."""
     nodes, per_node = given.pop("nodes", None), given.pop("gpus_per_node", None)
     if nodes is None and per_node is None:
+        return
+    if nodes is None and per_node is not None and "world_size" in given:
+        world_flag = given["world_size"]
+        solve.whole_nodes(world_flag.value, per_node.value, world_flag.name, per_node.name)  # type: ignore[arg-type]
         return
     if nodes is None or per_node is None:
         raise InputError("give both --nnodes and --nproc-per-node, or --world-size alone")

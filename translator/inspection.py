@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Collection
+from pathlib import Path
 
 from translator import model_split, solve
 from translator.advice import general_findings
@@ -20,7 +21,7 @@ from translator.named_model import NamedModel, resolve
 from translator.plugin.contract import Framework
 from translator.plugin.inspection import Inspection
 from translator.plugin.registry import FRAMEWORKS, by_claim_order
-from translator.reading import Launch, Reading
+from translator.reading import Launch, Reading, running_in
 from translator.spec import BatchSpec
 
 #: World sizes shown when a file does not say its own.
@@ -59,7 +60,10 @@ def read_file(
         refuse_foreign(path, text)
         refuse_a_spec(path, text)
     found = FRAMEWORKS[framework] if framework else detect(path, text)
-    return found, found.read(text, path)
+    if run_as is None or run_as.run_dir is None:
+        return found, found.read(text, path)
+    with running_in([Path(run_as.run_dir)]):  # where the paths it names open
+        return found, found.read(text, path)
 
 
 def named_model(framework: Framework, reading: Reading) -> NamedModel | None:

@@ -26,7 +26,7 @@ from translator.findings import finding
 from translator.plugin.contract import Framework
 from translator.plugin.findings import not_found
 from translator.plugin.registry import FRAMEWORKS, by_claim_order
-from translator.reading import Call, Launch, Note, Reading, Source, Value
+from translator.reading import Call, Launch, Note, Reading, Source, Value, running_in
 from translator.shell import launchers
 from translator.shell.uses import PRINTERS, uses_of
 
@@ -355,7 +355,8 @@ def launcher_config(reading: Reading, call: Call, sizes: launchers.Sizes, config
     framework = claimant(str(found), text)
     if framework is None or framework.launch_of is None:
         return
-    config_reading = framework.read(text, str(found))
+    with running_in(call.folders):  # the files it names open where the launch runs
+        config_reading = framework.read(text, str(found))
     given = framework.launch_of(config_reading)
     reading.findings += [f for f in config_reading.findings if f.severity != "info"]
     from_flags = "total" in sizes.words

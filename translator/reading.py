@@ -7,7 +7,9 @@ character span of that literal, so ``update`` can change it and nothing else.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -394,3 +396,26 @@ def values_at(doc, keys) -> dict[str, Value]:
             line, span = doc.positions.get(key, (0, None))
             out[key] = Value(holder[inner], line, span)
     return out
+
+
+#: The folders the job runs in while a file of it is read (``--run-dir``, or the folders of
+#: its launch script); ``None``: not said, the current folder.
+_RUN_FOLDERS: ContextVar[tuple[Path, ...] | None] = ContextVar("run_folders", default=None)
+
+
+@contextmanager
+def running_in(folders: Iterable[Path]) -> Iterator[None]:
+    """Read files as run from ``folders`` (first first): the relative paths a config names
+    (a ``deepspeed:`` JSON, accelerate's ``deepspeed_config_file``) are opened there, as the
+    frameworks open them from the folder the launch runs in."""
+    token = _RUN_FOLDERS.set(tuple(folders))
+    try:
+        yield
+    finally:
+        _RUN_FOLDERS.reset(token)
+
+
+def run_folders() -> list[Path]:
+    """Where a relative path a config names is opened first: the folders of
+    :func:`running_in`, else the current folder."""
+    return list(_RUN_FOLDERS.get() or (Path.cwd(),))

@@ -41,6 +41,18 @@ def nearest_divisors(
     return [v for v in (below, above) if v]
 
 
+def whole_nodes(world: int, per_node: int, world_name: str, per_node_name: str) -> int:
+    """The nodes of ``per_node`` processes that make ``world``: the one rule for a world given
+    with its processes per node (``--world-size 16 --nproc-per-node 8`` is 2 nodes). A world
+    that is not whole nodes is an :class:`InputError` naming the nearest worlds that are."""
+    if world % per_node:
+        raise InputError(
+            f"{world_name} {world} is not whole nodes of {per_node_name} {per_node}: give "
+            + " or ".join(map(str, nearest_multiples(world, per_node)))
+        )
+    return world // per_node
+
+
 def _product_text(factors: dict[str, int]) -> str:
     text = " × ".join(f"{name} {value}" for name, value in factors.items())
     if len(factors) > 1:

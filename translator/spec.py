@@ -146,12 +146,18 @@ class BatchSpec(BaseModel):
         return self
 
     def _world_from_nodes(self, names: dict[str, str]) -> int | None:
-        """The world the nodes give, or ``world_size``; messages call each key by its name in
-        ``names`` (the flag that gave it) or its own."""
+        """The world the nodes give, or ``world_size`` (split in nodes of ``gpus_per_node``
+        when that is given too); messages call each key by its name in ``names`` (the flag
+        that gave it) or its own."""
         nodes, per_node = self.nodes, self.gpus_per_node
         n, g, w = (names.get(k, k) for k in ("nodes", "gpus_per_node", "world_size"))
+        if per_node is not None and nodes is None and self.world_size is not None:
+            self.nodes = solve.whole_nodes(self.world_size, per_node, w, g)
+            return self.world_size
         if nodes is None or per_node is None:
-            if nodes is not None or per_node is not None:
+            if per_node is not None:
+                raise InputError(f"give {n} or {w} with {g}")
+            if nodes is not None:
                 raise InputError(f"give both {n} and {g}, or {w} alone")
             return self.world_size
         world = nodes * per_node

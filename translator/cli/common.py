@@ -432,6 +432,7 @@ def layout_of(
     ``--nproc-per-node``, or ``--world-size`` with ``--nproc-per-node`` (world / N nodes);
     nodes ``None`` when the flags do not say them (a world given alone)."""
     from translator.errors import InputError
+    from translator.solve import whole_nodes
 
     if nproc is None:
         if nnodes is not None:
@@ -443,13 +444,7 @@ def layout_of(
         return nnodes * nproc, nnodes
     if world is None:
         raise InputError("give --nnodes or --world-size with --nproc-per-node")
-    if world % nproc:
-        below, above = world // nproc * nproc, (world // nproc + 1) * nproc
-        raise InputError(
-            f"--world-size {world} is not whole nodes of --nproc-per-node {nproc}: give "
-            + (f"{below} or {above}" if below else str(above))
-        )
-    return world, world // nproc
+    return world, whole_nodes(world, nproc, "--world-size", "--nproc-per-node")
 
 
 def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None):

@@ -6,26 +6,28 @@ import click
 
 from translator.cli.common import (
     command,
+    into_options,
     job_options,
     launch_options,
-    output_options,
     pop_launch,
     pop_run_as,
     render_each,
+    write_into,
     write_rendered,
 )
 
 
 @command("convert")
 @click.argument("file", metavar="FILE")
-@output_options
+@into_options
 @launch_options
 @job_options
 def convert(
     as_json: bool,
     file: str,
     targets: str,
-    out_dir: str,
+    out_dir: str | None,
+    into: str | None,
     force: bool,
     strict: bool,
     framework: str | None,
@@ -34,18 +36,27 @@ def convert(
     """Read FILE (any framework's config, or a job's launch script), then render its batch for
     the --to frameworks.
 
-    All files are written or none, and no existing file is replaced without --force.
+    All files are written or none, and no existing file is replaced without --force. With
+    --into the batch keys go into configs you already have instead, every other byte kept as
+    update keeps it (a folder: each of its configs a --to framework claims).
 
     Examples:
       $ batchspec convert axolotl.yml --to deepspeed --out configs --world-size 16
-      $ batchspec convert train.sh --to all --out configs --env NNODES=2
+      $ batchspec convert train.sh --to deepspeed --into ds_config.json
     """
+    from translator.errors import InputError
     from translator.inspection import inspect_file
     from translator.plugin.registry import get_many
 
+    if (out_dir is None) == (into is None):
+        raise InputError("give --out or --into, one of them")
     frameworks = get_many(targets)
     inspection = inspect_file(file, framework, pop_launch(params), pop_run_as(params))
     spec = inspection.require_spec()
+    if into is not None:
+        write_into(as_json, spec, frameworks, into, strict, inspection.findings)
+        return
+    assert out_dir is not None
     rendered, refused = render_each(spec, frameworks, file, strict)
     write_rendered(
         as_json, inspection.output(), rendered, out_dir, force, inspection.findings, refused

@@ -48,10 +48,12 @@ def plan(
     """Solve global = micro × accumulation × data-parallel from SPEC and/or flags.
 
     Give any three of global batch, micro-batch, accumulation and world size; the fourth is
-    solved. Without a micro-batch, every valid (micro, accumulation) pair is listed.
+    solved. Without a micro-batch, every valid (micro, accumulation) pair is listed. With the
+    nodes known (--nnodes, or --world-size with --nproc-per-node), the lines that launch them
+    are printed in each launcher's terms (torchrun, deepspeed, accelerate, litgpt, Slurm).
 
     Examples:
-      $ batchspec plan --global-batch 256 --nnodes 2 --nproc-per-node 8 --tp 2
+      $ batchspec plan --global-batch 256 --world-size 32 --nproc-per-node 8 --tp 2
       $ batchspec plan --global-batch 100 --micro-batch 4 --world-size 8 # exit 1
     """
     from translator import solve
@@ -88,8 +90,12 @@ def plan(
     if not spec.is_decided:
         options = solve.decompositions(spec.global_batch, spec.data_parallel)
 
+    lines = _node_lines(spec)
     if as_json:
-        out = spec.output() | {"findings": [f.as_dict() for f in findings]}
+        out = spec.output() | {
+            "launch": None if lines is None else [one.as_dict() for one in lines],
+            "findings": [f.as_dict() for f in findings],
+        }
         if options is not None:
             out["options"] = [
                 {"micro_batch_size": m, "gradient_accumulation_steps": a} for m, a in options
@@ -103,5 +109,28 @@ def plan(
                 f"at data-parallel {spec.data_parallel_size} (largest micro first):"
             )
             click.echo("  " + ", ".join(f"{m}×{a}" for m, a in options))
+        if lines is not None:
+            _print_node_lines(spec, lines)
         print_findings(findings)
     exit_for(findings)
+
+
+def _node_lines(spec):
+    """How each launcher writes the spec's nodes × processes a node; None when the spec does
+    not split its world into nodes."""
+    from translator.node_lines import all_lines
+    from translator.plugin.registry import get, names
+
+    if spec.nodes is None or spec.gpus_per_node is None:
+        return None
+    return all_lines(spec.nodes, spec.gpus_per_node, [get(name) for name in names()])
+
+
+def _print_node_lines(spec, lines) -> None:
+    click.echo(f"launch {spec.nodes} node(s) × {spec.gpus_per_node} processes each:")
+    for one in lines:
+        click.echo(f"  {one.launcher}:")
+        for line in one.lines:
+            click.echo(f"    {line}")
+        if one.note:
+            click.echo(f"    ({one.note})")

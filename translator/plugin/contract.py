@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from translator.memory import Settings
     from translator.model_split import SplitRules
     from translator.named_model import NamedModel
+    from translator.node_lines import NodeLines
     from translator.plugin.inspection import Inspection
     from translator.reading import Call, Launch, Reading
     from translator.spec import BatchSpec
@@ -102,6 +103,9 @@ class Framework:
     launch_edits: Callable[[Reading, Launch], dict] | None = None
     """For a launcher's config: what ``update`` changes for a new world and its nodes alone
     (key -> new value), the file holding no batch to re-solve."""
+    node_lines: Callable[[int, int], NodeLines] | None = None
+    """Its own launcher's terms for N nodes × G processes each (``deepspeed --num_nodes N
+    --num_gpus G`` and the hostfile it needs), for ``plan``; None: it launches as torchrun."""
     requires: tuple[str, ...] = ()
     """The Python packages ``verdict`` imports (the framework's own and torch)."""
     extra: str | None = None
@@ -165,6 +169,7 @@ _MODULE_FUNCTIONS = (
     "inserted",
     "launch_of",
     "launch_edits",
+    "node_lines",
     "verdict",
     "program",
     "memory_settings",

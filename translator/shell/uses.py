@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from translator.shell.following import shell_string
 from translator.shell.notes import Use
 from translator.shell.values import Script, Word
 
@@ -16,12 +17,17 @@ OVERRIDE = re.compile(r"\+{0,2}([A-Za-z_][\w.\-]*)=")
 
 def uses_of(script: Script) -> dict:
     """Every literal that feeds a word of a command (span -> its uses), ``echo`` and
-    ``printf`` lines aside."""
+    ``printf`` lines aside. The string of ``bash -c STRING`` is no word of its own: it is
+    read again as a command, whose words hold its literals' uses (``srun bash -c
+    "$LAUNCHER --num_machines $N"`` uses ``$N`` for ``--num_machines``, not for the string)."""
     uses: dict = {}
     for command in script.commands:
         if command[0].text in PRINTERS:
             continue
+        shell = shell_string(command)
         for i, word in enumerate(command):
+            if shell is not None and word is shell[1]:
+                continue
             before = command[i - 1].text if i else None
             head = word.text if word.text is not None else _literal_head(word)
             override = OVERRIDE.match(head) if i else None

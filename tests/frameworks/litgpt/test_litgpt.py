@@ -238,6 +238,20 @@ def test_update_changes_the_batch_and_keeps_every_other_byte(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    "layout", [("--world-size", 16), ("--world-size", 16, "--nproc-per-node", 8)]
+)
+def test_update_past_one_node_adds_num_nodes_the_config_lacks(tmp_path, layout):
+    """litgpt's config_hub pretrain YAMLs write devices (per node) and leave num_nodes at its
+    default, 1: a world of two nodes of 8 adds num_nodes: 2, devices kept."""
+    text = PRETRAIN.format(g=512, m=4, d=8, n=1).replace("num_nodes: 1\n", "")
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    out = update(path, *layout)
+    assert out == text.replace("devices: 8\n", "devices: 8\nnum_nodes: 2\n")
+    assert update(path, "--world-size", 4) == text.replace("devices: 8", "devices: 4")
+
+
 def test_update_writes_a_missing_key_where_litgpt_reads_it(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("model_name: x\ndevices: 2\ntrain:\n    global_batch_size: 8\n")

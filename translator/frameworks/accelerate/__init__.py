@@ -17,6 +17,7 @@ FRAMEWORK = Framework(
     interpret=rules.interpret,
     check=rules.check,
     edits=rules.edits,
+    node_lines=rules.node_lines,
     insertion=rules.insertion,
     launch_of=rules.launch_of,
     launch_edits=rules.launch_edits,

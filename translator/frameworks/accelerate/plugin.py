@@ -3,7 +3,8 @@
 (``utils/dataclasses.py``, from the variables ``prepare_deepspeed_cmd_env`` exports):
 
 - with ``deepspeed_config.deepspeed_config_file``: that file, opened from the folder the launch
-  runs in, with ``gradient_accumulation_steps`` 1 where the file has none; beside it accelerate
+  runs in (``--run-dir``, :func:`~translator.reading.running_in`; else the current one, then
+  the config's own), with ``gradient_accumulation_steps`` 1 where the file has none; beside it accelerate
   refuses the accelerate keys it would ignore (:data:`IGNORED`, ``_deepspeed_config_checks``);
 - without: ``train_batch_size`` and ``train_micro_batch_size_per_gpu`` ``"auto"``, the inline
   ``gradient_accumulation_steps`` (else ``"auto"``) and ``zero_stage`` (else 2).
@@ -23,7 +24,7 @@ from translator.files import read_text
 from translator.findings import finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
 from translator.plugin.findings import not_found
-from translator.reading import Reading, Value
+from translator.reading import Reading, Value, run_folders
 
 FILE = "deepspeed_config.deepspeed_config_file"
 #: accelerate config key -> the DeepSpeed key it sets when no file is named.
@@ -94,7 +95,7 @@ def _from_file(reading: Reading, config: dict, block: dict, name: str) -> Readin
             )
         )
     here = Path(reading.path).parent if reading.path != "-" else Path()
-    bases = [Path(), here] if not Path(name).is_absolute() else [Path()]
+    bases = [*run_folders(), here] if not Path(name).is_absolute() else [Path()]
     found = next((b / name for b in dict.fromkeys(bases) if (b / name).is_file()), None)
     if found is None:
         looked = ", ".join(str(b / name) for b in dict.fromkeys(bases))

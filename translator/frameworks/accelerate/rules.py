@@ -19,6 +19,7 @@ from translator.findings import Finding, finding
 from translator.frameworks.accelerate import plugin
 from translator.frameworks.shared import yaml_insert
 from translator.frameworks.shared.deepspeed_json import GAS
+from translator.node_lines import NodeLines
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
 
@@ -270,3 +271,15 @@ def edits(reading: Reading, spec: BatchSpec) -> dict:
     if "deepspeed_config.gradient_accumulation_steps" in reading.values:
         out["deepspeed_config.gradient_accumulation_steps"] = spec.gradient_accumulation_steps
     return out
+
+
+def node_lines(nodes: int, per_node: int) -> NodeLines:
+    """accelerate's config (or ``accelerate launch``'s flags): ``num_processes`` counts every
+    machine's processes."""
+    return NodeLines(
+        "accelerate",
+        (f"num_machines: {nodes}", f"num_processes: {nodes * per_node}"),
+        f"num_processes counts every machine's, {nodes} × {per_node}; as flags: accelerate "
+        f"launch --num_machines {nodes} --num_processes {nodes * per_node}"
+        + (", --machine_rank on each machine" if nodes > 1 else ""),
+    )

@@ -15,7 +15,7 @@ from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
 from translator.frameworks.shared import fsdp, hf_deepspeed, loss, yaml_insert
 from translator.memory import Setting, Settings
-from translator.reading import Launch, Reading, Value, invalid_value, typo_findings
+from translator.reading import Launch, Reading, Value, invalid_value, run_folders, typo_findings
 from translator.spec import BatchSpec
 
 NAME = "axolotl"
@@ -79,7 +79,8 @@ def read(text: str, where: str) -> Reading:
     reading, config = read_yaml(text, where)
     if "deepspeed" in config:
         here = Path(where).resolve().parent if where != "-" else Path.cwd()
-        hf_deepspeed.read_partner(reading, config["deepspeed"], [Path.cwd(), here, *here.parents])
+        bases = [*run_folders(), here, *here.parents]
+        hf_deepspeed.read_partner(reading, config["deepspeed"], bases)
     return reading
 
 

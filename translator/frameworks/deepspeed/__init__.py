@@ -15,6 +15,7 @@ FRAMEWORK = Framework(
     interpret=rules.interpret,
     check=rules.check,
     edits=rules.edits,
+    node_lines=rules.node_lines,
     name="deepspeed",
     template=str(Path(__file__).with_name("deepspeed.json.j2")),
     filename=deepspeed_json.FILENAME,

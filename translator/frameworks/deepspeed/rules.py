@@ -15,6 +15,7 @@ from translator.frameworks.shared.deepspeed_json import (
     MBS,
     TBS,
 )
+from translator.node_lines import NodeLines
 from translator.reading import Launch, Reading, invalid_value
 from translator.spec import BatchSpec
 
@@ -297,3 +298,16 @@ def claims(text: str) -> bool:
 
 def holds_batch(text: str) -> bool:
     return any(f'"{key}"' in text for key in BATCH_KEYS)
+
+
+def node_lines(nodes: int, per_node: int) -> NodeLines:
+    """The ``deepspeed`` launcher: nodes and GPUs a node on its line; past one node the hosts
+    come from a hostfile (without one it runs on the local node alone)."""
+    return NodeLines(
+        "deepspeed",
+        (f"deepspeed --num_nodes {nodes} --num_gpus {per_node}",),
+        f"on the first node, with --hostfile listing the {nodes} nodes, slots={per_node} "
+        "each; without a hostfile deepspeed runs on this node alone"
+        if nodes > 1
+        else None,
+    )

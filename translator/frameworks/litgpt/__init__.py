@@ -19,6 +19,7 @@ FRAMEWORK = Framework(
     interpret=rules.interpret,
     check=rules.check,
     edits=rules.edits,
+    node_lines=program.node_lines,
     insertion=rules.insertion,
     template=str(Path(__file__).with_name("litgpt.yaml.j2")),
     filename="litgpt.yaml",

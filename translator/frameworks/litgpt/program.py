@@ -25,6 +25,7 @@ from translator.files import read_text
 from translator.findings import Finding, finding
 from translator.frameworks.litgpt import rules
 from translator.frameworks.shared.overrides import value_span, yaml_value
+from translator.node_lines import NodeLines
 from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell.values import Word
@@ -271,3 +272,13 @@ def job_config(reading: Reading) -> str:
         config["num_nodes"] = nodes
     config["train"] = train
     return yaml.safe_dump(config, sort_keys=False)
+
+
+def node_lines(nodes: int, per_node: int) -> NodeLines:
+    """litgpt's keys (or ``--devices``/``--num_nodes``): ``devices`` counts one node's."""
+    return NodeLines(
+        "litgpt",
+        (f"devices: {per_node}", f"num_nodes: {nodes}"),
+        f"devices counts one node's; as flags: litgpt pretrain --devices {per_node} "
+        f"--num_nodes {nodes}",
+    )

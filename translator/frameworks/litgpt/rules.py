@@ -182,12 +182,10 @@ def own_world(reading: Reading) -> None:
     devices, nodes = device_count(reading)
     if isinstance(devices, int) and nodes is not None:
         reading.world_size, reading.world_unknown = devices * nodes, None
-        # Its launch words, as update edits a launcher's: devices (written when the file
-        # lacks it), num_nodes when the file has it (else one node, as a launcher's default).
+        # Its launch words, as update edits a launcher's: devices and num_nodes, each
+        # written when the file lacks it and its value changes (num_nodes' default is 1).
         reading.launcher = NAME
-        reading.launch_keys = {"per_node": DEVICES} | (
-            {"nodes": NODES} if NODES in reading.values else {}
-        )
+        reading.launch_keys = {"per_node": DEVICES, "nodes": NODES}
         reading.launch_counts = {"per_node": devices, "nodes": nodes}
         return
     reading.world_size = None

@@ -19,7 +19,7 @@ from pathlib import Path
 from translator.findings import Finding, counted, finding
 from translator.frameworks.shared import hf_trainer as hf
 from translator.memory import Setting, Settings
-from translator.reading import Launch, Reading
+from translator.reading import Launch, Reading, run_folders
 
 NAME = "llamafactory"
 #: The variables that pick a Megatron path, as a job's environment gives them (a reading of a
@@ -54,7 +54,7 @@ def read(text: str, where: str) -> Reading:
         NAME,
         text,
         where,
-        [Path.cwd(), here, *here.parents],
+        [*run_folders(), here, *here.parents],
         extra=(*MCORE, "ray_num_workers", CHECKPOINTING),
     )
     if reading.count("ray_num_workers"):  # Ray starts one training worker per GPU
