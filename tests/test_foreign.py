@@ -69,3 +69,17 @@ def test_configs_batchspec_reads_are_not_taken_for_foreign_ones():
         if path.suffix in (".yaml", ".yml", ".json") and path.name != "expected.yaml":
             result = run("inspect", path, "--json")
             assert "a framework batchspec does not read" not in result.output, path
+
+
+def test_a_batch_nested_in_another_tools_sections_is_not_axolotls(tmp_path):
+    """NeMo's T5 fine-tuning config keeps its batch under model.data.train_ds: it was read as
+    an Axolotl config (micro-batch 1, Axolotl's default); now no framework claims it."""
+    nemo = tmp_path / "t5_finetune.yaml"
+    nemo.write_text(
+        "name: t5_finetuning\ntrainer:\n  devices: 8\n  num_nodes: 1\nmodel:\n"
+        "  tensor_model_parallel_size: 1\n  data:\n    train_ds:\n      global_batch_size: 128\n"
+        "      micro_batch_size: 64\n"
+    )
+    result = run("inspect", nemo, "--json")
+    assert result.exit_code == 2 and "cannot tell which framework" in result.stderr
+    assert json.loads(result.stdout)["micro_batch_size"] is None

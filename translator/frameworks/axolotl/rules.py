@@ -343,7 +343,13 @@ _MARK = re.compile(
 
 
 def claims(text: str) -> bool:
-    return "micro_batch_size:" in text or "base_model:" in text
+    """Its own keys at the top of the file (a ``micro_batch_size:`` nested in another tool's
+    sections, as NeMo's ``model.data.train_ds``, is not Axolotl's)."""
+    return _OWN_KEY.search(text) is not None
+
+
+#: A top-level key only Axolotl's configs carry.
+_OWN_KEY = re.compile(r"^(micro_batch_size|base_model):", re.MULTILINE)
 
 
 def holds_batch(text: str) -> bool:
