@@ -163,10 +163,10 @@ def test_a_named_model_cut_to_one_layer_builds_through_torchtunes_builder(tmp_pa
     from torchtune.config._utils import _get_component_from_path
 
     from translator.frameworks.torchtune.engine import model_config
-    from translator.frameworks.torchtune.models import named_model
+    from translator.frameworks.torchtune.models import from_mapping
 
     config = {"model": {"_component_": f"torchtune.models.x.{builder}"}}
-    shape = dataclasses.replace(named_model(config, "test", tmp_path).model, layers=1)
+    shape = dataclasses.replace(from_mapping(config, "test", tmp_path).model, layers=1)
     (tmp_path / "shape.json").write_text(json.dumps(dataclasses.asdict(shape)))
     section = model_config(
         SimpleNamespace(model_config=tmp_path / "shape.json", sequence_length=64)
