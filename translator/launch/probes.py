@@ -17,6 +17,7 @@ from translator.findings import finding
 from translator.launch import command, runner
 from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
+from translator.launch.request import RunRequest
 from translator.launch.run_model import RunModel
 from translator.spec import BatchSpec
 from translator.tuning import Candidate, Probe
@@ -105,16 +106,18 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     write_files([(path, candidate_spec(setup.spec, c).model_dump_json(indent=2))], force=True)
     plan = setup.plan
     prepared = runs.prepare(
-        str(path),
-        plan.framework,
-        plan.nproc,
-        plan.nnodes,
-        plan.steps,
-        setup.model or plan.model,
-        plan.sequence_length,
-        folder,
-        device=plan.device,
-        recompute=c.recompute,
+        RunRequest(
+            str(path),
+            plan.framework,
+            plan.nproc,
+            plan.nnodes,
+            plan.steps,
+            setup.model or plan.model,
+            plan.sequence_length,
+            folder,
+            device=plan.device,
+            recompute=c.recompute,
+        )
     )
     left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)
     start = time.monotonic()
