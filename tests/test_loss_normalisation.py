@@ -8,6 +8,7 @@ import pytest
 from translator.frameworks.shared import loss
 from translator.inspection import inspect_file
 from translator.launch.parity_compare import known_causes
+from translator.launch.request import RunRequest
 from translator.reading import Launch
 
 MEGATRON = "BATCH_ARGS=(\n    --micro-batch-size 4\n    --global-batch-size {g}\n{extra})\n"
@@ -95,5 +96,5 @@ def test_a_spec_smoked_on_megatron_says_the_cause_before_it_runs(tmp_path):
 
     spec = tmp_path / "spec.yaml"
     spec.write_text("global_batch_size: 8\nmicro_batch_size: 2\nsequence_length: 32\n")
-    prepared = prepare(str(spec), "megatron", 2, 1, 1, "tiny", None, tmp_path / "w")
+    prepared = prepare(RunRequest(str(spec), "megatron", 2, 1, 1, "tiny", None, tmp_path / "w"))
     assert any(f.code == "loss-normalisation" for f in prepared.findings)

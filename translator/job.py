@@ -26,6 +26,7 @@ from translator.findings import finding
 from translator.plugin.contract import Framework
 from translator.plugin.findings import not_found
 from translator.plugin.registry import FRAMEWORKS, by_claim_order
+from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call, Launch, Note, Reading, Source, Value, running_in
 from translator.shell import launchers
 from translator.shell.uses import PRINTERS, uses_of
@@ -123,7 +124,9 @@ def _claims(
         if split is None:
             continue
         environment = script.environments[i]
-        sizes = launchers.sizes(split.launch, script.variables, environment)
+        sizes = launchers.sizes(
+            split.launch, script.variables, environment, known=known_launchers()
+        )
         moved = _moved(folders, script.folders[i])
         call = Call(path, text, words[0].line, split, sizes, environment, script, moved, mounts)
         for f in readers:
@@ -200,7 +203,7 @@ def _without_launch(
         )
     raise NotAJob(
         f"{path}: no launch of a training program found (read as run with no arguments; "
-        f"launchers read: {', '.join(launchers.LAUNCHERS)}, python; tools: {', '.join(tools)})"
+        f"launchers read: {', '.join(known_launchers())}, python; tools: {', '.join(tools)})"
     )
 
 
@@ -255,9 +258,8 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
                 or f"{call.path}:{call.line} ({sizes.launcher}'s defaults)"
             )
             reading.sources.append(Source("world_size", reading.world_size, where))
-    config = sizes.options.get("--config_file") or sizes.options.get("--config-file")
-    if config is not None:
-        launcher_config(reading, call, sizes, config)
+    if sizes.config_file is not None:
+        launcher_config(reading, call, sizes, sizes.config_file)
     imposed = sizes.accumulation()
     count = imposed[1].text if imposed is not None else None
     if imposed is not None and count is not None and count.isdigit():
@@ -295,13 +297,12 @@ def _launcher_end(call: Call) -> int | None:
     """Just after the launcher's name on the launch line (``torchrun``, ``accelerate launch``,
     ``python -m torch.distributed.run``), where a sizing flag can be added; ``None`` when no
     literal word names it."""
-    words, name = call.split.launch, call.sizes.launcher
-    launcher = launchers.LAUNCHERS.get(name or "")
+    words, name, launcher = call.split.launch, call.sizes.launcher, call.sizes.rules
     if launcher is None:
         return None
     for i in range(len(words) - 1, -1, -1):
         text = (words[i].text or "").rsplit("/", 1)[-1]
-        if text == name or (name == "torchrun" and text in launchers.TORCH_MODULES):
+        if text == name or text in launcher.modules:
             at = i + 1 if launcher.subcommand is not None else i
             span = words[at].span if at < len(words) else None
             if span is None or call.text.count("\n", 0, span[0]) + 1 != words[at].line:
@@ -412,7 +413,11 @@ def _either_way(reading: Reading, script: shell.Script, chosen: int, others: lis
             continue
         words = script.commands[other]
         found = launchers.call_of(words)
-        world = launchers.sizes(found.launch, script.variables).world()[0] if found else None
+        world = (
+            launchers.sizes(found.launch, script.variables, known=known_launchers()).world()[0]
+            if found
+            else None
+        )
         if world != reading.world_size:
             reading.world_size = None
             reading.world_unknown = Note(

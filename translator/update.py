@@ -23,6 +23,7 @@ from translator.jobdefs.edits import copied, layout
 from translator.jobdefs.edits import edits as definition_edits
 from translator.plugin.contract import Framework
 from translator.plugin.findings import cannot_edit
+from translator.plugin.registry import launchers
 from translator.reading import Launch, Reading
 from translator.spec import BatchSpec
 from translator.text_edits import Change, edit_text
@@ -225,9 +226,7 @@ def launcher_edits(reading: Reading, spec: BatchSpec) -> dict[str, int]:
 def added_flag(reading: Reading, role: str) -> str | None:
     """The flag ``update`` writes after the launcher's name for a size the line does not give
     (``--nnodes`` for torchrun's nodes); ``None`` when it cannot add one there."""
-    from translator.shell.launchers import LAUNCHERS
-
-    launcher = LAUNCHERS.get(reading.launcher or "")
+    launcher = launchers().get(reading.launcher or "")
     if launcher is None or reading.launch_at is None:
         return None
     spellings = {"per_node": launcher.per_node, "nodes": launcher.nodes, "total": launcher.total}
@@ -423,9 +422,7 @@ def _refuse_unwritten_sizes(framework: Framework, reading: Reading, spec: BatchS
 def _launch_notes(reading: Reading, spec: BatchSpec) -> list[str]:
     """What the launch needs outside the file once it runs on more of ``spec``'s nodes than
     now, as its launcher says (a host file)."""
-    from translator.shell.launchers import LAUNCHERS
-
-    launcher = LAUNCHERS.get(reading.launcher or "")
+    launcher = launchers().get(reading.launcher or "")
     nodes, per_node = spec.nodes, spec.gpus_per_node
     if launcher is None or launcher.several_nodes is None or not nodes or per_node is None:
         return []

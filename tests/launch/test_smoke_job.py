@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from translator.cli import main
+from translator.launch.request import RunRequest
 
 ACCELERATE = (
     "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
@@ -72,7 +73,7 @@ def test_the_batch_the_smaller_run_takes_is_said(tmp_path, monkeypatch):
     (tmp_path / "job.sh").write_text(f"#!/bin/bash\ntorchrun --nproc_per_node 4 {TRAIN}\n")
     from translator.launch.smoke import prepare
 
-    prepared = prepare("job.sh", None, 1, 1, 1, "tiny", 16, tmp_path / "w")
+    prepared = prepare(RunRequest("job.sh", None, 1, 1, 1, "tiny", 16, tmp_path / "w"))
     (said,) = [f for f in prepared.findings if f.code == "smoke-other-world"]
     assert "global batch 16 on 4 processes" in said.message
     assert "micro 2 × accumulation 8 × data-parallel 1 = global 16" in said.message
@@ -90,7 +91,7 @@ def test_a_global_batch_that_does_not_split_on_fewer_processes_says_what_runs(
     )
     from translator.launch.smoke import prepare
 
-    prepared = prepare("job.sh", None, 2, 1, 1, "tiny", 16, tmp_path / "w")
+    prepared = prepare(RunRequest("job.sh", None, 2, 1, 1, "tiny", 16, tmp_path / "w"))
     (said,) = [f for f in prepared.findings if f.code == "smoke-other-world"]
     assert prepared.spec.global_batch_size == 4
     assert "global 4, not the job's global batch" in said.message
@@ -137,7 +138,7 @@ def test_on_fewer_processes_the_arguments_files_batch_is_kept_too(tmp_path, monk
     )
     from translator.launch.smoke import prepare
 
-    prepared = prepare("job.sh", None, 2, 1, 1, "tiny", 16, tmp_path / "w")
+    prepared = prepare(RunRequest("job.sh", None, 2, 1, 1, "tiny", 16, tmp_path / "w"))
     assert (prepared.spec.global_batch_size, prepared.spec.gradient_accumulation_steps) == (128, 16)
     assert "gradient_accumulation_steps: 16" in prepared.config_text
     assert "deepspeed: deepspeed.json" in prepared.config_text

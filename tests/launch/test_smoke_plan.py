@@ -12,6 +12,7 @@ import pytest
 from smoking import run, write_results
 
 from translator.launch import command, slurm
+from translator.launch.request import RunRequest
 from translator.launch.smoke import judge, mfu, prepare, verdict
 from translator.rank.result import RankResult, merge
 
@@ -316,7 +317,7 @@ def test_the_declared_layouts_run(spec, tmp_path):
 
 
 def test_judge_sums_data_parallel_ranks_and_catches_a_wrong_batch(spec, tmp_path):
-    prepared = prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path)
+    prepared = prepare(RunRequest(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path))
     write_results(prepared.plan.results, [[4, 4], [4, 4]])
     assert judge(prepared, None, None, []).errors == []
     shutil.rmtree(prepared.plan.results)
@@ -329,7 +330,7 @@ def test_judge_sums_data_parallel_ranks_and_catches_a_wrong_batch(spec, tmp_path
 
 def test_packed_the_global_batch_counts_rows_and_the_samples_are_reported(spec, tmp_path):
     """A packed row holds several samples: the global batch is in rows, the samples vary."""
-    prepared = prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path)
+    prepared = prepare(RunRequest(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path))
     write_results(prepared.plan.results, [[13, 11], [12, 12]], [[4, 4], [4, 4]])
     report = judge(prepared, None, None, [])
     assert report.errors == []
@@ -346,14 +347,14 @@ def test_packed_the_global_batch_counts_rows_and_the_samples_are_reported(spec, 
 
 
 def test_judge_reports_missing_ranks_with_the_last_output(spec, tmp_path):
-    prepared = prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path)
+    prepared = prepare(RunRequest(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path))
     write_results(prepared.plan.results, [[4, 4]])
     (error,) = judge(prepared, None, None, ["", "Killed"]).errors
     assert error == "rank(s) 1 reported nothing; last output: Killed"
 
 
 def test_mfu_formula_on_a_known_gpu(spec, tmp_path):
-    prepared = prepare(str(spec), "torch", 1, 1, 2, "tiny", None, tmp_path)
+    prepared = prepare(RunRequest(str(spec), "torch", 1, 1, 2, "tiny", None, tmp_path))
     result = RankResult(
         0, 1, 0, True, [8, 8], [1.0, 1.0], device="NVIDIA H200", sequence_length=32, parameters=1000
     )

@@ -12,6 +12,7 @@ import pytest
 from paths import ROOT
 from smoking import run, write_results
 
+from translator.launch.request import RunRequest
 from translator.launch.smoke import judge, prepare, verdict
 from translator.rank.result import RankResult, merge
 
@@ -30,7 +31,7 @@ def test_the_samples_of_each_step_are_summarised_run_length():
 
 def test_the_verdict_is_one_line(spec, tmp_path):
 
-    prepared = prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path)
+    prepared = prepare(RunRequest(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path))
     write_results(prepared.plan.results, [[4, 4], [4, 4]])
     report = judge(prepared, None, None, [])
     assert (
@@ -79,7 +80,7 @@ def partial(folder, rank, samples, error=None, **fields):
 
 
 def test_a_rank_that_failed_mid_run_says_how_far_it_got(spec, tmp_path):
-    prepared = prepare(str(spec), "torch", 2, 1, 6, "tiny", None, tmp_path)
+    prepared = prepare(RunRequest(str(spec), "torch", 2, 1, 6, "tiny", None, tmp_path))
     partial(prepared.plan.results, 0, [4, 4, 4], error="RuntimeError: boom")
     partial(prepared.plan.results, 1, [4, 4, 4, 4])
     report = judge(prepared, None, None, ["last words"])
@@ -90,7 +91,7 @@ def test_a_rank_that_failed_mid_run_says_how_far_it_got(spec, tmp_path):
 
 
 def test_an_interrupted_run_says_how_many_steps_ran(spec, tmp_path):
-    prepared = prepare(str(spec), "torch", 2, 1, 200, "tiny", None, tmp_path)
+    prepared = prepare(RunRequest(str(spec), "torch", 2, 1, 200, "tiny", None, tmp_path))
     partial(prepared.plan.results, 0, [4] * 39)
     partial(prepared.plan.results, 1, [4] * 38)
     report = judge(prepared, "interrupted", None, [])
@@ -103,7 +104,7 @@ def test_an_interrupted_run_says_how_many_steps_ran(spec, tmp_path):
 
 
 def test_ranks_that_ended_without_a_report_say_where(spec, tmp_path):
-    prepared = prepare(str(spec), "torch", 2, 1, 6, "tiny", None, tmp_path)
+    prepared = prepare(RunRequest(str(spec), "torch", 2, 1, 6, "tiny", None, tmp_path))
     partial(prepared.plan.results, 0, [4, 4])
     (error,) = judge(prepared, None, None, ["Killed"]).errors
     assert (
@@ -300,7 +301,7 @@ def test_a_long_cpu_run_is_warned_about_with_how_to_shorten_it(tmp_path):
     from translator.launch.smoke import estimated_seconds, long_run_warning
 
     recipe = ROOT / "fixtures/hf/valid/sft_recipe_full.yaml"
-    prepared = prepare(str(recipe), None, 1, 1, 3, "tiny", None, tmp_path, device="cpu")
+    prepared = prepare(RunRequest(str(recipe), None, 1, 1, 3, "tiny", None, tmp_path, device="cpu"))
     assert prepared.plan.sequence_length == 2048
     seconds = estimated_seconds(prepared, cores=2)
     assert 60 < seconds < 300
@@ -313,15 +314,20 @@ def test_a_long_cpu_run_is_warned_about_with_how_to_shorten_it(tmp_path):
     assert estimated_seconds(prepared, cores=2, sequence_length=512) <= 15
     # More ranks than cores share them: the same steps take longer.
     assert estimated_seconds(prepared, cores=1) == seconds
-    crowded = prepare(str(recipe), None, 4, 1, 3, "tiny", None, tmp_path, device="cpu")
+    crowded = prepare(RunRequest(str(recipe), None, 4, 1, 3, "tiny", None, tmp_path, device="cpu"))
     assert estimated_seconds(crowded, cores=2) == pytest.approx(2 * seconds)
 
 
 def test_a_short_run_or_a_gpu_run_gets_no_warning(spec, tmp_path):
     from translator.launch.smoke import long_run_warning
 
-    assert long_run_warning(prepare(str(spec), "torch", 2, 1, 3, "tiny", None, tmp_path), 2) is None
-    gpu = prepare(str(spec), "torch", 2, 1, 3, "tiny", 8192, tmp_path, device="gpu")
+    assert (
+        long_run_warning(
+            prepare(RunRequest(str(spec), "torch", 2, 1, 3, "tiny", None, tmp_path)), 2
+        )
+        is None
+    )
+    gpu = prepare(RunRequest(str(spec), "torch", 2, 1, 3, "tiny", 8192, tmp_path, device="gpu"))
     assert long_run_warning(gpu, 2) is None
 
 
@@ -443,11 +449,13 @@ def test_the_default_work_folder_is_the_engines_as_the_help_says(spec, tmp_path,
 def test_a_work_folder_made_for_a_run_is_ignored_by_git(spec, tmp_path):
     from translator.launch.smoke import write_workdir
 
-    write_workdir(prepare(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path / "new" / "w"))
+    write_workdir(
+        prepare(RunRequest(str(spec), "torch", 2, 1, 2, "tiny", None, tmp_path / "new" / "w"))
+    )
     assert (tmp_path / "new" / "w" / ".gitignore").read_text() == "*\n"
     own = tmp_path / "mine"
     own.mkdir()
-    write_workdir(prepare(str(spec), "torch", 2, 1, 2, "tiny", None, own))
+    write_workdir(prepare(RunRequest(str(spec), "torch", 2, 1, 2, "tiny", None, own)))
     assert not (own / ".gitignore").exists()  # a folder that was there is the user's own
     if shutil.which("git"):
         subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)

@@ -14,6 +14,7 @@ from smoking import SPEC, leftovers, run, smoke_json
 from test_named_model import TINY, folder_with
 
 from translator.launch import command
+from translator.launch.request import RunRequest
 from translator.launch.smoke import judge, prepare
 from translator.rank.result import RankResult
 
@@ -92,7 +93,7 @@ def test_a_framework_that_steps_differently_is_caught(spec, tmp_path):
     from translator.launch import runner
     from translator.launch.smoke import environment, write_workdir
 
-    prepared = prepare(str(spec), "deepspeed", 2, 1, 2, "tiny", None, tmp_path / "w")
+    prepared = prepare(RunRequest(str(spec), "deepspeed", 2, 1, 2, "tiny", None, tmp_path / "w"))
     write_workdir(prepared)
     (tmp_path / "w" / "deepspeed.json").write_text(
         '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, '

@@ -87,3 +87,14 @@ def mentions_at(path: Path, words: set[str]) -> list[str]:
         return mentions(path, words)
     finally:
         TRANSLATOR = saved
+
+
+def test_the_shell_names_no_launcher_a_framework_brings():
+    """The shell defines the generic launchers (torchrun, srun, mpirun); those of a framework
+    (DeepSpeed's runner, ``accelerate launch``) come with its package, and the shell's code
+    compares no launcher's name with theirs."""
+    brought = {launcher.name for name in names() for launcher in get(name).launchers}
+    assert {"deepspeed", "accelerate"} <= brought
+    shell = sorted((TRANSLATOR / "shell").glob("*.py"))
+    found = [hit for path in shell for hit in mentions(path, brought)]
+    assert not found, "\n".join(found)

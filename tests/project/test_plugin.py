@@ -2,6 +2,7 @@
 from outside the project (examples/plugin, nanoGPT's configs) is used by render, inspect and
 validate like a built-in one."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,7 +16,9 @@ from paths import ROOT
 
 from translator.cli import main
 from translator.errors import InputError
+from translator.job import read_job
 from translator.plugin import registry as frameworks
+from translator.shell.launchers import LAUNCHERS, Launcher
 
 
 def test_the_built_in_frameworks_meet_the_contract():
@@ -148,6 +151,26 @@ def test_without_the_plugin_the_name_is_unknown(tmp_path):
     assert result.exit_code == 2 and "unknown framework nanogpt" in result.stderr
 
 
+def test_a_plugin_brings_a_launcher_that_sizes_the_jobs_it_starts(plugins, tmp_path):
+    """A framework contributes its launchers as it contributes its reader: a launch line that
+    starts a program with the plugin's launcher is sized by that launcher's flags; without the
+    plugin the launcher is unknown, and so is the world."""
+    job = tmp_path / "job.sh"
+    job.write_text(
+        "#!/bin/bash\nmylaunch --procs 4 train.py --per_device_train_batch_size 2 "
+        "--gradient_accumulation_steps 2\n"
+    )
+    before = read_job(job.read_text(), str(job))[1]
+    assert before.launcher is None and before.world_size is None
+    brought = Launcher("mylaunch", total=("--procs",))
+    plugins(
+        mine=dataclasses.replace(frameworks.get("deepspeed"), name="mine", launchers=(brought,))
+    )
+    assert list(frameworks.launchers())[: len(LAUNCHERS)] == list(LAUNCHERS)  # generic first
+    after = read_job(job.read_text(), str(job))[1]
+    assert (after.launcher, after.world_size) == ("mylaunch", 4)
+
+
 def test_every_built_in_wires_each_contract_function_its_modules_define():
     """A built-in framework is constructed explicitly: a function its rules module defines
     under a contract field's name (``launch_edits``) and that is not wired would silently do
@@ -172,5 +195,11 @@ def test_every_built_in_wires_each_contract_function_its_modules_define():
             for field in _MODULE_FUNCTIONS:
                 if callable(getattr(module, field, None)) and getattr(framework, field) is None:
                     unwired.append(f"{name}: {module_name}.{field}")
+        try:  # a launcher definition of its own is brought to the registry
+            launcher = importlib.import_module(f"{package}.launcher").LAUNCHER
+        except ModuleNotFoundError:
+            continue
+        if launcher not in framework.launchers:
+            unwired.append(f"{name}: launcher.LAUNCHER")
     assert len(FRAMEWORKS) >= 11
     assert not unwired

@@ -51,20 +51,7 @@ from translator.cli.options import engine_options, parse_memory, pop_launcher
     help="With --parity: the largest relative difference accepted (default: 1e-3 on CPU, "
     "3e-2 on GPU; see docs/guide.md).",
 )
-def smoke(
-    as_json: bool,
-    file: str,
-    nproc,
-    nnodes,
-    timeout,
-    memory_limit,
-    workdir,
-    rdzv_endpoint,
-    dry_run,
-    parity,
-    tolerance,
-    **options,
-) -> None:
+def smoke(as_json: bool, file: str, memory_limit, parity, tolerance, **options) -> None:
     """Run a few real optimizer steps of FILE (a spec or a framework config) and count the
     samples every optimizer step consumes; exit 1 unless each is exactly the global batch
     (and, with --expect-global N, N). With --parity B, run one step as FILE says and one as B
@@ -76,48 +63,29 @@ def smoke(
     """
     from translator.errors import InputError
     from translator.launch import smoke as runs
+    from translator.launch.request import RunRequest
 
-    limit = parse_memory(memory_limit)
-    launcher = pop_launcher(options)  # the rest: the engine, steps, model, device, expectation
-    if nnodes > 1 and not launcher.remote and not (dry_run and rdzv_endpoint):
+    launcher = pop_launcher(options)  # the rest: what runs, asked once for every run below
+    request = RunRequest(
+        file, memory_limit=parse_memory(memory_limit), remote=launcher.remote, **options
+    )
+    if (
+        request.nnodes > 1
+        and not launcher.remote
+        and not (request.dry_run and request.rdzv_endpoint)
+    ):
         raise InputError(
             "a multi-node run outside a scheduler starts on every node: print its command "
             "with --dry-run --rdzv-endpoint HOST:PORT, or use --slurm or --launcher k8s"
         )
-
-    def prepare(path, nproc, nnodes, folder):
-        return runs.prepare(
-            path,
-            nproc=nproc,
-            nnodes=nnodes,
-            workdir=folder,
-            rdzv_endpoint=rdzv_endpoint,
-            remote=launcher.remote,
-            dry_run=dry_run,
-            **options,
-        )
-
     if parity is not None:
-        return _parity(
-            file,
-            parity,
-            prepare,
-            nproc,
-            nnodes,
-            workdir,
-            launcher,
-            dry_run,
-            as_json,
-            timeout,
-            limit,
-            tolerance,
-        )
+        return _parity(request, parity, launcher, as_json, tolerance)
     if tolerance is not None:
         raise InputError("--tolerance is for --parity")
-    prepared = prepare(file, nproc, nnodes, workdir)
-    if dry_run:
+    prepared = runs.prepare(request)
+    if request.dry_run:
         return _dry_run(prepared, launcher, as_json)
-    _run(prepared, launcher, timeout, limit, as_json)
+    _run(prepared, launcher, request.timeout, request.memory_limit, as_json)
 
 
 def _run(prepared, launcher, timeout, limit, as_json: bool) -> None:
@@ -160,27 +128,14 @@ def _run(prepared, launcher, timeout, limit, as_json: bool) -> None:
     click.echo(line, err=as_json)
 
 
-def _parity(
-    file,
-    other,
-    prepare,
-    nproc,
-    nnodes,
-    workdir,
-    launcher,
-    dry_run,
-    as_json,
-    timeout,
-    limit,
-    tolerance,
-) -> None:
+def _parity(request, other, launcher, as_json, tolerance) -> None:
     """``smoke FILE --parity B``: both runs, compared (or, with --dry-run, what would run)."""
     from translator.errors import ConfigError
     from translator.launch import parity, parity_compare
     from translator.launch.progress import Progress
 
-    a, b = parity.sides(file, other, prepare, nproc, nnodes, workdir)
-    if dry_run:
+    a, b = parity.sides(request, other)
+    if request.dry_run:
         if as_json:
             emit_json(
                 {"a": _dry_output(a.prepared, launcher), "b": _dry_output(b.prepared, launcher)}
@@ -191,7 +146,7 @@ def _parity(
             _dry_run(side.prepared, launcher, False)
         return
     tolerance = tolerance or parity.TOLERANCE[a.prepared.plan.device]
-    done = parity.run(a, b, launcher, timeout, limit, tolerance, Progress())
+    done = parity.run(a, b, launcher, request.timeout, request.memory_limit, tolerance, Progress())
     if as_json:
         emit_json(done.output)
     elif done.output["difference"] is not None:

@@ -3,6 +3,7 @@ real engine (the run itself is :func:`translator.launch.tune.tune`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import click
@@ -113,12 +114,19 @@ def tune(as_json: bool, file: str, memory_limit, overhead, **params) -> None:
     from translator.findings import Finding
     from translator.launch import tune as tuner
     from translator.launch.progress import Progress
+    from translator.launch.request import RunRequest
 
-    request = tuner.Request(
-        file=file,
+    slurm = pop_slurm(params)
+    asked = {f.name for f in dataclasses.fields(RunRequest)}
+    run = RunRequest(
+        file,
         memory_limit=parse_memory(memory_limit),
+        **{name: params.pop(name) for name in list(params) if name in asked},
+    )
+    request = tuner.Request(
+        run=run,
         overhead=parse_memory(overhead, "--overhead"),
-        slurm=pop_slurm(params),
+        slurm=slurm,
         as_json=as_json,
         command_line=given_options(),
         **params,

@@ -12,7 +12,6 @@ writes is :mod:`translator.rank.parity_rank`'s; the comparison and its report ar
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from translator.launch import workdir as workdirs
 from translator.launch.launcher import Launcher
 from translator.launch.parity_compare import Side
 from translator.launch.progress import Progress
+from translator.launch.request import RunRequest
 from translator.rank.engines import engine, with_option
 from translator.spec import BatchSpec
 from translator.spec_file import spec_values
@@ -150,20 +150,14 @@ def _same_model(b: runs.Prepared, a: runs.Prepared) -> runs.Prepared:
     )
 
 
-def sides(
-    path: str,
-    parity: str,
-    prepare: Callable[..., runs.Prepared],
-    nproc: int | None,
-    nnodes: int,
-    root,
-) -> tuple[Side, Side]:
-    """Both runs, prepared (nothing started): ``prepare(path, nproc, nnodes, workdir)`` is
-    :func:`translator.launch.smoke.prepare` with the command's other options. ``root`` (default
+def sides(request: RunRequest, parity: str) -> tuple[Side, Side]:
+    """Both runs, prepared (nothing started): ``request`` is A's, as the command line asks
+    for it; B is the same request on its own file and world. ``request.workdir`` (default
     ``.batchspec-smoke/parity``) holds A's run in ``a/``, B's in ``b/`` and the file derived for
     B in ``b-input/``."""
-    root = Path(root or workdirs.default("smoke", "parity")).resolve()
-    a = _for_parity(prepare(path, nproc, nnodes, root / "a"))
+    path, nnodes = request.file, request.nnodes
+    root = Path(request.workdir or workdirs.default("smoke", "parity")).resolve()
+    a = _for_parity(runs.prepare(dataclasses.replace(request, workdir=root / "a")))
     nproc = a.plan.nproc  # the job's own per node when not given
     why = refusal(a.plan.framework, a.spec)
     if why:
@@ -178,7 +172,10 @@ def sides(
     else:
         b_path, source = parity, parity
         b_nproc, b_nnodes = world_of(parity, nnodes, nproc), nnodes
-    b = _same_model(_for_parity(prepare(b_path, b_nproc, b_nnodes, root / "b")), a)
+    b_request = dataclasses.replace(
+        request, file=b_path, nproc=b_nproc, nnodes=b_nnodes, workdir=root / "b"
+    )
+    b = _same_model(_for_parity(runs.prepare(b_request)), a)
     if b.spec.global_batch != a.spec.global_batch:
         raise InputError(
             f"{parity} gives global batch {b.spec.global_batch_size}, {path} gives "

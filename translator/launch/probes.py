@@ -17,6 +17,7 @@ from translator.findings import finding
 from translator.launch import command, runner
 from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
+from translator.launch.request import RunRequest
 from translator.launch.run_model import RunModel
 from translator.spec import BatchSpec
 from translator.tuning import Candidate, Probe
@@ -114,17 +115,19 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     plan = setup.plan
     as_filed = setup.file is not None and c.zero_stage is None  # a ZeRO stage: the candidate's
     prepared = runs.prepare(
-        setup.file if setup.file is not None and as_filed else str(path),
-        plan.framework,
-        plan.nproc,
-        plan.nnodes,
-        plan.steps,
-        setup.model or plan.model,
-        plan.sequence_length,
-        folder,
-        device=plan.device,
-        recompute=c.recompute,
-        micro=c.micro_batch_size if as_filed else None,
+        RunRequest(
+            setup.file if setup.file is not None and as_filed else str(path),
+            plan.framework,
+            plan.nproc,
+            plan.nnodes,
+            plan.steps,
+            setup.model or plan.model,
+            plan.sequence_length,
+            folder,
+            device=plan.device,
+            recompute=c.recompute,
+            micro=c.micro_batch_size if as_filed else None,
+        )
     )
     left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)
     own_deadline = setup.probe_timeout is not None and (left is None or setup.probe_timeout < left)

@@ -16,7 +16,8 @@ from translator.launch import command
 from translator.launch import workdir as workdirs
 from translator.launch.launcher import Launcher
 from translator.launch.progress import Progress, duration
-from translator.launch.run_model import RunModel, choose
+from translator.launch.request import RunRequest
+from translator.launch.run_model import RunModel, of_request
 from translator.memory import PRESETS, Model
 from translator.plugin.contract import Framework
 from translator.plugin.registry import get
@@ -70,35 +71,16 @@ class Prepared:
     ``zero_stage`` the estimate takes."""
 
 
-def prepare(
-    path: str,
-    framework: str | None,
-    nproc: int | None,
-    nnodes: int,
-    steps: int,
-    model: str | RunModel | None,
-    seq_len: int | None,
-    workdir: Path | None,
-    rdzv_endpoint: str | None = None,
-    device: str | None = "cpu",
-    expect_global: int | None = None,
-    recompute: bool = False,
-    remote: bool = False,
-    dry_run: bool = False,
-    model_config: str | None = None,
-    layers: int | None = None,
-    micro: int | None = None,
-) -> Prepared:
-    """Resolve the batch on ``nproc x nnodes`` ranks (``nproc`` None: the job's own processes
-    per node, else 1; see :func:`on_world`) and choose what the engine is fed; ``device`` is
-    ``gpu``, ``cpu`` or None (see :func:`resolve_device`); ``workdir`` None is
-    ``.batchspec-smoke/<engine>``; ``model``: the stand-in asked for (``tiny``), the model
-    chosen already (a probe's), or None for the job's own (with ``model_config`` and
-    ``layers``, see :func:`translator.launch.run_model.choose`). What the engine cannot run is
-    refused here, before anything is written or started; a ``dry_run`` for ``remote`` ranks
-    only notes an engine not installed here (the nodes' Python runs it). ``micro``: a tune
-    probe's micro-batch, run in place of the file's own with the global batch kept (the file
-    edited in memory as ``update`` edits it, every other setting as it stands)."""
+def prepare(request: RunRequest) -> Prepared:
+    """Resolve the batch of ``request.file`` on ``nproc x nnodes`` ranks (``nproc`` None: the
+    job's own processes per node, else 1; see :func:`on_world`) and choose what the engine is
+    fed (the model: see :func:`translator.launch.run_model.choose`). What the engine cannot
+    run is refused here, before anything is written or started; a dry run for remote ranks
+    only notes an engine not installed here (the nodes' Python runs it). A tune probe's
+    ``request.micro`` runs in place of the file's micro-batch with the global batch kept (the
+    file edited in memory as ``update`` edits it, every other setting as it stands)."""
+    path, nproc, nnodes, framework = request.file, request.nproc, request.nnodes, request.framework
+    remote, dry_run = request.remote, request.dry_run
     text = read_text(path)
     values = spec_values(text, path)
     named, trains = None, {}
@@ -110,7 +92,7 @@ def prepare(
         spec, source, findings = _spec_for_world(values, path, world), None, []
         framework = framework or TORCH
     else:
-        inspection, nproc = on_world(path, nproc, nnodes, micro)
+        inspection, nproc = on_world(path, nproc, nnodes, request.micro)
         world = nproc * nnodes
         spec, source = inspection.require_spec(), inspection.reading.framework
         findings, named = inspection.findings, inspection.model
@@ -118,10 +100,8 @@ def prepare(
         trains = _trains(path, source, world)
     if remote and dry_run:
         findings = [*findings, *_not_installed_here(framework)]
-    device = check_engine(framework, spec, device, remote, path, not (remote and dry_run))
-    chosen = _run_model(
-        model, path, named, framework, model_config, layers, None if remote else nproc
-    )
+    device = check_engine(framework, spec, request.device, remote, path, not (remote and dry_run))
+    chosen = of_request(request, named, framework, "smoke", None if remote else nproc)
     config_name, config_text, partners, more = _engine_config(
         framework, source, text, spec, None if values is not None else inspection
     )
@@ -132,23 +112,24 @@ def prepare(
         why = why or shape_refusal(framework, chosen.shape)
     if why:
         raise InputError(f"{why} (nothing was started)")
-    length = seq_len or spec.sequence_length or sequence_of(chosen, path)
-    folder = Path(workdir or workdirs.default("smoke", framework)).resolve()
+    length = request.seq_len or spec.sequence_length or sequence_of(chosen, path)
+    folder = Path(request.workdir or workdirs.default("smoke", framework)).resolve()
     plan = command.SmokePlan(
         framework=framework,
         nproc=nproc,
         nnodes=nnodes,
-        steps=steps,
+        steps=request.steps,
         model=chosen.stand_in,
         sequence_length=length,
         workdir=folder,
         config_name=config_name,
-        rdzv_endpoint=rdzv_endpoint,
+        rdzv_endpoint=request.rdzv_endpoint,
         device=device,
-        recompute=recompute,
+        recompute=request.recompute,
         model_config=None if chosen.config is None else folder / chosen.file,
     )
-    return Prepared(spec, plan, config_text, findings, expect_global, partners, chosen, trains)
+    expect = request.expect_global
+    return Prepared(spec, plan, config_text, findings, expect, partners, chosen, trains)
 
 
 def _engine_config(
@@ -181,21 +162,6 @@ def _trains(path: str, framework: str | None, world: int) -> dict:
     from translator.estimation import Flag, layout_of_file
 
     return layout_of_file(path, framework, [Flag("--world-size", "world_size", world)]).how
-
-
-def _run_model(
-    model: str | RunModel | None,
-    path: str,
-    named,
-    framework: str,
-    model_config: str | None,
-    layers: int | None,
-    ranks_here: int | None,
-) -> RunModel:
-    """The model the smoke run builds (see :func:`translator.launch.run_model.choose`)."""
-    if isinstance(model, RunModel):
-        return model
-    return choose(path, named, framework, "smoke", model, layers, model_config, ranks_here)
 
 
 def sequence_of(chosen: RunModel, path: str) -> int:

@@ -27,6 +27,7 @@ from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan
 from translator.launch.progress import Progress
+from translator.launch.request import RunRequest
 from translator.memory import GIB
 from translator.rank.engines import TORCH, engine, with_option
 from translator.spec import BatchSpec
@@ -77,38 +78,18 @@ class GivenOption:
 
 @dataclass(frozen=True)
 class Request:
-    """A tune as the command line asks for it."""
+    """A tune as the command line asks for it: the run every probe shares, and the search's
+    own options."""
 
-    file: str
-    """The spec or framework config whose global batch is kept."""
-    framework: str | None
-    """The engine (``--framework``; default: the config's own framework, torch for a spec)."""
-    nproc: int | None
-    """Processes per node (None: the job's own per node, else the spec's world, else 1)."""
-    nnodes: int
-    """Nodes."""
-    steps: int
-    """Optimizer steps per probe (the first is warm-up, not timed)."""
-    model: str | None
-    """The stand-in built in code (``tiny``, ``125m``); None: the job's own model."""
-    seq_len: int | None
-    """Tokens per sample (default: the config's, else the stand-in's default)."""
-    timeout: float | None
-    """Seconds the whole tune may take."""
+    run: RunRequest
+    """What each probe runs (the file whose global batch is kept, the engine, the world, the
+    model, the steps per probe, the folder: each probe a subfolder); its ``timeout`` is the
+    whole tune's and its ``memory_limit`` also the capacity the estimate fits in."""
     probe_timeout: float | None
     """Seconds one probe may take (``--probe-timeout``): a probe whose rank hangs (waiting on
     a peer that failed) is stopped, every process of it, and the tune ends."""
-    memory_limit: int | None
-    """Each rank's address-space cap in bytes (``--memory-limit``); also the capacity the
-    estimate fits in."""
-    workdir: Path | None
-    """The tune's folder (default ``.batchspec-tune/<framework>``); each probe a subfolder."""
-    device: str | None
-    """``gpu``, ``cpu``, or None: see :func:`translator.launch.smoke.resolve_device`."""
     slurm: slurm.SlurmOptions | None
     """Submit the whole tune as one Slurm job with these options; None: run it here."""
-    recompute: bool
-    """Also try activation recomputation when micro-batch 1 does not fit."""
     zero_stages: str | None
     """ZeRO stages to try, comma-separated (``--zero-stages``)."""
     threshold: float
@@ -143,10 +124,6 @@ class Request:
     (``--parity/--no-parity``); None: when the file gives a split and the engine checks parity."""
     command_line: tuple[GivenOption, ...] = ()
     """The command line as parsed, for the Slurm job to run again."""
-    model_config: str | None = None
-    """The job's model's ``config.json`` (or its folder), for a job whose model is not found."""
-    layers: int | None = None
-    """Cut the job's model to this many layers (same architecture)."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +142,7 @@ class Outcome:
 def tune(request: Request, echo: Progress) -> Outcome:
     """Run the tune ``request`` asks for; ``echo`` shows its progress (on stderr)."""
     setup, stages = prepare(request)
-    check = tune_parity.wanted(request.parity, setup.spec, setup.plan.framework, request.file)
+    check = tune_parity.wanted(request.parity, setup.spec, setup.plan.framework, request.run.file)
     quiet = request.as_json and not request.in_allocation  # a job's log takes the progress
     say = Progress(quiet=True) if quiet else echo
     if request.slurm is not None:
@@ -183,9 +160,9 @@ def tune(request: Request, echo: Progress) -> Outcome:
         distributed_optimizer=request.distributed_optimizer,
         overhead=overhead,
     )
-    capacity = request.memory_limit or _gpu_memory(device)
+    capacity = request.run.memory_limit or _gpu_memory(device)
     result, seconds, stopped = search(
-        setup, stages, request.recompute, estimator, capacity, request.threshold, say
+        setup, stages, request.run.recompute, estimator, capacity, request.threshold, say
     )
     return report(request, setup, result, seconds, stopped, check, say)
 
@@ -193,55 +170,45 @@ def tune(request: Request, echo: Progress) -> Outcome:
 def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
     """What every probe shares, and the ZeRO stages to try; refuses, before any probe, what
     would fail later."""
-    spec, source, nproc = _layout(request)
-    framework = request.framework or source or TORCH
-    device = runs.check_engine(
-        framework, spec, request.device, request.slurm is not None, request.file
-    )
+    run = request.run
+    spec, source, nproc = _layout(run)
+    framework = run.framework or source or TORCH
+    device = runs.check_engine(framework, spec, run.device, request.slurm is not None, run.file)
     stages = zero_stages(request.zero_stages, framework)
-    if request.recompute and "recompute" not in engine(framework).options:
+    if run.recompute and "recompute" not in engine(framework).options:
         raise InputError(
             f"--recompute: the {framework} engine does not switch recomputation; "
             f"tune with --framework {' or '.join(with_option('recompute'))}"
         )
     _check_outputs(request, framework)
-    chosen = run_model.choose(
-        request.file,
-        run_model.named_in(request.file, request.model_config),
-        framework,
-        "tune",
-        request.model,
-        request.layers,
-        request.model_config,
-        None if request.slurm is not None else nproc,
-    )
+    named = run_model.named_in(run.file, run.model_config)
+    here = None if request.slurm is not None else nproc
+    chosen = run_model.of_request(run, named, framework, "tune", here)
     plan = SmokePlan(
         framework=framework,
         nproc=nproc,
-        nnodes=request.nnodes,
-        steps=request.steps,
+        nnodes=run.nnodes,
+        steps=run.steps,
         model=chosen.stand_in,
-        sequence_length=(
-            request.seq_len or spec.sequence_length or runs.sequence_of(chosen, request.file)
-        ),
-        workdir=(request.workdir or workdirs.default("tune", framework)).resolve(),
+        sequence_length=run.seq_len or spec.sequence_length or runs.sequence_of(chosen, run.file),
+        workdir=(run.workdir or workdirs.default("tune", framework)).resolve(),
         config_name="",
         device=device,
     )
     setup = probes.Setup(
         spec,
         plan,
-        memory_limit=request.memory_limit,
-        deadline=None if request.timeout is None else time.monotonic() + request.timeout,
+        memory_limit=run.memory_limit,
+        deadline=None if run.timeout is None else time.monotonic() + run.timeout,
         in_allocation=request.in_allocation and probes.require_allocation(),
         model=chosen,
-        file=None if source is None else request.file,
+        file=None if source is None else run.file,
         probe_timeout=request.probe_timeout,
     )
     return setup, stages
 
 
-def _layout(request: Request) -> tuple[BatchSpec, str | None, int]:
+def _layout(request: RunRequest) -> tuple[BatchSpec, str | None, int]:
     """``(spec, framework, nproc)``: the batch tuned, whose file it is (None: a spec) and the
     processes per node: given, else the job's own per node (its global batch kept on another
     world, as smoke keeps it), else the spec's world, else 1."""
@@ -298,9 +265,9 @@ def _check_outputs(request: Request, framework: str) -> None:
         from translator.files import read_text
         from translator.spec_file import spec_values
 
-        if spec_values(read_text(request.file), request.file) is not None:
+        if spec_values(read_text(request.run.file), request.run.file) is not None:
             raise InputError(
-                f"{request.file}: --write edits a framework's config or job; a spec's pick is "
+                f"{request.run.file}: --write edits a framework's config or job; a spec's pick is "
                 "rendered with --out (nothing was run)"
             )
     if request.out_dir:
@@ -425,7 +392,7 @@ def report(
             finding(
                 "tune-nothing-fits",
                 result.reason,
-                where=request.file,
+                where=request.run.file,
                 hint="use more ranks, shard more (ZeRO, TP, PP), --recompute, "
                 "a shorter sequence, or more memory",
             )
@@ -453,12 +420,12 @@ def report(
     failed = None
     if check_parity and result.pick is not None and not stopped:
         out["parity"], failed = tune_parity.check(
-            request.file, setup, result.pick.candidate, say or Progress(quiet=True)
+            request.run.file, setup, result.pick.candidate, say or Progress(quiet=True)
         )
     if picked is not None and request.out_dir and not failed:
         out["files"] = _write_pick(picked, plan.framework, request.out_dir, request)
     if picked is not None and request.write and not failed:
-        out["written"] = _write_into(request.file, picked)
+        out["written"] = _write_into(request.run.file, picked)
     if request.plot_path:
         tune_report.plot_png(result, request.plot_path, spec.global_batch)
     if stopped:
@@ -517,7 +484,7 @@ def submit(setup: probes.Setup, request: Request, options: slurm.SlurmOptions, s
         text,
         "tune.sbatch",
         runs.environment(plan.framework, setup.memory_limit),
-        request.timeout,
+        request.run.timeout,
         say,
         submitted=": the whole tune runs in one allocation",
     )

@@ -9,9 +9,9 @@ import time
 
 from translator.errors import InputError
 from translator.launch import parity, probes
-from translator.launch import smoke as runs
 from translator.launch.local import Local
 from translator.launch.progress import Progress
+from translator.launch.request import RunRequest
 from translator.spec import BatchSpec
 from translator.tuning import Candidate
 
@@ -43,19 +43,6 @@ def check(
     plan = setup.plan
     left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)
 
-    def prepare(path, nproc, nnodes, folder):
-        return runs.prepare(
-            path,
-            plan.framework,
-            nproc,
-            nnodes,
-            1,
-            setup.model or plan.model,
-            plan.sequence_length,
-            folder,
-            device=plan.device,
-        )
-
     # B is the user's file at the pick's micro-batch (edited as `smoke --parity micro=N` edits
     # it), so that it keeps the file's other settings (a per-token loss switch, say), which the
     # candidate spec its probe ran does not carry; a ZeRO stage is the candidate's alone.
@@ -64,7 +51,18 @@ def check(
         if pick.zero_stage is None
         else str(probes.probe_folder(setup, pick) / "candidate.json")
     )
-    a, b = parity.sides(file, other, prepare, plan.nproc, plan.nnodes, plan.workdir / "parity")
+    request = RunRequest(
+        file,
+        plan.framework,
+        plan.nproc,
+        plan.nnodes,
+        1,
+        setup.model or plan.model,
+        plan.sequence_length,
+        plan.workdir / "parity",
+        device=plan.device,
+    )
+    a, b = parity.sides(request, other)
     say(f"parity: the pick against {file}'s own split")
     done = parity.run(a, b, Local(), left, setup.memory_limit, parity.TOLERANCE[plan.device], say)
     if done.output["out_of_memory"] == "A":  # the probes' memory cap, or the device's

@@ -17,6 +17,10 @@ from dataclasses import MISSING, dataclass, field, fields
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+# A framework contributes its launchers as the shell's own definitions are written (the shell
+# reads them; it stands below this floor, so the type lives there).
+from translator.shell.launchers import Launcher
+
 if TYPE_CHECKING:
     from translator.findings import Finding, Severity
     from translator.memory import Settings
@@ -128,6 +132,10 @@ class Framework:
     commands: tuple[str, ...] = ()
     """Its command-line tools that a launch line may run (``llamafactory-cli``), so the
     script reader knows them for programs."""
+    launchers: tuple[Launcher, ...] = ()
+    """The launchers it brings (DeepSpeed's runner, ``accelerate launch``): what their options
+    mean for the world, so that a job started by one is sized as it runs, whichever
+    framework's program it starts. The generic ones (torchrun, srun, mpirun) are the shell's."""
     split_rules: Callable[[Reading, dict], SplitRules | None] | None = None
     """How it splits a model's heads and layers over tensor- and pipeline-parallel ranks, for
     a reading and the spec values it gives (None where it has no rule of its own, as for a
@@ -155,6 +163,7 @@ _MODULE_FIELDS = {
     "TEMPLATE": "template",
     "FILENAME": "filename",
     "EXTENSIONS": "extensions",
+    "LAUNCHERS": "launchers",
 }
 #: The functions a module may hold under their field's own name.
 _MODULE_FUNCTIONS = (
@@ -197,6 +206,7 @@ def from_module(module: ModuleType | object, **given) -> Framework:
     if missing:
         raise ValueError(f"lacks {', '.join(sorted(missing))}")
     values["extensions"] = tuple(values["extensions"])
+    values["launchers"] = tuple(values.get("launchers", ()))
     return Framework(**values)
 
 

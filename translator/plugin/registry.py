@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from functools import cache
+from types import MappingProxyType
 
 from translator.errors import InputError
 from translator.plugin.contract import Framework, from_module
+from translator.shell.launchers import LAUNCHERS, Launcher
 
 #: Entry-point group every framework registers under.
 GROUP = "batchspec.frameworks"
@@ -108,6 +110,22 @@ def get_many(wanted_names: str) -> list[Framework]:
 def by_claim_order() -> list[Framework]:
     """Every framework (imported), in the order they claim a file by its content."""
     return sorted((get(n) for n in names()), key=lambda f: f.claim_order)
+
+
+def launchers() -> Mapping[str, Launcher]:
+    """Every launcher a launch line may start, by name: the shell's generic ones (torchrun,
+    srun, mpirun...), then those the frameworks bring (``Framework.launchers``) in registry
+    order; a name already taken keeps its first definition."""
+    return _launchers(names())
+
+
+@cache
+def _launchers(known: tuple[str, ...]) -> Mapping[str, Launcher]:
+    table = dict(LAUNCHERS)
+    for name in known:
+        for launcher in get(name).launchers:
+            table.setdefault(launcher.name, launcher)
+    return MappingProxyType(table)
 
 
 class Registry(Mapping):

@@ -1,14 +1,16 @@
 """A launch command split as it runs (launcher → program → arguments), and how many processes
-its launcher starts, read from its words the way each launcher counts them: torchrun (also
-``python -m torch.distributed.run`` / ``.launch``), the ``deepspeed`` launcher, ``accelerate
-launch``, ``srun`` (its own flags, else what the ``#SBATCH`` lines give the job), ``mpirun`` /
-``mpiexec``, LSF's ``jsrun`` and plain ``python`` (one process). A size the command leaves to
-the machine stays unknown."""
+its launcher starts, read from its words the way each launcher counts them. A launcher is a
+:class:`Launcher` definition: the generic ones are here (torchrun, also ``python -m
+torch.distributed.run`` / ``.launch``; ``srun``, its own flags, else what the ``#SBATCH`` lines
+give the job; ``mpirun`` / ``mpiexec``; LSF's ``jsrun``), a framework's own come with its package
+(``Framework.launchers``: the ``deepspeed`` runner, ``accelerate launch``), and the caller hands
+:func:`sizes` every one it knows. Plain ``python`` starts one process. A size the command leaves
+to the machine stays unknown."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from translator.shell.notes import Note
@@ -17,10 +19,10 @@ from translator.shell.values import Word
 
 @dataclass(frozen=True)
 class Launcher:
-    """The flags that size one launcher."""
+    """A launcher's definition: what its options mean for the processes it starts."""
 
     name: str
-    """As users know it (``torchrun``, ``deepspeed``, ``accelerate``, ``srun``, ``mpirun``)."""
+    """As users know it (``torchrun``, ``srun``, ``mpirun``; a framework's: ``deepspeed``)."""
     per_node: tuple[str, ...] = ()
     """Spellings of processes per node."""
     nodes: tuple[str, ...] = ()
@@ -38,59 +40,30 @@ class Launcher:
     several_nodes: str | None = None
     """What it needs outside the launch line to start several nodes, with ``{nodes}`` and
     ``{per_node}`` in it; ``None``: the line alone says it."""
+    modules: frozenset[str] = frozenset()
+    """The Python modules that are this launcher under ``python -m`` (torchrun's
+    ``torch.distributed.run``)."""
+    config_file: tuple[str, ...] = ()
+    """Spellings of its option naming its own config file, which the framework that claims the
+    file reads for the world (accelerate's ``--config_file``)."""
+    hostfile: tuple[str, ...] = ()
+    """Spellings of its option naming a host file of ``host slots=N`` lines, whose slots are
+    the processes it starts (deepspeed's ``--hostfile``)."""
+    own_flag: Callable[[Sizes, str, list[Word], int], None] | None = None
+    """``own_flag(sizes, name, flags, j)``: what its flag ``name`` at ``flags[j]`` gives beyond
+    the sizing flags (deepspeed's ``--include`` host list is a total)."""
+    resources: Callable[[Sizes, Mapping[str, list[Word]], Mapping[str, Word]], None] | None = None
+    """``resources(sizes, variables, environment)``, after its flags: what sizes it where they
+    say nothing (torchrun's ``PET_*`` variables, srun's ``#SBATCH`` allocation, the GPUs
+    deepspeed sees)."""
+    unsized: Callable[[Sizes], str | None] | None = None
+    """Why it starts an unknown number of processes although no word is unknown (deepspeed
+    without ``--num_gpus`` takes every GPU it finds); ``None``: the words say all."""
+    imposes: Callable[[Sizes], tuple[str, Word] | None] | None = None
+    """``(flag, value)`` of a gradient accumulation it imposes on the program over the
+    program's own (accelerate's on a DeepSpeed launch)."""
 
 
-TORCHRUN = Launcher(
-    "torchrun",
-    ("--nproc_per_node", "--nproc-per-node"),
-    ("--nnodes",),
-    default_per_node=1,
-    default_nodes=1,
-    switches=frozenset({"--standalone", "--no_python", "--no-python", "--module", "-m"}),
-)
-LAUNCHERS = {
-    "torchrun": TORCHRUN,
-    "deepspeed": Launcher(
-        "deepspeed",
-        ("--num_gpus", "--num-gpus"),
-        ("--num_nodes", "--num-nodes"),
-        switches=frozenset(
-            {"--no_ssh", "--no_ssh_check", "--force_multi", "--no_local_rank", "--module"}
-        ),
-        # its runner starts the other nodes over ssh from the host file
-        several_nodes="deepspeed starts its {nodes} nodes from its host file (--hostfile, else "
-        "/job/hostfile): it must list {nodes} hosts, one `host slots={per_node}` line each; "
-        "without one deepspeed runs on this node alone",
-    ),
-    "accelerate": Launcher(
-        "accelerate",
-        nodes=("--num_machines", "--num-machines"),
-        total=("--num_processes", "--num-processes"),
-        subcommand="launch",
-        switches=frozenset(
-            {
-                "--multi_gpu",
-                "--multi-gpu",
-                "--use_deepspeed",
-                "--use-deepspeed",
-                "--use_fsdp",
-                "--use-fsdp",
-                "--cpu",
-                "--tpu",
-                "--quiet",
-                "-q",
-                "--no_python",
-                "--module",
-                "-m",
-                "--debug",
-            }
-        ),
-    ),
-    "srun": Launcher("srun", ("--ntasks-per-node",), ("--nodes", "-N"), ("--ntasks", "-n")),
-    "mpirun": Launcher("mpirun", total=("-np", "-n", "--np")),
-    "mpiexec": Launcher("mpiexec", total=("-np", "-n", "--np")),
-    "jsrun": Launcher("jsrun", ("--tasks_per_rs", "-a"), ("--nrs", "-n")),  # LSF: resource sets
-}
 TORCH_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
 #: Commands whose words name packages or repositories, not a program they run.
 INSTALLERS = frozenset({"pip", "pip3", "apt", "apt-get", "git", "wget", "curl", "hf"})
@@ -123,13 +96,15 @@ class Sizes:
     ``None`` when nothing launches it (a framework's own command-line tool)."""
     line: int | None = None
     """Line of the launch command."""
+    rules: Launcher | None = None
+    """Its definition (``None`` for plain python or no launcher)."""
     words: dict[str, tuple[str, Word]] = field(default_factory=dict)
     """Role (``per_node``, ``nodes``, ``total``) -> (the flag or ``#SBATCH`` option, its word)."""
     defaults: dict[str, int] = field(default_factory=dict)
     """Roles the launcher fills itself when no flag says (torchrun: one node, one process)."""
     missing: str | None = None
     """Why the number of processes is unknown although no word is (deepspeed with no
-    ``--num_gpus``...)."""
+    ``--num_gpus``..., or no launcher at all)."""
     options: dict[str, Word] = field(default_factory=dict)
     """Every ``--flag`` the closest launcher is given -> its value (``"true"`` for a switch):
     accelerate's ``--config_file``, ``--gradient_accumulation_steps``..."""
@@ -154,10 +129,7 @@ class Sizes:
     def world(self) -> tuple[int | None, Note | None]:
         """``(processes started, None)``, or ``(None, why it is unknown)``."""
         if self.launcher is None:
-            return None, Note(
-                None,
-                "no launcher (torchrun, deepspeed, accelerate, srun, mpirun) starts the program",
-            )
+            return None, Note(None, self.missing or "no launcher starts the program")
         counts = self.counts()
         bad = next(
             (
@@ -183,9 +155,17 @@ class Sizes:
 
     @property
     def hostfile(self) -> Word | None:
-        """The host file a ``deepspeed`` launch names (``--hostfile``), when it names one."""
-        word = self.options.get("--hostfile") if self.launcher == "deepspeed" else None
+        """The host file the launch names (deepspeed's ``--hostfile``), when it names one."""
+        word = self._option(self.rules.hostfile if self.rules else ())
         return word if word is not None and word.text != "" else None
+
+    @property
+    def config_file(self) -> Word | None:
+        """The launcher's own config file the launch names (accelerate's ``--config_file``)."""
+        return self._option(self.rules.config_file if self.rules else ())
+
+    def _option(self, spellings: tuple[str, ...]) -> Word | None:
+        return next((self.options[s] for s in spellings if s in self.options), None)
 
     def use_hostfile(self, text: str, where: str) -> None:
         """``deepspeed --hostfile``'s hosts, one ``host slots=N`` line each: every slot of
@@ -204,19 +184,10 @@ class Sizes:
         self.missing = None
 
     def accumulation(self) -> tuple[str, Word] | None:
-        """``(flag, value)`` of an accumulation the launcher imposes on the program:
-        ``accelerate launch --gradient_accumulation_steps N`` on a DeepSpeed launch, exported
-        as ``ACCELERATE_GRADIENT_ACCUMULATION_STEPS`` (it wins over the program's own)."""
-        if self.launcher != "accelerate":
-            return None
-        deepspeed = any(
-            f in self.options
-            for f in ("--use_deepspeed", "--use-deepspeed", "--deepspeed_config_file")
-        )
-        for flag in ("--gradient_accumulation_steps", "--gradient-accumulation-steps"):
-            if deepspeed and flag in self.options:
-                return flag, self.options[flag]
-        return None
+        """``(flag, value)`` of an accumulation the launcher imposes on the program (it wins
+        over the program's own): ``accelerate launch --gradient_accumulation_steps N`` on a
+        DeepSpeed launch."""
+        return self.rules.imposes(self) if self.rules and self.rules.imposes else None
 
     def visible_count(self) -> tuple[int | None, str]:
         """``(GPUs CUDA_VISIBLE_DEVICES lists, "")`` or ``(None, why not known)``."""
@@ -362,16 +333,17 @@ def _tail(word: Word) -> str:
     return (word.parts[-1].text or "") if word.parts else ""
 
 
-def _name(words: list[Word], i: int) -> str | None:
+def _name(words: list[Word], i: int, known: Mapping[str, Launcher]) -> str | None:
     text = (words[i].text or "").rsplit("/", 1)[-1]
-    launcher = LAUNCHERS.get(text)
+    launcher = known.get(text)
     if launcher is not None:
         if launcher.subcommand is None:
             return text
         following = words[i + 1].text if i + 1 < len(words) else None
         return text if following == launcher.subcommand else None
-    if words[i].text == "-m" and i + 1 < len(words) and words[i + 1].text in TORCH_MODULES:
-        return "torchrun"
+    if words[i].text == "-m" and i + 1 < len(words):
+        module = words[i + 1].text
+        return next((k.name for k in known.values() if module in k.modules), None)
     return None
 
 
@@ -379,40 +351,39 @@ def sizes(
     launch: list[Word],
     variables: Mapping[str, list[Word]],
     environment: Mapping[str, Word] | None = None,
+    *,
+    known: Mapping[str, Launcher],
 ) -> Sizes:
     """How ``launch`` (the words before the program) sizes the job; ``variables``: the
     script's, for what ``#SBATCH`` gives ``srun``; ``environment``: what the command's
-    processes see (``CUDA_VISIBLE_DEVICES``)."""
+    processes see (``CUDA_VISIBLE_DEVICES``); ``known``: every launcher definition by name
+    (:data:`LAUNCHERS` and the frameworks', as ``translator.plugin.registry.launchers`` gives
+    them)."""
     environment = environment or {}
-    found = [(i, n) for i in range(len(launch)) if (n := _name(launch, i))]
+    found = [(i, n) for i in range(len(launch)) if (n := _name(launch, i, known))]
     visible = environment.get(VISIBLE)
     if not found:
         if any(PYTHONS.fullmatch((w.text or "").rsplit("/", 1)[-1]) for w in launch):
             return Sizes("python", launch[0].line, defaults={"total": 1}, visible=visible)
-        return Sizes(visible=visible)
+        why = f"no launcher ({', '.join(known)}) starts the program"
+        return Sizes(missing=why, visible=visible)
     start, name = found[-1]
-    launcher = LAUNCHERS[name]
-    out = Sizes(name, launch[start].line, visible=visible)
+    launcher = known[name]
+    out = Sizes(name, launch[start].line, launcher, visible=visible)
     flags = launch[start + 1 :]
     if launcher.subcommand is not None and flags:
         flags = flags[1:]
-    if name == "torchrun" and flags and flags[0].text in TORCH_MODULES:
+    if flags and flags[0].text in launcher.modules:
         flags = flags[1:]
     _read_flags(out, launcher, flags)
-    if name == "torchrun":
-        _torchrun_environment(out, environment)
-    if name == "jsrun" and "per_node" not in out.words:
-        out.defaults["per_node"] = 1  # --tasks_per_rs defaults to 1
-    if name == "srun":
-        _srun_allocation(out, variables, environment)
-    if name == "deepspeed":
-        _deepspeed_resources(out)
+    if launcher.resources is not None:
+        launcher.resources(out, variables, environment)
     if launcher.default_per_node:
         out.defaults.setdefault("per_node", launcher.default_per_node)
     if launcher.default_nodes:
         out.defaults.setdefault("nodes", launcher.default_nodes)
-    if not out.missing:
-        out.missing = _unsized(out)
+    if not out.missing and launcher.unsized is not None:
+        out.missing = launcher.unsized(out)
     return out
 
 
@@ -421,7 +392,9 @@ def sizes(
 TORCHRUN_ENVIRONMENT = {"nodes": "PET_NNODES", "per_node": "PET_NPROC_PER_NODE"}
 
 
-def _torchrun_environment(out: Sizes, environment: Mapping[str, Word]) -> None:
+def _torchrun_environment(
+    out: Sizes, variables: Mapping[str, list[Word]], environment: Mapping[str, Word]
+) -> None:
     """torchrun's sizes that no flag gives, from the ``PET_*`` variables its process sees."""
     for role, variable in TORCHRUN_ENVIRONMENT.items():
         if role not in out.words and variable in environment:
@@ -434,8 +407,8 @@ def _read_flags(out: Sizes, launcher: Launcher, flags: list[Word]) -> None:
     for j, word in enumerate(flags):
         text = _head(word)  # --rdzv_id=$SLURM_JOB_ID
         _sizing_flag(out, launcher, flags, j)
-        if launcher.name == "deepspeed" and text.partition("=")[0] in ("--include", "-i"):
-            out.words["total"] = _include(flags, j, text.partition("=")[0])
+        if launcher.own_flag is not None:
+            launcher.own_flag(out, text.partition("=")[0], flags, j)
         before = flags[j - 1].text if j else None
         after_option = (
             before is not None
@@ -468,43 +441,9 @@ def _sizing_flag(out: Sizes, launcher: Launcher, flags: list[Word], j: int) -> N
     roles = {"per_node": launcher.per_node, "nodes": launcher.nodes, "total": launcher.total}
     for role, spellings in roles.items():
         for flag in spellings:
-            value = _flag_value(flags, j, flag)
+            value = flag_value(flags, j, flag)
             if value is not None:
                 out.words[role] = (flag, value)
-
-
-def _include(flags: list[Word], j: int, flag: str) -> tuple[str, Word]:
-    """``deepspeed --include host1:0,1@host2:0,1``: the processes it starts, as a total."""
-    include = _flag_value(flags, j, flag)
-    slots = _slots(include.text if include is not None else None)
-    if slots is None:
-        return flag, Word(None, flags[j].line, why_unknown="a host list without slot numbers")
-    return flag, Word(str(slots), flags[j].line)
-
-
-def _deepspeed_resources(out: Sizes) -> None:
-    """What the ``deepspeed`` launcher runs on when its flags leave it open (its runner.py):
-    without a host file (read as run: none, unless ``--hostfile`` names one) it runs on this
-    node; there, with no ``--include``/``--exclude``/``--num_gpus``/``--num_nodes``, an exported
-    ``CUDA_VISIBLE_DEVICES`` becomes ``--include localhost:<its list>``."""
-    hostfile = out.options.get("--hostfile")
-    if hostfile is not None and hostfile.text != "":
-        if "nodes" not in out.words and "total" not in out.words:
-            shown = hostfile.text or hostfile.why_unknown
-            out.missing = f"deepspeed runs on every host of its host file {shown}"
-        return
-    if "--exclude" in out.options or "-e" in out.options:
-        out.missing = "deepspeed --exclude leaves every other GPU it finds"
-        return
-    nodes = out.words.get("nodes")
-    several = nodes is not None and nodes[1].text not in (None, "1")
-    if "total" not in out.words and "per_node" not in out.words and not several:
-        count, _ = out.visible_count()
-        if count is not None and out.visible is not None:
-            out.words["total"] = (VISIBLE, Word(str(count), out.visible.line))
-            return
-    if "nodes" not in out.words:
-        out.defaults["nodes"] = 1
 
 
 def _srun_allocation(
@@ -530,26 +469,14 @@ def _srun_allocation(
         out.words.pop("nodes", None)
 
 
-def _unsized(out: Sizes) -> str | None:
-    """Why a launch with no unknown word still starts an unknown number of processes."""
-    if out.launcher == "deepspeed" and "total" not in out.words:
-        if "per_node" not in out.words:
-            return "deepspeed without --num_gpus uses every GPU it finds"
-    elif out.launcher == "accelerate" and "total" not in out.words:
-        if "--config_file" in out.options or "--config-file" in out.options:
-            return "accelerate launch takes --num_processes from its --config_file"
-        if out.options.get("--multi_gpu") or out.options.get("--multi-gpu"):
-            return "accelerate launch --multi_gpu without --num_processes uses every GPU it finds"
-        return (
-            "accelerate launch without --num_processes or --config_file takes them from its "
-            "default config (accelerate config), which the job does not show"
-        )
-    elif out.launcher == "srun" and not out.words:
+def _srun_unsized(out: Sizes) -> str | None:
+    """Why an srun launch starts an unknown number of tasks although no word is unknown."""
+    if not out.words:
         return "srun without --ntasks or #SBATCH sizes runs as many tasks as the job has"
     return None
 
 
-def _flag_value(flags: list[Word], j: int, flag: str) -> Word | None:
+def flag_value(flags: list[Word], j: int, flag: str) -> Word | None:
     """The value of ``flag`` when ``flags[j]`` is it: ``--flag V``, ``--flag=V`` or ``-nV``."""
     word = flags[j]
     text = word.text or ""
@@ -573,22 +500,37 @@ def _from_flag(sizes: Sizes, role: str) -> bool:
     return role in sizes.words and not sizes.words[role][0].startswith("#SBATCH")
 
 
-def _slots(include: str | None) -> int | None:
-    """Processes ``deepspeed --include host1:0,1@host2:0,1`` starts (``None``: a host without
-    slot numbers takes all of its own)."""
-    if not include:
-        return None
-    total = 0
-    for host in include.replace("\\", "").split("@"):
-        name, colon, slots = host.partition(":")
-        if not colon or not slots:
-            return None
-        total += len([x for x in slots.split(",") if x])
-    return total
-
-
 def _inline_span(word: Word, offset: int):
     """The span of ``value`` in a ``--flag=value`` literal."""
     if word.span is None:
         return None
     return word.span[0] + offset, word.span[1]
+
+
+TORCHRUN = Launcher(
+    "torchrun",
+    ("--nproc_per_node", "--nproc-per-node"),
+    ("--nnodes",),
+    default_per_node=1,
+    default_nodes=1,
+    switches=frozenset({"--standalone", "--no_python", "--no-python", "--module", "-m"}),
+    modules=frozenset(TORCH_MODULES),
+    resources=_torchrun_environment,
+)
+#: The launchers no framework owns, by name; a framework contributes its own
+#: (``Framework.launchers``).
+LAUNCHERS = {
+    "torchrun": TORCHRUN,
+    "srun": Launcher(
+        "srun",
+        ("--ntasks-per-node",),
+        ("--nodes", "-N"),
+        ("--ntasks", "-n"),
+        resources=_srun_allocation,
+        unsized=_srun_unsized,
+    ),
+    "mpirun": Launcher("mpirun", total=("-np", "-n", "--np")),
+    "mpiexec": Launcher("mpiexec", total=("-np", "-n", "--np")),
+    # LSF: resource sets; --tasks_per_rs defaults to 1
+    "jsrun": Launcher("jsrun", ("--tasks_per_rs", "-a"), ("--nrs", "-n"), default_per_node=1),
+}

@@ -12,6 +12,7 @@ from translator.errors import ConfigError
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.axolotl import program
 from translator.inspection import read_file
+from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call
 from translator.shell import launchers
 from translator.spec import BatchSpec
@@ -251,7 +252,16 @@ def test_other_axolotl_commands_are_not_its_training(run_dir, command):
     script = shell.parse(text, "job.sh")
     split = launchers.call_of(script.commands[0], program.TOOLS)
     assert split is not None and split.name == "axolotl"
-    call = Call("job.sh", text, 2, split, launchers.sizes(split.launch, {}), {}, script, None)
+    call = Call(
+        "job.sh",
+        text,
+        2,
+        split,
+        launchers.sizes(split.launch, {}, known=known_launchers()),
+        {},
+        script,
+        None,
+    )
     assert program.program(call) is None
 
 

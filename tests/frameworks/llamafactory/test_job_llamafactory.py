@@ -14,6 +14,7 @@ from translator.errors import ConfigError
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.llamafactory import program
 from translator.inspection import inspect_reading, read_file
+from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call, Launch
 from translator.shell import launchers
 from translator.shell.values import Script, Word
@@ -97,7 +98,7 @@ def with_environment(command: str, environment: dict[str, str]):
         env[name] = Word(value, i + 2, (start, start + len(value)))
     split = launchers.call_of(words, program.TOOLS)
     assert split is not None
-    sizes = launchers.sizes(split.launch, script.variables, env)
+    sizes = launchers.sizes(split.launch, script.variables, env, known=known_launchers())
 
     call = Call("job.sh", text, words[0].line, split, sizes, env, script, (Path(),))
     reading = program.program(call)
@@ -361,7 +362,16 @@ def test_other_subcommands_are_not_its_training(run_dir):
     script = shell.parse(text, "job.sh")
     split = launchers.call_of(script.commands[0], program.TOOLS)
     assert split is not None
-    call = Call("job.sh", text, 2, split, launchers.sizes(split.launch, {}), {}, script, ())
+    call = Call(
+        "job.sh",
+        text,
+        2,
+        split,
+        launchers.sizes(split.launch, {}, known=known_launchers()),
+        {},
+        script,
+        (),
+    )
     assert program.program(call) is None
 
 

@@ -3,7 +3,7 @@ gives the other files of a job their world, parallel sizes and accumulation over
 
 from pathlib import Path
 
-from translator.frameworks.accelerate import rules, verdict
+from translator.frameworks.accelerate import launcher, rules, verdict
 from translator.frameworks.accelerate.codes import CODES
 from translator.frameworks.shared import hf_trainer
 from translator.plugin.contract import Framework
@@ -30,4 +30,5 @@ FRAMEWORK = Framework(
     requires=("torch", "accelerate"),
     extra="hf",
     verdict=verdict.verdict,
+    launchers=(launcher.LAUNCHER,),
 )

@@ -24,11 +24,13 @@ from dataclasses import dataclass, field
 from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import finding
+from translator.frameworks.accelerate.launcher import LAUNCHER as ACCELERATE
 from translator.frameworks.axolotl import rules
 from translator.frameworks.shared import flags, hf_deepspeed
 from translator.frameworks.shared.ray_world import ray_world
 from translator.job import launcher_config
 from translator.plugin.findings import not_found
+from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell import launchers
 from translator.shell.values import Word
@@ -59,11 +61,11 @@ OWN_SWITCHES = {"use_ray", "debug", "debug_text_only", "shard"}
 #: Dashed spellings of launcher flags: not Axolotl options, so click hands them to the launcher.
 LAUNCHER_FLAGS = {
     flag.replace("_", "-")
-    for name in ("accelerate", "torchrun")
+    for launcher in (ACCELERATE, launchers.TORCHRUN)
     for flag in (
-        *launchers.LAUNCHERS[name].per_node,
-        *launchers.LAUNCHERS[name].nodes,
-        *launchers.LAUNCHERS[name].total,
+        *launcher.per_node,
+        *launcher.nodes,
+        *launcher.total,
         "--config_file",
         "--multi_gpu",
         "--main_process_port",
@@ -393,7 +395,12 @@ def _launched(reading: Reading, call: Call, command: Command) -> None:
     name = command.launcher
     assert name is not None
     head = [Word(name, call.line)] + ([Word("launch", call.line)] if name == "accelerate" else [])
-    sizes = launchers.sizes(head + command.launcher_args, call.script.variables, call.environment)
+    sizes = launchers.sizes(
+        head + command.launcher_args,
+        call.script.variables,
+        call.environment,
+        known=known_launchers(),
+    )
     for role, (key, word) in sizes.words.items():
         reading.values[key] = Value(
             _count(word.text), word.line, word.span if word.text else None, word.why_unknown
@@ -405,7 +412,7 @@ def _launched(reading: Reading, call: Call, command: Command) -> None:
     started = f"axolotl train starts {'accelerate launch' if name == 'accelerate' else name}"
     if not command.launcher_given:
         started += " (its default launcher)"
-    config = sizes.options.get("--config_file") or sizes.options.get("--config-file")
+    config = sizes.config_file
     if world is None and config is not None:
         launcher_config(reading, call, sizes, config)  # its num_processes, as accelerate reads it
         if reading.world_size is not None or reading.world_unknown is not None:

@@ -3,7 +3,7 @@
 
 from pathlib import Path
 
-from translator.frameworks.deepspeed import rules, verdict
+from translator.frameworks.deepspeed import launcher, rules, verdict
 from translator.frameworks.deepspeed.codes import CODES
 from translator.frameworks.shared import deepspeed_json
 from translator.plugin.contract import Engine, Framework
@@ -29,6 +29,7 @@ FRAMEWORK = Framework(
     requires=("torch", "deepspeed"),
     extra="deepspeed",
     verdict=verdict.verdict,
+    launchers=(launcher.LAUNCHER,),
     engine=Engine(
         "translator.frameworks.deepspeed.engine",
         requires=("torch", "deepspeed"),

@@ -24,6 +24,7 @@ from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import Finding, finding
 from translator.frameworks.litgpt import rules
+from translator.frameworks.shared import flags
 from translator.frameworks.shared.overrides import value_span, yaml_value
 from translator.node_lines import NodeLines
 from translator.plugin.findings import not_found
@@ -83,29 +84,25 @@ def program(call: Call) -> Reading | None:
 
 
 def _arguments(reading: Reading, call: Call, words: list[Word]) -> None:
-    """Each word in order, as jsonargparse applies it."""
-    i = 0
-    while i < len(words):
-        word = words[i]
-        text = word.text
-        if text is None:
-            if not getattr(word, "absent", False):
+    """Each argument in order, as jsonargparse applies it."""
+    args = list(flags.scan(words))
+    first = args[0] if args else None
+    for arg in args:
+        word = arg.word
+        if word.text is None:
+            if not word.absent:
                 reading.opaque.append(f"line {word.line}: {word.why_unknown}")
-            i += 1
             continue
-        if not text.startswith("--"):
-            if i == 0:  # the model name (pretrain) or checkpoint folder (finetune)
+        if arg.kind == "positional":
+            if arg is first:  # the model name (pretrain) or checkpoint folder (finetune)
                 key = "model_name" if reading.values[rules.COMMAND].value == "pretrain" else FOLDER
-                _model(reading, call.path, {key: text})
-            i += 1
+                _model(reading, call.path, {key: str(word.text)})
             continue
-        key, eq, inline = text[2:].partition("=")
-        if eq:
-            value: Word | None = Word(inline, word.line, value_span(word, inline, call))
-            i += 1
-        else:
-            value = words[i + 1] if i + 1 < len(words) else None
-            i += 2
+        if arg.kind != "flag" or arg.name is None:
+            continue
+        key, value = arg.name, arg.value
+        if value is not None and value.text is not None and len(arg.stood) == 1:  # --key=value
+            value = Word(value.text, word.line, value_span(word, value.text, call))
         if key == "config":
             _config(reading, call, word, value)
         elif key.split(".", 1)[0] in MODEL_KEYS and value is not None and value.text is not None:

@@ -14,7 +14,7 @@ from translator import solve
 from translator.errors import InputError
 from translator.findings import Finding, counted, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
-from translator.frameworks.shared import loss, mcore_schedule
+from translator.frameworks.shared import flags, loss, mcore_schedule
 from translator.memory import Setting, Settings
 from translator.model_split import SplitRules
 from translator.reading import Call, Launch, Note, Reading, Value, invalid_value, typo_findings
@@ -68,6 +68,8 @@ MEMORY_FLAGS = {
 }
 #: Switches read, each as ``True`` where it stands.
 SWITCHES = {"--decrease-batch-size-if-needed", "--calculate-per-token-loss"} | MEMORY_SWITCHES
+#: The same, as the flag scanner takes them.
+SWITCH_NAMES = frozenset(s[2:].replace("-", "_") for s in SWITCHES)
 #: Flags always written, even at their default, so the layout is explicit.
 ALWAYS = {
     "--micro-batch-size",
@@ -113,13 +115,10 @@ def _opaque(words: list[bash.Word]) -> list[str]:
     (``$EXTRA_ARGS``; not the value after a ``--flag``, not ``--flag=$X``, nor an undecided
     value none of whose alternatives holds a flag that has a default)."""
     return [
-        f"line {w.line}: {w.why_unknown}"
-        for i, w in enumerate(words[1:], 1)
-        if w.text is None
-        and not w.absent  # as run, no word at all
-        and not _after_flag(words[i - 1].text)
-        and not ("=" in _known_start(w) and _known_start(w).startswith("--"))
-        and (w.maybe is None or any(_may_hold_flags(items) for items in w.maybe))
+        f"line {arg.word.line}: {arg.word.why_unknown}"
+        for arg in flags.scan(words[1:])
+        if arg.kind == "unknown"
+        and (arg.word.maybe is None or any(_may_hold_flags(items) for items in arg.word.maybe))
     ]
 
 
@@ -234,8 +233,8 @@ def _is_megatron(split: launchers.Split) -> bool:
     if PROGRAM.fullmatch(split.name.rsplit("/", 1)[-1]):
         return True
     known = set(FLAGS) | {"--rampup-batch-size", "--yaml-cfg"}
-    flags = {(w.text or _known_start(w)).split("=")[0] for w in split.arguments}
-    return bool(flags & known) or bool({_upstream(f) for f in flags} & FORK_MARKS)
+    given = {(w.text or _known_start(w)).split("=")[0] for w in split.arguments}
+    return bool(given & known) or bool({_upstream(f) for f in given} & FORK_MARKS)
 
 
 #: Flags that, spelt the fork's way, mark a Megatron fork.
@@ -253,28 +252,23 @@ def _read_words(
     the DeepSpeed JSON the script writes."""
     wanted = set(FLAGS) | OTHER_FLAGS | MEMORY_FLAGS
     flags_seen: dict[str, int | None] = {}
-    for i, word in enumerate(words):
-        text = word.text if word.text is not None else _known_start(word)
-        if not text.startswith("--"):
+    args = list(flags.scan(words, SWITCH_NAMES))
+    for n, arg in enumerate(args):
+        if arg.kind != "flag" or arg.name is None:
             continue
-        flag, eq, inline = text.partition("=")
-        if word.text is None and not eq:
-            continue
-        flag = _fork_spelling(reading, flag, word.line, wanted)
+        word = arg.word
+        flag = _fork_spelling(reading, "--" + arg.name, word.line, wanted)
         flags_seen.setdefault(flag, word.line)
-        if flag == "--rampup-batch-size":
-            reading.values[flag] = Value(
-                " ".join(w.text or "?" for w in words[i + 1 : i + 4]), word.line
-            )
+        if flag == "--rampup-batch-size":  # three numbers: start, increment, samples
+            numbers = [w for a in args[n : n + 3] for w in a.stood][1:4]
+            reading.values[flag] = Value(" ".join(w.text or "?" for w in numbers), word.line)
         elif flag in SWITCHES:
             reading.values[flag] = Value(True, word.line)
-        elif flag in wanted:
-            if eq and word.text is None:  # --flag="$unknown"
-                reading.values[flag] = Value(None, word.line, None, word.why_unknown)
-            elif eq:
-                reading.values[flag] = Value.of_word(bash.Word(inline, word.line))
-            elif i + 1 < len(words):
-                reading.values[flag] = Value.of_word(words[i + 1])
+        elif flag in wanted and arg.value is not None:
+            value = arg.value
+            if len(arg.stood) == 1 and value.text is not None:  # --flag=V: read, no span
+                value = bash.Word(value.text, word.line)
+            reading.values[flag] = Value.of_word(value)
     reading.findings += typo_findings(
         flags_seen,
         list(FLAGS),

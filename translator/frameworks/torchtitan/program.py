@@ -16,6 +16,7 @@ import re
 from translator.errors import InputError
 from translator.files import read_text
 from translator.findings import finding
+from translator.frameworks.shared import flags
 from translator.frameworks.torchtitan import keys, rules
 from translator.frameworks.torchtitan.generation import TOML_FLAG
 from translator.plugin.findings import not_found
@@ -33,16 +34,16 @@ SOURCES = {
 
 def program(call: Call) -> Reading | None:
     """torchtitan's training from one launch command, or ``None`` when it runs none."""
-    flags = _flags(call.arguments)
-    if not PROGRAM.fullmatch(call.program) and TOML_FLAG not in flags:
+    given = _flags(call.arguments)
+    if not PROGRAM.fullmatch(call.program) and TOML_FLAG not in given:
         return None
     reading = Reading(call.path, rules.NAME, call.text)
-    toml = flags.pop(TOML_FLAG, None)
-    config = flags.get("config")
+    toml = given.pop(TOML_FLAG, None)
+    config = given.get("config")
     if toml is not None:
         _toml(reading, call, toml)
     seen = {}
-    for key, (flag, value) in flags.items():
+    for key, (flag, value) in given.items():
         seen[key] = flag.line
         if key in keys.DEFAULTS:
             before = reading.values.get(key)
@@ -110,28 +111,21 @@ def unknown_keys(reading: Reading) -> dict:
 
 
 def _flags(words: list[Word]) -> dict[str, tuple[Word, Value]]:
-    """``--section.key`` flags -> (the flag's word, its value), the last one winning."""
+    """``--section.key`` flags -> (the flag's word, its value), the last one winning; a flag
+    whose own word is not known (``--x=$Y``) is left to :func:`_opaque`."""
     out: dict[str, tuple[Word, Value]] = {}
-    i = 0
-    while i < len(words):
-        word, i = words[i], i + 1
-        text = word.text
-        if text is None or not text.startswith("--"):
+    for arg in flags.scan(words):
+        if arg.kind != "flag" or arg.word.text is None or arg.name is None:
             continue
-        name, eq, inline = text[2:].partition("=")
-        key = name.replace("-", "_")
+        key = arg.name.replace("-", "_")
         key = keys.ALIASES.get(key, key)
-        if eq:
-            start = None if word.span is None else word.span[1] - len(inline)
-            span = None if start is None else (start, word.span[1])  # type: ignore[index]
-            value = Value(_parse(inline), word.line, span)
-        elif i < len(words) and not (words[i].text or "").startswith("--"):
-            value, i = Value.of_word(words[i]), i + 1
-            value = Value(_parse(value.value), value.line, value.span, value.why_unknown)
+        if arg.value is None:
+            value = Value(True, arg.word.line)
         else:
-            value = Value(True, word.line)
+            read = Value.of_word(arg.value)
+            value = Value(_parse(read.value), read.line, read.span, read.why_unknown)
         out.pop(key, None)
-        out[key] = (word, value)
+        out[key] = (arg.word, value)
     return out
 
 
@@ -146,14 +140,13 @@ def _parse(value: object) -> object:
 
 
 def _opaque(words: list[Word]) -> list[str]:
-    """Unknown words that may hold flags of their own (``$EXTRA_ARGS``; not a flag's value)."""
-    out = []
-    for i, w in enumerate(words):
-        before = words[i - 1].text if i else None
-        after_flag = before is not None and before.startswith("--") and "=" not in before
-        if w.text is None and not w.absent and not after_flag:
-            out.append(f"line {w.line}: {w.why_unknown}")
-    return out
+    """Unknown words that may hold flags of their own (``$EXTRA_ARGS``, ``--x=$Y``; not a
+    flag's value)."""
+    return [
+        f"line {arg.word.line}: {arg.word.why_unknown}"
+        for arg in flags.scan(words)
+        if arg.word.text is None and not arg.word.absent
+    ]
 
 
 def _toml(reading: Reading, call: Call, named: tuple[Word, Value]) -> None:

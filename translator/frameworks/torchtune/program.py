@@ -267,7 +267,12 @@ def _world(reading: Reading, call: Call, options: list[Word], recipe: Word | Non
                 )
             )
         return
-    sizes = launchers.sizes([Word("torchrun", call.line), *options], {}, dict(call.environment))
+    sizes = launchers.sizes(
+        [Word("torchrun", call.line), *options],
+        {},
+        dict(call.environment),
+        known=launchers.LAUNCHERS,
+    )
     reading.launcher = "torchrun"
     for role, (flag, word) in sizes.words.items():
         reading.values[flag] = Value.of_word(word)
