@@ -327,3 +327,21 @@ def test_llamafactory_checkpoints_unless_disabled(tmp_path):
     path.write_text(text + "disable_gradient_checkpointing: true\n")
     code, data = estimate_json(path, "--world-size", 8)
     assert code == 0 and data["recompute"] == "none"
+
+
+@pytest.mark.parametrize(
+    "path, engine",
+    [
+        # the Trainer under DeepSpeed: the ZeRO stage of the JSON its --deepspeed names
+        ("fixtures/hf/jobs/torchrun_qwen_style.sh", {"framework": "hf", "deepspeed_zero_stage": 3}),
+        # Megatron's distributed optimizer shards as ZeRO 1 does, but no DeepSpeed runs
+        (
+            "fixtures/megatron/valid/llama3_8b_h100_dp8_distopt.sh",
+            {"framework": "megatron", "deepspeed_zero_stage": None},
+        ),
+    ],
+)
+def test_the_estimate_says_whose_engine_and_zero_stage_it_counts(path, engine):
+    code, out = estimate_json(ROOT / path, "--seq-len", 1024, "--world-size", 8)
+    assert code in (0, 1) and out["engine"] == engine
+    assert out["zero_stage"] == (3 if engine["deepspeed_zero_stage"] else 1)

@@ -96,6 +96,11 @@ class Layout:
     """What the overrides changed in the batch (``accumulation 32 → 16``)."""
     notes: list[str] = field(default_factory=list)
     """What the file holds that the estimate cannot use, and what it assumes."""
+    framework: str | None = None
+    """The framework whose file it is (None: a spec, or flags alone)."""
+    engines: dict[str, str] = field(default_factory=dict)
+    """Setting field -> the engine whose setting the file gives (``zero_stage`` ->
+    ``deepspeed``), where that is not the framework's own."""
 
 
 @dataclass
@@ -159,7 +164,16 @@ class Report:
             "fits": self.fits,
             "largest_fitting_micro_batch": self.largest_fitting,
             "findings": [f.as_dict() for f in self.findings],
+            "engine": self.engine(),
         }
+
+    def engine(self) -> dict:
+        """Whose code would run: ``{"framework": ..., "deepspeed_zero_stage": N or None}``, as
+        ``smoke`` and ``tune`` say it (the ZeRO stage where the file trains under DeepSpeed)."""
+        under = self.layout.engines.get("zero_stage")
+        framework = self.layout.framework
+        stage = self.run.zero_stage if "deepspeed" in (under, framework) else None
+        return {"framework": framework, "deepspeed_zero_stage": stage}
 
 
 # The layout --------------------------------------------------------------------------------
@@ -196,7 +210,7 @@ def layout_of_file(path: str, framework: str | None, flags: list[Flag]) -> Layou
         read = _spec_file(path)
     else:
         read = _framework_file(path, framework, given)
-    layout = Layout(_merged(read.base, given, path))
+    layout = Layout(_merged(read.base, given, path), framework=read.framework)
     layout.overrides = [
         Override(f, read.said[f.field])
         for f in given.values()
@@ -218,6 +232,8 @@ class _Read:
     """Spec values the file itself says (what an override replaces)."""
     settings: Settings
     """Its memory settings."""
+    framework: str | None = None
+    """Its framework (None: a spec)."""
 
 
 def _world_of_nodes(given: dict[str, Flag]) -> None:
@@ -281,7 +297,7 @@ def _framework_file(path: str, framework: str | None, given: dict[str, Flag]) ->
         settings += Settings(
             unused=(f"{reading.opaque[0]} may hold more settings, which the estimate cannot see",)
         )
-    return _Read(base, said, settings)
+    return _Read(base, said, settings, found.name)
 
 
 def _merged(base: dict, given: dict[str, Flag], path: str) -> BatchSpec:
@@ -358,6 +374,9 @@ def _apply_settings(layout: Layout, settings: Settings, flags: list[Flag]) -> No
                 layout.how[name] = frozenset().union(*(s.value for s in mine))  # type: ignore[arg-type]
                 layout.settings += mine
             continue
+        engines = {s.engine for s in mine if s.engine is not None}
+        if engines:
+            layout.engines[name] = engines.pop()
         flag = told.get(name)
         if flag is None and mine:
             layout.how[name] = mine[-1].value

@@ -242,6 +242,9 @@ class Setting:
     where: str
     """Where the file sets it: ``file:line`` and the key or flag (``ds.json:19
     zero_optimization.stage``)."""
+    engine: str | None = None
+    """The engine whose setting it is when that is not the file's own framework's (``deepspeed``
+    for the ZeRO stage of a DeepSpeed JSON, whoever names it); None: the file's own."""
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def memory_settings(reading: Reading) -> Settings:
     given, unused = [], []
     stage = zero.get("stage")
     if type(stage) is int and stage in (0, 1, 2, 3):
-        given.append(Setting("zero_stage", stage, where("zero_optimization.stage")))
+        given.append(Setting("zero_stage", stage, where("zero_optimization.stage"), engine=NAME))
     elif "stage" in zero:
         unused.append(f"{where('zero_optimization.stage')} is {stage!r}, not a ZeRO stage 0-3")
     for key, parts in OFFLOAD.items():
