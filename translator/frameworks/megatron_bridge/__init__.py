@@ -5,7 +5,7 @@ block: :mod:`.model`), which the smoke engine builds."""
 
 from pathlib import Path
 
-from translator.frameworks.megatron_bridge import model, program, rules, verdict
+from translator.frameworks.megatron_bridge import models, program, rules, verdict
 from translator.frameworks.megatron_bridge.codes import CODES
 from translator.plugin.contract import Engine, Framework
 
@@ -18,7 +18,7 @@ FRAMEWORK = Framework(
     interpret=rules.interpret,
     check=rules.check,
     loss_normalisation=rules.loss_normalisation,
-    named_model=model.named_model,
+    named_model=models.named_model,
     edits=rules.edits,
     insertion=rules.insertion,
     template=str(Path(__file__).with_name("megatron_bridge.yaml.j2")),
