@@ -562,19 +562,22 @@ def _outputs(fn, into: bool):
     )(fn)
 
 
-def render_each(spec, targets: Sequence, where: str, strict: bool = False) -> tuple[list, dict]:
+def render_each(
+    spec, targets: Sequence, where: str, strict: bool = False, slurm=None
+) -> tuple[list, dict]:
     """``(rendered, refused)``: ``spec`` rendered for each framework of ``targets`` that can
     take it, and why each other cannot (name -> the first error, naming ``where``, the file
     the batch came from). One framework asked for, every one refusing, or ``strict`` and any
     refusing: the errors are raised instead (exit 1). A spec that leaves the micro-batch open
-    is refused for all (exit 2)."""
+    is refused for all (exit 2). ``slurm``: the Slurm layout of the job converted
+    (:class:`~translator.node_lines.SlurmJob`), kept by each script written."""
     from translator.findings import located
     from translator.render import render
 
     rendered, refused, errors = [], {}, []
     for framework in targets:
         try:
-            rendered.append(render(spec, framework))
+            rendered.append(render(spec, framework, slurm))
         except ConfigError as exc:
             found = located(exc.findings, where)
             errors += found
