@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from translator import solve
+from translator.advice import factor
 from translator.errors import ConfigError, InputError
 from translator.files import reading_as
 from translator.findings import counted, finding
@@ -133,7 +134,7 @@ def _options(g: int, m: int | None, fields: dict, message: str, where: str):
     unit, per_rank = (dp, "micro × accumulation") if m is None else (m * dp, "accumulation")
     lr = "; ".join(
         f"global {x} ({per_rank} {x // unit}) needs the learning rate × "
-        f"{math.sqrt(x / g):.3g} for Adam (square root) or × {x / g:.3g} for SGD"
+        f"{factor(math.sqrt(x / g))} for Adam (square root) or × {factor(x / g)} for SGD"
         for x in solve.nearest_multiples(g, unit)
     )
     micros = [str(mm) for mm, _ in solve.decompositions(g, dp)] if g % dp == 0 else []
