@@ -67,9 +67,16 @@ def target_spec(
     v = old.values
     g = global_batch or v.get("global_batch_size")
     if g is None:
+        if v.get("world_size") is None:
+            raise InputError(
+                f"{old.reading.path}: the current global batch is not known (the file "
+                "does not say its world size); give --global-batch or --from-world-size"
+            )
+        why = [f.message for f in old.findings if f.severity == "warning"]
         raise InputError(
-            f"{old.reading.path}: the current global batch is not known (the file "
-            "does not say its world size); give --global-batch or --from-world-size"
+            f"{old.reading.path}: the current global batch is not known on its world "
+            f"{v['world_size']} ({'; '.join(dict.fromkeys(why)) or 'its batch keys are not set'})"
+            "; give --global-batch"
         )
     m = micro or v.get("micro_batch_size")
     if nodes is None and world is None:
