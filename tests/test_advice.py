@@ -80,3 +80,26 @@ def test_expert_grid_must_fit_the_world():
         global_batch_size=60, world_size=12, tensor_parallel_size=2, expert_parallel_size=8
     )
     assert codes(spec) == ["expert-grid"]
+
+
+def test_a_learning_rate_factor_near_one_is_never_shown_as_one(tmp_path):
+    """Global 1000 on 16 ranks of micro-batch 1: 1008 needs √1.008 ≈ 1.004 for Adam, which
+    three figures printed as "× 1" (an unchanged rate) before."""
+    from click.testing import CliRunner
+
+    from translator.advice import factor
+    from translator.cli import main
+
+    config = tmp_path / "ds.json"
+    config.write_text(
+        '{"train_batch_size": 1000, "train_micro_batch_size_per_gpu": 1, '
+        '"gradient_accumulation_steps": 125}'
+    )
+    args = ["update", str(config), "--world-size", "16", "--micro-batch", "1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert "global 1008 (accumulation 63) needs the learning rate × 1.004 for Adam" in (
+        result.stderr
+    )
+    assert "× 1 " not in result.stderr
+    assert (factor(1.0), factor(0.996), factor(1.00001)) == ("1", "0.996", "1.00001")

@@ -76,3 +76,22 @@ def test_a_document_too_deep_for_libyaml_is_refused_not_a_crash(text):
 
     with pytest.raises(InputError, match="x.yml"):
         load_yaml(text, "x.yml")
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [(["--", DIGITS], "its argument $1"), (["--env", f"MBS={DIGITS}"], "--env MBS")],
+)
+def test_a_number_of_5001_digits_given_to_a_script_is_one_line_exit_2(tmp_path, given, said):
+    """Given after -- or with --env, not written in the file (before: internal error)."""
+    path = tmp_path / "train.sh"
+    path.write_text(
+        "#!/bin/bash\nMBS=${MBS:-$1}\ntorchrun --nproc_per_node 8 train.py "
+        "--per_device_train_batch_size $MBS --output_dir o\n"
+    )
+    result = run("inspect", path, *given)
+    assert result.exit_code == 2, result.output
+    assert (
+        result.output.strip()
+        == f"batchspec: error: {path}: {said}: a number of 5001 digits; refused"
+    )

@@ -468,3 +468,24 @@ def test_a_variable_behind_two_overrides_is_still_refused(tmp_path):
     assert result.exit_code == 1
     assert "edit it by hand" in result.output or "also used by" in result.output
     assert path.read_text() == before
+
+
+def test_a_job_whose_batch_is_unknown_on_its_known_world_says_why(tmp_path):
+    """torchtitan's multinode_trainer.slurm style: 4 × 8 launched, the batch in a config
+    function batchspec cannot read; before, the error said the world was not known."""
+    from click.testing import CliRunner
+
+    from translator.cli import main
+
+    job = tmp_path / "multinode_trainer.slurm"
+    job.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks=4\n"
+        'MODULE=${MODULE:-"my_recipes.llama3"}\nCONFIG=${CONFIG:-"llama3_debugmodel"}\n'
+        "srun torchrun --nnodes 4 --nproc_per_node 8 --rdzv_backend c10d "
+        '--rdzv_endpoint "$head:29500" -m torchtitan.train --module ${MODULE} '
+        '--config ${CONFIG} "$@"\n'
+    )
+    result = CliRunner().invoke(main, ["update", str(job), "--world-size", "64"])
+    assert result.exit_code == 2
+    assert f"{job}: the current global batch is not known on its world 32 (" in result.stderr
+    assert "does not say its world size" not in result.stderr

@@ -81,6 +81,16 @@ def scaled_learning_rate(lr: float, scale: float, optimizer: str) -> float:
     return lr * (math.sqrt(scale) if optimizer == "adam" else scale)
 
 
+def factor(value: float) -> str:
+    """A factor on the learning rate, to three figures and never shown as ``1`` unless it is
+    (``1.004``, not ``1``, for the square root of 1008 / 1000)."""
+    for digits in range(3, 8):
+        text = f"{value:.{digits}g}"
+        if text != "1" or value == 1:
+            return text
+    return text
+
+
 def scaled_beta2(beta2: float, scale: float) -> float:
     """beta2 that keeps its half-life in tokens when the batch grows by ``scale``
     (Marek et al. 2025): beta2 ** scale."""

@@ -26,6 +26,10 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "the world size does not divide by tensor x pipeline x context parallel",
     ),
     "world-nodes-mismatch": ("error", "world_size disagrees with nodes x gpus_per_node"),
+    "slurm-layout-unknown": (
+        "error",
+        "the job runs under Slurm without saying its nodes or GPUs a node: no script can keep it",
+    ),
     "experts-not-divisible": (
         "error",
         "the number of experts does not divide by the expert-parallel size",

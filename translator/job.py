@@ -28,7 +28,7 @@ from translator.plugin.findings import not_found
 from translator.plugin.registry import FRAMEWORKS, by_claim_order
 from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call, Launch, Note, Reading, Source, Value, running_in
-from translator.shell import launchers
+from translator.shell import launchers, slurm
 from translator.shell.uses import PRINTERS, uses_of
 
 #: ``$1``...``${12}``: an argument a script reads.
@@ -232,6 +232,7 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
     reading.uses = uses_of(script)
     sizes = call.sizes
     reading.launcher = reading.launcher or sizes.launcher
+    reading.slurm = _slurm_at(call)
     own_world = reading.world_size is not None or reading.world_unknown is not None
     if sizes.hostfile is not None and sizes.hostfile.text is not None and not own_world:
         found, looked = call.locate(sizes.hostfile.text)
@@ -291,6 +292,14 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
                 where=call.path if note.line is None else f"{call.path}:{note.line}",
             )
         )
+
+
+def _slurm_at(call: Call) -> str | None:
+    """Where the job shows that Slurm runs it: the ``srun`` that starts its launcher, else the
+    script's first ``#SBATCH`` line; ``None`` when neither does."""
+    run = next((w for w in call.split.launch if (w.text or "").rsplit("/", 1)[-1] == "srun"), None)
+    line = run.line if run is not None else slurm.sbatch_line(call.text)
+    return None if line is None else f"{call.path}:{line}"
 
 
 def _launcher_end(call: Call) -> int | None:

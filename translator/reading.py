@@ -166,6 +166,10 @@ class Reading:
     launcher_config: Reading | None = None
     """The launcher's own config file the job runs with (accelerate's ``--config_file``), read
     by its framework, so that ``update`` moves it with the job."""
+    slurm: str | None = None
+    """Where a job shows that Slurm runs it (``job.sh:2``: its first ``#SBATCH`` line, or the
+    ``srun`` that starts its launcher), so that a job converted from it keeps the scheduler;
+    ``None`` for a config, or a job nothing says Slurm runs."""
 
     def where(self, key: str) -> str:
         """``path:line`` of a key, or just ``path``."""

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from translator import solve
 from translator.errors import ConfigError, InputError, RenderError
-from translator.findings import Finding, has_errors
+from translator.findings import Finding, finding, has_errors
+from translator.node_lines import SlurmJob
 from translator.plugin.contract import Framework
 from translator.reading import Launch
 from translator.spec import BatchSpec
@@ -81,13 +82,29 @@ def require_decided(spec: BatchSpec) -> None:
         )
 
 
-def render(spec: BatchSpec, framework: Framework) -> Rendered:
-    """Render ``spec`` for ``framework``, then read the output back; it must give the same spec."""
+def render(spec: BatchSpec, framework: Framework, slurm: SlurmJob | None = None) -> Rendered:
+    """Render ``spec`` for ``framework``, then read the output back; it must give the same spec.
+    ``slurm``: the Slurm layout of the job the spec came from, which the template writes in its
+    launcher's terms (a shell script's ``#SBATCH`` lines and ``srun``; the template's ``slurm``,
+    ``None`` for a job Slurm does not run)."""
     require_decided(spec)
     findings = framework.check(spec)
+    if slurm is not None and slurm.unknown() is not None:
+        if framework.filename.endswith(".sh"):
+            findings.append(
+                finding(
+                    "slurm-layout-unknown",
+                    f"{framework.filename} cannot keep the job's Slurm layout: {slurm.unknown()}",
+                    hint="add #SBATCH --nodes=N and --gpus-per-node=G to the job's #SBATCH "
+                    "lines, or give --world-size with --nproc-per-node",
+                    where=slurm.at,
+                )
+            )
+        slurm = None
     if has_errors(findings):
         raise ConfigError([f for f in findings if f.severity == "error"])
-    text = render_template(framework.template, framework.context(spec))
+    context = framework.context(spec) | {"slurm": slurm}
+    text = render_template(framework.template, context)
     read_back, _ = framework.interpret(framework.read(text, framework.filename), Launch.of(spec))
     wrong = {
         key: (value, getattr(spec, key))

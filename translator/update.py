@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from translator import solve
+from translator.advice import factor
 from translator.errors import ConfigError, InputError
 from translator.files import reading_as
 from translator.findings import counted, finding
@@ -67,9 +68,16 @@ def target_spec(
     v = old.values
     g = global_batch or v.get("global_batch_size")
     if g is None:
+        if v.get("world_size") is None:
+            raise InputError(
+                f"{old.reading.path}: the current global batch is not known (the file "
+                "does not say its world size); give --global-batch or --from-world-size"
+            )
+        why = [f.message for f in old.findings if f.severity == "warning"]
         raise InputError(
-            f"{old.reading.path}: the current global batch is not known (the file "
-            "does not say its world size); give --global-batch or --from-world-size"
+            f"{old.reading.path}: the current global batch is not known on its world "
+            f"{v['world_size']} ({'; '.join(dict.fromkeys(why)) or 'its batch keys are not set'})"
+            "; give --global-batch"
         )
     m = micro or v.get("micro_batch_size")
     if nodes is None and world is None:
@@ -134,7 +142,7 @@ def _options(g: int, m: int | None, fields: dict, message: str, where: str):
     unit, per_rank = (dp, "micro × accumulation") if m is None else (m * dp, "accumulation")
     lr = "; ".join(
         f"global {x} ({per_rank} {x // unit}) needs the learning rate × "
-        f"{math.sqrt(x / g):.3g} for Adam (square root) or × {x / g:.3g} for SGD"
+        f"{factor(math.sqrt(x / g))} for Adam (square root) or × {factor(x / g)} for SGD"
         for x in solve.nearest_multiples(g, unit)
     )
     micros = [str(mm) for mm, _ in solve.decompositions(g, dp)] if g % dp == 0 else []

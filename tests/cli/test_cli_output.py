@@ -374,3 +374,24 @@ def test_axolotls_import_chatter_is_silent_unless_debug(tmp_path):
     assert debug.returncode == 0
     assert json.loads(debug.stdout)["files"][0]["findings"][-1]["code"] == "framework-accepts"
     assert debug.stderr.strip()  # the chatter was there to silence
+
+
+def test_an_error_in_a_shared_deepspeed_json_is_printed_whole_once(tmp_path, monkeypatch):
+    """Two Axolotl configs name one DeepSpeed JSON with a duplicate key: its error is said in
+    full once (under the JSON), and under each config that reads it as one line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ds.json").write_text(
+        '{\n  "train_micro_batch_size_per_gpu": 2,\n  "gradient_accumulation_steps": 4,\n'
+        '  "gradient_accumulation_steps": 2\n}\n'
+    )
+    for name in ("sft.yml", "dpo.yml"):
+        (tmp_path / name).write_text(
+            "base_model: m\nmicro_batch_size: 2\ngradient_accumulation_steps: 2\n"
+            "deepspeed: ds.json\n"
+        )
+    args = ["validate", "--skip-other-files", "--quiet", "--world-size", "8"]
+    result = run(*args, "ds.json", "sft.yml", "dpo.yml")
+    assert result.exit_code == 1
+    assert result.stdout.count("is set twice") == 1
+    assert result.stdout.count("error: duplicate-key") == 3
+    assert result.stdout.count(": as above\n") == 2

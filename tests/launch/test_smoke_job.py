@@ -142,3 +142,39 @@ def test_on_fewer_processes_the_arguments_files_batch_is_kept_too(tmp_path, monk
     assert (prepared.spec.global_batch_size, prepared.spec.gradient_accumulation_steps) == (128, 16)
     assert "gradient_accumulation_steps: 16" in prepared.config_text
     assert "deepspeed: deepspeed.json" in prepared.config_text
+
+
+def test_the_dry_runs_text_says_it_runs_deepspeed_and_writes_its_json(tmp_path, monkeypatch):
+    """The accelerate YAML points at a DeepSpeed JSON: the text of --dry-run names the engine
+    and the JSON the run is handed (before: only spec.json and the Trainer's YAML, as DDP)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ds.json").write_text(
+        '{"zero_optimization": {"stage": 2}, "gradient_accumulation_steps": "auto"}'
+    )
+    (tmp_path / "acc.yaml").write_text(
+        "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n"
+        "num_machines: 1\nnum_processes: 2\n"
+    )
+    (tmp_path / "job.sh").write_text(f"accelerate launch --config_file acc.yaml {TRAIN}\n")
+    result = CliRunner().invoke(main, ["smoke", "job.sh", "--dry-run", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "# engine: hf (DeepSpeed ZeRO-2)"
+    assert lines[1].startswith("# would write ") and lines[1].endswith("/deepspeed.json")
+
+
+def test_a_job_that_writes_its_global_batch_keeps_it_on_fewer_processes(tmp_path, monkeypatch):
+    """Megatron writes the global batch, not the accumulation: smoked on 2 of its 4 processes
+    it runs global 64 (before: its accumulation was written at the job's world, global 128
+    on 2, said to keep the global batch)."""
+    out = dry(
+        tmp_path,
+        monkeypatch,
+        "torchrun --nproc_per_node 4 pretrain_gpt.py --micro-batch-size 2 "
+        "--global-batch-size 64 --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+        "--seq-length 64 --max-position-embeddings 64 --vocab-size 128\n",
+        "--nproc-per-node",
+        "2",
+    )
+    assert (out["global_batch_size"], out["world_size"]) == (64, 2)
+    assert (out["micro_batch_size"], out["gradient_accumulation_steps"]) == (2, 16)

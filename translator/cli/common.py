@@ -307,7 +307,9 @@ def asked(key: str, default=None):
 class FindingsPrinter:
     """Prints findings as lines, those below ``--min-severity`` left out. An info said
     identically of several of ``files`` (the findings of each file) is printed once, under the
-    first, with the number of files."""
+    first, with the number of files; a warning or error about one place said again (a
+    DeepSpeed JSON's own error, under each job that uses it) is printed whole once, and after
+    that as one line that says so."""
 
     def __init__(self, files: Sequence[Sequence[Finding]] = ()):
         self.least = SEVERITIES.index(asked(LEAST, "info"))
@@ -325,6 +327,12 @@ class FindingsPrinter:
                     continue
                 self.printed.add(key)
                 where = f" ({self.files_with[key]} files)"
+            place = _place(f)
+            if place in self.printed:
+                click.echo(printable(f"{f.severity}: {f.code}{where}: as above"), err=err)
+                continue
+            if place is not None:
+                self.printed.add(place)
             click.echo(printable(f"{f.severity}: {f.code}{where}: {f.message}"), err=err)
             if f.hint:
                 click.echo(printable(f"  fix: {f.hint}"), err=err)
@@ -334,6 +342,17 @@ def _same(f: Finding) -> tuple | None:
     """What makes infos about different files the same info; None for a warning or error,
     each of which is printed where it is."""
     return (f.code, f.message, f.hint) if f.severity == "info" else None
+
+
+def _place(f: Finding) -> tuple | None:
+    """What makes a warning or error the same one again: its words at the same place (the
+    file resolved, so ``ds.json:3`` and its absolute path are one); None for an info or a
+    finding that names no place."""
+    if f.severity == "info" or not f.where:
+        return None
+    path, colon, line = f.where.rpartition(":")
+    path, line = (path, line) if colon and line.isdigit() else (f.where, "")
+    return (f.code, f.message, f.hint, os.path.realpath(path), line)
 
 
 def print_findings(findings: Sequence[Finding], err: bool = False) -> None:
@@ -562,19 +581,22 @@ def _outputs(fn, into: bool):
     )(fn)
 
 
-def render_each(spec, targets: Sequence, where: str, strict: bool = False) -> tuple[list, dict]:
+def render_each(
+    spec, targets: Sequence, where: str, strict: bool = False, slurm=None
+) -> tuple[list, dict]:
     """``(rendered, refused)``: ``spec`` rendered for each framework of ``targets`` that can
     take it, and why each other cannot (name -> the first error, naming ``where``, the file
     the batch came from). One framework asked for, every one refusing, or ``strict`` and any
     refusing: the errors are raised instead (exit 1). A spec that leaves the micro-batch open
-    is refused for all (exit 2)."""
+    is refused for all (exit 2). ``slurm``: the Slurm layout of the job converted
+    (:class:`~translator.node_lines.SlurmJob`), kept by each script written."""
     from translator.findings import located
     from translator.render import render
 
     rendered, refused, errors = [], {}, []
     for framework in targets:
         try:
-            rendered.append(render(spec, framework))
+            rendered.append(render(spec, framework, slurm))
         except ConfigError as exc:
             found = located(exc.findings, where)
             errors += found

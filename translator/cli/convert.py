@@ -36,6 +36,8 @@ def convert(
     """Read FILE (any framework's config, or a job's launch script), then render its batch for
     the --to frameworks.
 
+    A job Slurm runs (#SBATCH lines, srun) is converted into shell scripts that Slurm runs
+    alike: its nodes and GPUs a node as #SBATCH lines, srun starting the launcher on each node.
     All files are written or none, and no existing file is replaced without --force. With
     --into the batch keys go into configs you already have instead, every other byte kept as
     update keeps it (a folder: each of its configs a --to framework claims).
@@ -46,6 +48,7 @@ def convert(
     """
     from translator.errors import InputError
     from translator.inspection import inspect_file
+    from translator.node_lines import SlurmJob
     from translator.plugin.registry import get_many
 
     if (out_dir is None) == (into is None):
@@ -57,7 +60,9 @@ def convert(
         write_into(as_json, spec, frameworks, into, strict, inspection.findings)
         return
     assert out_dir is not None
-    rendered, refused = render_each(spec, frameworks, file, strict)
+    at = inspection.reading.slurm
+    slurm = None if at is None else SlurmJob(spec.nodes, spec.gpus_per_node, at)
+    rendered, refused = render_each(spec, frameworks, file, strict, slurm)
     write_rendered(
         as_json, inspection.output(), rendered, out_dir, force, inspection.findings, refused
     )

@@ -185,10 +185,14 @@ def _dry_run(prepared, launcher, as_json) -> None:
     print_findings(prepared.findings, err=True)
     import shlex
 
+    from translator.launch.smoke import engine_words
+
     plan = prepared.plan
-    names = [f"{plan.workdir}/spec.json", f"{plan.workdir}/{plan.config_name}"]
+    names = [f"{plan.workdir}/{name}" for name in ("spec.json", plan.config_name)]
+    names += [f"{plan.workdir}/{name}" for name in prepared.partner_files]
     names = list(dict.fromkeys(names + ([str(plan.model_config)] if plan.model_config else [])))
     listed = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
+    click.echo(f"# engine: {engine_words(out['engine'])}")
     click.echo(f"# would write {listed}")
     if not out["files"]:
         click.echo(shlex.join(out["command"]))

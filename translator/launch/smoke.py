@@ -198,16 +198,7 @@ def on_world(path: str, nproc: int | None, nnodes: int, micro: int | None = None
     if old is None or (old.world == world and micro in (None, old.micro)):
         return inspect_reading(*read_file(path), Launch(world_size=world)), nproc
     try:
-        new = kept_global(old, world, path, micro)
-        # The batch keys edited, the job's own world kept: the run launches its own world
-        fields = old.model_dump() | {
-            "global_batch_size": None,
-            "micro_batch_size": new.micro,
-            "gradient_accumulation_steps": new.accumulation,
-            "data_parallel_size": None,
-        }
-        edited = _edited(chosen, path, BatchSpec.model_validate(fields))
-        found = inspect_reading(*edited, Launch(world_size=world))
+        found = _kept_on(chosen, path, old, kept_global(old, world, path, micro))
         kept = "the accumulation re-solved to keep the global batch"
     except BatchspecError as exc:
         if micro is not None:
@@ -228,6 +219,44 @@ def on_world(path: str, nproc: int | None, nnodes: int, micro: int | None = None
             )
         )
     return found, nproc
+
+
+def _kept_on(chosen: Framework, path: str, old: BatchSpec, new: BatchSpec):
+    """The job at ``path`` edited so that, read on ``new``'s world, it runs ``new``'s batch.
+    The batch keys are edited with the job's own world kept (the run launches its own world):
+    a framework that writes the accumulation takes ``new``'s accumulation, one that writes the
+    global batch (torchtitan, Megatron) ``new``'s global batch over its micro-batch; the edit
+    whose reading gives ``new`` is taken, else an input error says none does."""
+    from translator.errors import BatchspecError, InputError
+    from translator.inspection import inspect_reading
+
+    fields = old.model_dump() | {"micro_batch_size": new.micro, "data_parallel_size": None}
+    tries = [fields | {"global_batch_size": None, "gradient_accumulation_steps": new.accumulation}]
+    if new.global_batch % (new.micro * old.data_parallel) == 0:
+        tries.append(
+            fields | {"global_batch_size": new.global_batch, "gradient_accumulation_steps": None}
+        )
+    for one in tries:
+        try:
+            edited = _edited(chosen, path, BatchSpec.model_validate(one))
+        except (BatchspecError, ValueError):
+            continue
+        found = inspect_reading(*edited, Launch(world_size=new.world))
+        ran = found.spec
+        if (
+            ran is not None
+            and ran.is_decided
+            and (ran.global_batch, ran.micro)
+            == (
+                new.global_batch,
+                new.micro,
+            )
+        ):
+            return found
+    raise InputError(
+        f"{path}: no edit of its batch keys runs global {new.global_batch} with micro-batch "
+        f"{new.micro} on {new.world} processes"
+    )
 
 
 def _edited(chosen: Framework, path: str, spec: BatchSpec) -> tuple[Framework, Reading]:

@@ -227,6 +227,10 @@ def parse(
     statements bash cannot parse (a template's ``<Specify path>``) are read as unknown, with
     a note."""
     refuse_long_numbers(text, where)
+    for i, arg in enumerate(args or [], 1):
+        refuse_long_numbers(arg, f"{where}: its argument ${i}", line=False)
+    for name, value in (environment or {}).items():
+        refuse_long_numbers(value, f"{where}: --env {name}", line=False)
     try:
         reader = Reader(where, 20 * len(text) + 10_000, args, environment, opener, not_known)
         return reader.read(text)

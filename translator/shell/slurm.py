@@ -57,7 +57,8 @@ def sbatch_variables(text: str, env: Env, spans: bool = True) -> bool:
     pos = 0
     found = False
     given: dict[str, Piece] = {}
-    for line in text.splitlines(keepends=True):
+    lines: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(keepends=True), 1):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             break
@@ -67,9 +68,21 @@ def sbatch_variables(text: str, env: Env, spans: bool = True) -> bool:
             rest, at = m.group(1), pos + m.start(1)
             for opt in STARTS.finditer(rest):  # a line may hold several options
                 _option(rest[opt.start() :], at + opt.start() if spans else None, given)
+            lines |= dict.fromkeys(given.keys() - lines.keys(), number)
         pos += len(line)
-    _set(env, given)
+    _set(env, given, lines)
     return found
+
+
+def sbatch_line(text: str) -> int | None:
+    """The line of a script's first ``#SBATCH`` line before its first command, if any."""
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return None
+        if re.match(r"\s*#SBATCH\s", line):
+            return number
+    return None
 
 
 def option_variables(words: list[Word], env: Env) -> None:
@@ -154,9 +167,11 @@ def _option(rest: str, at: int | None, given: dict[str, Piece]) -> None:
         given[name] = piece
 
 
-def _set(env: Env, given: dict[str, Piece]) -> None:
+def _set(env: Env, given: dict[str, Piece], lines: dict[str, int] | None = None) -> None:
     """Set ``given`` in ``env``, with the task count nodes × tasks per node when no
-    ``--ntasks`` gives it (computed: no literal to edit)."""
+    ``--ntasks`` gives it (computed: no literal to edit); ``lines``: the ``#SBATCH`` line
+    each comes from, where known (the task count: the nodes' line)."""
+    lines = dict(lines or {})
     nodes, per_node = given.get("SLURM_NNODES"), given.get("SLURM_NTASKS_PER_NODE")
     if "SLURM_NTASKS" not in given and nodes is not None and per_node is not None:
         if nodes.text is None or per_node.text is None:
@@ -165,5 +180,8 @@ def _set(env: Env, given: dict[str, Piece]) -> None:
             total = int(nodes.text) * int(per_node.text)
             piece = Piece(str(total), None, None, merge_sources([nodes, per_node]))
         given = {**given, "SLURM_NTASKS": piece, "SLURM_NPROCS": piece}
+        if "SLURM_NNODES" in lines:
+            lines |= dict.fromkeys(("SLURM_NTASKS", "SLURM_NPROCS"), lines["SLURM_NNODES"])
     for name, piece in given.items():
-        env.set(name, Var(((piece,),)))
+        line = lines.get(name)
+        env.set(name, Var(((piece,),), lines=() if line is None else (line,)))

@@ -146,12 +146,13 @@ MAX_DIGITS = 1000
 _LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
 
 
-def refuse_long_numbers(text: str, where: str) -> None:
-    """An :class:`InputError` naming the line of a number longer than :data:`MAX_DIGITS`."""
+def refuse_long_numbers(text: str, where: str, line: bool = True) -> None:
+    """An :class:`InputError` naming the line (``line``; else ``where`` alone: a value given
+    on the command line) of a number longer than :data:`MAX_DIGITS`."""
     found = _LONG_NUMBER.search(text)
     if found is not None:
-        line = text.count("\n", 0, found.start()) + 1
-        raise InputError(f"{where}:{line}: a number of {len(found.group())} digits; refused")
+        at = f":{text.count(chr(10), 0, found.start()) + 1}" if line else ""
+        raise InputError(f"{where}{at}: a number of {len(found.group())} digits; refused")
 
 
 #: A name right after a ``$`` that tree-sitter-bash left as text.
