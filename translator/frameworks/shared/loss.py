@@ -5,6 +5,7 @@ several (``smoke --parity`` shows it; each framework says when it applies and wh
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 
 from translator.findings import Finding, finding
@@ -36,6 +37,7 @@ def per_micro_batch(spec: BatchSpec | None, how: str, fix: str, where: str) -> l
     ]
 
 
+@functools.cache
 def version(package: str) -> tuple[int, ...] | None:
     """The installed release of ``package`` as numbers (``(4, 45, 2)``), without importing
     it; None when it is not installed."""

@@ -13,6 +13,7 @@ the file's own keys do. Nothing here imports torchtune.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import re
 
@@ -61,8 +62,10 @@ TENSOR_PARALLEL = {
 }
 
 
+@functools.cache
 def installed() -> str | None:
-    """The installed torchtune's version, or None when it is not installed."""
+    """The installed torchtune's version, or None when it is not installed (asked once: a
+    distribution lookup costs more than reading a config)."""
     try:
         return importlib.metadata.version("torchtune")
     except importlib.metadata.PackageNotFoundError:

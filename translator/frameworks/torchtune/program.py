@@ -170,7 +170,7 @@ def _take_file(reading: Reading, found: Path, where: str) -> str | None:
         return f"unknown: {found} does not read as a torchtune config"
     reading.take(inner.values, str(found), rules.KEYS)
     reading.findings += inner.findings
-    data = yaml.safe_load(inner.text)
+    data = parsing.load_yaml(inner.text, str(found)).data
     if isinstance(data, dict) and isinstance(data.get("model"), dict):
         reading.model_settings = (str(found), {"model": dict(data["model"])})
     return None
