@@ -289,6 +289,30 @@ def test_an_hf_deepspeed_job_is_tuned_on_its_own_processes_under_deepspeed(tmp_p
     assert f"--per_device_train_batch_size {pick} " in job.read_text() or pick == 1
 
 
+def test_a_probe_edits_the_deepspeed_json_that_writes_the_batch_with_the_job(tmp_path, monkeypatch):
+    """A job whose DeepSpeed JSON writes the batch (not "auto"): a probe's micro-batch goes
+    into the JSON the engine is handed as into the launch line, as update edits both; before,
+    the JSON kept micro 1 × accumulation 2 and the Trainer refused the probe as a mismatch."""
+    from translator.launch.smoke import _engine_config, on_world
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "zero2.json").write_text(
+        '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 1, '
+        '"gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}'
+    )
+    (tmp_path / "job.sh").write_text(HF_DEEPSPEED_JOB)
+    probe, nproc = on_world("job.sh", None, 1, micro=2)
+    assert nproc == 2 and (probe.spec.micro, probe.spec.accumulation) == (2, 1)
+    assert [f.code for f in probe.findings if f.severity == "error"] == []
+    _, _, partners, _ = _engine_config("hf", "hf", "", probe.spec, probe)
+    handed = json.loads(partners["deepspeed.json"])
+    assert (handed["train_micro_batch_size_per_gpu"], handed["gradient_accumulation_steps"]) == (
+        2,
+        1,
+    )
+    assert 'train_micro_batch_size_per_gpu": 1' in (tmp_path / "zero2.json").read_text()
+
+
 def test_write_is_for_a_config_or_a_job_not_a_spec(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SEQ64)

@@ -260,19 +260,24 @@ def _kept_on(chosen: Framework, path: str, old: BatchSpec, new: BatchSpec):
 
 
 def _edited(chosen: Framework, path: str, spec: BatchSpec) -> tuple[Framework, Reading]:
-    """``(framework, reading)`` of ``path`` with ``spec``'s batch values: its text edited as
-    ``update`` edits it, or, for a job whose engine runs the config its reading gives
+    """``(framework, reading)`` of ``path`` with ``spec``'s batch values: its text and the other
+    files of its job (a DeepSpeed JSON that writes the batch) edited as ``update`` edits them
+    and read as edited (nothing is written), or, for a job whose engine runs the config its reading gives
     (``job_config``) and whose values stand where ``update`` does not edit (an arguments
     file), the reading's values set."""
     from translator.errors import BatchspecError
+    from translator.files import reading_as
     from translator.inspection import read_file
     from translator.job import read_job
     from translator.reading import Value
     from translator.update import apply
+    from translator.update_files import other_files
 
     again = read_file(path)[1]
+    elsewhere: dict[str, dict[str, object]] = {}
     try:
-        text, _ = apply(chosen, again, spec)
+        text, _ = apply(chosen, again, spec, elsewhere)
+        others = other_files(chosen, again, spec, elsewhere)
     except BatchspecError:
         if again.launcher is None or chosen.job_config is None:
             raise
@@ -281,9 +286,10 @@ def _edited(chosen: Framework, path: str, spec: BatchSpec) -> tuple[Framework, R
             line, file = (v.line, v.file) if v is not None else (None, None)
             again.values[key] = Value(value, line, None, None, file)
         return chosen, again
-    if again.launcher is not None:
-        return read_job(text, path, None, chosen.name)
-    return chosen, chosen.read(text, path)
+    with reading_as({other.path: other.text for other in others}):
+        if again.launcher is not None:
+            return read_job(text, path, None, chosen.name)
+        return chosen, chosen.read(text, path)
 
 
 def kept_global(
