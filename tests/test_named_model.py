@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from translator.cli import main
+from translator.inspection import inspect_file
 from translator.memory import PRESETS
 
 #: The tiny Llama of issue 27 (2 layers × 64, 4 heads, 2 KV heads, FFN 172, vocab 512).
@@ -131,6 +132,54 @@ def test_megatron_flags_without_a_vocabulary_leave_it_unknown(tmp_path):
     )
     model = model_of(job)
     assert model["parameters"] is None and "--vocab-size" in model["why"]
+
+
+#: Mixtures of experts as their published config.json files write them (the keys that count).
+MOE_CONFIGS = {
+    "Qwen3-30B-A3B": {"model_type": "qwen3_moe", "num_experts": 128, "moe_intermediate_size": 768},
+    "Mixtral-8x7B": {"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2},
+    "DeepSeek-V2-Lite": {"model_type": "deepseek_v2", "n_routed_experts": 64},
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOE_CONFIGS))
+def test_a_mixture_of_experts_is_not_counted_as_its_dense_twin(tmp_path, name):
+    """Counted from its dense keys, Qwen3-30B-A3B was 3,340,449,792 parameters (it has about
+    30.5 billion): unknown is never a number. Its heads still split as a dense model's."""
+    config = LLAMA_8B | MOE_CONFIGS[name]
+    folder_with(tmp_path, "moe", config)
+    (tmp_path / "ax.yml").write_text("base_model: ./moe\nmicro_batch_size: 1\n")
+    model = model_of(tmp_path / "ax.yml")
+    assert model["parameters"] is None
+    assert "a mixture of experts" in model["why"] and "--model-config" in model["why"]
+    parts = inspect_file(str(tmp_path / "ax.yml")).model.parts
+    assert (parts.layers, parts.heads, parts.kv_heads) == (32, 32, 8)
+    given = run("estimate", tmp_path / "ax.yml", "--world-size", 6, "--seq-len", 128)
+    assert given.exit_code == 2 and "a mixture of experts" in given.output
+    dense = {k: v for k, v in config.items() if k not in MOE_CONFIGS[name]}
+    folder_with(tmp_path, "dense", dense)
+    (tmp_path / "ax.yml").write_text("base_model: ./dense\nmicro_batch_size: 1\n")
+    assert model_of(tmp_path / "ax.yml")["parameters"] == 8_030_261_248
+
+
+def test_megatron_flags_of_a_mixture_of_experts_are_not_counted(tmp_path):
+    """A Mixtral 8x7B written as Megatron flags was counted as Mistral 7B (7,241,732,096)."""
+    job = tmp_path / "pretrain.sh"
+    job.write_text(
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+        "--num-attention-heads 32 --group-query-attention --num-query-groups 8 "
+        "--ffn-hidden-size 14336 --vocab-size 32000 --swiglu --disable-bias-linear "
+        "--untie-embeddings-and-output-weights --num-experts 8 --moe-router-topk 2 "
+        "--expert-model-parallel-size 8 --micro-batch-size 1 --global-batch-size 64\n"
+    )
+    model = model_of(job)
+    assert model["parameters"] is None and "--num-experts 8" in model["why"]
+    three = job.read_text().replace("--nproc_per_node 8", "--nproc_per_node 6")
+    job.write_text(three.replace("--expert-model-", "--tensor-model-").replace("size 8", "size 3"))
+    result = run("inspect", job, "--json")
+    assert "model-tensor-heads" in [f["code"] for f in json.loads(result.stdout)["findings"]]
+    job.write_text(job.read_text().replace("--num-experts 8 ", "--num-experts 1 "))
+    assert model_of(job)["parameters"] == 7_241_732_096
 
 
 def test_an_hf_job_names_its_model_by_flag(tmp_path):

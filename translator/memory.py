@@ -143,10 +143,60 @@ def read_hf_config(path: str) -> Model:
     return hf_shape(data, path, Path(path).name)
 
 
+#: The keys that give a mixture of experts' expert count: transformers' configs (Qwen-MoE,
+#: Mixtral, DeepSeek, OLMoE), megatron-core's and NeMo's ``num_moe_experts``, litgpt's.
+EXPERT_KEYS = (
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "moe_num_experts",
+    "num_moe_experts",
+    "n_expert",
+)
+
+
+def experts_in(data: dict) -> str | None:
+    """``key N`` where ``data`` describes a mixture of experts (one of :data:`EXPERT_KEYS`
+    above 1); None for a dense model."""
+    for key in EXPERT_KEYS:
+        value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            return f"{key} {value}"
+    return None
+
+
+def not_counted_moe(where: str, experts: str) -> str:
+    """Why a mixture of experts has no count: counted as its dense twin it would be several
+    times too small (a Mixtral 8x7B as a 7B)."""
+    return (
+        f"{where}: a mixture of experts ({experts}), which batchspec does not count (its "
+        "experts, router and expert-parallel split); give --model-config with a dense model's "
+        "config.json, or --model tiny"
+    )
+
+
+class MixtureOfExperts(InputError):
+    """A config of a mixture of experts: no count, but its layers and heads (:attr:`dense`)
+    still split as a dense model's do."""
+
+    def __init__(self, message: str, dense: Model):
+        super().__init__(message)
+        self.dense = dense
+
+
 def hf_shape(data: dict, where: str, name: str) -> Model:
     """A model from a config's Hugging Face keys (a ``config.json``, or nanotron's
-    ``model_config``); ``where`` names it in errors."""
+    ``model_config``); ``where`` names it in errors. A mixture of experts is refused
+    (:class:`MixtureOfExperts`)."""
     data = data.get("text_config", data) if isinstance(data.get("text_config"), dict) else data
+    model = _dense_shape(data, where, name)
+    experts = experts_in(data)
+    if experts is not None:
+        raise MixtureOfExperts(not_counted_moe(where, experts), model)
+    return model
+
+
+def _dense_shape(data: dict, where: str, name: str) -> Model:
 
     def first(*keys, default=None):
         for key in keys:

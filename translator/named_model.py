@@ -21,7 +21,7 @@ from pathlib import Path
 
 from translator import coded_models, parsing
 from translator.errors import InputError
-from translator.memory import Model, hf_shape, read_hf_config
+from translator.memory import MixtureOfExperts, Model, hf_shape, not_counted_moe, read_hf_config
 from translator.model_split import ModelParts
 from translator.reading import Reading
 
@@ -287,6 +287,8 @@ def _carried(config: dict, where: str, framework: str) -> NamedModel:
         config = filled
     try:
         model = hf_shape(config, where, where)
+    except MixtureOfExperts as exc:
+        return NamedModel(named, None, None, None, str(exc), _dense_parts(exc, named))
     except InputError as exc:
         return NamedModel(named, None, None, None, f"{exc}; give --model-config")
     return NamedModel(named, where, architecture, model)
@@ -305,9 +307,19 @@ def _by_name(name: str, named: str, near: Path) -> NamedModel:
         )
     try:
         model, architecture = config_json(path)
+    except MixtureOfExperts as exc:
+        parts = _dense_parts(exc, f"{named} {name}")
+        return NamedModel(f"{named} {name}", str(path), None, None, str(exc), parts)
     except InputError as exc:
         return NamedModel(f"{named} {name}", str(path), None, None, str(exc))
     return NamedModel(f"{named} {name}", str(path), architecture, model)
+
+
+def _dense_parts(exc: MixtureOfExperts, named: str) -> ModelParts:
+    """What tensor and pipeline parallelism split of a mixture of experts: its attention's
+    heads and its layers, as a dense model's."""
+    m = exc.dense
+    return ModelParts(m.layers, m.heads, m.kv_heads, named)
 
 
 #: Megatron's flags for a GPT's shape.
@@ -362,6 +374,11 @@ def _from_flags(reading: Reading) -> NamedModel | None:
             f"{', '.join(missing)} not given as numbers (the vocabulary may come from the "
             "tokenizer); give --model-config",
             partial,
+        )
+    experts = given.get("--num-experts")
+    if experts is not None and experts.isdigit() and int(experts) > 1:
+        return NamedModel(
+            named, None, None, None, not_counted_moe(named, f"--num-experts {experts}"), partial
         )
     gated = "--swiglu" in given
     hidden = sizes["hidden"]

@@ -47,6 +47,9 @@ def test_what_the_job_does_not_fix_is_unknown_with_why(tmp_path):
     moe = tmp_path / "moe.sh"
     moe.write_text("python run_recipe.py --recipe qwen3_30b_a3b_pretrain_config\n")
     assert "--model-config" in model_of(moe)["why"]
+    experts = model_of(runner(tmp_path, "model.num_moe_experts=8"))
+    assert experts["parameters"] is None, "a dense recipe made a mixture of experts"
+    assert "model.num_moe_experts 8: a mixture of experts" in experts["why"]
 
 
 def test_a_wrong_shape_counts_differently(tmp_path):

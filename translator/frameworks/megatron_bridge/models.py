@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from translator.frameworks.megatron_bridge import rules
-from translator.memory import Model, hf_shape
+from translator.memory import Model, experts_in, hf_shape
 from translator.model_split import ModelParts
 from translator.named_model import NamedModel
 from translator.reading import Reading
@@ -223,6 +223,7 @@ def _shape(f: dict, named: str) -> Model:
     for value in f.values():
         if isinstance(value, Unknown):
             raise value
+    _refuse_experts(f)
     count = {k: _count(f, k) for k in ("num_layers", "hidden_size", "num_attention_heads")}
     layers, hidden, heads = count.values()
     norm, biases = f["normalization"], _switch(f, "add_bias_linear")
@@ -264,6 +265,7 @@ def _nemo1(given: dict, named: str) -> Model:
     ]
     if missing:
         raise Unknown(f"{', '.join(missing)} not written (NeMo 1 has no default)")
+    _refuse_experts(given)
     if given.get("hyena") is not None:
         raise Unknown("model.hyena: its layers are Hyena operators, which batchspec does not count")
     library, kind = given.get("tokenizer.library"), given.get("tokenizer.type")
@@ -293,6 +295,15 @@ def _nemo1(given: dict, named: str) -> Model:
         "seq_length": given.get("max_position_embeddings"),
     }
     return _shape(fields, named)
+
+
+def _refuse_experts(f: dict) -> None:
+    experts = experts_in(f)
+    if experts is not None:
+        raise Unknown(
+            f"model.{experts}: a mixture of experts, which batchspec does not count (its "
+            "experts, router and expert-parallel split)"
+        )
 
 
 def _count(f: dict, key: str) -> int:

@@ -149,6 +149,7 @@ SHAPE = (
     "tokenizer.library",
     "tokenizer.type",
     "hyena",
+    "num_moe_experts",
 )
 #: The tokenizer switch of a Megatron-Bridge config: true, the model's vocabulary is the
 #: tokenizer's whatever the recipe set.
