@@ -96,6 +96,13 @@ def test_a_name_not_here_is_unknown_and_says_what_to_give(tmp_path, monkeypatch)
         (json.dumps(TINY | {"auto_map": {"AutoModel": "x.Model"}}), "auto_map"),
         ('{"hidden_size": 64,', "not a JSON config.json"),
         (json.dumps({"model_type": "llama"}), "no hidden_size"),
+        (
+            json.dumps(
+                {k: v for k, v in TINY.items() if k != "tie_word_embeddings"}
+                | {"model_type": "acme"}
+            ),
+            "no tie_word_embeddings, and whether a model_type 'acme' model ties",
+        ),
     ],
 )
 def test_a_config_that_cannot_be_used_is_refused_naming_it(tmp_path, text, says):

@@ -225,7 +225,7 @@ def _dense_shape(data: dict, where: str, name: str) -> Model:
         ffn=first("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden),
         vocab=first("vocab_size"),
         gated=not gpt2 and "intermediate_size" in data,
-        tied=bool(data.get("tie_word_embeddings", True)),
+        tied=_tied(data, kind, gpt2, where),
         positions=first("n_positions", default=1024) if gpt2 else 0,
         biases=gpt2,
         head_dim=0 if head_dim * heads == hidden else head_dim,
@@ -235,6 +235,36 @@ def _dense_shape(data: dict, where: str, name: str) -> Model:
     )
 
 
+def _tied(data: dict, kind: object, gpt2: bool, where: str) -> bool:
+    """Whether the output head is the embedding: as the config writes it, else as its model
+    type's config class defaults (Llama's is untied, GPT-2's and Gemma's tied)."""
+    written = data.get("tie_word_embeddings")
+    if written is not None:
+        return bool(written)
+    if gpt2 or kind in TIED_BY_DEFAULT:
+        return True
+    if kind in UNTIED_BY_DEFAULT:
+        return False
+    raise InputError(
+        f"{where}: no tie_word_embeddings, and whether a model_type {kind!r} model ties its "
+        "output head to the embedding when the config does not say is not known here; write "
+        "tie_word_embeddings (true or false)"
+    )
+
+
+#: Model types whose config class ties the output head to the embedding when a config does not
+#: say (transformers' defaults).
+TIED_BY_DEFAULT = frozenset(
+    {"gpt2", "gemma", "gemma2", "gemma3", "gemma3_text", "starcoder2", "falcon", "cohere",
+     "cohere2", "gpt_neo", "gpt_bigcode", "bloom", "opt", "mpt", "smollm3", "ernie4_5"}
+)  # fmt: skip
+#: Model types whose config class keeps a separate output head when a config does not say.
+UNTIED_BY_DEFAULT = frozenset(
+    {"llama", "mistral", "mixtral", "ministral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+     "phi", "phi3", "olmo", "olmo2", "olmo3", "olmoe", "granite", "gpt_neox", "stablelm",
+     "deepseek_v2", "deepseek_v3", "glm", "glm4", "nemotron", "helium", "seed_oss", "gptj",
+     "codegen", "llama4_text", "exaone4", "apertus", "arcee"}
+)  # fmt: skip
 #: Model types whose query, key and value projections have biases whatever the config says
 #: (transformers' ``Qwen2Attention``).
 QKV_BIAS = frozenset({"qwen2"})

@@ -293,6 +293,9 @@ PUBLISHED_STYLES = {
     "qwen2": TINY
     | {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "max_window_layers": 2},
     "qwen3": TINY | {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 32},
+    # LlamaConfig's head is untied unless the config says so (it was counted tied: 32,768 short
+    # here, 525,336,576 for an 8B whose config.json leaves the key out)
+    "llama-tie-unsaid": {k: v for k, v in TINY.items() if k != "tie_word_embeddings"},
     "gemma2": {k: v for k, v in TINY.items() if k != "tie_word_embeddings"}
     | {
         "architectures": ["Gemma2ForCausalLM"],
