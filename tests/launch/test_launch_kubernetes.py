@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -116,7 +117,16 @@ elif args[0] == "get":
 elif args[0] == "logs":
     print(open(os.path.join(state, "log")).read()[-4000:])
 elif args[0] == "delete":
-    os.killpg(int(open(os.path.join(state, "pid")).read()), signal.SIGKILL)
+    # A pod's processes all end with it: torchrun's workers have sessions of their own, so
+    # the whole tree is killed, not only the shell's group.
+    def tree(pid):
+        found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+        return [pid] + [p for child in found.stdout.split() for p in tree(int(child))]
+    for pid in tree(int(open(os.path.join(state, "pid")).read())):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 """
 
 
@@ -159,3 +169,6 @@ def test_a_timeout_deletes_the_job(spec, tmp_path, kubectl):
     assert code == 1, err
     assert "delete -f" in (state / "calls").read_text()
     assert "timeout" in err and "Traceback" not in err
+    time.sleep(1)  # a killed process is gone from the table once reaped
+    left = subprocess.run(["pgrep", "-f", str(tmp_path / "w")], capture_output=True, text=True)
+    assert left.stdout.split() == [], "the pod's processes outlived its deletion"
