@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from translator.cli import main
 from translator.inspection import inspect_file
-from translator.memory import PRESETS
+from translator.memory import COUNTED, PRESETS, hf_shape
 
 #: The tiny Llama of issue 27 (2 layers × 64, 4 heads, 2 KV heads, FFN 172, vocab 512).
 TINY = {
@@ -63,6 +63,23 @@ def test_the_analytic_count_is_transformers_count(tmp_path, config, parameters):
     assert sum(p.numel() for p in built.parameters()) == parameters
 
 
+@pytest.mark.parametrize("kind", sorted(COUNTED))
+def test_every_counted_architecture_is_counted_as_transformers_builds_it(kind):
+    """Each model type batchspec counts, as transformers' own config class fills a small one
+    (its defaults for what the config leaves out: tied or not, biases, norms) and builds it on
+    the meta device. A type that failed this is refused instead (GPT-NeoX, OLMo 2, Phi-2...)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    small = {k: v for k, v in TINY.items() if k not in ("architectures", "tie_word_embeddings")}
+    if kind == "gpt2":
+        small = {"n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 512, "n_positions": 64}
+    config = transformers.CONFIG_MAPPING[kind](**small, pad_token_id=0)
+    with torch.device("meta"):
+        built = transformers.AutoModelForCausalLM.from_config(config)
+    data = config.to_dict() | {"model_type": kind}
+    assert hf_shape(data, kind, kind).parameters == sum(p.numel() for p in built.parameters())
+
+
 def test_the_8b_preset_is_the_published_shape():
     assert PRESETS["llama3-8b"].parameters == 8_030_261_248
 
@@ -98,11 +115,14 @@ def test_a_name_not_here_is_unknown_and_says_what_to_give(tmp_path, monkeypatch)
         (json.dumps({"model_type": "llama"}), "no hidden_size"),
         (
             json.dumps(
-                {k: v for k, v in TINY.items() if k != "tie_word_embeddings"}
-                | {"model_type": "acme"}
+                {k: v for k, v in TINY.items() if k not in ("tie_word_embeddings", "model_type")}
             ),
-            "no tie_word_embeddings, and whether a model_type 'acme' model ties",
+            "no tie_word_embeddings and no model_type whose default batchspec knows",
         ),
+        # GPT-NeoX's biases and plain MLP are not the Llama formula's: it was counted as one
+        (json.dumps(TINY | {"model_type": "gpt_neox"}), "model_type 'gpt_neox' is not an"),
+        # a multimodal model's vision tower is no part of its text_config's count
+        (json.dumps({"model_type": "gemma3", "text_config": TINY}), "model_type 'gemma3' is not"),
     ],
 )
 def test_a_config_that_cannot_be_used_is_refused_naming_it(tmp_path, text, says):

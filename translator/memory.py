@@ -188,12 +188,20 @@ def hf_shape(data: dict, where: str, name: str) -> Model:
     """A model from a config's Hugging Face keys (a ``config.json``, or nanotron's
     ``model_config``); ``where`` names it in errors. A mixture of experts is refused
     (:class:`MixtureOfExperts`)."""
+    outer = data.get("model_type")
     data = data.get("text_config", data) if isinstance(data.get("text_config"), dict) else data
-    model = _dense_shape(data, where, name)
     experts = experts_in(data)
-    if experts is not None:
-        raise MixtureOfExperts(not_counted_moe(where, experts), model)
-    return model
+    if experts is not None:  # its attention still splits as a dense model's: keep that part
+        dense = _dense_shape(data | {"tie_word_embeddings": True}, where, name)
+        raise MixtureOfExperts(not_counted_moe(where, experts), dense)
+    if outer is not None and outer not in COUNTED:
+        raise InputError(
+            f"{where}: model_type {outer!r} is not an architecture batchspec counts (its count "
+            "is checked against what transformers builds for Llama, Mistral, Qwen 2 and 3, "
+            "Gemma 1 to 3, Phi-3, Granite, GLM, SmolLM3 and GPT-2 shapes); give --model-config "
+            "with the config.json of one of those, or --model tiny"
+        )
+    return _dense_shape(data, where, name)
 
 
 def _dense_shape(data: dict, where: str, name: str) -> Model:
@@ -243,28 +251,28 @@ def _tied(data: dict, kind: object, gpt2: bool, where: str) -> bool:
         return bool(written)
     if gpt2 or kind in TIED_BY_DEFAULT:
         return True
-    if kind in UNTIED_BY_DEFAULT:
+    if kind in COUNTED:
         return False
     raise InputError(
-        f"{where}: no tie_word_embeddings, and whether a model_type {kind!r} model ties its "
-        "output head to the embedding when the config does not say is not known here; write "
-        "tie_word_embeddings (true or false)"
+        f"{where}: no tie_word_embeddings and no model_type whose default batchspec knows, so "
+        "whether the output head is the embedding is unknown; write tie_word_embeddings "
+        "(true or false)"
     )
 
 
-#: Model types whose config class ties the output head to the embedding when a config does not
-#: say (transformers' defaults).
+#: The model types whose analytic count equals the parameters transformers builds from their
+#: config (each checked on the meta device by tests/test_named_model.py). Others differ
+#: (GPT-NeoX's biases and plain MLP, OLMo 2's full-width q/k norms, Phi-2's shared norm, a
+#: multimodal model's vision tower) and are refused rather than miscounted.
+COUNTED = frozenset(
+    {"llama", "mistral", "ministral3", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
+     "vaultgemma", "phi3", "granite", "glm", "ernie4_5", "seed_oss", "smollm3", "cwm", "gpt2"}
+)  # fmt: skip
+#: Of :data:`COUNTED`, the model types whose config class ties the output head to the
+#: embedding when a config does not say (transformers' defaults); the others keep their own.
 TIED_BY_DEFAULT = frozenset(
-    {"gpt2", "gemma", "gemma2", "gemma3", "gemma3_text", "starcoder2", "falcon", "cohere",
-     "cohere2", "gpt_neo", "gpt_bigcode", "bloom", "opt", "mpt", "smollm3", "ernie4_5"}
-)  # fmt: skip
-#: Model types whose config class keeps a separate output head when a config does not say.
-UNTIED_BY_DEFAULT = frozenset(
-    {"llama", "mistral", "mixtral", "ministral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-     "phi", "phi3", "olmo", "olmo2", "olmo3", "olmoe", "granite", "gpt_neox", "stablelm",
-     "deepseek_v2", "deepseek_v3", "glm", "glm4", "nemotron", "helium", "seed_oss", "gptj",
-     "codegen", "llama4_text", "exaone4", "apertus", "arcee"}
-)  # fmt: skip
+    {"gpt2", "gemma", "gemma2", "gemma3_text", "vaultgemma", "smollm3", "ernie4_5"}
+)
 #: Model types whose query, key and value projections have biases whatever the config says
 #: (transformers' ``Qwen2Attention``).
 QKV_BIAS = frozenset({"qwen2"})

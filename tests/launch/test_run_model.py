@@ -190,7 +190,11 @@ def test_a_hub_name_not_in_the_cache_is_refused_saying_where_it_looked(tmp_path,
         (None, "no such config.json"),
         ('{"hidden_size": 64,', "not a JSON config.json"),
         (json.dumps(TINY | {"auto_map": {"AutoModelForCausalLM": "m.M"}}), "auto_map"),
-        (json.dumps(TINY | {"model_type": "t5"}), "model_type 't5' is not a causal language"),
+        (json.dumps(TINY | {"model_type": "t5"}), "model_type 't5' is not an architecture"),
+        (
+            json.dumps({k: v for k, v in TINY.items() if k != "model_type"}),
+            "model_type None is not a causal language",
+        ),
     ],
 )
 def test_a_model_config_that_cannot_be_built_is_refused_naming_it(tmp_path, text, says):
