@@ -318,6 +318,17 @@ def test_a_long_cpu_run_is_warned_about_with_how_to_shorten_it(tmp_path):
     assert estimated_seconds(crowded, cores=2) == pytest.approx(2 * seconds)
 
 
+def test_the_cpu_rate_grows_with_the_models_width_between_the_measured_ones():
+    """A 1B-wide model cut to 2 layers ran 151 s a step on 2 CPU ranks where the tiny model's
+    5 GFLOP/s said 944 s: wide matrices run at the matrix kernels' rate."""
+    from translator.launch.smoke import cpu_flops
+
+    assert cpu_flops(64) == 5e9 and cpu_flops(32) == 5e9
+    assert cpu_flops(2048) == pytest.approx(25e9) and cpu_flops(8192) == pytest.approx(25e9)
+    widths = [64, 128, 512, 1024, 2048]
+    assert [cpu_flops(w) for w in widths] == sorted(cpu_flops(w) for w in widths)
+
+
 def test_a_short_run_or_a_gpu_run_gets_no_warning(spec, tmp_path):
     from translator.launch.smoke import long_run_warning
 

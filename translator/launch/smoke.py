@@ -5,6 +5,7 @@ optimizer step consumed exactly the global batch."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,10 +42,22 @@ from translator.spec_file import WORLD_KEYS, build_spec, spec_values
 DEFAULT_SEQUENCE = {"tiny": 64, "125m": 1024}
 #: Peak dense bf16 FLOP/s per GPU, for MFU (NVIDIA data sheets).
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12}
-#: FLOP/s one CPU rank (one thread) sustains on the smoke models, for the estimate of a run's
-#: length: the torch engine's tiny model at 16 × 2048 tokens per micro-batch ran 5.6 GFLOP/s per
-#: rank on this project's 2-core machine (2 ranks, 24 s a step); rounded down.
-CPU_FLOPS = 5e9
+#: FLOP/s one CPU rank (one thread) sustains, by the model's width, for the estimate of a
+#: run's length (rounded down from runs on this project's 2-core machine, 2 ranks): narrow
+#: matrices spend their time in overheads (the tiny model, 64 wide, 16 × 2048 tokens per
+#: micro-batch: 5.6 GFLOP/s, 24 s a step), wide ones in the matrix kernels (a Llama-3.2-1B
+#: shape cut to 2 layers, 2048 wide, under DeepSpeed ZeRO-2: 31 GFLOP/s, 151 s a step, where
+#: 5 GFLOP/s had said 15 minutes). Between the two, on the logarithm of the width.
+CPU_FLOPS = ((64, 5e9), (2048, 25e9))
+
+
+def cpu_flops(hidden: int) -> float:
+    """FLOP/s of one CPU rank on a model ``hidden`` wide (:data:`CPU_FLOPS`)."""
+    (narrow, low), (wide, high) = CPU_FLOPS
+    at = min(1.0, max(0.0, math.log(hidden / narrow) / math.log(wide / narrow)))
+    return low * (high / low) ** at
+
+
 #: Steps estimated to take longer than this many seconds are warned about before the launch.
 LONG_RUN_SECONDS = 60.0
 
@@ -630,8 +643,15 @@ def estimated_seconds(
         params = shape.parameters
     tokens = spec.micro * spec.accumulation * length
     crowding = max(1.0, plan.nproc / cores) if cores else 1.0
-    seconds = tokens * flops_per_token(params, shape, length) / CPU_FLOPS * crowding
+    seconds = tokens * flops_per_token(params, shape, length) / cpu_flops(shape.hidden) * crowding
     return (steps or plan.steps) * seconds
+
+
+def _width(prepared: Prepared) -> int:
+    """The hidden width of the model the run builds (the job's, else the stand-in's)."""
+    if prepared.model.config is not None:
+        return prepared.model.shape.hidden
+    return SHAPES[prepared.plan.model].hidden
 
 
 def long_run_warning(prepared: Prepared, cores: int | None) -> str | None:
@@ -658,7 +678,7 @@ def long_run_warning(prepared: Prepared, cores: int | None) -> str | None:
         f"warning: {_steps(plan.steps)} of micro-batch {spec.micro_batch_size} × accumulation "
         f"{spec.gradient_accumulation_steps} × {plan.sequence_length} tokens per rank may take "
         f"about {duration(seconds)} on CPU (the {prepared.model.architecture} model at "
-        f"{CPU_FLOPS / 1e9:g} GFLOP/s per rank)"
+        f"{cpu_flops(_width(prepared)) / 1e9:.3g} GFLOP/s per rank)"
         + (f"; shorter: {' or '.join(tips)}" if tips else "")
     )
 
