@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator.launch.run_model import RunModel
+from translator.launch.run_model import RunModel, choose
+from translator.named_model import NamedModel
 
 
 @dataclass(frozen=True)
@@ -55,3 +56,21 @@ class RunRequest:
     micro: int | None = None
     """A tune probe's micro-batch, run in place of the file's own (the global batch kept);
     None: the file's."""
+
+    def run_model(
+        self, named: NamedModel | None, framework: str, command: str, ranks_here: int | None
+    ) -> RunModel:
+        """The model this run builds: the one chosen already (a tune probe's), else the one
+        :func:`~translator.launch.run_model.choose` picks for its file."""
+        if isinstance(self.model, RunModel):
+            return self.model
+        return choose(
+            self.file,
+            named,
+            framework,
+            command,
+            self.model,
+            self.layers,
+            self.model_config,
+            ranks_here,
+        )

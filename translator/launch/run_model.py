@@ -16,15 +16,11 @@ import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from translator import memory
 from translator.errors import InputError
 from translator.named_model import NamedModel, config_json
 from translator.rank.engines import engine
-
-if TYPE_CHECKING:
-    from translator.launch.request import RunRequest
 
 #: What a run is told to give when it has no model of the job's.
 GIVE = "give --model-config PATH (the model's config.json or its folder), or --model tiny for "
@@ -96,25 +92,6 @@ def line(model: dict) -> str:
     cut = f", cut to {layers} layer{'s' if layers != 1 else ''}" if layers else ""
     head = f"model: {model['architecture']}, {what}{cut} (from {model['source']})"
     return f"{head}; {model['said']}" if model["said"] else head
-
-
-def of_request(
-    request: RunRequest, named: NamedModel | None, framework: str, command: str, ranks_here
-) -> RunModel:
-    """The model a run of ``request`` builds: the one chosen already (a tune probe's), else
-    the one :func:`choose` picks for its file."""
-    if isinstance(request.model, RunModel):
-        return request.model
-    return choose(
-        request.file,
-        named,
-        framework,
-        command,
-        request.model,
-        request.layers,
-        request.model_config,
-        ranks_here,
-    )
 
 
 def choose(

@@ -18,7 +18,7 @@ from translator.launch import workdir as workdirs
 from translator.launch.launcher import Launcher
 from translator.launch.progress import Progress, duration
 from translator.launch.request import RunRequest
-from translator.launch.run_model import RunModel, of_request
+from translator.launch.run_model import RunModel
 from translator.memory import PRESETS, Model
 from translator.plugin.contract import Framework
 from translator.plugin.registry import get
@@ -114,7 +114,7 @@ def prepare(request: RunRequest) -> Prepared:
     if remote and dry_run:
         findings = [*findings, *_not_installed_here(framework)]
     device = check_engine(framework, spec, request.device, remote, path, not (remote and dry_run))
-    chosen = of_request(request, named, framework, "smoke", None if remote else nproc)
+    chosen = request.run_model(named, framework, "smoke", None if remote else nproc)
     config_name, config_text, partners, more = _engine_config(
         framework, source, text, spec, None if values is not None else inspection
     )

@@ -183,7 +183,7 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
     _check_outputs(request, framework)
     named = run_model.named_in(run.file, run.model_config)
     here = None if request.slurm is not None else nproc
-    chosen = run_model.of_request(run, named, framework, "tune", here)
+    chosen = run.run_model(named, framework, "tune", here)
     plan = SmokePlan(
         framework=framework,
         nproc=nproc,
