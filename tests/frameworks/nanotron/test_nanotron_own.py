@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import ROOT
+from test_named_model import TINY
 
 from translator.cli import main
 from translator.frameworks import get
@@ -177,17 +178,8 @@ def test_the_smoke_engines_whole_config_is_one_nanotron_loads(tmp_path):
     assert Model(**chosen.config) == chosen.shape
 
 
-#: The tiny Llama of issue 27 as a nanotron model_config (2 layers × 64, 4 heads, 2 KV heads,
-#: FFN 172, vocab 512, untied).
-TINY_LLAMA = {
-    "hidden_size": 64,
-    "intermediate_size": 172,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "vocab_size": 512,
-    "tie_word_embeddings": False,
-}
+#: The tiny Llama of issue 27 as a nanotron model_config (its config.json's shape keys).
+TINY_LLAMA = {k: v for k, v in TINY.items() if k not in ("architectures", "model_type")}
 
 
 def test_the_defaults_batchspec_fills_in_are_nanotrons_own():

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
+from test_named_model import TINY
 
 from translator.cli import main
 from translator.frameworks import get
@@ -344,27 +345,13 @@ def test_smoke_runs_torchtitans_trainer_on_two_cpu_ranks_and_expect_global_can_f
     debugmodel, _ = coded_models.torchtitan_model("llama3", "debugmodel")
     assert out["model"]["parameters"] == debugmodel.parameters and not out["model"]["stand_in"]
     assert out["model"]["architecture"] == "llama3 debugmodel (llama3_debugmodel)"
+    # torchtitan's flavors are Python config functions: a shape of the job's own is given
+    # as --model-config
     tiny = tmp_path / "tiny-llama"
     tiny.mkdir()
-    (tiny / "config.json").write_text(json.dumps(TINY_LLAMA))
+    (tiny / "config.json").write_text(json.dumps(TINY))
     quick = [a if a != "2" or i != args.index("--steps") + 1 else "1" for i, a in enumerate(args)]
     wrong = runner.invoke(main, [*quick, "--expect-global", "16", "--model-config", str(tiny)])
     assert wrong.exit_code == 1
     model = json.loads(wrong.stdout)["model"]
     assert (model["parameters"], model["stand_in"], model["source"]) == (156_480, False, str(tiny))
-
-
-#: The tiny Llama of issue 27 as its config.json (2 layers × 64, 4 heads, 2 KV heads, FFN 172,
-#: vocab 512, untied): torchtitan's flavors cannot carry a shape of the job's own (they are
-#: Python config functions), so it is given as ``--model-config``.
-TINY_LLAMA = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 172,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "vocab_size": 512,
-    "tie_word_embeddings": False,
-}

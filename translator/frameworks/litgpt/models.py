@@ -34,20 +34,6 @@ GATED = ("LLaMAMLP", "GemmaMLP")
 TUNES = ("-hf", "-chat", "-instruct")
 
 
-def _llama(layers, embd, heads, groups, ffn, vocab, **more) -> dict:
-    return {
-        "n_layer": layers,
-        "n_embd": embd,
-        "n_head": heads,
-        "n_query_groups": groups,
-        "intermediate_size": ffn,
-        "padded_vocab_size": vocab,
-        "mlp_class_name": "LLaMAMLP",
-        "norm_class_name": "RMSNorm",
-        "bias": False,
-    } | more
-
-
 def _neox(layers, embd, heads, groups, ffn, vocab, **more) -> dict:
     return {
         "n_layer": layers,
@@ -57,6 +43,11 @@ def _neox(layers, embd, heads, groups, ffn, vocab, **more) -> dict:
         "intermediate_size": ffn,
         "padded_vocab_size": vocab,
     } | more
+
+
+def _llama(layers, embd, heads, groups, ffn, vocab, **more) -> dict:
+    llama = {"mlp_class_name": "LLaMAMLP", "norm_class_name": "RMSNorm", "bias": False}
+    return _neox(layers, embd, heads, groups, ffn, vocab, **(llama | more))
 
 
 #: litgpt's configs by name (litgpt 0.5.13's ``litgpt/config.py``), the fields that set

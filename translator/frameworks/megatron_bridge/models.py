@@ -79,22 +79,7 @@ RECIPES = {
     "qwen3_32b": _published("Qwen/Qwen3-32B", "qwen3", (64, 5120, 64, 8, 25600, 151936), False, 128),
 }  # fmt: skip
 #: The fields of a shape an override file must write when it names no recipe.
-WHOLE = (
-    "num_layers",
-    "hidden_size",
-    "num_attention_heads",
-    "num_query_groups",
-    "ffn_hidden_size",
-    "kv_channels",
-    "vocab_size",
-    "gated_linear_unit",
-    "normalization",
-    "add_bias_linear",
-    "add_qkv_bias",
-    "qk_layernorm",
-    "share_embeddings_and_output_weights",
-    "position_embedding_type",
-)
+WHOLE = rules.MCORE_SHAPE
 #: NeMo 1's activations with a gate (three MLP matrices).
 GATED = {"swiglu", "fast-swiglu", "geglu", "fast-geglu", "reglu", "fast-reglu"}
 #: NeMo 1's norms, as megatron-core names them.

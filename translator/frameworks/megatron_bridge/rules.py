@@ -123,9 +123,9 @@ KEYS = tuple(
         + [*TRAINER, ACCUMULATE, DECREASE, SCHEDULE, OPTIMIZER, PER_TOKEN_LOSS, *OVERWRITTEN]
     )
 )
-#: The model's shape: megatron-core's TransformerConfig fields under ``model`` (Megatron-Bridge's
-#: GPTModelProvider, NeMo 1's model block, which adds its own switches), read by :mod:`.model`.
-SHAPE = (
+#: megatron-core's TransformerConfig fields that make a GPT's shape, all of which an override
+#: file that names no recipe must write (:mod:`.models`).
+MCORE_SHAPE = (
     "num_layers",
     "hidden_size",
     "num_attention_heads",
@@ -140,7 +140,13 @@ SHAPE = (
     "qk_layernorm",
     "share_embeddings_and_output_weights",
     "position_embedding_type",
+)
+#: The model's shape: those fields under ``model`` (Megatron-Bridge's GPTModelProvider, NeMo 1's
+#: model block, which adds its own switches), read by :mod:`.models`.
+SHAPE = (
+    *MCORE_SHAPE,
     "seq_length",
+    "num_moe_experts",
     # NeMo 1's
     "activation",
     "bias",
@@ -149,7 +155,6 @@ SHAPE = (
     "tokenizer.library",
     "tokenizer.type",
     "hyena",
-    "num_moe_experts",
 )
 #: The tokenizer switch of a Megatron-Bridge config: true, the model's vocabulary is the
 #: tokenizer's whatever the recipe set.
