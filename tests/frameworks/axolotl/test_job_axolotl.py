@@ -4,6 +4,7 @@ overrides over the YAML, the DeepSpeed JSON, the world each launcher starts, and
 import json
 
 import pytest
+from calls import only_call
 from click.testing import CliRunner
 
 from translator import shell, update
@@ -12,8 +13,6 @@ from translator.errors import ConfigError
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.axolotl import program
 from translator.inspection import read_file
-from translator.plugin.registry import launchers as known_launchers
-from translator.reading import Call
 from translator.shell import launchers
 from translator.spec import BatchSpec
 
@@ -248,20 +247,8 @@ def test_installing_axolotl_runs_no_program():
 
 @pytest.mark.parametrize("command", ["cd axolotl", "axolotl preprocess examples/lora.yml"])
 def test_other_axolotl_commands_are_not_its_training(run_dir, command):
-    text = f"#!/bin/bash\n{command}\n"
-    script = shell.parse(text, "job.sh")
-    split = launchers.call_of(script.commands[0], program.TOOLS)
-    assert split is not None and split.name == "axolotl"
-    call = Call(
-        "job.sh",
-        text,
-        2,
-        split,
-        launchers.sizes(split.launch, {}, known=known_launchers()),
-        {},
-        script,
-        None,
-    )
+    call = only_call(command, program.TOOLS)
+    assert call.split.name == "axolotl"
     assert program.program(call) is None
 
 

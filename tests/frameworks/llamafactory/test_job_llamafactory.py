@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from calls import only_call
 from click.testing import CliRunner
 
 from translator import shell, update
@@ -358,20 +359,7 @@ def test_a_missing_yaml_leaves_the_batch_unknown(run_dir):
 
 
 def test_other_subcommands_are_not_its_training(run_dir):
-    text = "#!/bin/bash\nllamafactory-cli export examples/train_lora/sft.yaml\n"
-    script = shell.parse(text, "job.sh")
-    split = launchers.call_of(script.commands[0], program.TOOLS)
-    assert split is not None
-    call = Call(
-        "job.sh",
-        text,
-        2,
-        split,
-        launchers.sizes(split.launch, {}, known=known_launchers()),
-        {},
-        script,
-        (),
-    )
+    call = only_call("llamafactory-cli export examples/train_lora/sft.yaml", program.TOOLS)
     assert program.program(call) is None
 
 
