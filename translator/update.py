@@ -206,6 +206,16 @@ def apply(
     )
 
 
+def edit_job(
+    framework: Framework, reading: Reading, spec: BatchSpec
+) -> tuple[str, list[Change], list[Other]]:
+    """The file's new text and changes for ``spec`` (:func:`apply`), and the other files of its
+    job that change with it (:func:`~translator.update_files.other_files`); nothing written."""
+    elsewhere: dict[str, dict[str, object]] = {}
+    text, changes = apply(framework, reading, spec, elsewhere)
+    return text, changes, other_files(framework, reading, spec, elsewhere)
+
+
 def launcher_edits(reading: Reading, spec: BatchSpec) -> dict[str, int]:
     """A job's launcher words for a new world: those of its sizes (processes per node, nodes,
     or all processes) that differ from what the launch line gives now. Refused when a size
@@ -338,9 +348,7 @@ def update(
     job re-read from them (before anything is written); refused when the job cannot be made
     to launch ``spec``'s world or give its batch exactly."""
     _refuse_an_unwritten_world(old, spec)
-    elsewhere: dict[str, dict[str, object]] = {}
-    text, changes = apply(framework, old.reading, spec, elsewhere)
-    others = other_files(framework, old.reading, spec, elsewhere)
+    text, changes, others = edit_job(framework, old.reading, spec)
     with reading_as({o.path: o.text for o in others}):
         again = read_back(framework, old, text, changes, spec, run_as)
     return Updated(text, changes, again, _launch_notes(old.reading, spec), others)

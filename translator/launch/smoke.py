@@ -275,22 +275,19 @@ def _kept_on(chosen: Framework, path: str, old: BatchSpec, new: BatchSpec):
 def _edited(chosen: Framework, path: str, spec: BatchSpec) -> tuple[Framework, Reading]:
     """``(framework, reading)`` of ``path`` with ``spec``'s batch values: its text and the other
     files of its job (a DeepSpeed JSON that writes the batch) edited as ``update`` edits them
-    and read as edited (nothing is written), or, for a job whose engine runs the config its reading gives
-    (``job_config``) and whose values stand where ``update`` does not edit (an arguments
-    file), the reading's values set."""
+    and read as edited (nothing is written), or, for a job whose engine runs the config its
+    reading gives (``job_config``) and whose values stand where ``update`` does not edit (an
+    arguments file), the reading's values set."""
     from translator.errors import BatchspecError
     from translator.files import reading_as
     from translator.inspection import read_file
     from translator.job import read_job
     from translator.reading import Value
-    from translator.update import apply
-    from translator.update_files import other_files
+    from translator.update import edit_job
 
     again = read_file(path)[1]
-    elsewhere: dict[str, dict[str, object]] = {}
     try:
-        text, _ = apply(chosen, again, spec, elsewhere)
-        others = other_files(chosen, again, spec, elsewhere)
+        text, _, others = edit_job(chosen, again, spec)
     except BatchspecError:
         if again.launcher is None or chosen.job_config is None:
             raise
