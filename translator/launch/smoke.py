@@ -633,22 +633,22 @@ def estimated_seconds(
     if plan.device != "cpu":
         return None
     length = sequence_length or plan.sequence_length
-    shape: ModelShape | Model = SHAPES[plan.model]
-    params = 12 * shape.layers * shape.hidden**2 + (2 * shape.vocab + length) * shape.hidden
-    if prepared.model.config is not None:
-        shape = prepared.model.shape
+    shape = _shape(prepared)
+    if isinstance(shape, Model):
         params = shape.parameters
+    else:
+        params = 12 * shape.layers * shape.hidden**2 + (2 * shape.vocab + length) * shape.hidden
     tokens = spec.micro * spec.accumulation * length
     crowding = max(1.0, plan.nproc / cores) if cores else 1.0
     seconds = tokens * flops_per_token(params, shape, length) / cpu_flops(shape.hidden) * crowding
     return (steps or plan.steps) * seconds
 
 
-def _width(prepared: Prepared) -> int:
-    """The hidden width of the model the run builds (the job's, else the stand-in's)."""
+def _shape(prepared: Prepared) -> ModelShape | Model:
+    """The shape of the model the run builds: the job's, else the stand-in's."""
     if prepared.model.config is not None:
-        return prepared.model.shape.hidden
-    return SHAPES[prepared.plan.model].hidden
+        return prepared.model.shape
+    return SHAPES[prepared.plan.model]
 
 
 def long_run_warning(prepared: Prepared, cores: int | None) -> str | None:
@@ -675,7 +675,7 @@ def long_run_warning(prepared: Prepared, cores: int | None) -> str | None:
         f"warning: {_steps(plan.steps)} of micro-batch {spec.micro_batch_size} × accumulation "
         f"{spec.gradient_accumulation_steps} × {plan.sequence_length} tokens per rank may take "
         f"about {duration(seconds)} on CPU (the {prepared.model.architecture} model at "
-        f"{cpu_flops(_width(prepared)) / 1e9:.3g} GFLOP/s per rank)"
+        f"{cpu_flops(_shape(prepared).hidden) / 1e9:.3g} GFLOP/s per rank)"
         + (f"; shorter: {' or '.join(tips)}" if tips else "")
     )
 
