@@ -17,6 +17,8 @@ from translator import memory, solve
 from translator.errors import ConfigError, InputError
 from translator.findings import Finding, finding
 from translator.memory import GIB, Setting, Settings
+from translator.plugin.contract import Framework
+from translator.reading import Reading
 from translator.spec import BatchSpec
 
 #: Tokens per sample when neither the file nor ``--seq-len`` says.
@@ -197,8 +199,23 @@ def layout_of_flags(flags: list[Flag], names: dict[str, str] | None = None) -> L
 def layout_of_file(path: str, framework: str | None, flags: list[Flag]) -> Layout:
     """FILE's layout and settings with the flags given beside it (see the module's text)."""
     from translator.files import read_text
+    from translator.inspection import read_file
     from translator.spec_file import spec_values
 
+    given = _given(flags, path)
+    if spec_values(read_text(path), path) is not None:
+        return _laid_out(_spec_file(path), given, flags, path)
+    return _laid_out(_framework_file(*read_file(path, framework), given), given, flags, path)
+
+
+def layout_of_reading(found: Framework, reading: Reading, flags: list[Flag]) -> Layout:
+    """:func:`layout_of_file` of a file read already (``found``'s ``reading``)."""
+    given = _given(flags, reading.path)
+    return _laid_out(_framework_file(found, reading, given), given, flags, reading.path)
+
+
+def _given(flags: list[Flag], path: str) -> dict[str, Flag]:
+    """The flags that change the layout, by field; those the estimate does not use refused."""
     refused = [f for f in flags if f.field in NOT_MEMORY]
     if refused:
         raise InputError(
@@ -206,10 +223,11 @@ def layout_of_file(path: str, framework: str | None, flags: list[Flag]) -> Layou
         )
     given = {f.field: f for f in flags if f.field not in memory.SETTINGS}
     _world_of_nodes(given)
-    if spec_values(read_text(path), path) is not None:
-        read = _spec_file(path)
-    else:
-        read = _framework_file(path, framework, given)
+    return given
+
+
+def _laid_out(read: _Read, given: dict[str, Flag], flags: list[Flag], path: str) -> Layout:
+    """The layout of what a file gives with the flags on top, and its settings."""
     layout = Layout(_merged(read.base, given, path), framework=read.framework)
     layout.overrides = [
         Override(f, read.said[f.field])
@@ -275,14 +293,13 @@ def _spec_file(path: str) -> _Read:
     return _Read(values, values, settings)
 
 
-def _framework_file(path: str, framework: str | None, given: dict[str, Flag]) -> _Read:
+def _framework_file(found: Framework, reading: Reading, given: dict[str, Flag]) -> _Read:
     """A framework's file read as it runs, on the world and parallel sizes of the flags: the
     world always, the parallel sizes where the file does not fix them (its framework then
     completes the batch its way)."""
-    from translator.inspection import inspect_reading, read_file
+    from translator.inspection import inspect_reading
     from translator.reading import Launch
 
-    found, reading = read_file(path, framework)
     alone = inspect_reading(found, reading, Launch())
     launch = Launch(**{k: given[k].value for k in LAYOUT if k in given})  # type: ignore[arg-type]
     spec = (alone if launch == Launch() else inspect_reading(found, reading, launch)).require_spec()

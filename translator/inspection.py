@@ -51,7 +51,13 @@ def read_file(
 ) -> tuple[Framework, Reading]:
     """``path`` read by its framework (given, or detected); a launch script is read as a job,
     run as ``run_as`` says, by the framework whose program it launches."""
-    text = read_text(path)
+    return read_text_of(path, read_text(path), framework, run_as)
+
+
+def read_text_of(
+    path: str, text: str, framework: str | None = None, run_as: RunAs | None = None
+) -> tuple[Framework, Reading]:
+    """:func:`read_file` of ``path`` whose ``text`` was read already."""
     if is_job(path, text):
         return read_job(text, path, run_as, framework)
     if system_of(path, text) is not None:

@@ -8,12 +8,13 @@ every file together, must read back as the new spec or nothing is written.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 from translator import solve
 from translator.advice import factor
-from translator.errors import ConfigError, InputError
+from translator.errors import BatchspecError, ConfigError, InputError
 from translator.files import reading_as
 from translator.findings import counted, finding
 from translator.inspection import Inspection, inspect_reading
@@ -25,7 +26,7 @@ from translator.jobdefs.edits import edits as definition_edits
 from translator.plugin.contract import Framework
 from translator.plugin.findings import cannot_edit
 from translator.plugin.registry import launchers
-from translator.reading import Launch, Reading
+from translator.reading import Launch, Reading, Value
 from translator.spec import BatchSpec
 from translator.text_edits import Change, edit_text
 from translator.update_files import Other, other_files
@@ -100,14 +101,36 @@ def target_spec(
             "gpus_per_node": gpus_per_node,
         }
     )
+    return _solved(fields, old.reading.path)
+
+
+def kept(spec: BatchSpec, where: str, *, world: int, micro: int | None = None) -> BatchSpec:
+    """``spec``'s global batch on ``world`` processes with micro-batch ``micro`` (default its
+    own), every other setting kept and the accumulation re-solved: the rule
+    :func:`target_spec` follows, for a spec already solved (a smoke run on fewer processes, a
+    tune probe's micro-batch, parity's second split). Refused as :func:`target_spec` refuses,
+    naming ``where``."""
+    fields = spec.model_dump() | {
+        "micro_batch_size": micro or spec.micro,
+        "gradient_accumulation_steps": None,
+        "data_parallel_size": None,
+        "world_size": world,
+        "nodes": None,
+        "gpus_per_node": None,
+    }
+    return _solved(fields, where)
+
+
+def _solved(fields: dict, where: str) -> BatchSpec:
+    """The spec of ``fields`` (None: not given), the accumulation solved; a global batch that
+    does not divide is refused (exit 1) with the nearest ones and the splits that keep it."""
     try:
         return BatchSpec(**{k: x for k, x in fields.items() if x is not None})
     except ConfigError as exc:
         if exc.findings[0].code != "global-not-divisible":
             raise
-        raise ConfigError(
-            [_options(g, m, fields, exc.findings[0].message, old.reading.path)]
-        ) from None
+        g, m = fields["global_batch_size"], fields["micro_batch_size"]
+        raise ConfigError([_options(g, m, fields, exc.findings[0].message, where)]) from None
 
 
 def kept_layout(old: Inspection, world: int) -> tuple[int | None, int | None]:
@@ -214,6 +237,77 @@ def edit_job(
     elsewhere: dict[str, dict[str, object]] = {}
     text, changes = apply(framework, reading, spec, elsewhere)
     return text, changes, other_files(framework, reading, spec, elsewhere)
+
+
+def moved(framework: Framework, reading: Reading, old: BatchSpec, new: BatchSpec) -> Inspection:
+    """The job of ``reading`` (which gives ``old``) edited so that, read on ``new``'s world,
+    it runs ``new``'s batch (:func:`kept`); its launch is left as it stands, for the caller
+    starts ``new``'s processes itself (smoke, a tune probe). The batch keys are edited as
+    :func:`edit_job` edits them, at the job's own world: a framework that writes the
+    accumulation takes ``new``'s, one that writes the global batch (Megatron, torchtitan) keeps
+    it over ``new``'s micro-batch; the edit whose reading gives ``new`` is taken. A job whose
+    engine runs the config its reading gives (``job_config``) and whose batch stands where
+    ``update`` does not edit (an arguments file) gets the reading's values set instead. Nothing
+    is written; ``reading`` is not changed. Refused (exit 1) when no edit gives ``new``."""
+    fields = old.model_dump() | {"micro_batch_size": new.micro, "data_parallel_size": None}
+    tries = [fields | {"global_batch_size": None, "gradient_accumulation_steps": new.accumulation}]
+    if new.global_batch % (new.micro * old.data_parallel) == 0:
+        tries.append(
+            fields | {"global_batch_size": new.global_batch, "gradient_accumulation_steps": None}
+        )
+    for one in tries:
+        try:
+            framework, edited = _edited(framework, reading, BatchSpec.model_validate(one))
+        except (BatchspecError, ValueError):
+            continue
+        found = inspect_reading(framework, edited, Launch(world_size=new.world))
+        ran = found.spec
+        if (
+            ran is not None
+            and ran.is_decided
+            and (ran.global_batch, ran.micro)
+            == (
+                new.global_batch,
+                new.micro,
+            )
+        ):
+            return found
+    raise cannot_edit(
+        reading.path,
+        f"no edit of its batch keys runs global {new.global_batch} with micro-batch "
+        f"{new.micro} on {new.world} processes",
+    )
+
+
+def _edited(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[Framework, Reading]:
+    """``(framework, reading)`` of the job with ``spec``'s batch values (see :func:`moved`):
+    the texts edited and read again once, or the values of a copy of ``reading`` set."""
+    try:
+        text, _, others = edit_job(framework, reading, spec)
+    except BatchspecError:
+        if reading.launcher is None or framework.job_config is None:
+            raise
+        values = dict(reading.values)
+        for key, value in framework.edits(reading, spec).items():
+            v = values.get(key)
+            line, file = (v.line, v.file) if v is not None else (None, None)
+            values[key] = Value(value, line, None, None, file)
+        return framework, dataclasses.replace(reading, values=values)
+    with reading_as({other.path: other.text for other in others}):
+        return reread(framework, reading, text)
+
+
+def reread(
+    framework: Framework, reading: Reading, text: str, run_as: RunAs | None = None
+) -> tuple[Framework, Reading]:
+    """``text``, the new text of ``reading``'s file, read as that file is read: a launch script
+    as a job (run as ``run_as`` says), a job definition as one, else by ``framework``."""
+    path = reading.path
+    if is_job(path, text):
+        return read_job(text, path, run_as, framework.name)
+    if reading.definition is not None:
+        return read_definition(path, text, run_as, framework.name)
+    return framework, framework.read(text, path)
 
 
 def launcher_edits(reading: Reading, spec: BatchSpec) -> dict[str, int]:
@@ -365,12 +459,7 @@ def read_back(
     """``text`` read as the file (a job: with the files it names as they read now) and
     checked: each computed value follows its edit, no error, and the spec's world and batch."""
     path = old.reading.path
-    if is_job(path, text):
-        _, reading = read_job(text, path, run_as, framework.name)
-    elif old.reading.definition is not None:
-        _, reading = read_definition(path, text, run_as, framework.name)
-    else:
-        reading = framework.read(text, path)
+    _, reading = reread(framework, old.reading, text, run_as)
     for change in changes:
         now = reading.values.get(change.key)
         if change.edit is None and (now is None or now.value != change.new):

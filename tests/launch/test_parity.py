@@ -91,22 +91,27 @@ def test_compare_names_the_parameter_that_differs_most():
     assert "the loss differs by 50%" in parity_compare.problems(other, 1e-3)[-1]
 
 
+def test_an_override_that_cannot_keep_the_batch_is_refused_as_update_refuses_it(spec, tmp_path):
+    """One rule moves a batch (update's): micro 3 cannot keep global 8 on one process, and the
+    refusal is update's own (exit 1), with the nearest global batches and the micro-batches
+    that keep it."""
+    result = run("smoke", spec, "--parity", "micro=3", "--workdir", tmp_path / "w")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("batchspec: error: --parity micro=3: cannot keep the batch")
+    assert "nearest are 6 (accumulation 2) and 9 (accumulation 3)" in result.output
+    assert "or keep global 8 with micro-batch 8, 4, 2, 1" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "w" / "a").exists()  # nothing was run
+
+
 @pytest.mark.parametrize(
     "override, message",
     [
-        (
-            "micro=3",
-            "--parity micro=3: micro-batch 3 × data-parallel 1 does not divide the global batch "
-            "8, so B would not train on the same batch (micro-batches that keep it on 1 "
-            "processes: 2, 4)",
-        ),
         ("tp=2", "--parity tp=2: 'tp=2' is not an override; give a second file, or micro=N"),
         ("micro=0", "--parity micro=0: micro must be a whole number ≥ 1, not '0'"),
     ],
 )
-def test_an_override_that_cannot_keep_the_batch_is_a_one_line_input_error(
-    spec, tmp_path, override, message
-):
+def test_an_override_that_is_not_one_is_a_one_line_input_error(spec, tmp_path, override, message):
     result = run("smoke", spec, "--parity", override, "--workdir", tmp_path / "w")
     assert result.exit_code == 2, result.output
     assert message in result.output

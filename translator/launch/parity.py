@@ -27,6 +27,7 @@ from translator.launch.request import RunRequest
 from translator.rank.engines import engine, with_option
 from translator.spec import BatchSpec
 from translator.spec_file import spec_values
+from translator.update import kept
 
 #: The largest relative difference of the loss, and of any parameter's update, that parity
 #: accepts, by device: float32 on CPU, bf16 compute on GPU. The README gives the float noise
@@ -77,11 +78,11 @@ def refusal(name: str, spec: BatchSpec) -> str | None:
 
 def derived_split(a: BatchSpec, nproc: int, nnodes: int, overrides: dict[str, int], text: str):
     """``(micro, accumulation, nproc, nnodes)`` of B: A's global batch on the overrides' world
-    and micro-batch, accumulation re-solved; an input error when that does not divide."""
+    and micro-batch, accumulation re-solved (:func:`translator.update.kept`, refused as
+    ``update`` refuses a split that does not keep the global batch)."""
     nproc, nnodes = overrides.get("nproc", nproc), overrides.get("nnodes", nnodes)
     micro = overrides.get("micro", a.micro)
-    fails = "B would not train on the same batch"
-    b = runs.kept_global(a, nproc * nnodes, f"--parity {text}", micro, fails)
+    b = kept(a, f"--parity {text}", world=nproc * nnodes, micro=micro)
     return micro, b.accumulation, nproc, nnodes
 
 

@@ -20,7 +20,6 @@ from translator.launch.progress import Progress, duration
 from translator.launch.request import RunRequest
 from translator.launch.run_model import RunModel
 from translator.memory import PRESETS, Model
-from translator.plugin.contract import Framework
 from translator.plugin.registry import get
 from translator.rank import failure, parity_rank
 from translator.rank.engines import (
@@ -34,9 +33,10 @@ from translator.rank.engines import (
 )
 from translator.rank.model import SHAPES, ModelShape
 from translator.rank.result import Measurement, RankResult, merge, read_all
-from translator.reading import Launch, Reading
+from translator.reading import Launch
 from translator.spec import BatchSpec
 from translator.spec_file import WORLD_KEYS, build_spec, spec_values
+from translator.update import kept, moved
 
 #: Tokens per sample when neither the config nor --seq-len says.
 DEFAULT_SEQUENCE = {"tiny": 64, "125m": 1024}
@@ -191,10 +191,11 @@ def sequence_of(chosen: RunModel, path: str) -> int:
 def on_world(path: str, nproc: int | None, nnodes: int, micro: int | None = None):
     """``(inspection, nproc)``: the file or job ``path`` read on ``nproc × nnodes`` processes
     (``nproc`` None: the job's own per node, else 1). On another world than the one the job
-    launches, its global batch and micro-batch are kept and the accumulation re-solved
-    (:func:`kept_global`, :func:`_edited`); where that cannot be done, the file's micro-batch
-    and accumulation run on the new world. A finding says which global batch runs. ``micro``
-    (a tune probe's) replaces the file's micro-batch, the global batch kept; it must divide."""
+    launches, its global batch and micro-batch are kept and the accumulation re-solved, the job
+    edited to that (:func:`translator.update.kept`, :func:`translator.update.moved`); where that
+    cannot be done, the file's micro-batch and accumulation run on the new world. A finding
+    says which global batch runs. ``micro`` (a tune probe's) replaces the file's micro-batch,
+    the global batch kept; it must divide."""
     from translator.errors import BatchspecError
     from translator.inspection import inspect_reading, read_file
 
@@ -206,18 +207,20 @@ def on_world(path: str, nproc: int | None, nnodes: int, micro: int | None = None
     # imply a world, such as a full DeepSpeed triple, must fit the run's)
     launched = reading.world_size is not None and job.spec is not None and job.spec.is_decided
     old = job.spec if launched else None
-    if micro is not None and old is None:  # a config whose world the launch gives
-        old = inspect_reading(chosen, reading, Launch(world_size=world)).require_spec()
     if old is None or (old.world == world and micro in (None, old.micro)):
-        return inspect_reading(*read_file(path), Launch(world_size=world)), nproc
+        on_new = inspect_reading(chosen, reading, Launch(world_size=world))
+        if old is None and micro is not None and micro != on_new.require_spec().micro:
+            old = on_new.spec  # a config whose world the launch gives, at a probe's micro-batch
+        else:
+            return on_new, nproc
     try:
-        found = _kept_on(chosen, path, old, kept_global(old, world, path, micro))
-        kept = "the accumulation re-solved to keep the global batch"
+        found = moved(chosen, reading, old, kept(old, path, world=world, micro=micro))
+        kept_words = "the accumulation re-solved to keep the global batch"
     except BatchspecError as exc:
         if micro is not None:
             raise
-        found = inspect_reading(*read_file(path), Launch(world_size=world))
-        kept = f"not the job's global batch: {exc}"
+        found = inspect_reading(chosen, reading, Launch(world_size=world))
+        kept_words = f"not the job's global batch: {exc}"
     if old.world != world and found.spec is not None and found.spec.is_decided:
         ran = found.spec
         found.findings.append(
@@ -227,117 +230,11 @@ def on_world(path: str, nproc: int | None, nnodes: int, micro: int | None = None
                 f"(micro {old.micro} × accumulation {old.accumulation} × data-parallel "
                 f"{old.data_parallel}); this smoke run starts {world}: micro {ran.micro} × "
                 f"accumulation {ran.accumulation} × data-parallel {ran.data_parallel} = global "
-                f"{ran.global_batch_size}, {kept}",
+                f"{ran.global_batch_size}, {kept_words}",
                 where=path,
             )
         )
     return found, nproc
-
-
-def _kept_on(chosen: Framework, path: str, old: BatchSpec, new: BatchSpec):
-    """The job at ``path`` edited so that, read on ``new``'s world, it runs ``new``'s batch.
-    The batch keys are edited with the job's own world kept (the run launches its own world):
-    a framework that writes the accumulation takes ``new``'s accumulation, one that writes the
-    global batch (torchtitan, Megatron) ``new``'s global batch over its micro-batch; the edit
-    whose reading gives ``new`` is taken, else an input error says none does."""
-    from translator.errors import BatchspecError, InputError
-    from translator.inspection import inspect_reading
-
-    fields = old.model_dump() | {"micro_batch_size": new.micro, "data_parallel_size": None}
-    tries = [fields | {"global_batch_size": None, "gradient_accumulation_steps": new.accumulation}]
-    if new.global_batch % (new.micro * old.data_parallel) == 0:
-        tries.append(
-            fields | {"global_batch_size": new.global_batch, "gradient_accumulation_steps": None}
-        )
-    for one in tries:
-        try:
-            edited = _edited(chosen, path, BatchSpec.model_validate(one))
-        except (BatchspecError, ValueError):
-            continue
-        found = inspect_reading(*edited, Launch(world_size=new.world))
-        ran = found.spec
-        if (
-            ran is not None
-            and ran.is_decided
-            and (ran.global_batch, ran.micro)
-            == (
-                new.global_batch,
-                new.micro,
-            )
-        ):
-            return found
-    raise InputError(
-        f"{path}: no edit of its batch keys runs global {new.global_batch} with micro-batch "
-        f"{new.micro} on {new.world} processes"
-    )
-
-
-def _edited(chosen: Framework, path: str, spec: BatchSpec) -> tuple[Framework, Reading]:
-    """``(framework, reading)`` of ``path`` with ``spec``'s batch values: its text and the other
-    files of its job (a DeepSpeed JSON that writes the batch) edited as ``update`` edits them
-    and read as edited (nothing is written), or, for a job whose engine runs the config its
-    reading gives (``job_config``) and whose values stand where ``update`` does not edit (an
-    arguments file), the reading's values set."""
-    from translator.errors import BatchspecError
-    from translator.files import reading_as
-    from translator.inspection import read_file
-    from translator.job import read_job
-    from translator.reading import Value
-    from translator.update import edit_job
-
-    again = read_file(path)[1]
-    try:
-        text, _, others = edit_job(chosen, again, spec)
-    except BatchspecError:
-        if again.launcher is None or chosen.job_config is None:
-            raise
-        for key, value in chosen.edits(again, spec).items():
-            v = again.values.get(key)
-            line, file = (v.line, v.file) if v is not None else (None, None)
-            again.values[key] = Value(value, line, None, None, file)
-        return chosen, again
-    with reading_as({other.path: other.text for other in others}):
-        if again.launcher is not None:
-            return read_job(text, path, None, chosen.name)
-        return chosen, chosen.read(text, path)
-
-
-def kept_global(
-    spec: BatchSpec, world: int, what: str, micro: int | None = None, fails: str | None = None
-) -> BatchSpec:
-    """``spec``'s global batch on ``world`` processes with micro-batch ``micro`` (default its
-    own), the accumulation re-solved; an input error naming ``what`` (and what then ``fails``)
-    when that does not divide."""
-    micro = micro or spec.micro
-    g = spec.global_batch
-    model = spec.tensor_parallel_size * spec.pipeline_parallel_size * spec.context_parallel_size
-    if world % model:
-        raise InputError(
-            f"{what}: {world} processes do not divide into model-parallel groups of {model}"
-        )
-    dp = world // model
-    if g % (micro * dp):
-        from translator import solve
-
-        fits = solve.nearest_divisors(g // dp, micro) if g % dp == 0 else []
-        hint = (
-            f"micro-batches that keep it on {world} processes: {', '.join(map(str, fits))}"
-            if fits
-            else f"no micro-batch keeps it on {world} processes"
-        )
-        raise InputError(
-            f"{what}: micro-batch {micro} × data-parallel {dp} does not divide the global batch "
-            f"{g}, so {fails or f'it cannot run the same batch on {world} processes'} ({hint})"
-        )
-    fields = spec.model_dump() | {
-        "micro_batch_size": micro,
-        "gradient_accumulation_steps": g // (micro * dp),
-        "data_parallel_size": None,
-        "world_size": world,
-        "nodes": None,
-        "gpus_per_node": None,
-    }
-    return BatchSpec.model_validate(fields)
 
 
 def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:
