@@ -1,30 +1,106 @@
-"""Reader throughput: files per second through `inspect` (read + interpret + solve), per
-framework, over the fixtures and over a long synthetic launch script; then the launch-script
-reader on 1x, 10x and 100x the same input, to show that reading time stays linear.
-Run: python scripts/bench_readers.py [--seconds S]"""
+"""Reader throughput: files per second through `inspect` (read + interpret + solve), each file
+read cold (every parse cache cleared between files, as a file read once is), per framework, over
+the fixtures (or the files under --files) and a long synthetic launch script; then the
+launch-script reader on 1x, 10x and 100x the same input, to show that reading time stays linear.
+With --against REV, the tree at git revision REV reads the same files in a child process, and
+both rates are printed side by side with their ratio.
+
+Run: python scripts/bench_readers.py [--seconds S] [--against REV] [--files DIR]"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
-from translator import parsing
-from translator.inspection import inspect_file
-from translator.reading import Launch
-
 ROOT = Path(__file__).resolve().parent.parent
-LAUNCH = Launch(world_size=8)
 
 
-def per_second(paths: list[Path], seconds: float) -> tuple[float, int]:
+def cold() -> None:
+    """Forget every parse (a tree without a cache has nothing to forget)."""
+    from translator import parsing
+
+    clear = getattr(parsing, "clear_cache", None)
+    if clear is not None:
+        clear()
+
+
+def per_second(paths: list[str], seconds: float) -> tuple[float, int]:
+    from translator.inspection import inspect_file
+    from translator.reading import Launch
+
+    launch = Launch(world_size=8)
     done, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         for path in paths:
-            inspect_file(str(path), launch=LAUNCH)
-            parsing.clear_cache()  # each read starts cold, as a file read once does
+            try:
+                inspect_file(path, launch=launch)
+            except Exception:  # noqa: BLE001 - a file one tree refuses is timed all the same
+                pass
+            cold()
             done += 1
     return done / (time.perf_counter() - start), done
+
+
+def rates(groups: dict[str, list[str]], seconds: float) -> dict[str, float]:
+    """Files per second of each group, read by the tree this process imports."""
+    return {name: per_second(paths, seconds)[0] for name, paths in groups.items()}
+
+
+def rates_of(revision: str, groups: dict[str, list[str]], seconds: float) -> dict[str, float]:
+    """:func:`rates` of the tree at git ``revision``, in a child process that imports it."""
+    with tempfile.TemporaryDirectory() as tree:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", revision, "translator"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        spec = Path(tree) / "groups.json"
+        spec.write_text(json.dumps(groups))
+        done = subprocess.run(
+            [sys.executable, __file__, "--measure", str(spec), "--seconds", str(seconds)],
+            env=os.environ | {"PYTHONPATH": tree},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out = json.loads(done.stdout)
+        if not out.pop("_tree").startswith(tree):
+            raise SystemExit(f"the child did not import the tree at {revision}")
+        return out
+
+
+def groups_of(files: Path | None) -> dict[str, list[str]]:
+    """The files read, by framework: the fixtures' folders, or the files under ``files`` by
+    the framework this tree reads them as (those it refuses are left out)."""
+    from translator.frameworks import names
+
+    if files is None:
+        return {
+            name: sorted(
+                str(p) for p in (ROOT / "fixtures" / name).glob("*/*") if p.name != "expected.yaml"
+            )
+            for name in names()
+            if (ROOT / "fixtures" / name).is_dir()
+        }
+    from translator.inspection import read_file
+
+    out: dict[str, list[str]] = {}
+    for path in sorted(p for p in files.rglob("*") if p.is_file()):
+        if path.suffix in (".md", ".txt") or path.name == "expected.json":
+            continue
+        try:
+            framework = read_file(str(path))[0].name
+        except Exception:  # noqa: BLE001 - not a file batchspec reads
+            continue
+        out.setdefault(framework, []).append(str(path))
+    return out
 
 
 def long_script(path: Path, lines: int) -> Path:
@@ -83,51 +159,68 @@ def repository(folder: Path, count: int) -> list[Path]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=2.0)
-    seconds = parser.parse_args().seconds
-    print(f"files/s through inspect_file, {seconds:g} s each")
-    from translator.frameworks import names
+    parser.add_argument("--against", metavar="REV", help="a git revision to read beside")
+    parser.add_argument("--files", type=Path, help="read these files, not the fixtures")
+    parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    seconds = args.seconds
+    if args.measure is not None:  # the child of --against
+        import translator
 
-    for framework in (n for n in names() if (ROOT / "fixtures" / n).is_dir()):
-        paths = sorted(
-            p for p in (ROOT / "fixtures" / framework).glob("*/*") if p.name != "expected.yaml"
-        )
-        rate, n = per_second(paths, seconds)
-        print(f"  {framework:10} {len(paths):3} fixtures  {rate:8.0f} files/s  ({n} reads)")
-    import tempfile
-
+        out = rates(json.loads(args.measure.read_text()), seconds)
+        print(json.dumps(out | {"_tree": translator.__file__}))
+        return
     with tempfile.TemporaryDirectory() as tmp:
+        groups = groups_of(args.files)
         script = long_script(Path(tmp) / "long.sh", 2000)
+        groups["4,000-line script"] = [str(script)]
+        now = rates(groups, seconds)
+        then = rates_of(args.against, groups, seconds) if args.against else {}
+        print(f"files/s through inspect_file, each read cold, {seconds:g} s each")
+        header = f"  {'files':18} {'count':>5} {'this tree':>10}"
+        if then:
+            header += f" {args.against:>10} {'ratio':>6}"
+        print(header)
+        for name, paths in groups.items():
+            line = f"  {name:18} {len(paths):5} {now[name]:10.1f}"
+            if then:
+                line += f" {then[name]:10.1f} {now[name] / then[name]:5.2f}x"
+            print(line)
         size = script.stat().st_size
-        rate, n = per_second([script], seconds)
         print(
-            f"  megatron   4,000-line script ({size / 1024:.0f} KiB)  {rate:8.1f} files/s  "
-            f"({rate * size / 2**20:.2f} MiB/s)"
+            f"  4,000-line script: {1000 / now['4,000-line script']:.0f} ms a read "
+            f"({size / 1024:.0f} KiB)"
         )
-        import os
+        jobs_and_scale(Path(tmp))
 
-        here = os.getcwd()
-        os.chdir(tmp)  # relative paths start where the job runs, as people run them
-        try:
-            jobs = repository(Path(tmp), 100)
-            start = time.perf_counter()
-            for job in jobs:
-                inspect_file(str(job.relative_to(tmp)))
-            took = time.perf_counter() - start
-        finally:
-            os.chdir(here)
-        print(
-            f"  jobs       a repository's 100 launch scripts ({len(STYLES)} styles, with the "
-            f"JSON they name)  {took:6.2f} s in all"
-        )
-        print("launch-script reader, seconds per read (linear: 10x input, ~10x time)")
-        for lines in (400, 4_000, 40_000):
-            script = long_script(Path(tmp) / f"scale-{lines}.sh", lines)
-            start = time.perf_counter()
-            inspect_file(str(script), launch=LAUNCH)
-            took = time.perf_counter() - start
-            print(
-                f"  {lines * 2:7,} lines ({script.stat().st_size / 1024:6.0f} KiB)  {took:7.3f} s"
-            )
+
+def jobs_and_scale(tmp: Path) -> None:
+    """A repository's 100 launch scripts read in a row; the launch-script reader at 3 sizes."""
+    from translator.inspection import inspect_file
+    from translator.reading import Launch
+
+    here = os.getcwd()
+    os.chdir(tmp)  # relative paths start where the job runs, as people run them
+    try:
+        jobs = repository(tmp, 100)
+        start = time.perf_counter()
+        for job in jobs:
+            inspect_file(str(job.relative_to(tmp)))
+        took = time.perf_counter() - start
+    finally:
+        os.chdir(here)
+    print(
+        f"  jobs       a repository's 100 launch scripts ({len(STYLES)} styles, with the "
+        f"JSON they name)  {took:6.2f} s in all"
+    )
+    print("launch-script reader, seconds per read (linear: 10x input, ~10x time)")
+    for lines in (400, 4_000, 40_000):
+        script = long_script(tmp / f"scale-{lines}.sh", lines)
+        cold()
+        start = time.perf_counter()
+        inspect_file(str(script), launch=Launch(world_size=8))
+        took = time.perf_counter() - start
+        print(f"  {lines * 2:7,} lines ({script.stat().st_size / 1024:6.0f} KiB)  {took:7.3f} s")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ is re-derived, the file's global batch kept first, then its micro-batch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from translator import memory, solve
 from translator.errors import ConfigError, InputError
@@ -20,6 +21,9 @@ from translator.memory import GIB, Setting, Settings
 from translator.plugin.contract import Framework
 from translator.reading import Reading
 from translator.spec import BatchSpec
+
+if TYPE_CHECKING:
+    from translator.inspection import Source
 
 #: Tokens per sample when neither the file nor ``--seq-len`` says.
 DEFAULT_SEQUENCE = 2048
@@ -196,22 +200,15 @@ def layout_of_flags(flags: list[Flag], names: dict[str, str] | None = None) -> L
     return layout
 
 
-def layout_of_file(path: str, framework: str | None, flags: list[Flag]) -> Layout:
-    """FILE's layout and settings with the flags given beside it (see the module's text)."""
-    from translator.files import read_text
-    from translator.inspection import read_file
-    from translator.spec_file import spec_values
-
-    given = _given(flags, path)
-    if spec_values(read_text(path), path) is not None:
-        return _laid_out(_spec_file(path), given, flags, path)
-    return _laid_out(_framework_file(*read_file(path, framework), given), given, flags, path)
-
-
-def layout_of_reading(found: Framework, reading: Reading, flags: list[Flag]) -> Layout:
-    """:func:`layout_of_file` of a file read already (``found``'s ``reading``)."""
-    given = _given(flags, reading.path)
-    return _laid_out(_framework_file(found, reading, given), given, flags, reading.path)
+def layout_of_source(read: Source, flags: list[Flag]) -> Layout:
+    """The layout and settings of the file ``read`` with the flags given beside it (see the
+    module's text)."""
+    given = _given(flags, read.path)
+    if read.framework is None or read.reading is None:
+        found = _spec_file(read.text, read.path)
+    else:
+        found = _framework_file(read.framework, read.reading, given)
+    return _laid_out(found, given, flags, read.path)
 
 
 def _given(flags: list[Flag], path: str) -> dict[str, Flag]:
@@ -276,13 +273,12 @@ def _world_of_nodes(given: dict[str, Flag]) -> None:
     given["world_size"] = Flag(f"{nodes.name} × {per_node.name}", "world_size", world)
 
 
-def _spec_file(path: str) -> _Read:
+def _spec_file(text: str, path: str) -> _Read:
     """A batchspec spec: its values, and its ZeRO stage as a setting."""
-    from translator.files import read_text
     from translator.spec_file import parse_mapping
 
     where = "<stdin>" if path == "-" else path
-    values, lines = parse_mapping(read_text(path), where)
+    values, lines = parse_mapping(text, where)
     values = dict(values)
     if "effective_batch_size" in values and "global_batch_size" not in values:
         values["global_batch_size"] = values.pop("effective_batch_size")

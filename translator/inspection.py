@@ -72,6 +72,37 @@ def read_text_of(
         return found, found.read(text, path)
 
 
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """The file a run is asked for, read and parsed once: every step of a run (the batch on
+    its world, the engine's config, the model, how it trains) and every probe of a tune starts
+    from this reading, never from the path again."""
+
+    path: str
+    """The file, as the user named it."""
+    text: str
+    """Its text."""
+    values: dict | None
+    """A batchspec spec's values; None for a framework's config or job."""
+    framework: Framework | None = None
+    """The framework that read a config or job (None for a spec)."""
+    reading: Reading | None = None
+    """Its reading (None for a spec)."""
+
+
+def read_source(path: str, framework: str | None = None) -> Source:
+    """``path`` read once: a spec's values, else its framework's reading (``framework``'s, or
+    detected; a launch script as a job)."""
+    from translator.spec_file import spec_values
+
+    text = read_text(path)
+    values = spec_values(text, path)
+    if values is not None:
+        return Source(path, text, values)
+    found, reading = read_text_of(path, text, framework)
+    return Source(path, text, None, found, reading)
+
+
 def named_model(framework: Framework, reading: Reading) -> NamedModel | None:
     """The model ``reading`` names: the framework's own reading of it, else the general one."""
     own = framework.named_model(reading) if framework.named_model is not None else None

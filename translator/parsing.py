@@ -295,9 +295,12 @@ def load_yaml(text: str, where: str) -> Document:
 
 
 def clear_cache() -> None:
-    """Forget the texts parsed so far (a benchmark's cold reads)."""
+    """Forget the texts parsed so far, YAML, JSON and shell (a benchmark's cold reads)."""
+    from translator.shell import syntax
+
     _parsed.cache_clear()
     _parsed_json.cache_clear()
+    syntax.clear_cache()
 
 
 @functools.lru_cache(maxsize=64)

@@ -255,12 +255,15 @@ def moved(framework: Framework, reading: Reading, old: BatchSpec, new: BatchSpec
         tries.append(
             fields | {"global_batch_size": new.global_batch, "gradient_accumulation_steps": None}
         )
+    edits = []
     for one in tries:
         try:
-            framework, edited = _edited(framework, reading, BatchSpec.model_validate(one))
+            edits.append(_edit(framework, reading, BatchSpec.model_validate(one)))
         except (BatchspecError, ValueError):
             continue
-        found = inspect_reading(framework, edited, Launch(world_size=new.world))
+    # an edit that changes nothing is read as it stands (Megatron's global batch kept): first
+    for edit in sorted(edits, key=lambda e: e is not None):
+        found = inspect_reading(*_edited(framework, reading, edit), Launch(world_size=new.world))
         ran = found.spec
         if (
             ran is not None
@@ -279,11 +282,11 @@ def moved(framework: Framework, reading: Reading, old: BatchSpec, new: BatchSpec
     )
 
 
-def _edited(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[Framework, Reading]:
-    """``(framework, reading)`` of the job with ``spec``'s batch values (see :func:`moved`):
-    the texts edited and read again once, or the values of a copy of ``reading`` set."""
+def _edit(framework: Framework, reading: Reading, spec: BatchSpec) -> _Edit | None:
+    """The job's edit for ``spec``'s batch values (see :func:`moved`); None when nothing
+    changes."""
     try:
-        text, _, others = edit_job(framework, reading, spec)
+        text, changes, others = edit_job(framework, reading, spec)
     except BatchspecError:
         if reading.launcher is None or framework.job_config is None:
             raise
@@ -292,7 +295,27 @@ def _edited(framework: Framework, reading: Reading, spec: BatchSpec) -> tuple[Fr
             v = values.get(key)
             line, file = (v.line, v.file) if v is not None else (None, None)
             values[key] = Value(value, line, None, None, file)
-        return framework, dataclasses.replace(reading, values=values)
+        return values
+    if not changes and not others:
+        return None
+    return text, others
+
+
+#: An edit of a job: its new text and other files, or (where update does not edit the file
+#: that holds them) its reading's new values.
+_Edit = tuple[str, list[Other]] | dict[str, Value]
+
+
+def _edited(
+    framework: Framework, reading: Reading, edit: _Edit | None
+) -> tuple[Framework, Reading]:
+    """``(framework, reading)`` of the job after ``edit``: the texts read again once, a copy of
+    ``reading`` with the new values, or ``reading`` itself when nothing changes."""
+    if edit is None:
+        return framework, reading
+    if isinstance(edit, dict):
+        return framework, dataclasses.replace(reading, values=edit)
+    text, others = edit
     with reading_as({other.path: other.text for other in others}):
         return reread(framework, reading, text)
 

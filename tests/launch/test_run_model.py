@@ -14,6 +14,7 @@ from test_named_model import LLAMA_8B, TINY, folder_with
 from translator import memory
 from translator.cli import main
 from translator.errors import InputError
+from translator.inspection import read_source
 from translator.launch import run_model
 from translator.named_model import config_json
 from translator.rank.context import RunContext
@@ -234,7 +235,7 @@ def test_tune_refuses_an_engine_that_does_not_build_the_jobs_model(tmp_path, mon
 
     job = tmp_path / "tune.yaml"
     job.write_text("model:\n  _component_: torchtune.models.llama3_1.llama3_1_8b\nbatch_size: 2\n")
-    named = run_model.named_in(str(job), None)
+    named = run_model.named_in(read_source(str(job)), None)
     monkeypatch.setattr(run_model, "engine", lambda name: Engine("plugin.engine"))
     with pytest.raises(InputError, match="the torchtune engine does not build the job's model"):
         run_model.choose(str(job), named, "torchtune", "tune", None)
@@ -245,7 +246,9 @@ def test_tune_refuses_an_engine_that_does_not_build_the_jobs_model(tmp_path, mon
 def test_torchtitan_builds_the_shape_its_flavor_gives_cut_to_layers():
     """It ran its debug model whatever the job's flavor: tune refused the 8B job."""
     job = str(ROOT / "fixtures/torchtitan/valid/llama3_8b_fsdp.toml")
-    chosen = run_model.choose(job, run_model.named_in(job, None), "torchtitan", "tune", None, 1)
+    chosen = run_model.choose(
+        job, run_model.named_in(read_source(job), None), "torchtitan", "tune", None, 1
+    )
     assert chosen.file == "model/shape.json" and chosen.architecture == "llama3 8B"
     assert memory.Model(**chosen.config) == chosen.shape
     assert (chosen.shape.layers, chosen.shape.ffn, chosen.shape.kv_heads) == (1, 14336, 8)
@@ -270,7 +273,7 @@ def test_megatron_builds_the_shape_its_flags_give(tmp_path):
         "torchrun --nproc_per_node 1 pretrain_gpt.py --num-layers 4 --hidden-size 64 "
         "--num-attention-heads 4 --vocab-size 512 --micro-batch-size 1 --global-batch-size 4\n"
     )
-    named = run_model.named_in(str(job), None)
+    named = run_model.named_in(read_source(str(job)), None)
     chosen = run_model.choose(str(job), named, "megatron", "tune", None, layers=2)
     assert chosen.file == "model/shape.json" and chosen.config["layers"] == 2
     assert memory.Model(**chosen.config) == chosen.shape

@@ -293,6 +293,7 @@ def test_a_probe_edits_the_deepspeed_json_that_writes_the_batch_with_the_job(tmp
     """A job whose DeepSpeed JSON writes the batch (not "auto"): a probe's micro-batch goes
     into the JSON the engine is handed as into the launch line, as update edits both; before,
     the JSON kept micro 1 × accumulation 2 and the Trainer refused the probe as a mismatch."""
+    from translator.inspection import read_source
     from translator.launch.smoke import _engine_config, on_world
 
     monkeypatch.chdir(tmp_path)
@@ -301,7 +302,7 @@ def test_a_probe_edits_the_deepspeed_json_that_writes_the_batch_with_the_job(tmp
         '"gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}'
     )
     (tmp_path / "job.sh").write_text(HF_DEEPSPEED_JOB)
-    probe, nproc = on_world("job.sh", None, 1, micro=2)
+    probe, nproc = on_world(read_source("job.sh"), None, 1, micro=2)
     assert nproc == 2 and (probe.spec.micro, probe.spec.accumulation) == (2, 1)
     assert [f.code for f in probe.findings if f.severity == "error"] == []
     _, _, partners, _ = _engine_config("hf", "hf", "", probe.spec, probe)

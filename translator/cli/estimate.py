@@ -98,8 +98,9 @@ def estimate(
       $ batchspec estimate axolotl.yml --world-size 8 --recompute full
     """
     from translator.errors import InputError
-    from translator.estimation import Flag, layout_of_file, layout_of_flags
+    from translator.estimation import Flag, layout_of_flags, layout_of_source
     from translator.estimation import estimate as estimate_layout
+    from translator.inspection import read_source
 
     names = {field: flag for flag, field, _, _ in SPEC_FLAGS}
     flags = [Flag(names[k], k, v) for k, v in pop_spec_values(params).items() if v is not None]
@@ -118,12 +119,13 @@ def estimate(
     if file is None:
         if framework is not None:
             raise InputError("--framework names how to read FILE: give a FILE")
-        layout = layout_of_flags(flags, names)
+        read, layout = None, layout_of_flags(flags, names)
     else:
-        layout = layout_of_file(file, framework, flags)
+        read = read_source(file, framework)
+        layout = layout_of_source(read, flags)
     limit = parse_memory(capacity, "--capacity")
     fixed = parse_memory(overhead or "1G", "--overhead") or 0
-    chosen = _model(file, framework, model, model_config, layers)
+    chosen = _model(file, read, framework, model, model_config, layers)
     found = estimate_layout(
         layout,
         model or chosen.shape,
@@ -142,7 +144,7 @@ def estimate(
     exit_for(found.findings)
 
 
-def _model(file, framework, model, model_config, layers):
+def _model(file, read, framework, model, model_config, layers):
     """The model FILE names, as :func:`translator.launch.run_model.choose` finds it for an
     estimate; a preset or config.json given as ``--model`` is read by the estimate itself."""
     from translator.errors import InputError
@@ -154,7 +156,7 @@ def _model(file, framework, model, model_config, layers):
                 f"--model {model} names the model: give it without --model-config and --layers"
             )
         return None
-    named = None if file is None else run_model.named_in(file, model_config)
+    named = None if read is None else run_model.named_in(read, model_config)
     where = file or "estimate without a FILE"
     return run_model.choose(where, named, framework or "", "estimate", None, layers, model_config)
 

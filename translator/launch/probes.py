@@ -14,6 +14,7 @@ from translator import memory
 from translator.errors import ConfigError, InputError
 from translator.files import write_atomic, write_files
 from translator.findings import finding
+from translator.inspection import Source
 from translator.launch import command, runner
 from translator.launch import smoke as runs
 from translator.launch import workdir as workdirs
@@ -51,10 +52,10 @@ class Setup:
     """Inside a Slurm allocation: each probe is an ``srun`` job step."""
     model: RunModel | None = None
     """The model every probe builds (None: the plan's stand-in)."""
-    file: str | None = None
-    """The job or config tuned, each probe running it with the candidate's micro-batch edited
-    in (its engine, ZeRO stage and every other setting as it stands); None: a spec, each probe
-    running its own ``candidate.json``."""
+    source: Source | None = None
+    """The job or config tuned, read once, each probe running it with the candidate's
+    micro-batch edited in (its engine, ZeRO stage and every other setting as it stands); None:
+    a spec, each probe running its own ``candidate.json``."""
     probe_timeout: float | None = None
     """Seconds one probe may take, launch included (``--probe-timeout``): past it the whole
     launch is stopped, an ``srun`` step cancelled, and the tune ends; None: no limit but the
@@ -113,10 +114,10 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     path = folder / "candidate.json"
     write_files([(path, candidate_spec(setup.spec, c).model_dump_json(indent=2))], force=True)
     plan = setup.plan
-    as_filed = setup.file is not None and c.zero_stage is None  # a ZeRO stage: the candidate's
+    as_filed = setup.source is not None and c.zero_stage is None  # a ZeRO stage: the candidate's
     prepared = runs.prepare(
         RunRequest(
-            setup.file if setup.file is not None and as_filed else str(path),
+            setup.source.path if setup.source is not None and as_filed else str(path),
             plan.framework,
             plan.nproc,
             plan.nnodes,
@@ -127,6 +128,7 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
             device=plan.device,
             recompute=c.recompute,
             micro=c.micro_batch_size if as_filed else None,
+            source=setup.source,
         )
     )
     left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)

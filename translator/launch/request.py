@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from translator.inspection import Source, read_source
 from translator.launch.run_model import RunModel, choose
 from translator.named_model import NamedModel
 
@@ -56,6 +57,15 @@ class RunRequest:
     micro: int | None = None
     """A tune probe's micro-batch, run in place of the file's own (the global batch kept);
     None: the file's."""
+    source: Source | None = None
+    """:attr:`file` read already (a tune's probes share one reading); None, or another file's
+    (a request replaced with another file): read when the run is prepared."""
+
+    def read(self) -> Source:
+        """:attr:`file`, read: :attr:`source` when it is that file's, else read now."""
+        if self.source is not None and self.source.path == self.file:
+            return self.source
+        return read_source(self.file)
 
     def run_model(
         self, named: NamedModel | None, framework: str, command: str, ranks_here: int | None

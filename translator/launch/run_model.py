@@ -16,11 +16,15 @@ import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from translator import memory
 from translator.errors import InputError
 from translator.named_model import NamedModel, config_json
 from translator.rank.engines import engine
+
+if TYPE_CHECKING:
+    from translator.inspection import Source
 
 #: What a run is told to give when it has no model of the job's.
 GIVE = "give --model-config PATH (the model's config.json or its folder), or --model tiny for "
@@ -237,17 +241,14 @@ def _cut_config(config: dict, layers: int | None) -> dict:
     return config | {"text_config": cut} if inner is not None else cut
 
 
-def named_in(path: str, model_config: str | None) -> NamedModel | None:
-    """The model the file at ``path`` names (a spec names none, nor a file that leaves it to
-    what runs it), resolved without ``model_config`` (which :func:`choose` reads itself)."""
-    from translator.files import read_text
-    from translator.spec_file import spec_values
-
-    if model_config is not None or spec_values(read_text(path), path) is not None:
+def named_in(read: Source, model_config: str | None) -> NamedModel | None:
+    """The model the file ``read`` names (a spec names none, nor a file that leaves it to what
+    runs it), resolved without ``model_config`` (which :func:`choose` reads itself)."""
+    if model_config is not None or read.framework is None or read.reading is None:
         return None
-    from translator.inspection import named_model, read_file
+    from translator.inspection import named_model
 
-    return _own(named_model(*read_file(path)))
+    return _own(named_model(read.framework, read.reading))
 
 
 def _own(named: NamedModel | None) -> NamedModel | None:

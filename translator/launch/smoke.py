@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from translator.errors import ConfigError, InputError
-from translator.files import read_text, write_files
+from translator.files import write_files
 from translator.findings import Finding, finding
+from translator.inspection import Source
 from translator.launch import command
 from translator.launch import workdir as workdirs
 from translator.launch.launcher import Launcher
@@ -35,7 +36,7 @@ from translator.rank.model import SHAPES, ModelShape
 from translator.rank.result import Measurement, RankResult, merge, read_all
 from translator.reading import Launch
 from translator.spec import BatchSpec
-from translator.spec_file import WORLD_KEYS, build_spec, spec_values
+from translator.spec_file import WORLD_KEYS, build_spec
 from translator.update import kept, moved
 
 #: Tokens per sample when neither the config nor --seq-len says.
@@ -94,8 +95,8 @@ def prepare(request: RunRequest) -> Prepared:
     file edited in memory as ``update`` edits it, every other setting as it stands)."""
     path, nproc, nnodes, framework = request.file, request.nproc, request.nnodes, request.framework
     remote, dry_run = request.remote, request.dry_run
-    text = read_text(path)
-    values = spec_values(text, path)
+    read = request.read()
+    text, values = read.text, read.values
     named, trains = None, {}
     if values is not None:
         given = values.get("world_size")
@@ -105,12 +106,12 @@ def prepare(request: RunRequest) -> Prepared:
         spec, source, findings = _spec_for_world(values, path, world), None, []
         framework = framework or TORCH
     else:
-        inspection, nproc = on_world(path, nproc, nnodes, request.micro)
+        inspection, nproc = on_world(read, nproc, nnodes, request.micro)
         world = nproc * nnodes
         spec, source = inspection.require_spec(), inspection.reading.framework
         findings, named = inspection.findings, inspection.model
         framework = framework or inspection.reading.framework
-        trains = _trains(path, source, world)
+        trains = _trains(read, world)
     if remote and dry_run:
         findings = [*findings, *_not_installed_here(framework)]
     device = check_engine(framework, spec, request.device, remote, path, not (remote and dry_run))
@@ -169,12 +170,11 @@ def _engine_config(
     return rendered.filename, rendered.text, {}, rendered.findings + said
 
 
-def _trains(path: str, framework: str | None, world: int) -> dict:
-    """How the file at ``path`` trains, as :func:`translator.estimation.layout_of_file` reads
-    it on ``world`` ranks."""
-    from translator.estimation import Flag, layout_of_file
+def _trains(read: Source, world: int) -> dict:
+    """How the file ``read`` trains, as the memory estimate reads it on ``world`` ranks."""
+    from translator.estimation import Flag, layout_of_source
 
-    return layout_of_file(path, framework, [Flag("--world-size", "world_size", world)]).how
+    return layout_of_source(read, [Flag("--world-size", "world_size", world)]).how
 
 
 def sequence_of(chosen: RunModel, path: str) -> int:
@@ -188,8 +188,8 @@ def sequence_of(chosen: RunModel, path: str) -> int:
     )
 
 
-def on_world(path: str, nproc: int | None, nnodes: int, micro: int | None = None):
-    """``(inspection, nproc)``: the file or job ``path`` read on ``nproc × nnodes`` processes
+def on_world(read: Source, nproc: int | None, nnodes: int, micro: int | None = None):
+    """``(inspection, nproc)``: the file or job ``read`` on ``nproc × nnodes`` processes
     (``nproc`` None: the job's own per node, else 1). On another world than the one the job
     launches, its global batch and micro-batch are kept and the accumulation re-solved, the job
     edited to that (:func:`translator.update.kept`, :func:`translator.update.moved`); where that
@@ -197,9 +197,10 @@ def on_world(path: str, nproc: int | None, nnodes: int, micro: int | None = None
     says which global batch runs. ``micro`` (a tune probe's) replaces the file's micro-batch,
     the global batch kept; it must divide."""
     from translator.errors import BatchspecError
-    from translator.inspection import inspect_reading, read_file
+    from translator.inspection import inspect_reading
 
-    chosen, reading = read_file(path)
+    path, chosen, reading = read.path, read.framework, read.reading
+    assert chosen is not None and reading is not None  # a framework's file, not a spec
     job = inspect_reading(chosen, reading, Launch())
     nproc = nproc or job.values.get("gpus_per_node") or 1
     world = nproc * nnodes

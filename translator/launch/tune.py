@@ -10,6 +10,7 @@ one JSON object, or the table and bars of :mod:`translator.launch.tune_report`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -170,7 +171,7 @@ def tune(request: Request, echo: Progress) -> Outcome:
 def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
     """What every probe shares, and the ZeRO stages to try; refuses, before any probe, what
     would fail later."""
-    run = request.run
+    run = dataclasses.replace(request.run, source=request.run.read())
     spec, source, nproc = _layout(run)
     framework = run.framework or source or TORCH
     device = runs.check_engine(framework, spec, run.device, request.slurm is not None, run.file)
@@ -181,7 +182,7 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
             f"tune with --framework {' or '.join(with_option('recompute'))}"
         )
     _check_outputs(request, framework)
-    named = run_model.named_in(run.file, run.model_config)
+    named = run_model.named_in(run.read(), run.model_config)
     here = None if request.slurm is not None else nproc
     chosen = run.run_model(named, framework, "tune", here)
     plan = SmokePlan(
@@ -202,7 +203,7 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
         deadline=None if run.timeout is None else time.monotonic() + run.timeout,
         in_allocation=request.in_allocation and probes.require_allocation(),
         model=chosen,
-        file=None if source is None else run.file,
+        source=None if source is None else run.source,
         probe_timeout=request.probe_timeout,
     )
     return setup, stages
@@ -212,13 +213,12 @@ def _layout(request: RunRequest) -> tuple[BatchSpec, str | None, int]:
     """``(spec, framework, nproc)``: the batch tuned, whose file it is (None: a spec) and the
     processes per node: given, else the job's own per node (its global batch kept on another
     world, as smoke keeps it), else the spec's world, else 1."""
-    from translator.files import read_text
     from translator.layouts import load_layout
-    from translator.spec_file import spec_values
 
-    values = spec_values(read_text(request.file), request.file)
+    read = request.read()
+    values = read.values
     if values is None:
-        inspection, nproc = runs.on_world(request.file, request.nproc, request.nnodes)
+        inspection, nproc = runs.on_world(read, request.nproc, request.nnodes)
         return inspection.require_spec(), inspection.reading.framework, nproc
     given = values.get("world_size")
     nnodes = request.nnodes

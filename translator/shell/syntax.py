@@ -4,6 +4,7 @@ to the file's character offsets and lines, and what a syntax error says about th
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 
 from translator.errors import InputError
@@ -187,6 +188,20 @@ def braced(data: bytes, root) -> tuple:
 
 
 def repair(data: bytes, text: str, where: str) -> tuple:
+    """:func:`repaired`: each text is parsed once (a job's script is read again by the engine
+    check, a sourced file by each script that sources it); every caller gets its own holes,
+    notes and offsets."""
+    out, root, holes, notes, inserted = repaired(data, text, where)
+    return out, root, dict(holes), list(notes), list(inserted)
+
+
+def clear_cache() -> None:
+    """Forget the texts parsed so far (a benchmark's cold reads)."""
+    repaired.cache_clear()
+
+
+@functools.lru_cache(maxsize=16)
+def repaired(data: bytes, text: str, where: str) -> tuple:
     """What tree-sitter is given for a script whose templates hold statements bash cannot
     parse (``DATA_PATH=<Specify path>``, ``--data-path <path> \\`` in a continued command):
     ``(data, root, holes, notes)``. Each placeholder ``<...>`` is written over with a

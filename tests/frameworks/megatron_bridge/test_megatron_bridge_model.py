@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from paths import ROOT
 
 from translator.cli import main
+from translator.inspection import read_source
 from translator.launch import run_model
 from translator.memory import PRESETS
 
@@ -94,7 +95,7 @@ def test_nemo1_takes_its_vocabulary_from_the_tokenizer(tmp_path):
 
 
 def test_a_smoke_builds_the_named_shape_cut_to_layers():
-    named = run_model.named_in(str(TINY), None)
+    named = run_model.named_in(read_source(str(TINY)), None)
     assert named is not None
     chosen = run_model.choose(str(TINY), named, "megatron-bridge", "smoke", None, layers=1)
     assert chosen.file == "model/shape.json" and chosen.config is not None
@@ -105,6 +106,6 @@ def test_a_smoke_builds_the_named_shape_cut_to_layers():
 def test_a_file_that_names_no_model_smokes_the_stand_in():
     path = ROOT / "fixtures" / "megatron_bridge" / "valid" / "rounds_down.yaml"
     assert "names no recipe and writes no model" in model_of(path)["why"]
-    named = run_model.named_in(str(path), None)
+    named = run_model.named_in(read_source(str(path)), None)
     chosen = run_model.choose(str(path), named, "megatron-bridge", "smoke", None)
     assert chosen.named is None and "names no model" in str(chosen.said)

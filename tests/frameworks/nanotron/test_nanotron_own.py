@@ -16,7 +16,7 @@ from test_named_model import TINY
 from translator.cli import main
 from translator.frameworks import get
 from translator.frameworks.nanotron import generation, native
-from translator.inspection import inspect_reading
+from translator.inspection import inspect_reading, read_source
 from translator.reading import Launch
 from translator.render import render
 from translator.spec import BatchSpec
@@ -150,7 +150,7 @@ def test_the_smoke_engines_whole_config_is_one_nanotron_loads(tmp_path):
         + "".join(f"    {k}: {json.dumps(v)}\n" for k, v in TINY_LLAMA.items())
     )
     chosen = run_model.choose(
-        str(job), run_model.named_in(str(job), None), "nanotron", "smoke", None
+        str(job), run_model.named_in(read_source(str(job)), None), "nanotron", "smoke", None
     )
     assert chosen.shape.parameters == 156_480 and refuse_shape(chosen.shape) is None
     (tmp_path / "model").mkdir()
