@@ -192,8 +192,10 @@ def _from_toml(reading: Reading) -> NamedModel | None:
         return None
     import tomllib
 
+    from translator.parsing import load_toml
+
     try:
-        data = tomllib.loads(reading.text)
+        data = load_toml(reading.text)
     except tomllib.TOMLDecodeError:
         return None
     if not any(isinstance(data.get(t), dict) for t in ("training", "parallelism", "model")):

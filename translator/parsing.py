@@ -295,12 +295,26 @@ def load_yaml(text: str, where: str) -> Document:
 
 
 def clear_cache() -> None:
-    """Forget the texts parsed so far, YAML, JSON and shell (a benchmark's cold reads)."""
+    """Forget the texts parsed so far, YAML, JSON, TOML and shell (a benchmark's cold reads)."""
     from translator.shell import syntax
 
     _parsed.cache_clear()
     _parsed_json.cache_clear()
+    _parsed_toml.cache_clear()
     syntax.clear_cache()
+
+
+def load_toml(text: str) -> dict:
+    """``tomllib.loads(text)`` (its ``TOMLDecodeError`` raised), parsed once per text as
+    :func:`load_yaml` does: the reader and the model lookup both ask for it."""
+    return copy.deepcopy(_parsed_toml(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_toml(text: str) -> dict:
+    import tomllib
+
+    return tomllib.loads(text)
 
 
 @functools.lru_cache(maxsize=64)

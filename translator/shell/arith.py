@@ -32,6 +32,15 @@ LEVELS = [
     ("+", "-"),
     ("*", "/", "%"),
 ]
+#: Each binary operator's level in :data:`LEVELS`.
+PRECEDENCE = {op: level for level, ops in enumerate(LEVELS) for op in ops}
+
+
+def _precedence(t: list[tuple[str, str]], i: int) -> int | None:
+    """The level of the binary operator at ``t[i]``; None for anything else."""
+    return PRECEDENCE.get(t[i][1]) if i < len(t) and t[i][0] == "op" else None
+
+
 #: Digits of ``BASE#digits`` numbers, in order of value (bash's, up to base 64).
 DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@_"
 ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "^=", "|=", "**="}
@@ -190,15 +199,23 @@ class Evaluator:
         return cond, i
 
     def binary(self, t, i, level):
-        if level == len(LEVELS):
-            return self.power(t, i)
-        first, i = self.binary(t, i, level + 1)
-        rest = []
-        while i < len(t) and t[i][0] == "op" and t[i][1] in LEVELS[level]:
-            op = t[i][1]
-            right, i = self.binary(t, i + 1, level + 1)
-            rest.append((op, right))
-        return (("chain", first, rest) if rest else first), i
+        """The operators of ``level`` and tighter, by precedence climbing: a run of one
+        level's operators is one ``("chain", first, [(op, operand), ...])``."""
+        first, i = self.power(t, i)
+        return self._climb(first, t, i, level)
+
+    def _climb(self, first, t, i, level):
+        while (p := _precedence(t, i)) is not None and p >= level:
+            rest = []
+            while _precedence(t, i) == p:
+                op = t[i][1]
+                right, i = self.power(t, i + 1)
+                tighter = _precedence(t, i)
+                if tighter is not None and tighter > p:
+                    right, i = self._climb(right, t, i, p + 1)
+                rest.append((op, right))
+            first = ("chain", first, rest)
+        return first, i
 
     def power(self, t, i):
         base, i = self.unary(t, i)

@@ -298,9 +298,10 @@ def scalar(text: str, sources=frozenset()) -> Var:
 
 def text_of(pieces) -> str | None:
     """The text of ``pieces``, ``None`` when one is unknown."""
-    if any(p.text is None for p in pieces):
+    try:
+        return "".join([p.text for p in pieces])
+    except TypeError:  # a piece's text is None
         return None
-    return "".join(p.text for p in pieces)
 
 
 def as_run(pieces) -> str | None:

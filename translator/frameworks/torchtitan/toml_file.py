@@ -8,6 +8,7 @@ import re
 import tomllib
 
 from translator.errors import InputError
+from translator.parsing import load_toml
 from translator.reading import Value
 from translator.shell.syntax import refuse_long_numbers
 
@@ -21,7 +22,7 @@ def load(text: str, where: str) -> dict:
     """The parsed document; malformed TOML is an input error naming the file and line."""
     refuse_long_numbers(text, where)
     try:
-        return tomllib.loads(text)
+        return load_toml(text)
     except tomllib.TOMLDecodeError as exc:
         line = re.search(r"line (\d+)", str(exc))
         at = f"{where}:{line.group(1)}" if line else where
