@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from translator import memory
 from translator.cli import main
-from translator.memory import GIB, PRESETS, Run
+from translator.memory import GIB, PRESETS, RunSettings
 
 
 def run(*args):
@@ -130,7 +130,7 @@ def test_activations_follow_korthikanti_table_2():
     """GPT-style (F = 4h, multi-head): 34 + 5as/h without recompute, 34 with flash attention,
     10 + 24/t under TP, 34/t with sequence parallel too, 2 per layer under full recompute."""
     gpt, s, h, a = PRESETS["125m"], 1024, 768, 12
-    base = Run(micro_batch_size=1, sequence_length=s)
+    base = RunSettings(micro_batch_size=1, sequence_length=s)
     assert memory.layer_activation_bytes(gpt, base) == pytest.approx(34)
     eager = replace(base, attention="eager")
     assert memory.layer_activation_bytes(gpt, eager) == pytest.approx(34 + 5 * a * s / h)
@@ -145,7 +145,7 @@ def test_activations_follow_korthikanti_table_2():
 def test_pipeline_stages_hold_their_in_flight_micro_batches():
     """1F1B: the first stage holds min(p, m) micro-batches of its L / p layers; interleaved:
     L·(1 + (p−1)/(p·v)) layers (Megatron's report_theoretical_memory)."""
-    model, run_ = PRESETS["llama3-8b"], Run(micro_batch_size=1, sequence_length=4096)
+    model, run_ = PRESETS["llama3-8b"], RunSettings(micro_batch_size=1, sequence_length=4096)
     one = memory.activations(model, run_).bytes
     assert memory.activations(model, replace(run_, pipeline=4, micro_batches=8)).bytes == one
     assert memory.activations(model, replace(run_, pipeline=4, micro_batches=2)).bytes == one // 2
@@ -155,10 +155,10 @@ def test_pipeline_stages_hold_their_in_flight_micro_batches():
 
 def test_model_states_are_megatrons_18_bytes_and_6_plus_12_over_dp_distributed():
     model, n = PRESETS["llama3-8b"], 8
-    shard = memory.shard_parameters(model, Run(1, 1))
-    plain = parts(memory.estimate(model, Run(1, 1, data_parallel=n)))
+    shard = memory.shard_parameters(model, RunSettings(1, 1))
+    plain = parts(memory.estimate(model, RunSettings(1, 1, data_parallel=n)))
     assert plain["weights"] + plain["gradients"] + plain["optimizer"] == 18 * shard
-    dist = parts(memory.estimate(model, Run(1, 1, data_parallel=n, zero_stage=1)))
+    dist = parts(memory.estimate(model, RunSettings(1, 1, data_parallel=n, zero_stage=1)))
     assert dist["weights"] + dist["gradients"] + dist["optimizer"] == pytest.approx(
         (6 + 12 / n) * shard, rel=1e-6
     )
@@ -171,10 +171,10 @@ def test_context_parallel_ranks_share_the_model_state_shards(stage):
     the ranks that hold the same layers): DP 4 × CP 2 shards as DP 8 does, not as DP 4."""
     model = PRESETS["llama3-8b"]
     with_cp = parts(
-        memory.estimate(model, Run(1, 8192, data_parallel=4, context=2, zero_stage=stage))
+        memory.estimate(model, RunSettings(1, 8192, data_parallel=4, context=2, zero_stage=stage))
     )
-    dp8 = parts(memory.estimate(model, Run(1, 8192, data_parallel=8, zero_stage=stage)))
-    dp4 = parts(memory.estimate(model, Run(1, 8192, data_parallel=4, zero_stage=stage)))
+    dp8 = parts(memory.estimate(model, RunSettings(1, 8192, data_parallel=8, zero_stage=stage)))
+    dp4 = parts(memory.estimate(model, RunSettings(1, 8192, data_parallel=4, zero_stage=stage)))
     states = ("weights", "gradients", "optimizer")
     assert [with_cp[n] for n in states] == [dp8[n] for n in states]
     assert with_cp["optimizer"] < dp4["optimizer"]
@@ -204,7 +204,7 @@ def test_the_estimate_of_a_context_parallel_script_divides_by_dp_times_cp(tmp_pa
     )
     code, data = estimate_json(script, "--model", "llama3-8b")
     assert code == 0 and data["layout"]["data_parallel_size"] == 4
-    p = memory.shard_parameters(PRESETS["llama3-8b"], Run(1, 1))
+    p = memory.shard_parameters(PRESETS["llama3-8b"], RunSettings(1, 1))
     assert part(data, "optimizer")["bytes"] == 12 * p // 8
     assert part(data, "optimizer")["formula"].endswith("/ DP×CP 8")
 
@@ -216,7 +216,7 @@ def test_zero_3_model_states_equal_deepspeeds_own_estimator():
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
 
     model, n = PRESETS["llama3-8b"], 8
-    ours = parts(memory.estimate(model, Run(1, 1, data_parallel=n, zero_stage=3)))
+    ours = parts(memory.estimate(model, RunSettings(1, 1, data_parallel=n, zero_stage=3)))
     _, gpu, largest = estimate_zero3_model_states_mem_needs(
         model.parameters,
         0,

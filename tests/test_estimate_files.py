@@ -7,7 +7,7 @@ from paths import ROOT
 from test_estimate import estimate_json, part, run
 
 from translator import memory
-from translator.memory import GIB, PRESETS, Run
+from translator.memory import GIB, PRESETS, RunSettings
 
 # A file's settings, and the flags given beside it ---------------------------------------------
 
@@ -125,7 +125,7 @@ def test_the_dp8_example_counts_as_megatron_does():
     8.03 B parameters): 15.0 + 15.0 + 11.2 GiB, 41.1 GiB of model states (Megatron's own
     6 + 12/8 bytes a parameter less the 2 its --grad-reduce-in-bf16 saves)."""
     code, data = estimate_json(LLAMA_DP8, "--model", "llama3-8b", "--capacity", "80G")
-    p = memory.shard_parameters(PRESETS["llama3-8b"], Run(1, 1))
+    p = memory.shard_parameters(PRESETS["llama3-8b"], RunSettings(1, 1))
     states = {n: part(data, n)["bytes"] for n in ("weights", "gradients", "optimizer")}
     assert states == {"weights": 2 * p, "gradients": 2 * p, "optimizer": 12 * p // 8}
     assert sum(states.values()) / GIB == pytest.approx(41.1, abs=0.05)
@@ -169,7 +169,7 @@ def test_deepspeed_offload_matches_deepspeeds_own_estimators(tmp_path):
     from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
 
     model, n = PRESETS["llama3-8b"], 8
-    p = memory.shard_parameters(model, Run(1, 1))
+    p = memory.shard_parameters(model, RunSettings(1, 1))
 
     def states(stage, *offload):
         config = {"stage": stage} | {f"offload_{k}": {"device": "cpu"} for k in offload}

@@ -92,7 +92,7 @@ def test_a_failed_parity_names_each_known_cause_once():
 
 def test_a_spec_smoked_on_megatron_says_the_cause_before_it_runs(tmp_path):
     """The engine runs a config it renders for the spec (without the per-token loss)."""
-    from translator.launch.smoke import prepare
+    from translator.launch.preparing import prepare
 
     spec = tmp_path / "spec.yaml"
     spec.write_text("global_batch_size: 8\nmicro_batch_size: 2\nsequence_length: 32\n")

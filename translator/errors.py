@@ -1,6 +1,7 @@
 """The one error hierarchy. Each error knows the exit code the command line gives it.
 
-Exit codes (DESIGN.md): 1 the configuration is wrong; 2 the input cannot be used.
+Exit codes (docs/architecture.md, "The command line"): 1 the configuration is wrong; 2 the input
+cannot be used.
 Only ``translator.cli`` turns these into exit codes; everything else just raises.
 """
 

@@ -23,7 +23,7 @@ from translator.reading import Reading
 from translator.spec import BatchSpec
 
 if TYPE_CHECKING:
-    from translator.inspection import Source
+    from translator.inspection import FileRead
 
 #: Tokens per sample when neither the file nor ``--seq-len`` says.
 DEFAULT_SEQUENCE = 2048
@@ -49,7 +49,7 @@ class Flag:
     name: str
     """As spelt (``--seq-len``)."""
     field: str
-    """The spec field or :class:`~translator.memory.Run` field it sets."""
+    """The spec field or :class:`~translator.memory.RunSettings` field it sets."""
     value: object
     """Its value."""
     switch: bool = False
@@ -119,7 +119,7 @@ class Report:
     """The model."""
     sequence_length: int
     """Tokens per sample (the spec's, else :data:`DEFAULT_SEQUENCE`)."""
-    run: memory.Run
+    run: memory.RunSettings
     """How it runs (precision, recompute, attention, sharding)."""
     result: memory.Estimate
     """The estimate, part by part."""
@@ -200,7 +200,7 @@ def layout_of_flags(flags: list[Flag], names: dict[str, str] | None = None) -> L
     return layout
 
 
-def layout_of_source(read: Source, flags: list[Flag]) -> Layout:
+def layout_of_source(read: FileRead, flags: list[Flag]) -> Layout:
     """The layout and settings of the file ``read`` with the flags given beside it (see the
     module's text)."""
     given = _given(flags, read.path)

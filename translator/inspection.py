@@ -73,7 +73,7 @@ def read_text_of(
 
 
 @dataclasses.dataclass(frozen=True)
-class Source:
+class FileRead:
     """The file a run is asked for, read and parsed once: every step of a run (the batch on
     its world, the engine's config, the model, how it trains) and every probe of a tune starts
     from this reading, never from the path again."""
@@ -90,7 +90,7 @@ class Source:
     """Its reading (None for a spec)."""
 
 
-def read_source(path: str, framework: str | None = None) -> Source:
+def read_source(path: str, framework: str | None = None) -> FileRead:
     """``path`` read once: a spec's values, else its framework's reading (``framework``'s, or
     detected; a launch script as a job)."""
     from translator.spec_file import spec_values
@@ -98,9 +98,9 @@ def read_source(path: str, framework: str | None = None) -> Source:
     text = read_text(path)
     values = spec_values(text, path)
     if values is not None:
-        return Source(path, text, values)
+        return FileRead(path, text, values)
     found, reading = read_text_of(path, text, framework)
-    return Source(path, text, None, found, reading)
+    return FileRead(path, text, None, found, reading)
 
 
 def named_model(framework: Framework, reading: Reading) -> NamedModel | None:

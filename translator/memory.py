@@ -283,7 +283,7 @@ SANDWICH_NORMS = frozenset({"gemma2", "gemma3", "gemma3_text"})
 
 
 @dataclass(frozen=True)
-class Run:
+class RunSettings:
     """How the model is trained, as far as memory goes."""
 
     micro_batch_size: int
@@ -314,7 +314,7 @@ class Run:
     """Bytes no formula covers: CUDA context, NCCL, allocator slack."""
 
 
-#: The :class:`Run` fields a file may fix (:class:`Setting`).
+#: The :class:`RunSettings` fields a file may fix (:class:`Setting`).
 SETTINGS = ("zero_stage", "offload", "gradient_bytes", "sequence_parallel", "recompute")
 
 
@@ -323,7 +323,7 @@ class Setting:
     """One thing a file fixes about how it trains, as the memory model takes it."""
 
     field: str
-    """The :class:`Run` field it sets (of :data:`SETTINGS`)."""
+    """The :class:`RunSettings` field it sets (of :data:`SETTINGS`)."""
     value: object
     """As the field takes it: a ZeRO stage, a recompute mode, ``True``, or the parts offloaded
     (a frozenset of :data:`STATES` names; several such settings add up)."""
@@ -361,12 +361,12 @@ def run_of(
     offload: frozenset[str] = frozenset(),
     gradient_bytes: int = 4,
     overhead: int = GIB,
-) -> Run:
-    """The :class:`Run` of a solved :class:`~translator.spec.BatchSpec`; ``zero_stage``, when
+) -> RunSettings:
+    """The :class:`RunSettings` of a solved :class:`~translator.spec.BatchSpec`; ``zero_stage``, when
     given, replaces the spec's and ``distributed_optimizer``'s."""
     if zero_stage is None:
         zero_stage = max(spec.zero_stage or 0, 1 if distributed_optimizer else 0)
-    return Run(
+    return RunSettings(
         micro_batch_size=spec.micro,
         sequence_length=sequence_length,
         data_parallel=spec.data_parallel,
@@ -408,7 +408,7 @@ class Estimate:
         }
 
 
-def estimate(model: Model, run: Run) -> Estimate:
+def estimate(model: Model, run: RunSettings) -> Estimate:
     """The peak memory of the most loaded GPU, part by part."""
     return Estimate(
         model_states(model, run)
@@ -416,7 +416,7 @@ def estimate(model: Model, run: Run) -> Estimate:
     )
 
 
-def shard_parameters(model: Model, run: Run) -> int:
+def shard_parameters(model: Model, run: RunSettings) -> int:
     """Parameters on the most loaded rank: its layers over TP, the embedding (over TP) on the
     first stage, and the untied head and the final norm (whole on every TP rank) as well when
     one stage holds both ends."""
@@ -432,7 +432,7 @@ def shard_parameters(model: Model, run: Run) -> int:
 STATES = {"weights": 3, "gradients": 2, "optimizer": 1}
 
 
-def model_states(model: Model, run: Run) -> list[Part]:
+def model_states(model: Model, run: RunSettings) -> list[Part]:
     # ZeRO, FSDP and Megatron's distributed optimizer shard over every rank that holds the same
     # layers: the context-parallel ranks too (megatron-core's dp_cp group, DeepSpeed's
     # sequence-data-parallel group, FSDP's dp_shard_cp mesh).
@@ -455,7 +455,7 @@ def model_states(model: Model, run: Run) -> list[Part]:
     return parts
 
 
-def layer_activation_bytes(model: Model, run: Run) -> float:
+def layer_activation_bytes(model: Model, run: RunSettings) -> float:
     """16-bit bytes one layer stores per sample and token of its sequence slice (the
     coefficient ``c`` of ``s·b·h·c``), before the dtype and recompute adjustments."""
     h, t = model.hidden, run.tensor
@@ -470,7 +470,7 @@ def layer_activation_bytes(model: Model, run: Run) -> float:
     return c
 
 
-def activations(model: Model, run: Run) -> Part:
+def activations(model: Model, run: RunSettings) -> Part:
     s = run.sequence_length // run.context
     b, h, p = run.micro_batch_size, model.hidden, run.pipeline
     width = 1 if run.precision == "bf16" else 2  # fp32 activations take twice the bytes
@@ -491,13 +491,15 @@ def activations(model: Model, run: Run) -> Part:
     return Part("activations", int(total), formula + f", s={s} b={b} h={h}")
 
 
-def logits(model: Model, run: Run) -> Part:
+def logits(model: Model, run: RunSettings) -> Part:
     s, b, t = run.sequence_length // run.context, run.micro_batch_size, run.tensor
     width = 2 if run.precision == "bf16" else 4
     return Part("logits", s * b * model.vocab * (width + 4) // t, f"s·b·V·({width} + 4 fp32) / t")
 
 
-def largest_fitting(model: Model, run: Run, candidates: list[int], capacity: int) -> int | None:
+def largest_fitting(
+    model: Model, run: RunSettings, candidates: list[int], capacity: int
+) -> int | None:
     """The largest micro-batch among ``candidates`` whose estimate fits ``capacity`` bytes."""
     fitting = [
         b for b in candidates if estimate(model, replace(run, micro_batch_size=b)).total <= capacity

@@ -31,7 +31,7 @@ MAX_COUNT = 1 << 40
 Count = Annotated[StrictInt, Field(ge=1, le=MAX_COUNT)]
 Rate = Annotated[StrictFloat | StrictInt, Field(gt=0, allow_inf_nan=False)]
 
-#: The keys every resolved-spec output carries, in this order (DESIGN.md).
+#: The keys every resolved-spec output carries, in this order (docs/architecture.md).
 OUTPUT_KEYS = (
     "global_batch_size",
     "micro_batch_size",
@@ -225,7 +225,7 @@ class BatchSpec(BaseModel):
         return self.global_batch / self.reference_global_batch_size
 
     def output(self) -> dict:
-        """The resolved-spec keys of DESIGN.md, then any optional field that was set."""
+        """The resolved-spec keys (docs/architecture.md), then any optional field that was set."""
         data = {key: getattr(self, key) for key in OUTPUT_KEYS}
         extras = self.model_dump(exclude_defaults=True, exclude=set(OUTPUT_KEYS))
         return data | extras

@@ -75,7 +75,7 @@ def test_the_model_state_bytes_are_the_built_models_tensors(tmp_path):
         ),
     }
     shape = config_json(Path(tmp_path / "model" / "config.json"))[0]
-    run_ = memory.Run(micro_batch_size=2, sequence_length=16, precision="fp32")
+    run_ = memory.RunSettings(micro_batch_size=2, sequence_length=16, precision="fp32")
     estimated = {p.name: p.bytes for p in memory.model_states(shape, run_)}
     assert estimated == tensors
 

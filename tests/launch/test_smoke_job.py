@@ -71,7 +71,7 @@ def test_on_fewer_processes_the_jobs_global_batch_is_kept(
 def test_the_batch_the_smaller_run_takes_is_said(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "job.sh").write_text(f"#!/bin/bash\ntorchrun --nproc_per_node 4 {TRAIN}\n")
-    from translator.launch.smoke import prepare
+    from translator.launch.preparing import prepare
 
     prepared = prepare(RunRequest("job.sh", None, 1, 1, 1, "tiny", 16, tmp_path / "w"))
     (said,) = [f for f in prepared.findings if f.code == "smoke-other-world"]
@@ -89,7 +89,7 @@ def test_a_global_batch_that_does_not_split_on_fewer_processes_says_what_runs(
         "#!/bin/bash\ntorchrun --nproc_per_node 3 train.py --output_dir o "
         "--per_device_train_batch_size 2 --gradient_accumulation_steps 1\n"
     )
-    from translator.launch.smoke import prepare
+    from translator.launch.preparing import prepare
 
     prepared = prepare(RunRequest("job.sh", None, 2, 1, 1, "tiny", 16, tmp_path / "w"))
     (said,) = [f for f in prepared.findings if f.code == "smoke-other-world"]
@@ -136,7 +136,7 @@ def test_on_fewer_processes_the_arguments_files_batch_is_kept_too(tmp_path, monk
         "#!/bin/bash\naccelerate launch --config_file acc.yaml --num_processes 8 "
         "run_sft.py config.yaml\n"
     )
-    from translator.launch.smoke import prepare
+    from translator.launch.preparing import prepare
 
     prepared = prepare(RunRequest("job.sh", None, 2, 1, 1, "tiny", 16, tmp_path / "w"))
     assert (prepared.spec.global_batch_size, prepared.spec.gradient_accumulation_steps) == (128, 16)

@@ -12,8 +12,10 @@ import pytest
 from smoking import run, write_results
 
 from translator.launch import command, slurm
+from translator.launch.judging import RunReport, judge, verdict
+from translator.launch.preparing import prepare
 from translator.launch.request import RunRequest
-from translator.launch.smoke import judge, mfu, prepare, verdict
+from translator.launch.throughput import mfu
 from translator.rank.result import RankResult, merge
 
 # Pure parts ------------------------------------------------------------------------------------
@@ -358,7 +360,7 @@ def test_mfu_formula_on_a_known_gpu(spec, tmp_path):
     result = RankResult(
         0, 1, 0, True, [8, 8], [1.0, 1.0], device="NVIDIA H200", sequence_length=32, parameters=1000
     )
-    report = judge.__globals__["Report"](merge([result]), [], [result])
+    report = RunReport(merge([result]), [], [result])
     value, formula = mfu(report, prepared)
     per_token = 6 * 1000 + 12 * 2 * 64 * 32
     assert value == pytest.approx(8 * 32 * per_token / 989e12) and "PaLM" in formula

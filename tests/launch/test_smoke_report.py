@@ -12,15 +12,16 @@ import pytest
 from paths import ROOT
 from smoking import run, write_results
 
+from translator.launch.judging import judge, verdict
+from translator.launch.preparing import prepare
 from translator.launch.request import RunRequest
-from translator.launch.smoke import judge, prepare, verdict
 from translator.rank.result import RankResult, merge
 
 # What a run says: the verdict, the steps run-length, and what ran before a failure --------------
 
 
 def test_the_samples_of_each_step_are_summarised_run_length():
-    from translator.launch.smoke import run_lengths
+    from translator.launch.judging import run_lengths
 
     assert run_lengths([8] * 200) == "8 × 200 steps"
     assert run_lengths([8]) == "8 × 1 step"
@@ -298,7 +299,7 @@ def test_a_quiet_progress_says_nothing():
 def test_a_long_cpu_run_is_warned_about_with_how_to_shorten_it(tmp_path):
     """The HF recipe as is (micro 16 × 2048 tokens): the estimate is over a minute; what
     --seq-len and --steps would make of it is said too."""
-    from translator.launch.smoke import estimated_seconds, long_run_warning
+    from translator.launch.throughput import estimated_seconds, long_run_warning
 
     recipe = ROOT / "fixtures/hf/valid/sft_recipe_full.yaml"
     prepared = prepare(RunRequest(str(recipe), None, 1, 1, 3, "tiny", None, tmp_path, device="cpu"))
@@ -321,7 +322,7 @@ def test_a_long_cpu_run_is_warned_about_with_how_to_shorten_it(tmp_path):
 def test_the_cpu_rate_grows_with_the_models_width_between_the_measured_ones():
     """A 1B-wide model cut to 2 layers ran 151 s a step on 2 CPU ranks where the tiny model's
     5 GFLOP/s said 944 s: wide matrices run at the matrix kernels' rate."""
-    from translator.launch.smoke import cpu_flops
+    from translator.launch.throughput import cpu_flops
 
     assert cpu_flops(64) == 5e9 and cpu_flops(32) == 5e9
     assert cpu_flops(2048) == pytest.approx(25e9) and cpu_flops(8192) == pytest.approx(25e9)
@@ -330,7 +331,7 @@ def test_the_cpu_rate_grows_with_the_models_width_between_the_measured_ones():
 
 
 def test_a_short_run_or_a_gpu_run_gets_no_warning(spec, tmp_path):
-    from translator.launch.smoke import long_run_warning
+    from translator.launch.throughput import long_run_warning
 
     assert (
         long_run_warning(
@@ -345,7 +346,7 @@ def test_a_short_run_or_a_gpu_run_gets_no_warning(spec, tmp_path):
 def test_the_command_warns_before_it_runs(tmp_path, monkeypatch):
     """The warning comes on stderr before the launch (with --json too: stdout keeps the one
     object)."""
-    from translator.launch import smoke as runs
+    from translator.launch import smoke
 
     long = tmp_path / "long.yaml"
     long.write_text("global_batch_size: 32\nmicro_batch_size: 16\nsequence_length: 2048\n")
@@ -355,7 +356,7 @@ def test_the_command_warns_before_it_runs(tmp_path, monkeypatch):
         seen.append("run")
         raise SystemExit(0)
 
-    monkeypatch.setattr(runs, "run", fake_run)
+    monkeypatch.setattr(smoke, "run", fake_run)
     result = run(
         "smoke", long, "--nproc", 2, "--device", "cpu", "--workdir", tmp_path / "w", "--json"
     )

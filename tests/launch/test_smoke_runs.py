@@ -14,8 +14,9 @@ from smoking import SPEC, leftovers, run, smoke_json
 from test_named_model import TINY, folder_with
 
 from translator.launch import command
+from translator.launch.judging import judge
+from translator.launch.preparing import prepare
 from translator.launch.request import RunRequest
-from translator.launch.smoke import judge, prepare
 from translator.rank.result import RankResult
 
 # Real runs -------------------------------------------------------------------------------------

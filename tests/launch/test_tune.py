@@ -294,7 +294,7 @@ def test_a_probe_edits_the_deepspeed_json_that_writes_the_batch_with_the_job(tmp
     into the JSON the engine is handed as into the launch line, as update edits both; before,
     the JSON kept micro 1 × accumulation 2 and the Trainer refused the probe as a mismatch."""
     from translator.inspection import read_source
-    from translator.launch.smoke import _engine_config, on_world
+    from translator.launch.preparing import _engine_config, on_world
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "zero2.json").write_text(

@@ -18,7 +18,7 @@ from translator.cli import main
 from translator.errors import InputError
 from translator.job import read_job
 from translator.plugin import registry as frameworks
-from translator.shell.launchers import LAUNCHERS, Launcher
+from translator.shell.launchers import LAUNCHERS, LauncherDefinition
 
 
 def test_the_built_in_frameworks_meet_the_contract():
@@ -162,7 +162,7 @@ def test_a_plugin_brings_a_launcher_that_sizes_the_jobs_it_starts(plugins, tmp_p
     )
     before = read_job(job.read_text(), str(job))[1]
     assert before.launcher is None and before.world_size is None
-    brought = Launcher("mylaunch", total=("--procs",))
+    brought = LauncherDefinition("mylaunch", total=("--procs",))
     plugins(
         mine=dataclasses.replace(frameworks.get("deepspeed"), name="mine", launchers=(brought,))
     )

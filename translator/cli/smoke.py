@@ -62,7 +62,7 @@ def smoke(as_json: bool, file: str, memory_limit, parity, tolerance, **options) 
       $ batchspec smoke spec.yaml --nproc-per-node 2 --slurm --device cpu --dry-run
     """
     from translator.errors import InputError
-    from translator.launch import smoke as runs
+    from translator.launch import preparing
     from translator.launch.request import RunRequest
 
     launcher = pop_launcher(options)  # the rest: what runs, asked once for every run below
@@ -82,7 +82,7 @@ def smoke(as_json: bool, file: str, memory_limit, parity, tolerance, **options) 
         return _parity(request, parity, launcher, as_json, tolerance)
     if tolerance is not None:
         raise InputError("--tolerance is for --parity")
-    prepared = runs.prepare(request)
+    prepared = preparing.prepare(request)
     if request.dry_run:
         return _dry_run(prepared, launcher, as_json)
     _run(prepared, launcher, request.timeout, request.memory_limit, as_json)
@@ -93,8 +93,7 @@ def _run(prepared, launcher, timeout, limit, as_json: bool) -> None:
     batch."""
     from translator.errors import ConfigError
     from translator.findings import counted
-    from translator.launch import run_model
-    from translator.launch import smoke as runs
+    from translator.launch import judging, preparing, run_model, smoke, throughput
     from translator.launch.progress import Progress
 
     say = Progress()  # stderr: with --json, stdout holds the one object and nothing else
@@ -102,15 +101,15 @@ def _run(prepared, launcher, timeout, limit, as_json: bool) -> None:
     if prepared.model.said:
         say(f"smoke: {prepared.model.said}")
     say(
-        f"smoke: {runs.engine_words(runs.engine_info(prepared))} on {plan.device}, "
+        f"smoke: {preparing.engine_words(preparing.engine_info(prepared))} on {plan.device}, "
         f"{counted(plan.nnodes, 'node')} × {plan.nproc}, "
         f"{counted(plan.steps, 'step')}, global batch {prepared.spec.global_batch_size}, "
         f"workdir {plan.workdir}"
     )
-    warning = runs.long_run_warning(prepared, None if launcher.remote else os.cpu_count())
+    warning = throughput.long_run_warning(prepared, None if launcher.remote else os.cpu_count())
     if warning:
         say(warning)
-    done = runs.run(prepared, launcher, timeout, limit, say)
+    done = smoke.run(prepared, launcher, timeout, limit, say)
     out = done.output
     if as_json:
         emit_json(out)
@@ -121,7 +120,7 @@ def _run(prepared, launcher, timeout, limit, as_json: bool) -> None:
         elif out["optimizer_steps"]:  # stopped early: what ran, or (none ran) only the error
             _table(out, stopped_of=plan.steps)
         print_findings(prepared.findings)
-    line = runs.verdict(done.report, plan)
+    line = judging.verdict(done.report, plan)
     if done.report.errors:
         click.echo(f"batchspec: {line}", err=True)
         sys.exit(INTERRUPTED if done.stopped == "interrupted" else ConfigError.exit_code)
@@ -159,7 +158,8 @@ def _parity(request, other, launcher, as_json, tolerance) -> None:
 
 def _dry_output(prepared, launcher) -> dict:
     """What ``launcher`` would write and run, as ``--json`` says it."""
-    from translator.launch.smoke import engine_info, variables
+    from translator.launch.preparing import engine_info
+    from translator.launch.smoke import variables
 
     plan = prepared.plan
     built = launcher.build(plan, variables(plan.framework, None))
@@ -185,7 +185,7 @@ def _dry_run(prepared, launcher, as_json) -> None:
     print_findings(prepared.findings, err=True)
     import shlex
 
-    from translator.launch.smoke import engine_words
+    from translator.launch.preparing import engine_words
 
     plan = prepared.plan
     names = [f"{plan.workdir}/{name}" for name in ("spec.json", plan.config_name)]
@@ -205,7 +205,8 @@ def _dry_run(prepared, launcher, as_json) -> None:
 def _table(out: dict, stopped_of: int | None = None) -> None:
     """What was measured; for a run that stopped before the ``stopped_of`` steps it was to
     take, only what it measured until then."""
-    from translator.launch.smoke import engine_words, run_lengths
+    from translator.launch.judging import run_lengths
+    from translator.launch.preparing import engine_words
 
     def mem(n):
         return f"{n / 2**20:.0f} MiB" if n else None

@@ -18,7 +18,7 @@ from pathlib import Path
 from translator.errors import InputError
 from translator.files import write_files
 from translator.launch import parity_compare as compared
-from translator.launch import smoke as runs
+from translator.launch import preparing, smoke
 from translator.launch import workdir as workdirs
 from translator.launch.launcher import Launcher
 from translator.launch.parity_compare import Side
@@ -86,7 +86,7 @@ def derived_split(a: BatchSpec, nproc: int, nnodes: int, overrides: dict[str, in
     return micro, b.accumulation, nproc, nnodes
 
 
-def derive_file(path: str, a: runs.Prepared, split, folder: Path) -> str:
+def derive_file(path: str, a: preparing.Prepared, split, folder: Path) -> str:
     """B's file: A's spec with B's split, or A's framework config edited to it (as ``update``
     edits it); written into ``folder``."""
     micro, accumulation, nproc, nnodes = split
@@ -141,7 +141,7 @@ def world_of(path: str, nnodes: int, default: int) -> int:
     return world // nnodes if isinstance(world, int) and world % nnodes == 0 else default
 
 
-def _same_model(b: runs.Prepared, a: runs.Prepared) -> runs.Prepared:
+def _same_model(b: preparing.Prepared, a: preparing.Prepared) -> preparing.Prepared:
     """B built as A's model (a spec derived for B names none, the file A read does)."""
     if b.model == a.model:
         return b
@@ -158,7 +158,7 @@ def sides(request: RunRequest, parity: str) -> tuple[Side, Side]:
     B in ``b-input/``."""
     path, nnodes = request.file, request.nnodes
     root = Path(request.workdir or workdirs.default("smoke", "parity")).resolve()
-    a = _for_parity(runs.prepare(dataclasses.replace(request, workdir=root / "a")))
+    a = _for_parity(preparing.prepare(dataclasses.replace(request, workdir=root / "a")))
     nproc = a.plan.nproc  # the job's own per node when not given
     why = refusal(a.plan.framework, a.spec)
     if why:
@@ -176,7 +176,7 @@ def sides(request: RunRequest, parity: str) -> tuple[Side, Side]:
     b_request = dataclasses.replace(
         request, file=b_path, nproc=b_nproc, nnodes=b_nnodes, workdir=root / "b"
     )
-    b = _same_model(_for_parity(runs.prepare(b_request)), a)
+    b = _same_model(_for_parity(preparing.prepare(b_request)), a)
     if b.spec.global_batch != a.spec.global_batch:
         raise InputError(
             f"{parity} gives global batch {b.spec.global_batch_size}, {path} gives "
@@ -190,14 +190,14 @@ def sides(request: RunRequest, parity: str) -> tuple[Side, Side]:
     return Side("A", path, a), Side("B", source, b)
 
 
-def _for_parity(prepared: runs.Prepared) -> runs.Prepared:
+def _for_parity(prepared: preparing.Prepared) -> preparing.Prepared:
     """One optimizer step, with the parity samples and optimizer."""
     plan = dataclasses.replace(prepared.plan, steps=1, parity=True)
     return dataclasses.replace(prepared, plan=plan)
 
 
 @dataclass
-class Outcome:
+class ParityOutcome:
     """A parity check, as the command reports it."""
 
     output: dict
@@ -216,7 +216,7 @@ def run(
     memory_limit: int | None,
     tolerance: float,
     say: Progress,
-) -> Outcome:
+) -> ParityOutcome:
     """Run A, then B (through ``launcher``), each a smoke run of one step,
     and compare them; a run that fails ends the check."""
     outputs: dict = {"parity": False, "errors": []}
@@ -227,7 +227,7 @@ def run(
             f"parity {side.label}: micro-batch {spec.micro} × accumulation {spec.accumulation} "
             f"× data-parallel {spec.data_parallel} ({side.source})"
         )
-        done = runs.run(side.prepared, launcher, timeout, memory_limit, say)
+        done = smoke.run(side.prepared, launcher, timeout, memory_limit, say)
         outputs[side.label.lower()] = done.output
         errors = [f"run {side.label}: {e}" for e in done.report.errors]
         record = None if errors else compared.read(side.prepared.plan.results)
@@ -237,11 +237,13 @@ def run(
             outputs.setdefault("b", None)
             outputs["errors"] = errors
             outputs["out_of_memory"] = side.label if done.report.out_of_memory else None
-            return Outcome(compared.output(a, b, outputs, None, tolerance), errors, done.stopped)
+            return ParityOutcome(
+                compared.output(a, b, outputs, None, tolerance), errors, done.stopped
+            )
         records[side.label] = record
     diff = compared.compare(records["A"], records["B"])
     errors = compared.problems(diff, tolerance)
     causes = compared.known_causes(a, b) if errors else []
     errors += [f"known cause: {c['message']} (fix: {c['hint']})" for c in causes]
     outputs |= {"parity": not errors, "errors": errors, "causes": causes}
-    return Outcome(compared.output(a, b, outputs, diff, tolerance), errors, None)
+    return ParityOutcome(compared.output(a, b, outputs, diff, tolerance), errors, None)

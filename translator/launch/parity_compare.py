@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from translator.rank import parity_rank
 
 if TYPE_CHECKING:
-    from translator.launch import smoke as runs
+    from translator.launch import preparing
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Side:
     """``A`` (FILE) or ``B`` (``--parity``)."""
     source: str
     """What it runs: the file, or A's file with the overrides."""
-    prepared: runs.Prepared
+    prepared: preparing.Prepared
     """Its smoke run, one optimizer step, with the parity samples and optimizer."""
 
 

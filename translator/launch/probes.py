@@ -14,9 +14,8 @@ from translator import memory
 from translator.errors import ConfigError, InputError
 from translator.files import write_atomic, write_files
 from translator.findings import finding
-from translator.inspection import Source
-from translator.launch import command, runner
-from translator.launch import smoke as runs
+from translator.inspection import FileRead
+from translator.launch import command, judging, preparing, runner, smoke, throughput
 from translator.launch import workdir as workdirs
 from translator.launch.request import RunRequest
 from translator.launch.run_model import RunModel
@@ -52,7 +51,7 @@ class Setup:
     """Inside a Slurm allocation: each probe is an ``srun`` job step."""
     model: RunModel | None = None
     """The model every probe builds (None: the plan's stand-in)."""
-    source: Source | None = None
+    source: FileRead | None = None
     """The job or config tuned, read once, each probe running it with the candidate's
     micro-batch edited in (its engine, ZeRO stage and every other setting as it stands); None:
     a spec, each probe running its own ``candidate.json``."""
@@ -115,7 +114,7 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     write_files([(path, candidate_spec(setup.spec, c).model_dump_json(indent=2))], force=True)
     plan = setup.plan
     as_filed = setup.source is not None and c.zero_stage is None  # a ZeRO stage: the candidate's
-    prepared = runs.prepare(
+    prepared = preparing.prepare(
         RunRequest(
             setup.source.path if setup.source is not None and as_filed else str(path),
             plan.framework,
@@ -134,17 +133,17 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
     left = None if setup.deadline is None else max(setup.deadline - time.monotonic(), 0.1)
     own_deadline = setup.probe_timeout is not None and (left is None or setup.probe_timeout < left)
     start = time.monotonic()
-    runs.write_workdir(prepared)
+    smoke.write_workdir(prepared)
     step = f"batchspec-probe-{folder.name}"
     outcome = runner.run(
         _command(setup, prepared.plan, step),
-        runs.environment(prepared.plan.framework, setup.memory_limit),
+        smoke.environment(prepared.plan.framework, setup.memory_limit),
         setup.probe_timeout if own_deadline else left,
         on_line,
     )
     if outcome.stopped and setup.in_allocation:
         cancel_step(step)
-    report = runs.judge(prepared, outcome.stopped, left, outcome.log_tail)
+    report = judging.judge(prepared, outcome.stopped, left, outcome.log_tail)
     if outcome.stopped:
         timed_out = own_deadline and outcome.stopped == "timeout"
         raise Stopped("probe-timeout" if timed_out else outcome.stopped)
@@ -173,13 +172,13 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
         tokens,
         step_time_seconds=None if oom else m.step_time_seconds,
         step_time_spread=None if oom else m.step_time_spread,
-        mfu=None if oom else runs.mfu(report, prepared)[0],
+        mfu=None if oom else throughput.mfu(report, prepared)[0],
         peak_memory_bytes=m.peak_memory_bytes or None,
         estimated_memory_bytes=estimated,
         out_of_memory=oom,
         seconds=time.monotonic() - start,
-        parameters=runs.built_parameters(report.results, prepared.spec),
-        engine=runs.engine_info(prepared),
+        parameters=throughput.built_parameters(report.results, prepared.spec),
+        engine=preparing.engine_info(prepared),
         memory_by_rank=m.memory_by_rank,
         at_memory_edge=not oom and m.at_memory_edge,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator.inspection import Source, read_source
+from translator.inspection import FileRead, read_source
 from translator.launch.run_model import RunModel, choose
 from translator.named_model import NamedModel
 
@@ -37,7 +37,7 @@ class RunRequest:
     """The rendezvous of a multi-node run started outside a scheduler (``--rdzv-endpoint``)."""
     device: str | None = "cpu"
     """``gpu``, ``cpu``, or None for a GPU when there is one (``--device``; see
-    :func:`translator.launch.smoke.resolve_device`)."""
+    :func:`translator.launch.preparing.resolve_device`)."""
     expect_global: int | None = None
     """The global batch the user believes the file gives (``--expect-global``)."""
     recompute: bool = False
@@ -57,11 +57,11 @@ class RunRequest:
     micro: int | None = None
     """A tune probe's micro-batch, run in place of the file's own (the global batch kept);
     None: the file's."""
-    source: Source | None = None
+    source: FileRead | None = None
     """:attr:`file` read already (a tune's probes share one reading); None, or another file's
     (a request replaced with another file): read when the run is prepared."""
 
-    def read(self) -> Source:
+    def read(self) -> FileRead:
         """:attr:`file`, read: :attr:`source` when it is that file's, else read now."""
         if self.source is not None and self.source.path == self.file:
             return self.source

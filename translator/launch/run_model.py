@@ -24,7 +24,7 @@ from translator.named_model import NamedModel, config_json
 from translator.rank.engines import engine
 
 if TYPE_CHECKING:
-    from translator.inspection import Source
+    from translator.inspection import FileRead
 
 #: What a run is told to give when it has no model of the job's.
 GIVE = "give --model-config PATH (the model's config.json or its folder), or --model tiny for "
@@ -241,7 +241,7 @@ def _cut_config(config: dict, layers: int | None) -> dict:
     return config | {"text_config": cut} if inner is not None else cut
 
 
-def named_in(read: Source, model_config: str | None) -> NamedModel | None:
+def named_in(read: FileRead, model_config: str | None) -> NamedModel | None:
     """The model the file ``read`` names (a spec names none, nor a file that leaves it to what
     runs it), resolved without ``model_config`` (which :func:`choose` reads itself)."""
     if model_config is not None or read.framework is None or read.reading is None:

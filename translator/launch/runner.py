@@ -21,7 +21,7 @@ GRACE_SECONDS = 5.0
 
 
 @dataclass
-class Outcome:
+class Launched:
     returncode: int | None
     """The command's exit status (None when it was stopped)."""
     stopped: str | None
@@ -37,7 +37,7 @@ def run(
     env: dict,
     timeout: float | None,
     on_line: Callable[[str], None] = lambda line: None,
-) -> Outcome:
+) -> Launched:
     """Run ``argv`` (a list, no shell) in a new session; stop its group on timeout or Ctrl-C."""
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -72,7 +72,7 @@ def run(
     if group_alive(proc.pid):  # a rank that outlived torchrun: leave nothing behind
         _kill_stragglers(proc.pid)
     reader.join(timeout=2)
-    return Outcome(
+    return Launched(
         None if stopped else proc.returncode, stopped, list(tail), time.monotonic() - start
     )
 

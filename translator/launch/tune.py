@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING
 from translator import tuning
 from translator.errors import InputError
 from translator.findings import finding
-from translator.launch import probes, run_model, slurm, tune_parity, tune_report
-from translator.launch import smoke as runs
+from translator.launch import preparing, probes, run_model, slurm, smoke, tune_parity, tune_report
 from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan
 from translator.launch.progress import Progress
@@ -128,7 +127,7 @@ class Request:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class TuneOutcome:
     """What a tune tells, and how it exits."""
 
     output: dict
@@ -140,7 +139,7 @@ class Outcome:
     exit_code: int = 0
 
 
-def tune(request: Request, echo: Progress) -> Outcome:
+def tune(request: Request, echo: Progress) -> TuneOutcome:
     """Run the tune ``request`` asks for; ``echo`` shows its progress (on stderr)."""
     setup, stages = prepare(request)
     check = tune_parity.wanted(request.parity, setup.spec, setup.plan.framework, request.run.file)
@@ -174,7 +173,9 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
     run = dataclasses.replace(request.run, source=request.run.read())
     spec, source, nproc = _layout(run)
     framework = run.framework or source or TORCH
-    device = runs.check_engine(framework, spec, run.device, request.slurm is not None, run.file)
+    device = preparing.check_engine(
+        framework, spec, run.device, request.slurm is not None, run.file
+    )
     stages = zero_stages(request.zero_stages, framework)
     if run.recompute and "recompute" not in engine(framework).options:
         raise InputError(
@@ -191,7 +192,9 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
         nnodes=run.nnodes,
         steps=run.steps,
         model=chosen.stand_in,
-        sequence_length=run.seq_len or spec.sequence_length or runs.sequence_of(chosen, run.file),
+        sequence_length=run.seq_len
+        or spec.sequence_length
+        or preparing.sequence_of(chosen, run.file),
         workdir=(run.workdir or workdirs.default("tune", framework)).resolve(),
         config_name="",
         device=device,
@@ -218,7 +221,7 @@ def _layout(request: RunRequest) -> tuple[BatchSpec, str | None, int]:
     read = request.read()
     values = read.values
     if values is None:
-        inspection, nproc = runs.on_world(read, request.nproc, request.nnodes)
+        inspection, nproc = preparing.on_world(read, request.nproc, request.nnodes)
         return inspection.require_spec(), inspection.reading.framework, nproc
     given = values.get("world_size")
     nnodes = request.nnodes
@@ -379,7 +382,7 @@ def report(
     stopped,
     check_parity: bool = False,
     say: Progress | None = None,
-) -> Outcome:
+) -> TuneOutcome:
     """The outcome of a search that ran here: the output, the pick written, the plot drawn;
     with ``check_parity``, the pick checked against the file's own split (``say``: its
     progress)."""
@@ -429,15 +432,15 @@ def report(
     if request.plot_path:
         tune_report.plot_png(result, request.plot_path, spec.global_batch)
     if stopped:
-        return Outcome(
+        return TuneOutcome(
             out,
             tune_report.text(out),
             f"tune stopped: {result.reason}",
             130 if stopped == "interrupted" else 1,
         )
     if failed:
-        return Outcome(out, tune_report.text(out), failed, 1)
-    return Outcome(out, tune_report.text(out), exit_code=1 if findings else 0)
+        return TuneOutcome(out, tune_report.text(out), failed, 1)
+    return TuneOutcome(out, tune_report.text(out), exit_code=1 if findings else 0)
 
 
 def _write_into(path: str, picked: BatchSpec) -> list[str]:
@@ -469,7 +472,7 @@ def _write_pick(spec, framework: str, out_dir: str, request: Request) -> dict:
     return {name: str(w.path) for (name, _, _), w in zip(files, written)}
 
 
-def submit(setup: probes.Setup, request: Request, options: slurm.SlurmOptions, say) -> Outcome:
+def submit(setup: probes.Setup, request: Request, options: slurm.SlurmOptions, say) -> TuneOutcome:
     """The whole tune as one Slurm job: submit, follow, its result (or, stopped, the probes
     it had run)."""
     slurm.require_sbatch()
@@ -483,14 +486,14 @@ def submit(setup: probes.Setup, request: Request, options: slurm.SlurmOptions, s
         plan,
         text,
         "tune.sbatch",
-        runs.environment(plan.framework, setup.memory_limit),
+        smoke.environment(plan.framework, setup.memory_limit),
         request.run.timeout,
         say,
         submitted=": the whole tune runs in one allocation",
     )
     if job.stopped or not result.exists() or not result.read_text():
         done = probes.read_progress(plan.workdir)
-        return Outcome(
+        return TuneOutcome(
             {"pick": None, "probes": done, "stopped": job.state, "slurm_job": job.id},
             f"job {job.id} ended {job.state}; {len(done)} probe(s) ran "
             f"(see {plan.workdir}/slurm-{job.id}.out)",
@@ -499,7 +502,7 @@ def submit(setup: probes.Setup, request: Request, options: slurm.SlurmOptions, s
         )
     out = json.loads(result.read_text()) | {"slurm_job": job.id}
     failed = out.get("stopped") or out.get("pick") is None
-    return Outcome(out, tune_report.text(out), exit_code=1 if failed else 0)
+    return TuneOutcome(out, tune_report.text(out), exit_code=1 if failed else 0)
 
 
 def job_command(request: Request) -> list[str]:

@@ -14,8 +14,8 @@ def mib(n) -> str:
 
 def text(out: dict) -> str:
     """The terminal form of a tune's output (``out``: what --json prints), findings aside."""
+    from translator.launch.preparing import engine_words
     from translator.launch.run_model import line
-    from translator.launch.smoke import engine_words
 
     lines = [line(out["model"])]
     if out.get("engine"):

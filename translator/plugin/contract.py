@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 # A framework contributes its launchers as the shell's own definitions are written (the shell
 # reads them; it stands below this floor, so the type lives there).
-from translator.shell.launchers import Launcher
+from translator.shell.launchers import LauncherDefinition
 
 if TYPE_CHECKING:
     from translator.findings import Finding, Severity
@@ -132,7 +132,7 @@ class Framework:
     commands: tuple[str, ...] = ()
     """Its command-line tools that a launch line may run (``llamafactory-cli``), so the
     script reader knows them for programs."""
-    launchers: tuple[Launcher, ...] = ()
+    launchers: tuple[LauncherDefinition, ...] = ()
     """The launchers it brings (DeepSpeed's runner, ``accelerate launch``): what their options
     mean for the world, so that a job started by one is sized as it runs, whichever
     framework's program it starts. The generic ones (torchrun, srun, mpirun) are the shell's."""

@@ -49,7 +49,7 @@ class Inspection:
         return self.spec
 
     def output(self) -> dict:
-        """The DESIGN.md resolved-spec keys (``None`` when unknown), plus file and framework."""
+        """The resolved-spec keys (``None`` when unknown), plus file and framework."""
         if self.spec is not None:
             data = self.spec.output()
         else:

@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 from translator.errors import InputError
 from translator.plugin.contract import Framework, from_module
-from translator.shell.launchers import LAUNCHERS, Launcher
+from translator.shell.launchers import LAUNCHERS, LauncherDefinition
 
 #: Entry-point group every framework registers under.
 GROUP = "batchspec.frameworks"
@@ -112,7 +112,7 @@ def by_claim_order() -> list[Framework]:
     return sorted((get(n) for n in names()), key=lambda f: f.claim_order)
 
 
-def launchers() -> Mapping[str, Launcher]:
+def launchers() -> Mapping[str, LauncherDefinition]:
     """Every launcher a launch line may start, by name: the shell's generic ones (torchrun,
     srun, mpirun...), then those the frameworks bring (``Framework.launchers``) in registry
     order; a name already taken keeps its first definition."""
@@ -120,7 +120,7 @@ def launchers() -> Mapping[str, Launcher]:
 
 
 @cache
-def _launchers(known: tuple[str, ...]) -> Mapping[str, Launcher]:
+def _launchers(known: tuple[str, ...]) -> Mapping[str, LauncherDefinition]:
     table = dict(LAUNCHERS)
     for name in known:
         for launcher in get(name).launchers:

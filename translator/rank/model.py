@@ -83,7 +83,7 @@ def layers(name: str, sequence_length: int) -> list:
                 torch.arange(tokens.shape[1], device=tokens.device)
             )
 
-    class Block(nn.Module):
+    class DecoderBlock(nn.Module):
         def __init__(self):
             super().__init__()
             self.ln1, self.ln2 = nn.LayerNorm(shape.hidden), nn.LayerNorm(shape.hidden)
@@ -111,7 +111,7 @@ def layers(name: str, sequence_length: int) -> list:
             return self.proj(self.ln(x))
 
     torch.manual_seed(0)
-    return [Embed(), *(Block() for _ in range(shape.layers)), Head()]
+    return [Embed(), *(DecoderBlock() for _ in range(shape.layers)), Head()]
 
 
 #: A target that is not predicted (padding), as torch's cross-entropy skips it.

@@ -54,7 +54,7 @@ torchrun, deepspeed, srun, mpirun and jsrun size the world).
 """
 
 from translator.shell.arith import ArithError, Unknown, evaluate
-from translator.shell.launchers import LAUNCHERS, Launcher, Sizes, sizes, split
+from translator.shell.launchers import LAUNCHERS, LauncherDefinition, Sizes, sizes, split
 from translator.shell.reader import parse
 from translator.shell.values import UNKNOWN_MARK, Default, Heredoc, Piece, Script, Word
 
@@ -64,7 +64,7 @@ __all__ = [
     "ArithError",
     "Default",
     "Heredoc",
-    "Launcher",
+    "LauncherDefinition",
     "Piece",
     "Script",
     "Sizes",

@@ -9,7 +9,7 @@ import re
 from translator.shell import arrays
 from translator.shell.expand import Expander, arith_piece, subscript
 from translator.shell.fields import joined
-from translator.shell.syntax import Source
+from translator.shell.syntax import ScriptText
 from translator.shell.values import Env, Piece, Var, Word, bounded, clip, text_of, unknown
 
 #: ``[k]=v`` and ``[k]+=v`` in ``A=(...)``.
@@ -20,7 +20,7 @@ NEXT, VAGUE = "next", "vague"
 TARGET = re.compile(r"[A-Za-z_]\w*(\[[^\]]*\])?")
 
 
-def assign(ex: Expander, node, env: Env, src: Source, integer: bool = False) -> None:
+def assign(ex: Expander, node, env: Env, src: ScriptText, integer: bool = False) -> None:
     """One ``NAME=value`` (``integer``: under ``declare -i``, the value is arithmetic)."""
     name_node = node.child_by_field_name("name")
     value = node.child_by_field_name("value")
@@ -75,7 +75,7 @@ def _element_text(env: Env, name: str, k: int | None) -> tuple:
     return tuple(item or ())
 
 
-def _entry(ex: Expander, node, env: Env, src: Source, name: str) -> list[tuple]:
+def _entry(ex: Expander, node, env: Env, src: ScriptText, name: str) -> list[tuple]:
     """One word of ``A=(...)``: ``(index, append, pieces, line)`` for ``[k]=v`` (index
     ``None`` when not known, then ``pieces`` is why), else ``(NEXT, False, pieces, line)`` per
     field, ``VAGUE`` for an index where bash may make more or fewer fields."""
@@ -100,7 +100,7 @@ def _entry(ex: Expander, node, env: Env, src: Source, name: str) -> list[tuple]:
     return [(k, keyed.group(2) == "+", tuple(pieces) or (Piece(""),), line)]
 
 
-def _word_after(src: Source, start: int, end: int) -> Piece:
+def _word_after(src: ScriptText, start: int, end: int) -> Piece:
     """The unquoted text between two byte offsets, with its span when it is verbatim."""
     raw = src.data[start:end].decode(errors="replace")
     if "\\" in raw:
@@ -141,7 +141,7 @@ def assign_array(env: Env, name: str, entries: list, append: bool, line: int) ->
     arrays.check_size(env, name, var, line)
 
 
-def declaration(ex: Expander, node, env: Env, src: Source) -> None:
+def declaration(ex: Expander, node, env: Env, src: ScriptText) -> None:
     """``declare``, ``typeset``, ``local``, ``export``, ``readonly``: their assignments, and
     the names ``local`` (or ``declare`` in a function) keeps in the function."""
     keyword = src.of(node.children[0])
@@ -202,7 +202,7 @@ def unknown_outputs(words: list[Word], env: Env) -> None:
             arrays.set_scalar(env, t, unknown(why_), False, line)
 
 
-def unset_targets(ex: Expander, node, env: Env, src: Source) -> list[str]:
+def unset_targets(ex: Expander, node, env: Env, src: ScriptText) -> list[str]:
     """The names ``unset`` is given (``A[1]`` unquoted is two nodes: one word); an index
     that is not known is left empty (``A[]``: not known)."""
     words: list[list] = []

@@ -20,7 +20,7 @@ from translator.shell.following import (
     wrapped_string,
 )
 from translator.shell.notes import Note
-from translator.shell.syntax import Source
+from translator.shell.syntax import ScriptText
 from translator.shell.values import (
     MAX_CALL_DEPTH,
     Env,
@@ -49,7 +49,7 @@ READERS = {"read", "mapfile", "readarray", "printf", "getopts"}
 class Commands(Following):
     """Simple commands and function calls."""
 
-    def command(self, node, env: Env, src: Source) -> None:
+    def command(self, node, env: Env, src: ScriptText) -> None:
         name_node = node.child_by_field_name("name")
         if name_node is None:  # only assignments (X=1 Y=2)
             for child in node.named_children:
@@ -90,7 +90,7 @@ class Commands(Following):
         else:
             self.run_file(words, env, environment)
 
-    def batch_input(self, command, redirect, env: Env, src: Source) -> None:
+    def batch_input(self, command, redirect, env: Env, src: ScriptText) -> None:
         """``sbatch [OPTIONS] <<EOF``: the here-document is the batch script, read as
         ``--wrap`` reads its string, its ``#SBATCH`` lines before sbatch's options."""
         words = self.command_words(command, env, src)
@@ -114,7 +114,7 @@ class Commands(Following):
         elif name in STOPS and self.catcher(name) is not None:
             raise Stop(name, words[0].line)
 
-    def command_words(self, node, env: Env, src: Source) -> list[Word]:
+    def command_words(self, node, env: Env, src: ScriptText) -> list[Word]:
         """The words of a command, its own ``X=1`` environment and redirections left out."""
         words: list[Word] = []
         for child in node.named_children:

@@ -10,7 +10,7 @@ import operator
 import re
 
 from translator.shell.expand import Expander, arith_piece
-from translator.shell.syntax import Source
+from translator.shell.syntax import ScriptText
 from translator.shell.values import Env, Word, run_text
 
 #: Nodes that quote what they hold (an empty word from them stays a word).
@@ -27,7 +27,7 @@ INTEGER_TESTS = {
 }
 
 
-def status(ex: Expander, node, env: Env, src: Source) -> bool | None:
+def status(ex: Expander, node, env: Env, src: ScriptText) -> bool | None:
     """Whether the condition ``node`` succeeds, when known values decide it."""
     kind = node.type
     if kind == "test_command":
@@ -47,7 +47,7 @@ def status(ex: Expander, node, env: Env, src: Source) -> bool | None:
     return None
 
 
-def _command_status(ex: Expander, node, env: Env, src: Source) -> bool | None:
+def _command_status(ex: Expander, node, env: Env, src: ScriptText) -> bool | None:
     name_node = node.child_by_field_name("name")
     words = ex.words(name_node, env, src) if name_node is not None else []
     name = words[0].text if words else None
@@ -68,7 +68,7 @@ def _command_status(ex: Expander, node, env: Env, src: Source) -> bool | None:
     return None
 
 
-def _flat(ex: Expander, node, env: Env, src: Source) -> list:
+def _flat(ex: Expander, node, env: Env, src: ScriptText) -> list:
     """The words ``[ ... ]`` gives ``test`` for ``node``, run as read: an unquoted expansion
     that is empty is no word (``[ -n $X ]`` is ``[ -n ]``)."""
     kind = node.type
@@ -91,7 +91,7 @@ def _flat(ex: Expander, node, env: Env, src: Source) -> list:
     return [run_text(w) for w in ex.words(node, env, src) if not (w.absent and _vanishes(node))]
 
 
-def test(ex: Expander, node, env: Env, src: Source) -> bool | None:
+def test(ex: Expander, node, env: Env, src: ScriptText) -> bool | None:
     """The expression inside ``[[ ... ]]``. Its words and operators are taken in order and
     parsed again with bash's precedence (``||`` below ``&&`` below ``!`` below comparisons):
     tree-sitter-bash reads ``[[ $V = "" || $W = y ]]`` as ``$V = ("" || $W) = y``."""
@@ -107,7 +107,7 @@ class _Op(str):
     """An operator of ``[[ ... ]]`` as the tree has it (an operand's text is a plain str)."""
 
 
-def _tokens(ex: Expander, node, env: Env, src: Source) -> list:
+def _tokens(ex: Expander, node, env: Env, src: ScriptText) -> list:
     """The operands (their text run as read, unsplit) and operators of a ``[[`` expression."""
     kind = node.type
     if kind == "binary_expression":
@@ -187,7 +187,7 @@ def _word_after(node, op) -> list:
     return [] if not run or any(n.type in EXPRESSIONS for n in run) else run
 
 
-def _pattern(ex: Expander, nodes: list, env: Env, src: Source) -> str | None:
+def _pattern(ex: Expander, nodes: list, env: Env, src: ScriptText) -> str | None:
     """The pattern right of ``==`` in ``[[ ]]``, which the tree may split in several nodes
     (``*"--help"*``): one text, its quoted parts matching only themselves."""
     parts = []

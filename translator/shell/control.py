@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from translator.shell import arrays, conditions, flow
 from translator.shell.merge import agree
-from translator.shell.syntax import Source
+from translator.shell.syntax import ScriptText
 from translator.shell.values import Env, Var, run_text, unknown
 from translator.shell.walk import LOOP, Catcher, Stop, Walk
 
@@ -20,7 +20,7 @@ MAX_ITERATIONS = 2000
 class Control(Walk):
     """The statements that choose what runs."""
 
-    def branches(self, env: Env, paths: list, src: Source, line: int, what: str) -> None:
+    def branches(self, env: Env, paths: list, src: ScriptText, line: int, what: str) -> None:
         """Run each possible path in a fork of ``env``; keep a variable only where every path
         agrees. ``paths``: statement lists, ``None`` for a path that runs nothing."""
         deltas, exports, stops = [], [], []
@@ -50,7 +50,7 @@ class Control(Walk):
             if value is not env.get(name) or name in env.own:  # an outer scope's stays its own
                 env.set(name, value)
 
-    def follow(self, paths: flow.Paths, env: Env, src: Source, node, what: str) -> None:
+    def follow(self, paths: flow.Paths, env: Env, src: ScriptText, node, what: str) -> None:
         """Run what surely runs, or each path that may."""
         sure, undecided = paths
         if undecided is None:
@@ -58,25 +58,25 @@ class Control(Walk):
         else:
             self.branches(env, undecided, src, src.line(node.start_byte), what)
 
-    def if_statement(self, node, env: Env, src: Source) -> None:
+    def if_statement(self, node, env: Env, src: ScriptText) -> None:
         arms, otherwise = flow.if_arms(node)
         paths = flow.if_paths(arms, otherwise, lambda c: conditions.status(self.ex, c, env, src))
         self.follow(paths, env, src, node, "the if")
 
-    def case_statement(self, node, env: Env, src: Source) -> None:
+    def case_statement(self, node, env: Env, src: ScriptText) -> None:
         value = node.child_by_field_name("value")
         subject = self.text(value, env, src) if value is not None else None
         items = [c for c in node.named_children if c.type == "case_item"]
         paths = flow.case_paths(items, subject, lambda ps: [self.text(p, env, src) for p in ps])
         self.follow(paths, env, src, node, "the case")
 
-    def text(self, node, env: Env, src: Source) -> str | None:
+    def text(self, node, env: Env, src: ScriptText) -> str | None:
         """The text a node expands to as one quoted word, run as read (``None`` when not
         known)."""
         texts = [run_text(w) for w in self.ex.words(node, env, src, True)]
         return None if None in texts else "".join(t for t in texts if t is not None)
 
-    def loop(self, node, env: Env, src: Source) -> None:
+    def loop(self, node, env: Env, src: ScriptText) -> None:
         """A ``while``/``until`` loop runs for real while known values decide its condition;
         else, as a ``for`` loop, its body may run or not (its variable is unknown)."""
         body = node.child_by_field_name("body")
@@ -93,7 +93,7 @@ class Control(Walk):
             arrays.set_scalar(env, name, unknown(why), False, line)
         self.maybe_loop(env, body, src, line)
 
-    def _no_items(self, node, env: Env, src: Source) -> bool:
+    def _no_items(self, node, env: Env, src: ScriptText) -> bool:
         """Whether a ``for`` loop's words are none when run as read (``"$@"`` with no
         arguments, ``$X`` never set)."""
         values = [
@@ -107,7 +107,7 @@ class Control(Walk):
         words = [w for v in values for w in self.ex.words(v, env, src)]
         return all(w.absent for w in words)
 
-    def maybe_loop(self, env: Env, body, src: Source, line: int) -> None:
+    def maybe_loop(self, env: Env, body, src: ScriptText, line: int) -> None:
         """A loop body that may run or not."""
         catcher = Catcher(LOOP, env, [])
         self.catchers.append(catcher)
@@ -118,7 +118,7 @@ class Control(Walk):
         if catcher.pending:
             self.settle(env, [{}] + [st for _, st in catcher.pending], f"the loop on line {line}")
 
-    def while_loop(self, node, body, env: Env, src: Source, line: int) -> None:
+    def while_loop(self, node, body, env: Env, src: ScriptText, line: int) -> None:
         """``while``/``until``: each round decides the condition again; decided false, the
         loop ends; undecided (or past MAX_LOOPS rounds), the rest may run or not."""
         cond = [
@@ -145,7 +145,7 @@ class Control(Walk):
                 break  # some paths leave the loop, others go on
         self.maybe_loop(env, body, src, line)
 
-    def round(self, body, env: Env, src: Source, line: int) -> set:
+    def round(self, body, env: Env, src: ScriptText, line: int) -> set:
         """One round of a loop body, run for real in a fork of ``env`` (what it sets is kept
         after it); how its paths ended (``"end"``, ``"break"``, ``"continue"``...)."""
         inner = env.fork()
@@ -160,7 +160,7 @@ class Control(Walk):
             self.catchers.pop()
         return self.caught(env, inner, stop, catcher, f"the loop on line {line}", LOOP)
 
-    def and_or(self, node, env: Env, src: Source) -> None:
+    def and_or(self, node, env: Env, src: ScriptText) -> None:
         """``a && b``, ``a || b``: ``b`` runs when known values say it does, else maybe."""
         left, op_node, right = node.children[0], node.children[1], node.children[-1]
         op = src.of(op_node)

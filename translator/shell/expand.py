@@ -12,7 +12,7 @@ import re
 
 from translator.shell import arith, arrays
 from translator.shell.fields import BREAK, At, joined, split_fields
-from translator.shell.syntax import Source, literal
+from translator.shell.syntax import ScriptText, literal
 from translator.shell.values import (
     ARGS_GIVEN,
     MAX_DEPTH,
@@ -123,7 +123,7 @@ class Expander:
             "brace_expression": self._brace,
         }
 
-    def words(self, node, env: Env, src: Source, quoted: bool = False) -> list[Word]:
+    def words(self, node, env: Env, src: ScriptText, quoted: bool = False) -> list[Word]:
         """The fields one argument node expands to (one word when ``quoted``)."""
         if node is None:
             return []
@@ -132,11 +132,11 @@ class Expander:
             return [to_word(joined(self.expand(node, env, src, True)), line)]
         return [to_word(f, n) for f, n in self.fields(node, env, src)]
 
-    def fields(self, node, env: Env, src: Source) -> list[tuple]:
+    def fields(self, node, env: Env, src: ScriptText) -> list[tuple]:
         """Expand and split one unquoted argument: ``(pieces, line)`` per field."""
         return split_fields(self.expand(node, env, src, quoted=False), src.line(node.start_byte))
 
-    def counted_fields(self, node, env: Env, src: Source) -> tuple[list[tuple], bool]:
+    def counted_fields(self, node, env: Env, src: ScriptText) -> tuple[list[tuple], bool]:
         """:meth:`fields`, and whether bash may make more or fewer fields of ``node`` than
         these (an array item's count and index are then unknown)."""
         outer, self.spread = self.spread, False
@@ -145,7 +145,7 @@ class Expander:
         finally:
             self.spread = outer
 
-    def expand(self, node, env: Env, src: Source, quoted: bool) -> list:
+    def expand(self, node, env: Env, src: ScriptText, quoted: bool) -> list:
         """The segments of a word (see :mod:`translator.shell.fields`)."""
         self.depth += 1
         try:
@@ -155,7 +155,7 @@ class Expander:
         finally:
             self.depth -= 1
 
-    def _expand(self, node, env: Env, src: Source, quoted: bool) -> list:
+    def _expand(self, node, env: Env, src: ScriptText, quoted: bool) -> list:
         kind = node.type
         raw = src.data[node.start_byte : node.end_byte].decode(errors="replace")
         blanks = LEADING_BLANKS.match(raw)  # always matches (perhaps the empty string)
@@ -172,7 +172,9 @@ class Expander:
             )
         return self._expand_at(node, kind, raw, env, src, quoted)
 
-    def _expand_at(self, node, kind: str, raw: str, env: Env, src: Source, quoted: bool) -> list:
+    def _expand_at(
+        self, node, kind: str, raw: str, env: Env, src: ScriptText, quoted: bool
+    ) -> list:
         if kind in PLAIN:
             if not quoted and GLOB.search(re.sub(r"\\.", "", raw)):
                 self.spread = True
@@ -191,26 +193,26 @@ class Expander:
             return [_verbatim(src, node.start_byte, node.end_byte, raw)]
         return self._all(node.named_children, env, src, quoted)
 
-    def _all(self, nodes, env: Env, src: Source, quoted: bool) -> list:
+    def _all(self, nodes, env: Env, src: ScriptText, quoted: bool) -> list:
         out = []
         for child in nodes:
             out.extend(self.expand(child, env, src, quoted))
         return out
 
-    def _raw_string(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+    def _raw_string(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         return [_verbatim(src, node.start_byte + 1, node.end_byte - 1, raw[1:-1])]
 
-    def _ansi_c_string(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+    def _ansi_c_string(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         body = raw[2:-1]
         return [Piece(re.sub(r"\\(.)", lambda m: ANSI_C.get(m.group(1), "\\" + m.group(1)), body))]
 
-    def _concatenation(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+    def _concatenation(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         return self._all(node.children, env, src, quoted)
 
-    def _simple(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+    def _simple(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         return self.parameter(raw[1:], None, env, quoted)
 
-    def _arithmetic(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+    def _arithmetic(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         inner = 3 if raw.startswith("$((") else 2
         expr = raw[inner : len(raw) - inner + 1]
         found: list = []
@@ -225,27 +227,27 @@ class Expander:
                 self.default(name, src, node, b0, b0 + len(expr[start:end].encode()))
         return [piece]
 
-    def default(self, name: str, src: Source, node, start: int | None, end: int = 0) -> None:
+    def default(self, name: str, src: ScriptText, node, start: int | None, end: int = 0) -> None:
         """Record a default taken for ``name`` (not set), its text between the bytes ``start``
         and ``end`` of ``src`` when it is one literal there (``start`` ``None``: it is not)."""
         span = src.span(start, end) if start is not None and end > start else None
         entry = Default(name, src.line(node.start_byte), span)
         self.defaults.setdefault((entry.name, entry.line, entry.span), entry)
 
-    def _substitution(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+    def _substitution(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         if raw.startswith("$((") and raw.endswith("))"):  # tree-sitter's reading of $(( (...) ))
             return self._arithmetic(node, raw, env, src, quoted)
         return self._not_run(node, raw, env, src, quoted)
 
-    def _not_run(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+    def _not_run(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         if PWD.fullmatch(raw):
             return [Piece(None, None, HERE)]
         return [Piece(None, None, f"{clip(raw)} is not run")]
 
-    def _brace(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+    def _brace(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         return [Piece(None, None, f"{raw} (brace expansion)")]
 
-    def _string(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+    def _string(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         """A double-quoted string: its text, expansions inside kept unsplit."""
         pos = (
             node.start_byte
@@ -272,7 +274,7 @@ class Expander:
         return out or [Piece("", src.span(node.start_byte + 1, node.start_byte + 1))]
 
     # -- ${...} ---------------------------------------------------------------------------------
-    def _braced(self, node, raw: str, env: Env, src: Source, quoted: bool) -> list:
+    def _braced(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         body = raw[2:-1]
         m = BRACED.match(body)
         if not m:
@@ -316,7 +318,9 @@ class Expander:
         sources = merge_sources(pieces)
         return [(Piece(text[start:end], span, None, sources), not quoted)]
 
-    def _operator(self, node, raw: str, form: tuple, env: Env, src: Source, quoted: bool) -> list:
+    def _operator(
+        self, node, raw: str, form: tuple, env: Env, src: ScriptText, quoted: bool
+    ) -> list:
         """``${X-w}``, ``${X:=w}``, ``${X:+w}``, ``${X?}``...: ``form`` is ``(name, index,
         operator, offset of the word after it)``."""
         name, sub, operator, after = form
@@ -368,7 +372,7 @@ class Expander:
                 arrays.set_element(env, name, sub, tuple(pieces), 0, f"${{{name}[...]}}")
         return [(p, not quoted) for p in pieces]
 
-    def _default_of(self, name: str, node, pieces: list, src: Source) -> None:
+    def _default_of(self, name: str, node, pieces: list, src: ScriptText) -> None:
         """Record the default ``pieces`` taken for ``name``, with the span of its literal when
         it is one literal inside ``node``."""
         spans = [p.span for p in pieces if p.text]
@@ -418,7 +422,7 @@ class Expander:
         return _items(Var(keys, True), [sub], quoted)
 
     # -- heredocs -------------------------------------------------------------------------------
-    def heredoc(self, node, env: Env, src: Source, beside=None) -> Heredoc | None:
+    def heredoc(self, node, env: Env, src: ScriptText, beside=None) -> Heredoc | None:
         """A here-document that goes to a file (``<<EOT > FILE``, or ``beside``: the
         ``> FILE`` of its command, ``cat > FILE <<EOT``), expanded unless its marker is
         quoted; ``None`` for one that does not go to a file."""
@@ -432,7 +436,7 @@ class Expander:
         words = self.words(destination, env, src, quoted=True)
         return Heredoc(words[0], self.heredoc_text(node, env, src), src.line(node.start_byte))
 
-    def heredoc_text(self, node, env: Env, src: Source) -> tuple[Piece, ...]:
+    def heredoc_text(self, node, env: Env, src: ScriptText) -> tuple[Piece, ...]:
         """What a here-document gives, expanded unless its marker is quoted."""
         body = next((c for c in node.named_children if c.type == "heredoc_body"), None)
         start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
@@ -451,7 +455,7 @@ class Expander:
         return tuple(pieces)
 
 
-def _verbatim(src: Source, start: int, end: int, text: str) -> Piece:
+def _verbatim(src: ScriptText, start: int, end: int, text: str) -> Piece:
     """Text that stands in the source as written, with its span when there is one."""
     span = src.span(start, end)
     return Piece(text, span, None, frozenset({span}) if span else frozenset())

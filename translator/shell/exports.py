@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from translator.shell import assign
 from translator.shell.control import Control
 from translator.shell.notes import Note
-from translator.shell.syntax import Source
+from translator.shell.syntax import ScriptText
 from translator.shell.values import MANY, Env, Var, Word, to_word
 
 #: Exported variables kept in one command's environment.
@@ -28,7 +28,7 @@ class Exports(Control):
         self._words: dict[int, tuple] = {}  # id of an exported Var -> (Var, its word)
         self._many_exports = False
 
-    def environment(self, node, env: Env, src: Source) -> dict[str, Word]:
+    def environment(self, node, env: Env, src: ScriptText) -> dict[str, Word]:
         """The variables the process of the command ``node`` sees: the exported ones, then
         its own ``X=1 cmd`` prefix (assigned in a fork: the script's variables stay)."""
         base = self.exported(env)
@@ -102,7 +102,7 @@ class Exports(Control):
         return bisect.bisect_left(self.newlines, char) + 1
 
 
-def own_line(node, name_node, src: Source) -> list:
+def own_line(node, name_node, src: ScriptText) -> list:
     """The assignments of a command that stand on lines of their own before it:
     tree-sitter-bash reads ``X=1 Y=2``, a newline, then ``echo`` as one command (bash: two)."""
     assignments = [

@@ -20,7 +20,7 @@ from translator.shell import arrays, slurm
 from translator.shell.expand import HERE, SBATCH
 from translator.shell.exports import Exports
 from translator.shell.notes import Note
-from translator.shell.syntax import Source, repair
+from translator.shell.syntax import ScriptText, repair
 from translator.shell.values import (
     ARGS_GIVEN,
     MAX_CALL_DEPTH,
@@ -241,7 +241,7 @@ class Following(Exports):
         for hole, piece in holes.items():
             scope.set(hole, Var(((piece,),)))
         self.evals += 1
-        src = Source(data, text, line, pieces, inserted)
+        src = ScriptText(data, text, line, pieces, inserted)
         src.holes = blanks
         try:
             self.block(root, scope, src)
@@ -318,7 +318,7 @@ def _under_here(word: Word) -> str | None:
 def _eval_string(words: list[Word]) -> tuple[str, list, dict]:
     """The string ``eval`` or ``bash -c`` runs: ``(text, pieces, holes)``; each unknown piece
     stands in the text as ``${__batchspec_unknown_N}``, a variable (in ``holes``) holding
-    it; ``pieces`` maps the literal stretches back to the file (see :class:`Source`)."""
+    it; ``pieces`` maps the literal stretches back to the file (see :class:`ScriptText`)."""
     text_parts, pieces, at = [], [], 0
     holes: dict[str, Piece] = {}
     for i, w in enumerate(words):

@@ -1,6 +1,6 @@
 """A launch command split as it runs (launcher → program → arguments), and how many processes
 its launcher starts, read from its words the way each launcher counts them. A launcher is a
-:class:`Launcher` definition: the generic ones are here (torchrun, also ``python -m
+:class:`LauncherDefinition` definition: the generic ones are here (torchrun, also ``python -m
 torch.distributed.run`` / ``.launch``; ``srun``, its own flags, else what the ``#SBATCH`` lines
 give the job; ``mpirun`` / ``mpiexec``; LSF's ``jsrun``), a framework's own come with its package
 (``Framework.launchers``: the ``deepspeed`` runner, ``accelerate launch``), and the caller hands
@@ -18,7 +18,7 @@ from translator.shell.values import Word
 
 
 @dataclass(frozen=True)
-class Launcher:
+class LauncherDefinition:
     """A launcher's definition: what its options mean for the processes it starts."""
 
     name: str
@@ -96,7 +96,7 @@ class Sizes:
     ``None`` when nothing launches it (a framework's own command-line tool)."""
     line: int | None = None
     """Line of the launch command."""
-    rules: Launcher | None = None
+    rules: LauncherDefinition | None = None
     """Its definition (``None`` for plain python or no launcher)."""
     words: dict[str, tuple[str, Word]] = field(default_factory=dict)
     """Role (``per_node``, ``nodes``, ``total``) -> (the flag or ``#SBATCH`` option, its word)."""
@@ -333,7 +333,7 @@ def _tail(word: Word) -> str:
     return (word.parts[-1].text or "") if word.parts else ""
 
 
-def _name(words: list[Word], i: int, known: Mapping[str, Launcher]) -> str | None:
+def _name(words: list[Word], i: int, known: Mapping[str, LauncherDefinition]) -> str | None:
     text = (words[i].text or "").rsplit("/", 1)[-1]
     launcher = known.get(text)
     if launcher is not None:
@@ -352,7 +352,7 @@ def sizes(
     variables: Mapping[str, list[Word]],
     environment: Mapping[str, Word] | None = None,
     *,
-    known: Mapping[str, Launcher],
+    known: Mapping[str, LauncherDefinition],
 ) -> Sizes:
     """How ``launch`` (the words before the program) sizes the job; ``variables``: the
     script's, for what ``#SBATCH`` gives ``srun``; ``environment``: what the command's
@@ -401,7 +401,7 @@ def _torchrun_environment(
             out.words[role] = (variable, environment[variable])
 
 
-def _read_flags(out: Sizes, launcher: Launcher, flags: list[Word]) -> None:
+def _read_flags(out: Sizes, launcher: LauncherDefinition, flags: list[Word]) -> None:
     """The launcher's flags, up to the command it runs (a container, a wrapper script, the
     program)."""
     for j, word in enumerate(flags):
@@ -436,7 +436,7 @@ def _read_flags(out: Sizes, launcher: Launcher, flags: list[Word]) -> None:
             break  # the command the launcher runs starts here
 
 
-def _sizing_flag(out: Sizes, launcher: Launcher, flags: list[Word], j: int) -> None:
+def _sizing_flag(out: Sizes, launcher: LauncherDefinition, flags: list[Word], j: int) -> None:
     """When ``flags[j]`` is one of the launcher's sizing flags: its value, by role."""
     roles = {"per_node": launcher.per_node, "nodes": launcher.nodes, "total": launcher.total}
     for role, spellings in roles.items():
@@ -507,7 +507,7 @@ def _inline_span(word: Word, offset: int):
     return word.span[0] + offset, word.span[1]
 
 
-TORCHRUN = Launcher(
+TORCHRUN = LauncherDefinition(
     "torchrun",
     ("--nproc_per_node", "--nproc-per-node"),
     ("--nnodes",),
@@ -521,7 +521,7 @@ TORCHRUN = Launcher(
 #: (``Framework.launchers``).
 LAUNCHERS = {
     "torchrun": TORCHRUN,
-    "srun": Launcher(
+    "srun": LauncherDefinition(
         "srun",
         ("--ntasks-per-node",),
         ("--nodes", "-N"),
@@ -529,8 +529,10 @@ LAUNCHERS = {
         resources=_srun_allocation,
         unsized=_srun_unsized,
     ),
-    "mpirun": Launcher("mpirun", total=("-np", "-n", "--np")),
-    "mpiexec": Launcher("mpiexec", total=("-np", "-n", "--np")),
+    "mpirun": LauncherDefinition("mpirun", total=("-np", "-n", "--np")),
+    "mpiexec": LauncherDefinition("mpiexec", total=("-np", "-n", "--np")),
     # LSF: resource sets; --tasks_per_rs defaults to 1
-    "jsrun": Launcher("jsrun", ("--tasks_per_rs", "-a"), ("--nrs", "-n"), default_per_node=1),
+    "jsrun": LauncherDefinition(
+        "jsrun", ("--tasks_per_rs", "-a"), ("--nrs", "-n"), default_per_node=1
+    ),
 }

@@ -24,7 +24,7 @@ from translator.shell.expand import SBATCH, arith_piece
 from translator.shell.following import MARK, Opener, forget_args, set_args
 from translator.shell.notes import Note
 from translator.shell.slurm import sbatch_variables
-from translator.shell.syntax import Source, refuse_long_numbers, repair
+from translator.shell.syntax import ScriptText, refuse_long_numbers, repair
 from translator.shell.values import (
     ARGS_GIVEN,
     OPEN_ENV,
@@ -92,7 +92,7 @@ class Reader(Commands):
                 )
             )
         data, root, holes, notes, inserted = repair(text.encode(), text, self.where)
-        src = Source(data, text, 1, None, inserted)
+        src = ScriptText(data, text, 1, None, inserted)
         src.holes = holes
         self.script.notes.extend(notes)
         env = self.outermost(text)
@@ -135,17 +135,17 @@ class Reader(Commands):
             set_args(env, [(Piece(a),) for a in self.args])
         return env
 
-    def _assign(self, node, env: Env, src: Source) -> None:
+    def _assign(self, node, env: Env, src: ScriptText) -> None:
         assign.assign(self.ex, node, env, src)
 
-    def _assignments(self, node, env: Env, src: Source) -> None:
+    def _assignments(self, node, env: Env, src: ScriptText) -> None:
         for child in node.named_children:
             assign.assign(self.ex, child, env, src)
 
-    def _declaration(self, node, env: Env, src: Source) -> None:
+    def _declaration(self, node, env: Env, src: ScriptText) -> None:
         assign.declaration(self.ex, node, env, src)
 
-    def _unset(self, node, env: Env, src: Source) -> None:
+    def _unset(self, node, env: Env, src: ScriptText) -> None:
         if any(src.spells(c, b"-f") for c in node.children):  # unset -f: functions
             return
         for name in assign.unset_targets(self.ex, node, env, src):
@@ -158,7 +158,7 @@ class Reader(Commands):
             k, why = assign.index_of(name, env)
             arrays.unset_element(env, base, k, why)
 
-    def _redirected(self, node, env: Env, src: Source) -> None:
+    def _redirected(self, node, env: Env, src: ScriptText) -> None:
         """A statement with redirections (or ``!``); a heredoc written to a file is kept."""
         body = node.child_by_field_name("body") or (node.named_children or [None])[0]
         if body is not None and body.type not in ("heredoc_redirect", "file_redirect"):
@@ -176,7 +176,7 @@ class Reader(Commands):
                 elif body is not None and body.type == "command":
                     self.batch_input(body, child, env, src)
 
-    def _compound(self, node, env: Env, src: Source) -> None:
+    def _compound(self, node, env: Env, src: ScriptText) -> None:
         """``{ ...; }``, or ``(( expr ))``: arithmetic, whose assignments change variables."""
         first, last = node.children[:1], node.children[-1:]
         if first and first[0].type == "((" and last[0].type == "))":
@@ -184,21 +184,21 @@ class Reader(Commands):
             return
         self.block(node, env, src)
 
-    def _subshell(self, node, env: Env, src: Source) -> None:
+    def _subshell(self, node, env: Env, src: ScriptText) -> None:
         self.apart(lambda: self.block(node, env.fork(), src))
 
-    def _pipeline(self, node, env: Env, src: Source) -> None:
+    def _pipeline(self, node, env: Env, src: ScriptText) -> None:
         for child in node.named_children:
             self.apart(lambda: self.statement(child, env.fork(), src))  # noqa: B023
 
-    def _function(self, node, env: Env, src: Source) -> None:
+    def _function(self, node, env: Env, src: ScriptText) -> None:
         name = node.child_by_field_name("name")
         body = node.child_by_field_name("body")
         if name is not None and body is not None:
             self.functions[src.of(name)] = (body, src)
 
 
-def _writes(redirect, src: Source) -> bool:
+def _writes(redirect, src: ScriptText) -> bool:
     """Whether a redirection writes standard output to a file (``>``, ``>|``; not ``2>``)."""
     first = redirect.children[0] if redirect.children else None
     return first is not None and src.of(first) in (">", ">|")

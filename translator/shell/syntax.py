@@ -17,7 +17,7 @@ _SPLIT_DOLLARS = None
 NON_ASCII = re.compile(rb"[\x80-\xff]")
 
 
-class Source:
+class ScriptText:
     """A text being read (the file, or a string given to ``eval``) and how its offsets map
     back to the file."""
 
@@ -116,7 +116,7 @@ def _split_dollars(root) -> list:
     return _SPLIT_DOLLARS.captures(root).get("dollar", [])
 
 
-def literal(src: Source, start: int, end: int) -> list[Piece]:
+def literal(src: ScriptText, start: int, end: int) -> list[Piece]:
     """The text between two byte offsets as it stands in a double-quoted string or heredoc:
     one piece, with its span when no backslash had to be removed."""
     raw = src.data[start:end].decode(errors="replace")
@@ -178,7 +178,7 @@ def braced(data: bytes, root) -> tuple:
     its ``$`` written in braces, and its tree. Unquoted, ``$A/$B/c`` parses as the word
     ``$A/$`` and a word ``B/c`` (tree-sitter-bash issue 315), where bash expands ``$B``;
     ``${B}`` parses as it runs. ``inserted``: the byte offsets of the braces in the new
-    data (see :class:`Source`)."""
+    data (see :class:`ScriptText`)."""
     inserted: list[int] = []
     for _ in range(MAX_REPAIRS):
         sites = []
@@ -228,7 +228,7 @@ def repaired(data: bytes, text: str, where: str) -> tuple:
     if not root.has_error and b"<" not in data:
         return data, root, holes, [], inserted
     buf = bytearray(data)
-    orig = Source(data, text, 1, None, inserted)
+    orig = ScriptText(data, text, 1, None, inserted)
     changed = False
     for m in PLACEHOLDER.finditer(data):
         if _is_code(root, m.start()):
@@ -238,7 +238,7 @@ def repaired(data: bytes, text: str, where: str) -> tuple:
             root = tree(bytes(buf)).root_node
         if not root.has_error:
             break
-        errors = _errors(root, Source(bytes(buf), text, 1, None, inserted), where)
+        errors = _errors(root, ScriptText(bytes(buf), text, 1, None, inserted), where)
         changed = False
         for node in errors:
             changed |= _blank(buf, node, orig, holes, notes)
@@ -246,7 +246,7 @@ def repaired(data: bytes, text: str, where: str) -> tuple:
             break
     out = bytes(buf)
     if root.has_error:
-        check_syntax(root, Source(out, text, 1, None, inserted), where)
+        check_syntax(root, ScriptText(out, text, 1, None, inserted), where)
     return out, root, holes, sorted(notes.values(), key=lambda n: n.line or 0), inserted
 
 
@@ -281,7 +281,7 @@ def _is_code(root, at: int) -> bool:
     return True
 
 
-def _statement(src: Source, start: int, end: int) -> str:
+def _statement(src: ScriptText, start: int, end: int) -> str:
     """The text of the lines from byte ``start`` to byte ``end``, for messages."""
     a = src.data.rfind(b"\n", 0, start) + 1
     b = src.data.find(b"\n", end)
@@ -289,7 +289,7 @@ def _statement(src: Source, start: int, end: int) -> str:
     return line[:-1].rstrip() if line.endswith("\\") else line
 
 
-def _unparsed(src: Source, start: int, end: int, notes: dict) -> Piece:
+def _unparsed(src: ScriptText, start: int, end: int, notes: dict) -> Piece:
     """The unknown piece for a statement bash cannot parse, and its note."""
     line = src.line(start)
     what = clip(_statement(src, start, end))
@@ -299,7 +299,7 @@ def _unparsed(src: Source, start: int, end: int, notes: dict) -> Piece:
     return Piece(None, None, f"line {line}: bash cannot parse this statement ({what})")
 
 
-def _write_hole(buf: bytearray, start: int, end: int, src: Source, holes, notes) -> bool:
+def _write_hole(buf: bytearray, start: int, end: int, src: ScriptText, holes, notes) -> bool:
     """Write ``${__}`` over ``buf[start:end]`` (a reference to an unknown piece)."""
     ref = _reference(end - start, bytes(buf[end : end + 1]))
     if ref is None:
@@ -319,7 +319,7 @@ def _reference(n: int, after: bytes) -> bytes | None:
     return None
 
 
-def _errors(root, src: Source, where: str) -> list:
+def _errors(root, src: ScriptText, where: str) -> list:
     """The statements tree-sitter could not parse, outermost ones; an :class:`InputError` for
     a construct left open (a token tree-sitter had to invent, an unterminated quote)."""
     out = []
@@ -342,7 +342,7 @@ def _errors(root, src: Source, where: str) -> list:
     return out
 
 
-def _blank(buf: bytearray, node, src: Source, holes, notes) -> bool:
+def _blank(buf: bytearray, node, src: ScriptText, holes, notes) -> bool:
     """Write spaces over a statement that does not parse (``src``: the file as written); in a
     continued command (``\\`` lines), only from the error to its line's end, backslash kept.
     Whether anything changed."""
@@ -372,7 +372,7 @@ def _blank(buf: bytearray, node, src: Source, holes, notes) -> bool:
     return True
 
 
-def _spaces(buf: bytearray, start: int, stop: int, src: Source, notes) -> Piece | None:
+def _spaces(buf: bytearray, start: int, stop: int, src: ScriptText, notes) -> Piece | None:
     """Write spaces over ``buf[start:stop]``, newlines and line-ending backslashes kept; the
     unknown piece of the statement, ``None`` when nothing changed."""
     old = bytes(buf[start:stop])
@@ -386,7 +386,7 @@ def _spaces(buf: bytearray, start: int, stop: int, src: Source, notes) -> Piece 
     return _unparsed(src, start, stop, notes)
 
 
-def check_syntax(root, src: Source, where: str) -> None:
+def check_syntax(root, src: ScriptText, where: str) -> None:
     """An :class:`InputError` naming the line of the first syntax error, if there is one."""
     if not root.has_error:
         return
@@ -426,7 +426,7 @@ OPENERS = (
 )
 
 
-def _missing(kind: str, opener, src: Source) -> str:
+def _missing(kind: str, opener, src: ScriptText) -> str:
     """What a token tree-sitter had to invent says about the script."""
     if opener is not None and opener.type == "array":
         assignment = opener.parent

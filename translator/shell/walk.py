@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from translator.errors import InputError
 from translator.shell.expand import Expander
 from translator.shell.merge import agree
-from translator.shell.syntax import Source
+from translator.shell.syntax import ScriptText
 from translator.shell.values import Env, Script, Var, Word
 
 #: Statements that set nothing and run nothing the reader follows.
@@ -76,7 +76,7 @@ class Walk:
         self.handlers: dict[str, Callable] = {}
         """Statement type -> the method that runs it (filled by the reader)."""
 
-    def tick(self, node, src: Source) -> None:
+    def tick(self, node, src: ScriptText) -> None:
         self.steps += 1
         if self.steps > self.budget:
             raise InputError(
@@ -85,19 +85,19 @@ class Walk:
                 "reading it"
             )
 
-    def block(self, node, env: Env, src: Source) -> None:
+    def block(self, node, env: Env, src: ScriptText) -> None:
         self.block_list(node.named_children, env, src)
 
-    def block_list(self, statements, env: Env, src: Source) -> None:
+    def block_list(self, statements, env: Env, src: ScriptText) -> None:
         for s in statements:
             self.statement(s, env, src)
 
-    def statement(self, node, env: Env, src: Source) -> None:
+    def statement(self, node, env: Env, src: ScriptText) -> None:
         self.tick(node, src)
         if node.type not in IGNORED:
             self.handlers.get(node.type, self._inside)(node, env, src)
 
-    def _inside(self, node, env: Env, src: Source) -> None:
+    def _inside(self, node, env: Env, src: ScriptText) -> None:
         for child in node.named_children:
             if child.type in NESTED:
                 self.statement(child, env, src)

@@ -4,7 +4,7 @@ it imposes on a DeepSpeed launch."""
 
 from __future__ import annotations
 
-from translator.shell.launchers import Launcher, Sizes
+from translator.shell.launchers import LauncherDefinition, Sizes
 from translator.shell.values import Word
 
 
@@ -33,7 +33,7 @@ def _imposed(out: Sizes) -> tuple[str, Word] | None:
     return None
 
 
-LAUNCHER = Launcher(
+LAUNCHER = LauncherDefinition(
     "accelerate",
     nodes=("--num_machines", "--num-machines"),
     total=("--num_processes", "--num-processes"),

@@ -77,7 +77,7 @@ ACCELERATE_OWN = {"gradient_accumulation_steps"}
 
 
 @dataclass(frozen=True)
-class Override:
+class CliOverride:
     """One ``--key value`` of the command line."""
 
     key: str
@@ -94,7 +94,7 @@ class Command:
 
     config: Word | None = None
     """The YAML (the first positional argument)."""
-    overrides: list[Override] = field(default_factory=list)
+    overrides: list[CliOverride] = field(default_factory=list)
     """The config overrides, in order."""
     launcher: str | None = None
     """``axolotl train``'s launcher (``accelerate``, ``torchrun``, ``python``); ``None`` for the
@@ -103,7 +103,7 @@ class Command:
     """Whether ``--launcher`` is given (else accelerate, the default)."""
     launcher_args: list[Word] = field(default_factory=list)
     """The words ``axolotl train`` hands to its launcher."""
-    handed: list[Override] = field(default_factory=list)
+    handed: list[CliOverride] = field(default_factory=list)
     """Options that look like config overrides but reach the launcher (``--micro_batch_size``)."""
     ray: bool = False
     """``--use-ray``: Ray starts the training workers."""
@@ -148,7 +148,7 @@ def _fire(words: list[Word]) -> Command:
     command = Command()
     for arg in flags.scan(words):
         if arg.kind == "flag" and arg.name is not None:
-            command.overrides.append(Override(arg.name.replace("-", "_"), arg.word, arg.value))
+            command.overrides.append(CliOverride(arg.name.replace("-", "_"), arg.word, arg.value))
         elif arg.kind == "positional" and command.config is None and arg.word.text != "--":
             command.config = arg.word  # a lone ``--`` ends the launcher's options, it names none
         elif arg.kind == "unknown":
@@ -190,14 +190,14 @@ def _click_option(command: Command, stood: list[Word], name: str, value: Word | 
     elif "_" in name or f"--{name}" in LAUNCHER_FLAGS:
         command.launcher_args += stood
         if "_" in name and key in READ:
-            command.handed.append(Override(key, word, value))
+            command.handed.append(CliOverride(key, word, value))
     elif name.startswith("no-") and value is None:
-        command.overrides.append(Override(key[3:], word, Word("false", word.line)))
+        command.overrides.append(CliOverride(key[3:], word, Word("false", word.line)))
     else:
-        command.overrides.append(Override(key, word, value))
+        command.overrides.append(CliOverride(key, word, value))
 
 
-def _handed(stray: Override, command: Command, reading: Reading, call: Call):
+def _handed(stray: CliOverride, command: Command, reading: Reading, call: Call):
     """The error for ``axolotl train ... --micro_batch_size 4``: not an option of click's."""
     launcher = command.launcher or "accelerate"
     dashed = "--" + stray.key.replace("_", "-")
@@ -281,7 +281,7 @@ def _locate_config(reading: Reading, call: Call, named: Word | None):
     return found, None
 
 
-def _override(reading: Reading, call: Call, override: Override, config: dict | None) -> None:
+def _override(reading: Reading, call: Call, override: CliOverride, config: dict | None) -> None:
     """One override over the YAML's value, as ``load_cfg`` applies it."""
     key = override.key
     if key not in READ:
@@ -309,7 +309,7 @@ def _override(reading: Reading, call: Call, override: Override, config: dict | N
     )
 
 
-def _cast(override: Override, existing: object, script: str) -> Value:
+def _cast(override: CliOverride, existing: object, script: str) -> Value:
     """An override's value as Axolotl casts it: to the type of the YAML's value, else as YAML
     would read it (a bare switch is true); its span when the script writes it literally."""
     word = override.value

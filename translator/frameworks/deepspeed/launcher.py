@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from translator.shell.launchers import VISIBLE, Launcher, Sizes, flag_value
+from translator.shell.launchers import VISIBLE, LauncherDefinition, Sizes, flag_value
 from translator.shell.values import Word
 
 
@@ -70,7 +70,7 @@ def _unsized(out: Sizes) -> str | None:
     return None
 
 
-LAUNCHER = Launcher(
+LAUNCHER = LauncherDefinition(
     "deepspeed",
     ("--num_gpus", "--num-gpus"),
     ("--num_nodes", "--num-nodes"),

@@ -30,7 +30,7 @@ def ulysses(name: str, sequence_length: int, group, rank: int, size: int):
         )
         return out.transpose(1, 2)
 
-    class Block(nn.Module):
+    class UlyssesBlock(nn.Module):
         def __init__(self):
             super().__init__()
             self.ln1, self.ln2 = nn.LayerNorm(shape.hidden), nn.LayerNorm(shape.hidden)
@@ -55,7 +55,7 @@ def ulysses(name: str, sequence_length: int, group, rank: int, size: int):
             torch.manual_seed(0)
             self.tokens = nn.Embedding(shape.vocab, shape.hidden)
             self.positions = nn.Embedding(sequence_length, shape.hidden)
-            self.blocks = nn.Sequential(*(Block() for _ in range(shape.layers)))
+            self.blocks = nn.Sequential(*(UlyssesBlock() for _ in range(shape.layers)))
             self.head = nn.Linear(shape.hidden, shape.vocab, bias=False)
             self.head.weight = self.tokens.weight
 

@@ -61,7 +61,7 @@ FIELDS = {
 
 
 @dataclass(frozen=True)
-class Flag:
+class ArgumentFlag:
     """One ``--key value`` of the program's arguments."""
 
     key: str
@@ -99,14 +99,14 @@ def program(call: Call) -> Reading | None:
     return reading
 
 
-def _parse(words: list[Word]) -> tuple[list[Flag], list[Word], list[str]]:
+def _parse(words: list[Word]) -> tuple[list[ArgumentFlag], list[Word], list[str]]:
     """``(flags, positional arguments, unknown words that may hold flags)``."""
-    flags: list[Flag] = []
+    flags: list[ArgumentFlag] = []
     positional: list[Word] = []
     opaque: list[str] = []
     for arg in scan(words):
         if arg.kind == "flag" and arg.name is not None:
-            flags.append(Flag(arg.name.replace("-", "_"), arg.word, arg.value))
+            flags.append(ArgumentFlag(arg.name.replace("-", "_"), arg.word, arg.value))
         elif arg.kind == "positional":
             positional.append(arg.word)
         else:
@@ -114,7 +114,7 @@ def _parse(words: list[Word]) -> tuple[list[Flag], list[Word], list[str]]:
     return flags, positional, opaque
 
 
-def _arguments_file(flags: list[Flag], positional: list[Word], tool: bool) -> Word | None:
+def _arguments_file(flags: list[ArgumentFlag], positional: list[Word], tool: bool) -> Word | None:
     """The arguments file: TRL's ``--config FILE``, or the single ``.json``/``.yaml``
     argument ``HfArgumentParser`` reads instead of flags."""
     config = [f.value for f in flags if f.key == "config" and f.value is not None]
@@ -127,7 +127,7 @@ def _arguments_file(flags: list[Flag], positional: list[Word], tool: bool) -> Wo
     return None
 
 
-def _named_arguments(call: Call, flags: list[Flag], positional: list[Word]) -> Word | None:
+def _named_arguments(call: Call, flags: list[ArgumentFlag], positional: list[Word]) -> Word | None:
     """A JSON or YAML the program is given (``--train_args_file x.json``, a positional
     ``configs/lora.yaml``) that holds TrainingArguments' batch keys: the program builds its
     TrainingArguments from it (not the DeepSpeed JSON of ``--deepspeed``)."""
@@ -199,7 +199,7 @@ def _bases(call: Call) -> list:
     return list(call.folders[:1])
 
 
-def _set(reading: Reading, flag: Flag, call: Call) -> None:
+def _set(reading: Reading, flag: ArgumentFlag, call: Call) -> None:
     """One flag's value, over the arguments file's and any earlier occurrence."""
     value = flag.value
     if value is None:
@@ -219,7 +219,7 @@ def _set(reading: Reading, flag: Flag, call: Call) -> None:
     )
 
 
-def _empty_value(flag: Flag, path: str) -> Finding:
+def _empty_value(flag: ArgumentFlag, path: str) -> Finding:
     """A flag whose value is a variable nothing sets: as run it is empty, and argparse stops
     (``expected one argument``) unless the environment sets it."""
     assert flag.value is not None

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from translator.frameworks.megatron.rules import read
 from translator.frameworks.shared import mcore_engine
-from translator.frameworks.shared.mcore_engine import Layout, check_layout, layout_refusal
+from translator.frameworks.shared.mcore_engine import EngineLayout, check_layout, layout_refusal
 from translator.rank.context import RunContext
 
 __all__ = [
-    "Layout",
+    "EngineLayout",
     "check_layout",
     "parse_layout",
     "read_layout",
@@ -32,12 +32,12 @@ __all__ = [
 _cpu_megatron = mcore_engine.cpu_megatron
 
 
-def read_layout(path: Path) -> Layout:
+def read_layout(path: Path) -> EngineLayout:
     """The layout of a rendered Megatron args file, read as the renderer's reader reads it."""
     return parse_layout(Path(path).read_text(), str(path))
 
 
-def parse_layout(text: str, path: str) -> Layout:
+def parse_layout(text: str, path: str) -> EngineLayout:
     """The layout of Megatron args ``text`` (``path``: the file they come from, for errors)."""
     reading = read(text, path)
 
@@ -60,7 +60,7 @@ def parse_layout(text: str, path: str) -> Layout:
             f"{path}: --rampup-batch-size is not supported by smoke runs "
             "(the number of micro-batches would change from step to step)"
         )
-    return Layout(
+    return EngineLayout(
         micro_batch_size=micro,
         global_batch_size=count("--global-batch-size"),
         tensor_parallel_size=count("--tensor-model-parallel-size") or 1,

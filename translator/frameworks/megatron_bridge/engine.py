@@ -22,11 +22,11 @@ from pathlib import Path
 
 from translator.frameworks.megatron_bridge import rules
 from translator.frameworks.shared import mcore_engine
-from translator.frameworks.shared.mcore_engine import Layout
+from translator.frameworks.shared.mcore_engine import EngineLayout
 from translator.rank.context import RunContext
 
 
-def parse_layout(text: str, path: str) -> Layout:
+def parse_layout(text: str, path: str) -> EngineLayout:
     """The layout of a Megatron-Bridge config ``text`` (``path``: where it comes from); a
     value the engine cannot run is a ``RuntimeError`` naming the file and the key."""
     reading = rules.read(text, path)
@@ -56,7 +56,7 @@ def parse_layout(text: str, path: str) -> Layout:
     assert micro is not None  # required
     decrease, optimizer = reading.values.get(rules.DECREASE), reading.values.get(rules.OPTIMIZER)
     per_token = per_token_loss(reading, path) if gen is rules.BRIDGE else False
-    return Layout(
+    return EngineLayout(
         micro_batch_size=micro,
         global_batch_size=count("global_batch_size"),
         tensor_parallel_size=count("tensor_parallel_size", sized) or 1,

@@ -88,7 +88,7 @@ NORMS = {"layernorm": "LayerNorm", "layernorm1p": "LayerNorm", "rmsnorm": "RMSNo
 GPT2_VOCAB = 50257
 
 
-class Unknown(Exception):
+class UnknownShape(Exception):
     """Why the shape is unknown (its text), with what is known of its split."""
 
 
@@ -132,7 +132,7 @@ def _given(reading: Reading) -> dict:
         if v is None:
             continue
         if v.why_unknown is not None:
-            out[key] = Unknown(f"model.{key} is {v.why_unknown}")
+            out[key] = UnknownShape(f"model.{key} is {v.why_unknown}")
         else:
             out[key] = v.value
     return out
@@ -141,7 +141,7 @@ def _given(reading: Reading) -> dict:
 def _resolved(named: str, fields: dict, shape, architecture: str) -> NamedModel:
     try:
         model = shape(fields, named)
-    except Unknown as exc:
+    except UnknownShape as exc:
         return NamedModel(named, None, None, None, f"{exc}; {GIVE}", _parts(fields, named))
     return NamedModel(named, named, architecture, model)
 
@@ -160,13 +160,13 @@ def _from_recipe(reading: Reading, recipe: str, fields: dict) -> NamedModel:
     switch = reading.values.get(rules.TOKENIZER_VOCAB)
     if switch is not None and switch.value is True and "vocab_size" not in fields:
         why = f"{rules.TOKENIZER_VOCAB} is true: the vocabulary is the tokenizer's"
-        fields = fields | {"vocab_size": Unknown(why)}
+        fields = fields | {"vocab_size": UnknownShape(why)}
     source = f"{hub}'s config.json shape (the {found} recipe's AutoBridge model)"
     changed = f" with {', '.join(f'model.{k}' for k in fields)}" if fields else ""
     merged = _fields_of(base) | fields
     try:
         model = _whole(merged, named)
-    except Unknown as exc:
+    except UnknownShape as exc:
         return NamedModel(named, None, None, None, f"{exc}; {GIVE}", _parts(merged, named))
     return NamedModel(named, source + changed, f"GPT ({hub})", model)
 
@@ -193,11 +193,11 @@ def _fields_of(m: Model) -> dict:
 
 
 def _whole(fields: dict, named: str) -> Model:
-    """The shape of megatron-core's fields, every one given (an :class:`Unknown` says why
+    """The shape of megatron-core's fields, every one given (an :class:`UnknownShape` says why
     one is not)."""
     missing = [k for k in WHOLE if k not in fields]
     if missing:
-        raise Unknown(
+        raise UnknownShape(
             f"it names no recipe and does not write {', '.join(f'model.{k}' for k in missing)}"
             " (an override file's missing fields are the recipe's)"
         )
@@ -206,22 +206,22 @@ def _whole(fields: dict, named: str) -> Model:
 
 def _shape(f: dict, named: str) -> Model:
     for value in f.values():
-        if isinstance(value, Unknown):
+        if isinstance(value, UnknownShape):
             raise value
     _refuse_experts(f)
     count = {k: _count(f, k) for k in ("num_layers", "hidden_size", "num_attention_heads")}
     layers, hidden, heads = count.values()
     norm, biases = f["normalization"], _switch(f, "add_bias_linear")
     if norm not in ("LayerNorm", "RMSNorm"):
-        raise Unknown(f"model.normalization is {norm!r}, not LayerNorm or RMSNorm")
+        raise UnknownShape(f"model.normalization is {norm!r}, not LayerNorm or RMSNorm")
     if (norm == "LayerNorm") != biases:
-        raise Unknown(
+        raise UnknownShape(
             f"{norm} with add_bias_linear {biases}: batchspec counts LayerNorm with biases or "
             "RMSNorm without"
         )
     learned = f["position_embedding_type"] == "learned_absolute"
     if f["position_embedding_type"] not in ("learned_absolute", "rope"):
-        raise Unknown(f"model.position_embedding_type is {f['position_embedding_type']!r}")
+        raise UnknownShape(f"model.position_embedding_type is {f['position_embedding_type']!r}")
     head_dim = _count(f, "kv_channels") if f["kv_channels"] is not None else hidden // heads
     return Model(
         name=named,
@@ -249,13 +249,15 @@ def _nemo1(given: dict, named: str) -> Model:
         if k not in given
     ]
     if missing:
-        raise Unknown(f"{', '.join(missing)} not written (NeMo 1 has no default)")
+        raise UnknownShape(f"{', '.join(missing)} not written (NeMo 1 has no default)")
     _refuse_experts(given)
     if given.get("hyena") is not None:
-        raise Unknown("model.hyena: its layers are Hyena operators, which batchspec does not count")
+        raise UnknownShape(
+            "model.hyena: its layers are Hyena operators, which batchspec does not count"
+        )
     library, kind = given.get("tokenizer.library"), given.get("tokenizer.type")
     if (library, kind) != ("megatron", "GPT2BPETokenizer"):
-        raise Unknown(f"the vocabulary is the tokenizer's ({library} {kind})")
+        raise UnknownShape(f"the vocabulary is the tokenizer's ({library} {kind})")
     divisible = given.get("make_vocab_size_divisible_by", 128)
     tensor = given["tensor_model_parallel_size"]
     multiple = _number(divisible, "model.make_vocab_size_divisible_by") * _number(
@@ -263,7 +265,7 @@ def _nemo1(given: dict, named: str) -> Model:
     )
     activation, norm = given.get("activation", "gelu"), given.get("normalization", "layernorm")
     if norm not in NORMS:
-        raise Unknown(f"model.normalization is {norm!r}")
+        raise UnknownShape(f"model.normalization is {norm!r}")
     bias = given.get("bias", True)
     fields = {
         "num_query_groups": None,
@@ -285,7 +287,7 @@ def _nemo1(given: dict, named: str) -> Model:
 def _refuse_experts(f: dict) -> None:
     experts = experts_in(f)
     if experts is not None:
-        raise Unknown(
+        raise UnknownShape(
             f"model.{experts}: a mixture of experts, which batchspec does not count (its "
             "experts, router and expert-parallel split)"
         )
@@ -297,14 +299,14 @@ def _count(f: dict, key: str) -> int:
 
 def _number(value: object, key: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise Unknown(f"{key} is {value!r}, not a positive integer")
+        raise UnknownShape(f"{key} is {value!r}, not a positive integer")
     return value
 
 
 def _switch(f: dict, key: str) -> bool:
     value = f[key]
     if not isinstance(value, bool):
-        raise Unknown(f"model.{key} is {value!r}, not true or false")
+        raise UnknownShape(f"model.{key} is {value!r}, not true or false")
     return value
 
 

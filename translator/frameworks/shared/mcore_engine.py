@@ -1,6 +1,6 @@
 """megatron-core's own parts run as a smoke engine, for every framework that trains through
 megatron-core (Megatron-LM's flags, Megatron-Bridge's ConfigContainer): given the
-:class:`Layout` a framework reads from its config, on every rank:
+:class:`EngineLayout` a framework reads from its config, on every rank:
 
 1. ``torch.distributed`` (through the shared harness) and
    ``parallel_state.initialize_model_parallel(TP, PP, virtual stages, CP)``;
@@ -42,7 +42,7 @@ from translator.rank.harness import Harness
 
 
 @dataclass(frozen=True)
-class Layout:
+class EngineLayout:
     """The batch and parallel layout a framework's rendered config gives."""
 
     micro_batch_size: int
@@ -111,7 +111,7 @@ def refuse(spec, device: str) -> str | None:
     )
 
 
-def layout_refusal(layout: Layout, on_gpu: bool) -> str | None:
+def layout_refusal(layout: EngineLayout, on_gpu: bool) -> str | None:
     """Why this engine cannot run ``layout`` here, else None."""
     why = refusal(
         layout.tensor_parallel_size,
@@ -128,7 +128,7 @@ def layout_refusal(layout: Layout, on_gpu: bool) -> str | None:
     return why
 
 
-def check_layout(layout: Layout, on_gpu: bool) -> None:
+def check_layout(layout: EngineLayout, on_gpu: bool) -> None:
     """Refuse, with the reason, a layout this engine cannot run here (before any process group;
     the launcher asks the same of the config before any rank starts)."""
     why = layout_refusal(layout, on_gpu)
@@ -209,7 +209,7 @@ def cpu_megatron():
             m.torch = torch
 
 
-def _stream(ctx: RunContext, layout: Layout, replica: int, replicas: int):
+def _stream(ctx: RunContext, layout: EngineLayout, replica: int, replicas: int):
     """Endless ``(tokens, targets)`` micro-batches of one data-parallel replica: random tokens,
     or the parity samples."""
     import torch
@@ -240,7 +240,7 @@ def _quiet_megatron_warnings() -> None:
     warnings.filterwarnings("ignore", message=r".*(Apex|Transformer Engine|full scope is deprec)")
 
 
-def run(ctx: RunContext, layout: Layout):
+def run(ctx: RunContext, layout: EngineLayout):
     """Train ``layout`` on this rank and count its samples (the rank's result)."""
     harness = Harness(ctx)
     check_layout(layout, harness.on_gpu)
@@ -319,7 +319,7 @@ def embeddings(shape: memory.Model) -> dict:
     return {"share_embeddings_and_output_weights": shape.tied}
 
 
-def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
+def _model_chunks(ctx: RunContext, harness: Harness, layout: EngineLayout):
     """megatron-core's GPTModel, one chunk per virtual pipeline stage of this rank."""
     import torch
     from megatron.core import parallel_state
@@ -383,7 +383,7 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: Layout):
     return config, out
 
 
-def _train(ctx: RunContext, harness: Harness, layout: Layout):
+def _train(ctx: RunContext, harness: Harness, layout: EngineLayout):
     import torch
     from megatron.core import parallel_state
     from megatron.core.distributed import (
@@ -447,7 +447,7 @@ def _train(ctx: RunContext, harness: Harness, layout: Layout):
     )
 
 
-def _optimizer(ctx: RunContext, harness: Harness, layout: Layout, config, ddp):
+def _optimizer(ctx: RunContext, harness: Harness, layout: EngineLayout, config, ddp):
     """Megatron's optimizer over the wrapped chunks: the parity run's plain SGD, else Adam;
     bf16 and gradient clipping on a GPU."""
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
@@ -468,7 +468,7 @@ def _optimizer(ctx: RunContext, harness: Harness, layout: Layout, config, ddp):
     )
 
 
-def _forward_step(harness: Harness, layout: Layout, positions):
+def _forward_step(harness: Harness, layout: EngineLayout, positions):
     """Megatron's forward step over the engine's samples, with pretrain_gpt's loss."""
     import torch
 
