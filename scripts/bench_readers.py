@@ -22,12 +22,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def cold() -> None:
-    """Forget every parse (a tree without a cache has nothing to forget)."""
-    from translator import parsing
+    """Forget every parse: YAML, JSON and TOML, and the shell's (a tree without a cache has
+    nothing to forget; the tree of 2026-12-01 kept its parsing at the package's root)."""
+    import importlib
 
-    clear = getattr(parsing, "clear_cache", None)
-    if clear is not None:
-        clear()
+    for module in ("translator.words.parsing", "translator.parsing", "translator.shell.syntax"):
+        try:
+            clear = getattr(importlib.import_module(module), "clear_cache", None)
+        except ImportError:
+            continue
+        if clear is not None:
+            clear()
 
 
 def per_second(paths: list[str], rounds: int) -> float:

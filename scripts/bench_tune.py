@@ -18,11 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from translator import memory, tuning
+from translator.batch import tuning
 from translator.launch import probes
 from translator.launch.command import SmokePlan
 from translator.launch.run_model import RunModel
-from translator.named_model import NamedModel
+from translator.model import memory
+from translator.model.named_model import NamedModel
 from translator.spec import BatchSpec
 
 #: The tiny Llama of issue 27 (2 layers × 64, 4 heads, 2 KV heads, FFN 172, vocab 512): a job's

@@ -41,71 +41,46 @@ def complexity(node: ast.AST) -> int:
     return count
 
 
-#: The floors, bottom first: a module may import only from its own floor and those below. A
-#: module's floor is that of the longest prefix listed. DESIGN.md says why each is where it is.
+#: The floors, bottom first: each names folders of translator/ and the few modules kept at its
+#: root for their public import paths (``__init__`` is the package itself). A module's floor is
+#: its folder's; a module may import only from its own floor and those below.
+#: docs/architecture.md says why each is where it is.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    # the words: errors, findings, files and the chatter filter
-    ("translator.errors", "translator.findings", "translator.files", "translator.chatter"),
+    # the words: errors, findings, chatter, files and their parsing
+    ("words",),
     # launch scripts read with tree-sitter-bash, without running them
-    ("translator.shell",),
-    # the values: the spec and its solver, a reading of a file, memory, elastic and tuning maths
-    (
-        "translator.parsing",
-        "translator.spec",
-        "translator.spec_file",
-        "translator.solve",
-        "translator.counting",
-        "translator.reading",
-        "translator.memory",
-        "translator.named_model",
-        "translator.coded_models",
-        "translator.model_split",
-        "translator.node_lines",
-        "translator.elastic",
-        "translator.tuning",
-    ),
+    ("shell",),
+    # the values: the batch and its solver, the model and its memory, a file's reading
+    ("batch", "model", "spec", "reading"),
     # what a framework implements and may use: contract, registry, inspection, findings
-    ("translator.plugin",),
-    # the operations on files and jobs
-    (
-        "translator.detection",
-        "translator.foreign",
-        "translator.job",
-        "translator.jobdefs",
-        "translator.inspection",
-        "translator.advice",
-        "translator.split_advice",
-        "translator.estimation",
-        "translator.layouts",
-        "translator.render",
-        "translator.render_into",
-        "translator.text_edits",
-        "translator.update",
-        "translator.update_files",
-        "translator.elastic_report",
-        "translator.verdict",
-        "translator.guard",
-    ),
+    ("plugin",),
+    # the operations on files and jobs: reading a job, editing, what is said of a batch
+    ("job", "edit", "checks", "inspection", "render", "guard"),
     # what runs inside a launched process
-    ("translator.rank",),
+    ("rank",),
     # one package per framework
-    ("translator.frameworks",),
+    ("frameworks",),
     # what starts processes
-    ("translator.launch",),
+    ("launch",),
     # the command line on top
-    ("translator.cli", "translator.__main__", "translator"),
+    ("cli", "__main__", "__init__"),
 )
 
 
 def floor_of(module: str) -> int | None:
-    """The index in :data:`FLOORS` of ``module``'s floor (its longest listed prefix)."""
-    best: tuple[int, int] | None = None
-    for index, prefixes in enumerate(FLOORS):
-        for prefix in prefixes:
-            if module == prefix or module.startswith(prefix + "."):
-                if best is None or len(prefix) > best[1]:
-                    best = (index, len(prefix))
-    return None if best is None else best[0]
+    """The index in :data:`FLOORS` of ``module``'s floor: that of its folder (or, at the
+    package's root, its own name)."""
+    parts = module.split(".")
+    first = parts[1] if len(parts) > 1 else "__init__"
+    return next((i for i, names in enumerate(FLOORS) if first in names), None)
+
+
+def unplaced(root: Path) -> list[str]:
+    """The folders and root modules of translator/ that no floor names."""
+    named = {n for names in FLOORS for n in names}
+    here = {p.stem if p.is_file() else p.name for p in (root / "translator").iterdir()}
+    here = {n for n in here if n != "__pycache__" and not n.startswith(".")}
+    return sorted(here - named)
 
 
 def every_import(root: Path) -> dict[str, set[tuple[str, int]]]:

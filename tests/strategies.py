@@ -58,7 +58,7 @@ HEADS = st.sampled_from([4, 6, 12, 14, 16, 20, 25, 28, 32, 40, 48, 56, 64, 71, 9
 def model_parts(draw):
     """A model's layers, heads and key/value heads (a divisor of the heads: grouped-query
     attention, multi-query or none)."""
-    from translator.model_split import ModelParts
+    from translator.model.model_split import ModelParts
 
     heads = draw(HEADS)
     kv = draw(st.sampled_from([d for d in range(1, heads + 1) if heads % d == 0]))

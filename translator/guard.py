@@ -23,7 +23,7 @@ Importing this module needs neither transformers nor torch; they are used when t
 
 from __future__ import annotations
 
-from translator.counting import TrainerCounter, all_ranks
+from translator.batch.counting import TrainerCounter, all_ranks
 
 
 class BatchMismatch(RuntimeError):

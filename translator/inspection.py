@@ -8,21 +8,22 @@ import math
 from collections.abc import Collection
 from pathlib import Path
 
-from translator import model_split, solve
-from translator.advice import general_findings
-from translator.detection import claimant, detect
-from translator.errors import BatchspecError, ConfigError, InputError
-from translator.files import read_text
-from translator.findings import Finding, finding, has_errors
-from translator.foreign import refuse_foreign
-from translator.job import RunAs, is_job, read_job
-from translator.jobdefs import read_definition, system_of
-from translator.named_model import NamedModel, resolve
+from translator.batch import solve
+from translator.checks.advice import general_findings
+from translator.job.definitions import read_definition, system_of
+from translator.job.detection import claimant, detect
+from translator.job.foreign import refuse_foreign
+from translator.job.script import RunAs, is_job, read_job
+from translator.model import model_split
+from translator.model.named_model import NamedModel, resolve
 from translator.plugin.contract import Framework
 from translator.plugin.inspection import Inspection
 from translator.plugin.registry import FRAMEWORKS, by_claim_order
 from translator.reading import Launch, Reading, running_in
 from translator.spec import BatchSpec
+from translator.words.errors import BatchspecError, ConfigError, InputError
+from translator.words.files import read_text
+from translator.words.findings import Finding, finding, has_errors
 
 #: World sizes shown when a file does not say its own.
 COMMON_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -93,7 +94,7 @@ class FileRead:
 def read_source(path: str, framework: str | None = None) -> FileRead:
     """``path`` read once: a spec's values, else its framework's reading (``framework``'s, or
     detected; a launch script as a job)."""
-    from translator.spec_file import spec_values
+    from translator.batch.spec_file import spec_values
 
     text = read_text(path)
     values = spec_values(text, path)
@@ -110,10 +111,10 @@ def named_model(framework: Framework, reading: Reading) -> NamedModel | None:
 
 
 def refuse_a_spec(path: str, text: str) -> None:
-    """A batchspec spec (:func:`~translator.spec_file.spec_values`) is not read as the
+    """A batchspec spec (:func:`~translator.batch.spec_file.spec_values`) is not read as the
     framework whose keys it shares (``micro_batch_size`` is Axolotl's too): smoke, estimate
     and tune take it as a spec, so here it is refused, not read another way."""
-    from translator.spec_file import spec_values
+    from translator.batch.spec_file import spec_values
 
     if spec_values(text, path) is not None:
         raise InputError(

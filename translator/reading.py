@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from translator.findings import Finding
 from translator.shell.notes import Note, Use
+from translator.words.findings import Finding
 
 if TYPE_CHECKING:
     from translator.shell.launchers import Sizes, Split
@@ -344,7 +344,7 @@ def typo_findings(
 ) -> list[Finding]:
     """Errors for keys that look like misspelt batch keys (``keys``: key -> line); ``fate``
     says what the framework does with an unknown key; ``cutoff`` how alike they must be."""
-    from translator.findings import finding
+    from translator.words.findings import finding
 
     out = []
     known = tuple(batch_keys)
@@ -376,8 +376,8 @@ def _close_match(key: str, batch_keys: tuple[str, ...], cutoff: float) -> str | 
 
 def invalid_value(key: str, value: Value, path: str, wants: str = "a positive integer") -> Finding:
     """The error for a value of the wrong type or range."""
-    from translator.findings import finding
-    from translator.parsing import brief
+    from translator.words.findings import finding
+    from translator.words.parsing import brief
 
     shown = brief(value.value)
     kind = type(value.value).__name__

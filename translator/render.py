@@ -13,13 +13,13 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator import solve
-from translator.errors import ConfigError, InputError, RenderError
-from translator.findings import Finding, finding, has_errors
-from translator.node_lines import SlurmJob
+from translator.batch import solve
+from translator.batch.node_lines import SlurmJob
 from translator.plugin.contract import Framework
 from translator.reading import Launch
 from translator.spec import BatchSpec
+from translator.words.errors import ConfigError, InputError, RenderError
+from translator.words.findings import Finding, finding, has_errors
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,10 @@ from pydantic import (
     model_validator,
 )
 
-from translator import model_split, solve
-from translator.errors import ConfigError, InputError
-from translator.findings import finding
+from translator.batch import solve
+from translator.model import model_split
+from translator.words.errors import ConfigError, InputError
+from translator.words.findings import finding
 
 #: Upper bound for any count: far beyond any real cluster, low enough to catch 10**60 typos.
 MAX_COUNT = 1 << 40

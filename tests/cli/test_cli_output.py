@@ -304,7 +304,7 @@ def test_an_accelerate_config_read_with_its_training_file_names_it(tmp_path):
 
 CHATTER = r"""
 import logging, os, sys, warnings
-from translator.chatter import framework_output
+from translator.words.chatter import framework_output
 
 held = logging.StreamHandler(sys.stderr)  # made before: it holds the real stderr
 logging.getLogger("held").addHandler(held)

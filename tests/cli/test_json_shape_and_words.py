@@ -6,8 +6,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from translator.checks.elastic_report import _rate_text
 from translator.cli import main
-from translator.elastic_report import _rate_text
 from translator.rank.engines import _listed
 from translator.spec import OUTPUT_KEYS
 

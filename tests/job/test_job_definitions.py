@@ -414,14 +414,14 @@ def test_update_refuses_what_a_definition_does_not_write_and_writes_nothing(tmp_
     [("A100:8", 8), ("H100", 1), ("80GB:8", 8), ("24GB..:2", 2), ("A100-80GB:4", 4), ("8", 8)],
 )
 def test_gpu_specs_give_the_count(spec, count):
-    from translator.jobdefs.tasks import gpu_count
+    from translator.job.definitions.tasks import gpu_count
 
     assert gpu_count(spec, 1, "gpu", {}).value == count
 
 
 @pytest.mark.parametrize("spec", ["2..8", "A100:0.5", "H100:${GPUS}"])
 def test_gpu_specs_without_one_count_are_unknown(spec):
-    from translator.jobdefs.tasks import gpu_count
+    from translator.job.definitions.tasks import gpu_count
 
     size = gpu_count(spec, 1, "gpu", {})
     assert size.value is None and size.why

@@ -11,14 +11,14 @@ from click.testing import CliRunner
 from paths import ROOT
 from test_named_model import LLAMA_8B, TINY, folder_with
 
-from translator import memory
 from translator.cli import main
-from translator.errors import InputError
 from translator.inspection import read_source
 from translator.launch import run_model
-from translator.named_model import config_json
+from translator.model import memory
+from translator.model.named_model import config_json
 from translator.rank.context import RunContext
 from translator.spec import BatchSpec
+from translator.words.errors import InputError
 
 SPEC = "global_batch_size: 4\nmicro_batch_size: 2\nworld_size: 1\nsequence_length: 32\n"
 

@@ -6,15 +6,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from translator.batch.tuning import Candidate
 from translator.cli import main
-from translator.files import write_files
 from translator.launch import probes, tune_parity
 from translator.launch.command import SmokePlan
 from translator.launch.progress import Progress
 from translator.launch.tune import GivenOption, job_command
 from translator.rank import parity_rank
 from translator.spec import BatchSpec
-from translator.tuning import Candidate
+from translator.words.files import write_files
 
 SPEC = "global_batch_size: 8\nmicro_batch_size: 4\nsequence_length: 32\n"
 

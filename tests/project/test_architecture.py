@@ -27,7 +27,7 @@ LAUNCHER = {m for m in MODULES if m.startswith("translator.launch")}
 SHARED = {"common", "options"}
 #: What runs inside a rank under the worker.
 RANK_FLOOR = [
-    "translator.counting",
+    "translator.batch.counting",
     "translator.guard",
     "translator.rank.context",
     "translator.rank.harness",
@@ -135,6 +135,20 @@ def test_every_module_stands_on_a_floor():
     assert [m for m in MODULES if shape["floor_of"](m) is None] == []
 
 
+def test_the_floors_are_the_folders():
+    """Every folder of translator/ and every module at its root is on a floor, and the root
+    keeps only the public import paths (the spec, a reading, an inspection, rendering, the
+    guard) beside the package and its ``__main__``: at most 8 modules."""
+    assert shape["unplaced"](ROOT) == []
+    assert len(list((ROOT / "translator").glob("*.py"))) <= 8
+
+
+def test_the_check_sees_a_folder_on_no_floor(tmp_path):
+    (tmp_path / "translator" / "stray").mkdir(parents=True)
+    (tmp_path / "translator" / "loose.py").write_text("")
+    assert shape["unplaced"](tmp_path) == ["loose", "stray"]
+
+
 def test_no_import_reaches_a_higher_floor():
     assert shape["upward"](ROOT) == []
 
@@ -143,12 +157,13 @@ def test_the_check_sees_an_upward_import(tmp_path):
     """A core module that imports the command line, even for a type, is caught with its line."""
     for name, text in {
         "__init__.py": "",
-        "errors.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from translator.cli import x\n",
+        "words/errors.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from translator.cli import x\n",
         "cli/__init__.py": "x = 1\n",
     }.items():
         (tmp_path / "translator" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "translator" / name).write_text(text)
-    assert shape["upward"](tmp_path) == [("translator.errors", 3, "translator.cli")]
+    assert shape["upward"](tmp_path) == [("translator.words.errors", 3, "translator.cli")]
 
 
 def test_the_tests_mirror_the_source_and_stay_readable():

@@ -6,15 +6,15 @@ import sys
 
 CORE = [
     "translator.spec",
-    "translator.solve",
-    "translator.findings",
-    "translator.errors",
-    "translator.advice",
+    "translator.batch.solve",
+    "translator.words.findings",
+    "translator.words.errors",
+    "translator.checks.advice",
     "translator.frameworks",
-    "translator.verdict",
+    "translator.checks.verdict",
     "translator.render",
     "translator.inspection",
-    "translator.update",
+    "translator.edit.update",
     "translator.guard",
 ]
 HEAVY = ["click", "jinja2", "torch", "deepspeed", "megatron", "axolotl", "transformers"]

@@ -13,12 +13,12 @@ from translator.frameworks import get, names
 TRANSLATOR = ROOT / "translator"
 CORE = [
     TRANSLATOR / "inspection.py",
-    TRANSLATOR / "job.py",
-    TRANSLATOR / "detection.py",
-    TRANSLATOR / "update.py",
+    TRANSLATOR / "job" / "script.py",
+    TRANSLATOR / "job" / "detection.py",
+    TRANSLATOR / "edit" / "update.py",
     TRANSLATOR / "render.py",
-    TRANSLATOR / "layouts.py",
-    TRANSLATOR / "verdict.py",
+    TRANSLATOR / "checks" / "layouts.py",
+    TRANSLATOR / "checks" / "verdict.py",
     *sorted((TRANSLATOR / "launch").glob("*.py")),
     *sorted((TRANSLATOR / "cli").glob("*.py")),
 ]

@@ -22,8 +22,8 @@ def test_the_generated_reference_is_current():
 
 def test_the_reference_lists_every_command_and_every_code():
     from translator.cli import main
-    from translator.findings import CATALOGUE
     from translator.frameworks import FRAMEWORKS
+    from translator.words.findings import CATALOGUE
 
     commands = (ROOT / "docs" / "commands.md").read_text()
     codes = (ROOT / "docs" / "codes.md").read_text()

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from paths import ROOT
 
 from translator.cli import main
-from translator.errors import InputError
-from translator.job import read_job
+from translator.job.script import read_job
 from translator.plugin import registry as frameworks
 from translator.shell.launchers import LAUNCHERS, LauncherDefinition
+from translator.words.errors import InputError
 
 
 def test_the_built_in_frameworks_meet_the_contract():

@@ -1,8 +1,8 @@
 import pytest
 from real_bash import HAS_BASH, bash_words, consistent
 
-from translator.errors import InputError
 from translator.shell import ArithError, Unknown, evaluate, parse
+from translator.words.errors import InputError
 
 SCRIPT = """#!/bin/bash
 export CUDA_DEVICE_MAX_CONNECTIONS=1

@@ -7,9 +7,9 @@ import subprocess
 import pytest
 from real_bash import HAS_BASH
 
-from translator.errors import InputError
 from translator.shell import Default, parse
 from translator.shell.values import run_text
+from translator.words.errors import InputError
 
 LOOP = """MBS=4; GBS=64
 while [[ $# -gt 0 ]]; do

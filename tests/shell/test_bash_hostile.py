@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from translator.cli import main
-from translator.errors import InputError
 from translator.shell import parse
+from translator.words.errors import InputError
 
 
 def micro(text: str, flag: str = "--micro-batch-size"):

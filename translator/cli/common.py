@@ -17,10 +17,10 @@ from collections.abc import Sequence
 
 import click
 
-from translator.errors import BatchspecError, ConfigError, InputError
-from translator.findings import Finding
-from translator.foreign import ForeignConfig
+from translator.job.foreign import ForeignConfig
 from translator.plugin import registry as frameworks
+from translator.words.errors import BatchspecError, ConfigError, InputError
+from translator.words.findings import Finding
 
 #: Where a command's docstring starts its examples, shown last in its ``--help``.
 EXAMPLES = "\nExamples:\n"
@@ -418,12 +418,12 @@ def job_options(fn):
 
 
 def pop_run_as(params: dict):
-    """Take the job options out of a command's parameters as a :class:`~translator.job.RunAs`;
+    """Take the job options out of a command's parameters as a :class:`~translator.job.script.RunAs`;
     the script's arguments are what followed ``--``."""
     import re
 
-    from translator.errors import InputError
-    from translator.job import RunAs
+    from translator.job.script import RunAs
+    from translator.words.errors import InputError
 
     environment = {}
     for item in params.pop("environment", ()):
@@ -450,8 +450,8 @@ def layout_of(
     """``(world, nodes)`` from the layout flags: ``--world-size``, ``--nnodes`` with
     ``--nproc-per-node``, or ``--world-size`` with ``--nproc-per-node`` (world / N nodes);
     nodes ``None`` when the flags do not say them (a world given alone)."""
-    from translator.errors import InputError
-    from translator.solve import whole_nodes
+    from translator.batch.solve import whole_nodes
+    from translator.words.errors import InputError
 
     if nproc is None:
         if nnodes is not None:
@@ -470,12 +470,12 @@ def inspect_all(files, framework, launch, skip_others: bool = False, run_as=None
     """``(inspections, unusable)``: each readable file inspected; each unusable one's error.
     With ``skip_others``, files that are neither configs with batch settings nor jobs that
     launch a training program are passed over."""
-    from translator.errors import InputError, NotAJob
-    from translator.files import read_text
+    from translator.batch.spec_file import spec_values
     from translator.inspection import inspect_together, is_batch_config, read_file
-    from translator.job import is_job
-    from translator.jobdefs import system_of
-    from translator.spec_file import spec_values
+    from translator.job.definitions import system_of
+    from translator.job.script import is_job
+    from translator.words.errors import InputError, NotAJob
+    from translator.words.files import read_text
 
     loaded, unusable = [], []
     for path in files:
@@ -589,9 +589,9 @@ def render_each(
     the batch came from). One framework asked for, every one refusing, or ``strict`` and any
     refusing: the errors are raised instead (exit 1). A spec that leaves the micro-batch open
     is refused for all (exit 2). ``slurm``: the Slurm layout of the job converted
-    (:class:`~translator.node_lines.SlurmJob`), kept by each script written."""
-    from translator.findings import located
+    (:class:`~translator.batch.node_lines.SlurmJob`), kept by each script written."""
     from translator.render import render
+    from translator.words.findings import located
 
     rendered, refused, errors = [], {}, []
     for framework in targets:
@@ -622,7 +622,7 @@ def write_rendered(
     ``-`` prints the one file on stdout instead."""
     from pathlib import Path
 
-    from translator.files import write_files
+    from translator.words.files import write_files
 
     findings = list(findings) + [f for r in rendered for f in r.findings]
     refused = refused or {}
@@ -665,8 +665,8 @@ def write_into(
     import os
     from pathlib import Path
 
-    from translator.files import write_files
-    from translator.render_into import render_into, render_into_folder
+    from translator.edit.render_into import render_into, render_into_folder
+    from translator.words.files import write_files
 
     if Path(into).is_dir():
         done, refused = render_into_folder(spec, list(frameworks), into, strict)

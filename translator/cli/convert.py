@@ -46,10 +46,10 @@ def convert(
       $ batchspec convert axolotl.yml --to deepspeed --out configs --world-size 16
       $ batchspec convert train.sh --to deepspeed --into ds_config.json
     """
-    from translator.errors import InputError
+    from translator.batch.node_lines import SlurmJob
     from translator.inspection import inspect_file
-    from translator.node_lines import SlurmJob
     from translator.plugin.registry import get_many
+    from translator.words.errors import InputError
 
     if (out_dir is None) == (into is None):
         raise InputError("give --out or --into, one of them")

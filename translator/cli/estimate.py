@@ -18,7 +18,7 @@ from translator.cli.common import (
     spec_options,
 )
 from translator.cli.options import parse_memory, run_options
-from translator.memory import GIB, PRESETS
+from translator.model.memory import GIB, PRESETS
 
 #: --model's help.
 MODEL_HELP = (
@@ -97,10 +97,10 @@ def estimate(
       $ batchspec estimate ds_config.json --model llama3-8b --capacity 80G
       $ batchspec estimate axolotl.yml --world-size 8 --recompute full
     """
-    from translator.errors import InputError
-    from translator.estimation import Flag, layout_of_flags, layout_of_source
-    from translator.estimation import estimate as estimate_layout
+    from translator.checks.estimation import Flag, layout_of_flags, layout_of_source
+    from translator.checks.estimation import estimate as estimate_layout
     from translator.inspection import read_source
+    from translator.words.errors import InputError
 
     names = {field: flag for flag, field, _, _ in SPEC_FLAGS}
     flags = [Flag(names[k], k, v) for k, v in pop_spec_values(params).items() if v is not None]
@@ -147,8 +147,8 @@ def estimate(
 def _model(file, read, framework, model, model_config, layers):
     """The model FILE names, as :func:`translator.launch.run_model.choose` finds it for an
     estimate; a preset or config.json given as ``--model`` is read by the estimate itself."""
-    from translator.errors import InputError
     from translator.launch import run_model
+    from translator.words.errors import InputError
 
     if model is not None:
         if model_config is not None or layers is not None:
@@ -162,7 +162,7 @@ def _model(file, read, framework, model, model_config, layers):
 
 
 def _print(found) -> None:
-    from translator.estimation import shown
+    from translator.checks.estimation import shown
 
     shape, spec, run, layout = found.shape, found.spec, found.run, found.layout
     offload = f", offload {'+'.join(sorted(run.offload))}" if run.offload else ""

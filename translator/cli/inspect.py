@@ -52,7 +52,7 @@ def inspect(
     run_as = pop_run_as(params)
     inspections, unusable = inspect_all(files, framework, launch, run_as=run_as)
     if model_config is not None:
-        from translator.named_model import resolve
+        from translator.model.named_model import resolve
 
         for i in inspections:
             i.model = resolve(i.reading, model_config)

@@ -19,7 +19,7 @@ LAUNCHERS = ("local", "slurm", "k8s")
 
 def parse_memory(value: str | None, option: str = "--memory-limit") -> int | None:
     """Bytes from ``4G``, ``512M``, ``1024``; ``option`` names the flag in the error."""
-    from translator.errors import InputError
+    from translator.words.errors import InputError
 
     if value is None:
         return None
@@ -147,10 +147,10 @@ def engine_options(fn):
 def pop_launcher(params: dict):
     """Take the launcher's flags out of a command's parameters: the checked
     :class:`~translator.launch.launcher.Launcher` they ask for (local when none)."""
-    from translator.errors import InputError
     from translator.launch import slurm
     from translator.launch.kubernetes import Kubernetes, KubernetesOptions
     from translator.launch.local import Local
+    from translator.words.errors import InputError
 
     name, use_slurm = params.pop("launcher"), params.pop("use_slurm")
     if use_slurm and name not in (None, "slurm"):
@@ -193,9 +193,9 @@ def pop_launcher(params: dict):
 def pop_slurm(params: dict):
     """The Slurm options of a command that runs here or in a Slurm allocation (``tune``), or
     None without ``--slurm``; another launcher is refused."""
-    from translator.errors import InputError
     from translator.launch.local import Local
     from translator.launch.slurm import Slurm
+    from translator.words.errors import InputError
 
     launcher = pop_launcher(params)
     if isinstance(launcher, Slurm):

@@ -14,7 +14,7 @@ from translator.cli.common import (
     print_table,
     spec_options,
 )
-from translator.errors import InputError
+from translator.words.errors import InputError
 
 
 @command("plan")
@@ -56,17 +56,17 @@ def plan(
       $ batchspec plan --global-batch 256 --world-size 32 --nproc-per-node 8 --tp 2
       $ batchspec plan --global-batch 100 --micro-batch 4 --world-size 8 # exit 1
     """
-    from translator import solve
-    from translator.advice import general_findings
-    from translator.findings import located
+    from translator.batch import solve
+    from translator.batch.spec_file import FLAGS, build_spec, load_spec, source_name
+    from translator.checks.advice import general_findings
     from translator.plugin.registry import get_many
-    from translator.spec_file import FLAGS, build_spec, load_spec, source_name
+    from translator.words.findings import located
 
     values = pop_spec_values(params)
     # Each field's flag as this command spells it, for messages about a flag's value.
     flags = {p.name: p.opts[0] for p in click.get_current_context().command.params if p.name}
     if world_sizes is not None:
-        from translator.elastic_report import plan_world_sizes
+        from translator.checks.elastic_report import plan_world_sizes
 
         report, lines = plan_world_sizes(spec_file, values, flags, world_sizes, max_micro)
         if as_json:
@@ -118,7 +118,7 @@ def plan(
 def _node_lines(spec):
     """How each launcher writes the spec's nodes × processes a node; None when the spec does
     not split its world into nodes."""
-    from translator.node_lines import all_lines
+    from translator.batch.node_lines import all_lines
     from translator.plugin.registry import get, names
 
     if spec.nodes is None or spec.gpus_per_node is None:

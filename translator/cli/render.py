@@ -33,11 +33,11 @@ def render(
       $ batchspec render spec.yaml --to deepspeed,megatron --out configs
       $ batchspec render spec.yaml --to axolotl --into axolotl.yml
     """
-    from translator.advice import general_findings
-    from translator.errors import ConfigError, InputError
-    from translator.findings import has_errors, located
+    from translator.batch.spec_file import load_spec, source_name
+    from translator.checks.advice import general_findings
     from translator.plugin.registry import get_many
-    from translator.spec_file import load_spec, source_name
+    from translator.words.errors import ConfigError, InputError
+    from translator.words.findings import has_errors, located
 
     if (out_dir is None) == (into is None):
         raise InputError("give --out or --into, one of them")

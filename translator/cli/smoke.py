@@ -61,9 +61,9 @@ def smoke(as_json: bool, file: str, memory_limit, parity, tolerance, **options) 
       $ batchspec smoke spec.yaml --nproc-per-node 2 --parity micro=1,nproc=1
       $ batchspec smoke spec.yaml --nproc-per-node 2 --slurm --device cpu --dry-run
     """
-    from translator.errors import InputError
     from translator.launch import preparing
     from translator.launch.request import RunRequest
+    from translator.words.errors import InputError
 
     launcher = pop_launcher(options)  # the rest: what runs, asked once for every run below
     request = RunRequest(
@@ -91,10 +91,10 @@ def smoke(as_json: bool, file: str, memory_limit, parity, tolerance, **options) 
 def _run(prepared, launcher, timeout, limit, as_json: bool) -> None:
     """The run: its progress on stderr, then what it measured, and exit 1 unless it proves the
     batch."""
-    from translator.errors import ConfigError
-    from translator.findings import counted
     from translator.launch import judging, preparing, run_model, smoke, throughput
     from translator.launch.progress import Progress
+    from translator.words.errors import ConfigError
+    from translator.words.findings import counted
 
     say = Progress()  # stderr: with --json, stdout holds the one object and nothing else
     plan = prepared.plan
@@ -129,9 +129,9 @@ def _run(prepared, launcher, timeout, limit, as_json: bool) -> None:
 
 def _parity(request, other, launcher, as_json, tolerance) -> None:
     """``smoke FILE --parity B``: both runs, compared (or, with --dry-run, what would run)."""
-    from translator.errors import ConfigError
     from translator.launch import parity, parity_compare
     from translator.launch.progress import Progress
+    from translator.words.errors import ConfigError
 
     a, b = parity.sides(request, other)
     if request.dry_run:

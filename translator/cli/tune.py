@@ -111,10 +111,10 @@ def tune(as_json: bool, file: str, memory_limit, overhead, **params) -> None:
     Examples:
       $ batchspec tune spec.yaml --nproc-per-node 2 --steps 3 --model tiny --out best --to all
     """
-    from translator.findings import Finding
     from translator.launch import tune as tuner
     from translator.launch.progress import Progress
     from translator.launch.request import RunRequest
+    from translator.words.findings import Finding
 
     slurm = pop_slurm(params)
     asked = {f.name for f in dataclasses.fields(RunRequest)}

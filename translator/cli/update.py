@@ -93,9 +93,9 @@ def update(
       $ batchspec update ds_config.json --world-size 32 --in-place
       $ batchspec update train.sh --world-size 32 --in-place
     """
-    from translator.errors import InputError
-    from translator.files import write_files
-    from translator.update import update_file
+    from translator.edit.update import update_file
+    from translator.words.errors import InputError
+    from translator.words.files import write_files
 
     out_path = None if out_path == STDOUT else out_path
     if out_path and in_place:
@@ -177,7 +177,7 @@ def job_diff(file: str, updated) -> str:
     """A unified diff of every file the update changes (what --in-place would write)."""
     import difflib
 
-    from translator.files import read_text
+    from translator.words.files import read_text
 
     out: list[str] = []
     pairs = [(file, updated.text)] if updated.changes else []

@@ -21,7 +21,7 @@ from translator.cli.common import (
     pop_run_as,
     printable,
 )
-from translator.findings import Finding
+from translator.words.findings import Finding
 
 
 @command("validate")
@@ -64,8 +64,8 @@ def validate(
     run_as = pop_run_as(params)
     inspections, unusable = inspect_all(files, framework, launch, skip_other_files, run_as)
     if with_framework:
-        from translator.chatter import framework_output
-        from translator.verdict import framework_verdict
+        from translator.checks.verdict import framework_verdict
+        from translator.words.chatter import framework_output
 
         with framework_output(shown=asked(DEBUG)):
             for i in inspections:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from translator.findings import counted
 from translator.launch import command
 from translator.launch.preparing import Prepared
 from translator.rank import failure
 from translator.rank.result import Measurement, RankResult, merge, read_all
 from translator.spec import BatchSpec
+from translator.words.findings import counted
 
 
 @dataclass
@@ -144,7 +144,7 @@ def _samples(counts: list[int]) -> str:
 
 
 def _oom_message(spec: BatchSpec, r: RankResult) -> str:
-    from translator import solve
+    from translator.batch import solve
 
     micro = r.micro_batch_size or spec.micro
     smaller = [

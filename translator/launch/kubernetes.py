@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import yaml
 
-from translator.errors import InputError
-from translator.files import write_atomic
 from translator.launch.command import SmokePlan, torchrun_args, worker_args
 from translator.launch.launcher import Built, Ran
 from translator.launch.progress import Progress
+from translator.words.errors import InputError
+from translator.words.files import write_atomic
 
 #: The manifest's name in the work folder.
 MANIFEST = "smoke.k8s.yaml"

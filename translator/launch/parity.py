@@ -15,8 +15,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator.errors import InputError
-from translator.files import write_files
+from translator.batch.spec_file import spec_values
+from translator.edit.update import kept
 from translator.launch import parity_compare as compared
 from translator.launch import preparing, smoke
 from translator.launch import workdir as workdirs
@@ -26,8 +26,8 @@ from translator.launch.progress import Progress
 from translator.launch.request import RunRequest
 from translator.rank.engines import engine, with_option
 from translator.spec import BatchSpec
-from translator.spec_file import spec_values
-from translator.update import kept
+from translator.words.errors import InputError
+from translator.words.files import write_files
 
 #: The largest relative difference of the loss, and of any parameter's update, that parity
 #: accepts, by device: float32 on CPU, bf16 compute on GPU. The README gives the float noise
@@ -78,7 +78,7 @@ def refusal(name: str, spec: BatchSpec) -> str | None:
 
 def derived_split(a: BatchSpec, nproc: int, nnodes: int, overrides: dict[str, int], text: str):
     """``(micro, accumulation, nproc, nnodes)`` of B: A's global batch on the overrides' world
-    and micro-batch, accumulation re-solved (:func:`translator.update.kept`, refused as
+    and micro-batch, accumulation re-solved (:func:`translator.edit.update.kept`, refused as
     ``update`` refuses a split that does not keep the global batch)."""
     nproc, nnodes = overrides.get("nproc", nproc), overrides.get("nnodes", nnodes)
     micro = overrides.get("micro", a.micro)
@@ -103,7 +103,7 @@ def derive_file(path: str, a: preparing.Prepared, split, folder: Path) -> str:
         }
         out, new = folder / "spec.json", BatchSpec.model_validate(fields).model_dump_json(indent=2)
     else:
-        from translator.update import update_file
+        from translator.edit.update import update_file
 
         updated = update_file(
             path,

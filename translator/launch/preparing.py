@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from translator.errors import ConfigError, InputError
-from translator.findings import Finding, finding
+from translator.batch.spec_file import WORLD_KEYS, build_spec
+from translator.edit.update import kept, moved
 from translator.inspection import FileRead
 from translator.launch import command
 from translator.launch import workdir as workdirs
 from translator.launch.request import RunRequest
 from translator.launch.run_model import RunModel
-from translator.memory import PRESETS
+from translator.model.memory import PRESETS
 from translator.plugin.registry import get
 from translator.rank.engines import (
     TORCH,
@@ -26,8 +26,8 @@ from translator.rank.engines import (
 )
 from translator.reading import Launch
 from translator.spec import BatchSpec
-from translator.spec_file import WORLD_KEYS, build_spec
-from translator.update import kept, moved
+from translator.words.errors import ConfigError, InputError
+from translator.words.findings import Finding, finding
 
 #: Tokens per sample when neither the config nor --seq-len says.
 DEFAULT_SEQUENCE = {"tiny": 64, "125m": 1024}
@@ -51,7 +51,7 @@ class Prepared:
     """The model the ranks build: the job's own, or the stand-in."""
     trains: dict = field(default_factory=dict)
     """How the file trains, as the memory estimate counts it (its ZeRO stage, offload,
-    recompute: :attr:`translator.estimation.Layout.how`); empty for a spec, whose own
+    recompute: :attr:`translator.checks.estimation.Layout.how`); empty for a spec, whose own
     ``zero_stage`` the estimate takes."""
 
 
@@ -142,7 +142,7 @@ def _engine_config(
 
 def _trains(read: FileRead, world: int) -> dict:
     """How the file ``read`` trains, as the memory estimate reads it on ``world`` ranks."""
-    from translator.estimation import Flag, layout_of_source
+    from translator.checks.estimation import Flag, layout_of_source
 
     return layout_of_source(read, [Flag("--world-size", "world_size", world)]).how
 
@@ -162,12 +162,12 @@ def on_world(read: FileRead, nproc: int | None, nnodes: int, micro: int | None =
     """``(inspection, nproc)``: the file or job ``read`` on ``nproc × nnodes`` processes
     (``nproc`` None: the job's own per node, else 1). On another world than the one the job
     launches, its global batch and micro-batch are kept and the accumulation re-solved, the job
-    edited to that (:func:`translator.update.kept`, :func:`translator.update.moved`); where that
+    edited to that (:func:`translator.edit.update.kept`, :func:`translator.edit.update.moved`); where that
     cannot be done, the file's micro-batch and accumulation run on the new world. A finding
     says which global batch runs. ``micro`` (a tune probe's) replaces the file's micro-batch,
     the global batch kept; it must divide."""
-    from translator.errors import BatchspecError
     from translator.inspection import inspect_reading
+    from translator.words.errors import BatchspecError
 
     path, chosen, reading = read.path, read.framework, read.reading
     assert chosen is not None and reading is not None  # a framework's file, not a spec

@@ -10,17 +10,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator import memory
-from translator.errors import ConfigError, InputError
-from translator.files import write_atomic, write_files
-from translator.findings import finding
+from translator.batch.tuning import Candidate, Probe
 from translator.inspection import FileRead
 from translator.launch import command, judging, preparing, runner, smoke, throughput
 from translator.launch import workdir as workdirs
 from translator.launch.request import RunRequest
 from translator.launch.run_model import RunModel
+from translator.model import memory
 from translator.spec import BatchSpec
-from translator.tuning import Candidate, Probe
+from translator.words.errors import ConfigError, InputError
+from translator.words.files import write_atomic, write_files
+from translator.words.findings import finding
 
 #: The probes so far, rewritten after each one (what an interrupted tune still shows).
 PROGRESS_FILE = "tune-probes.json"
@@ -90,7 +90,7 @@ def probe_folder(setup: Setup, c: Candidate) -> Path:
 
 def estimator(setup: Setup, **how):
     """Candidate -> estimated bytes per GPU for the probes' model (``how``: the keywords of
-    :func:`translator.memory.run_of`; recompute follows the candidate)."""
+    :func:`translator.model.memory.run_of`; recompute follows the candidate)."""
     shape = setup.shape
 
     def estimate(c: Candidate) -> int:

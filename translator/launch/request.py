@@ -9,7 +9,7 @@ from pathlib import Path
 
 from translator.inspection import FileRead, read_source
 from translator.launch.run_model import RunModel, choose
-from translator.named_model import NamedModel
+from translator.model.named_model import NamedModel
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The model a run builds: the job's own (:mod:`translator.named_model`), its depth cut to
+"""The model a run builds: the job's own (:mod:`translator.model.named_model`), its depth cut to
 ``--layers``, or the stand-in built in code (``--model tiny|125m``), chosen before anything is
 written or started.
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from translator import memory
-from translator.errors import InputError
-from translator.named_model import NamedModel, config_json
+from translator.model import memory
+from translator.model.named_model import NamedModel, config_json
 from translator.rank.engines import engine
+from translator.words.errors import InputError
 
 if TYPE_CHECKING:
     from translator.inspection import FileRead

@@ -23,10 +23,10 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from translator.errors import InputError
-from translator.files import write_atomic
 from translator.launch.command import SmokePlan, local_command, torchrun_args, worker_args
 from translator.launch.launcher import Built, Ran
+from translator.words.errors import InputError
+from translator.words.files import write_atomic
 
 NAME_VALUE = re.compile(r"^[A-Za-z0-9_.,+-]+$")
 TIME_VALUE = re.compile(r"^[0-9]+(-[0-9]{1,2})?(:[0-9]{1,2}){0,2}$")

@@ -8,7 +8,6 @@ import json
 import os
 from dataclasses import dataclass
 
-from translator.files import write_files
 from translator.launch import workdir as workdirs
 from translator.launch.judging import RunReport, judge
 from translator.launch.launcher import Launcher
@@ -19,6 +18,7 @@ from translator.rank import parity_rank
 from translator.rank.engines import (
     engine,
 )
+from translator.words.files import write_files
 
 
 def write_workdir(prepared: Prepared) -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 
-from translator.findings import counted
 from translator.launch.judging import RunReport
 from translator.launch.preparing import Prepared
 from translator.launch.progress import duration
-from translator.memory import Model
+from translator.model.memory import Model
 from translator.rank.model import SHAPES, ModelShape
 from translator.rank.result import RankResult
 from translator.spec import BatchSpec
+from translator.words.findings import counted
 
 #: Peak dense bf16 FLOP/s per GPU, for MFU (NVIDIA data sheets).
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12}
@@ -130,9 +130,9 @@ def built_parameters(results: list[RankResult], spec: BatchSpec) -> int | None:
 
 
 def estimated_memory(prepared: Prepared, sequence_length: int) -> dict:
-    """The estimate of :mod:`translator.memory` for the run as it ran (the engines train in
+    """The estimate of :mod:`translator.model.memory` for the run as it ran (the engines train in
     bf16 on a GPU, fp32 on CPU), to set beside the peak it measured."""
-    from translator import memory
+    from translator.model import memory
 
     gpu = prepared.plan.device == "gpu"
     run = memory.run_of(

@@ -2,7 +2,7 @@
 
 What would fail after the probes is refused before the first one (an engine that is not
 installed before anything imports torch). Then the search runs here, each probe a real run
-(:mod:`translator.launch.probes`, :mod:`translator.tuning`), or the whole search is submitted as
+(:mod:`translator.launch.probes`, :mod:`translator.batch.tuning`), or the whole search is submitted as
 one Slurm job that runs this tune again on its first node (``--in-allocation``) and is followed
 to its end. The peak memory is fitted to the probes, the pick rendered, and the outcome told:
 one JSON object, or the table and bars of :mod:`translator.launch.tune_report`.
@@ -20,17 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from translator import tuning
-from translator.errors import InputError
-from translator.findings import finding
+from translator.batch import tuning
 from translator.launch import preparing, probes, run_model, slurm, smoke, tune_parity, tune_report
 from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan
 from translator.launch.progress import Progress
 from translator.launch.request import RunRequest
-from translator.memory import GIB
+from translator.model.memory import GIB
 from translator.rank.engines import TORCH, engine, with_option
 from translator.spec import BatchSpec
+from translator.words.errors import InputError
+from translator.words.findings import finding
 
 if TYPE_CHECKING:
     from translator.plugin.contract import Framework
@@ -216,7 +216,7 @@ def _layout(request: RunRequest) -> tuple[BatchSpec, str | None, int]:
     """``(spec, framework, nproc)``: the batch tuned, whose file it is (None: a spec) and the
     processes per node: given, else the job's own per node (its global batch kept on another
     world, as smoke keeps it), else the spec's world, else 1."""
-    from translator.layouts import load_layout
+    from translator.checks.layouts import load_layout
 
     read = request.read()
     values = read.values
@@ -265,8 +265,8 @@ def _check_outputs(request: Request, framework: str) -> None:
         except ImportError:
             raise InputError("--plot needs matplotlib: pip install 'batchspec[plot]'") from None
     if request.write:
-        from translator.files import read_text
-        from translator.spec_file import spec_values
+        from translator.batch.spec_file import spec_values
+        from translator.words.files import read_text
 
         if spec_values(read_text(request.run.file), request.run.file) is not None:
             raise InputError(
@@ -274,7 +274,7 @@ def _check_outputs(request: Request, framework: str) -> None:
                 "rendered with --out (nothing was run)"
             )
     if request.out_dir:
-        from translator.files import check_writable
+        from translator.words.files import check_writable
 
         paths = [path for _, path in _pick_files(framework, request.out_dir, request.targets)]
         for path in paths:
@@ -446,8 +446,8 @@ def report(
 def _write_into(path: str, picked: BatchSpec) -> list[str]:
     """The pick written into the tuned file and the other files of its job, as ``update
     --micro-batch`` edits them (every other byte kept); the paths written."""
-    from translator.files import write_files
-    from translator.update import update_file
+    from translator.edit.update import update_file
+    from translator.words.files import write_files
 
     keep = dict.fromkeys(("global_batch", "world", "nodes", "gpus_per_node", "tensor", "pipeline"))
     updated = update_file(
@@ -459,8 +459,8 @@ def _write_into(path: str, picked: BatchSpec) -> list[str]:
 
 
 def _write_pick(spec, framework: str, out_dir: str, request: Request) -> dict:
-    from translator.files import write_files
     from translator.render import render
+    from translator.words.files import write_files
 
     files = []
     for target, path in _pick_files(framework, out_dir, request.targets):

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import time
 
-from translator.errors import InputError
+from translator.batch.tuning import Candidate
 from translator.launch import parity, probes
 from translator.launch.local import Local
 from translator.launch.progress import Progress
 from translator.launch.request import RunRequest
 from translator.spec import BatchSpec
-from translator.tuning import Candidate
+from translator.words.errors import InputError
 
 
 def wanted(asked: bool | None, spec: BatchSpec, framework: str, where: str) -> bool:

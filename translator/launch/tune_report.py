@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from translator.memory import GIB
+from translator.model.memory import GIB
 
 
 def mib(n) -> str:
@@ -116,7 +116,7 @@ def plot_png(result, path: str, global_batch: int) -> None:
 
     import matplotlib
 
-    from translator.files import write_files
+    from translator.words.files import write_files
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

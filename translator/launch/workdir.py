@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from translator.files import write_atomic
+from translator.words.files import write_atomic
 
 
 def default(command: str, framework: str) -> Path:

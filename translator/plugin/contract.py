@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING
 from translator.shell.launchers import LauncherDefinition
 
 if TYPE_CHECKING:
-    from translator.findings import Finding, Severity
-    from translator.memory import Settings
-    from translator.model_split import SplitRules
-    from translator.named_model import NamedModel
-    from translator.node_lines import NodeLines
+    from translator.batch.node_lines import NodeLines
+    from translator.model.memory import Settings
+    from translator.model.model_split import SplitRules
+    from translator.model.named_model import NamedModel
     from translator.plugin.inspection import Inspection
     from translator.reading import Call, Launch, Reading
     from translator.spec import BatchSpec
+    from translator.words.findings import Finding, Severity
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Engine:
     ``smoke --parity``: the samples, optimizer and record of :mod:`translator.rank.parity_rank`),
     ``model_config`` (its ranks build the job's model from its ``config.json``, given as
     ``RunContext.model_config``; without it they build the stand-in), ``model_shape`` (its
-    ranks build the job's model from its shape, :class:`translator.memory.Model` written as
+    ranks build the job's model from its shape, :class:`translator.model.memory.Model` written as
     JSON, given the same way: Megatron's flags, a Megatron-Bridge recipe or model block, a
     torchtune builder, a litgpt config, a torchtitan flavor, a nanotron ``model_config`` or a
     Llama-style config.json; such an engine may refuse a shape its model code cannot build with
@@ -152,7 +152,7 @@ class Framework:
     named_model: Callable[[Reading], NamedModel | None] | None = None
     """The model one of its readings names, its own way (a recipe, a model block, a torchtune
     builder, a litgpt ``model_name``), resolved or unknown with why; None: the general reading,
-    :func:`translator.named_model.resolve`, does (a Hub name, a ``config.json``, Megatron's
+    :func:`translator.model.named_model.resolve`, does (a Hub name, a ``config.json``, Megatron's
     flags; a framework whose configs name their model in a mapping of their own passes it its
     reader of that mapping)."""
 

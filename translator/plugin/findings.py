@@ -4,8 +4,8 @@ cannot carry out (exit 1)."""
 
 from __future__ import annotations
 
-from translator.errors import ConfigError
-from translator.findings import Finding, finding
+from translator.words.errors import ConfigError
+from translator.words.findings import Finding, finding
 
 
 def not_found(name: str, looked: str, where: str) -> Finding:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from translator.errors import ConfigError, InputError
-from translator.findings import Finding
-from translator.named_model import NamedModel
+from translator.model.named_model import NamedModel
 from translator.reading import Reading
 from translator.spec import OUTPUT_KEYS, BatchSpec
+from translator.words.errors import ConfigError, InputError
+from translator.words.findings import Finding
 
 
 @dataclass

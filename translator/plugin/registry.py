@@ -17,9 +17,9 @@ from collections.abc import Iterator, Mapping
 from functools import cache
 from types import MappingProxyType
 
-from translator.errors import InputError
 from translator.plugin.contract import Framework, from_module
 from translator.shell.launchers import LAUNCHERS, LauncherDefinition
+from translator.words.errors import InputError
 
 #: Entry-point group every framework registers under.
 GROUP = "batchspec.frameworks"
@@ -81,7 +81,7 @@ def get(name: str) -> Framework:
         raise InputError(
             f"the plugin framework {name!r} ({point.value}) calls itself {framework.name!r}"
         )
-    from translator.findings import register
+    from translator.words.findings import register
 
     for code, (severity, about) in framework.codes.items():
         register(code, severity, about)

@@ -10,7 +10,7 @@ text it is fed (with its partner files, name -> text; ``where`` is the user's fi
 ``refuse_model(spec, config) -> str | None``: why it cannot build the job's model for that
 layout and config (a path of it that builds only the stand-in), asked likewise;
 ``refuse_shape(shape) -> str | None`` (an engine with the ``model_shape`` option): why its
-framework's model code cannot build the job's shape (a :class:`translator.memory.Model`), asked
+framework's model code cannot build the job's shape (a :class:`translator.model.memory.Model`), asked
 likewise. An engine
 that can run DeepSpeed has ``zero_stage(config, partners) -> int | None``: the ZeRO stage it
 runs that config at (None: not under DeepSpeed)."""
@@ -21,8 +21,8 @@ import importlib
 from collections.abc import Mapping
 from types import ModuleType
 
-from translator.errors import InputError
 from translator.plugin.contract import Engine, missing
+from translator.words.errors import InputError
 
 #: The engine that runs a plain spec (no framework config).
 TORCH = "torch"

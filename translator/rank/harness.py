@@ -1,6 +1,6 @@
 """What the smoke engines share: the device, the process group, and the one counting rule.
 
-The rule (:mod:`translator.counting`): the samples of an optimizer step are the rows that
+The rule (:mod:`translator.batch.counting`): the samples of an optimizer step are the rows that
 entered the model on the first pipeline stage of each data-parallel replica (the ranks of one
 tensor / context / sequence parallel group share a batch and count once), between two steps of
 the engine's *own* optimizer. An engine wraps the data it feeds with :meth:`Harness.count` and
@@ -22,7 +22,7 @@ import contextlib
 import os
 import sys
 
-from translator.counting import TrainerCounter
+from translator.batch.counting import TrainerCounter
 from translator.rank.context import RunContext
 from translator.rank.result import RankResult
 

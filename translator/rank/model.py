@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from translator import memory
+from translator.model import memory
 
 if TYPE_CHECKING:
     from translator.rank.context import RunContext
@@ -38,7 +38,7 @@ SHAPES = {
 
 def job_shape(ctx: RunContext) -> memory.Model:
     """The shape an engine that builds a shape (engine option ``model_shape``) builds: the
-    job's (``ctx.model_config``, the fields of :class:`translator.memory.Model` as JSON, depth
+    job's (``ctx.model_config``, the fields of :class:`translator.model.memory.Model` as JSON, depth
     already cut to ``--layers``), else the stand-in's (GPT-style: 4h MLP, learned positions,
     tied head)."""
     if ctx.model_config is not None:

@@ -10,7 +10,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from translator.counting import replica_totals
+from translator.batch.counting import replica_totals
 
 
 @dataclass

@@ -15,7 +15,6 @@ import posixpath
 import re
 from collections.abc import Callable
 
-from translator.errors import InputError
 from translator.shell import arrays, slurm
 from translator.shell.expand import HERE, SBATCH
 from translator.shell.exports import Exports
@@ -41,6 +40,7 @@ from translator.shell.values import (
     unknown,
 )
 from translator.shell.walk import NAME, Catcher, Stop
+from translator.words.errors import InputError
 
 #: A value set by the reader itself (markers, the arguments).
 MARK = Var(((Piece("1"),),))

@@ -17,7 +17,6 @@ run or not) are each followed in a fork of the variables.
 
 from __future__ import annotations
 
-from translator.errors import InputError
 from translator.shell import arrays, assign
 from translator.shell.commands import Commands
 from translator.shell.expand import SBATCH, arith_piece
@@ -38,6 +37,7 @@ from translator.shell.values import (
     to_word,
 )
 from translator.shell.walk import NAME, Catcher, Stop
+from translator.words.errors import InputError
 
 
 class Reader(Commands):

@@ -7,9 +7,9 @@ import bisect
 import functools
 import re
 
-from translator.errors import InputError
 from translator.shell.notes import Note
 from translator.shell.values import Piece, Span, clip
+from translator.words.errors import InputError
 
 _PARSER = None
 _NEWLINE = re.compile(b"\n")

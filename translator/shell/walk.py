@@ -8,11 +8,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from translator.errors import InputError
 from translator.shell.expand import Expander
 from translator.shell.merge import agree
 from translator.shell.syntax import ScriptText
 from translator.shell.values import Env, Script, Var, Word
+from translator.words.errors import InputError
 
 #: Statements that set nothing and run nothing the reader follows.
 IGNORED = {"comment", "heredoc_body", "file_redirect", "herestring_redirect", "test_command"}

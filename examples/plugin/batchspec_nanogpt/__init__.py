@@ -12,8 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from translator.findings import Finding, register
 from translator.reading import Reading, Value
+from translator.words.findings import Finding, register
 
 NAME = "nanogpt"
 TEMPLATE = str(Path(__file__).with_name("nanogpt_config.py.j2"))
@@ -49,7 +49,7 @@ def context(spec) -> dict:
 def read(text: str, where: str) -> Reading:
     """The top-level ``NAME = <int expression>`` assignments of KEYS, with the span of a plain
     literal (an expression such as ``5 * 8`` is read, but ``update`` will not edit it)."""
-    from translator.errors import InputError
+    from translator.words.errors import InputError
 
     try:
         tree = ast.parse(text, where)

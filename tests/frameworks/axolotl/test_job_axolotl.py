@@ -7,14 +7,15 @@ import pytest
 from calls import only_call
 from click.testing import CliRunner
 
-from translator import shell, update
+from translator import shell
 from translator.cli import main
-from translator.errors import ConfigError
+from translator.edit import update
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.axolotl import program
 from translator.inspection import read_file
 from translator.shell import launchers
 from translator.spec import BatchSpec
+from translator.words.errors import ConfigError
 
 YAML = """\
 base_model: NousResearch/Llama-3.2-1B

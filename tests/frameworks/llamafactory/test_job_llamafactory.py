@@ -9,9 +9,9 @@ import pytest
 from calls import only_call
 from click.testing import CliRunner
 
-from translator import shell, update
+from translator import shell
 from translator.cli import main
-from translator.errors import ConfigError
+from translator.edit import update
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.llamafactory import program
 from translator.inspection import inspect_reading, read_file
@@ -20,6 +20,7 @@ from translator.reading import Call, Launch
 from translator.shell import launchers
 from translator.shell.values import Script, Word
 from translator.spec import BatchSpec
+from translator.words.errors import ConfigError
 
 YAML = """\
 model_name_or_path: Qwen/Qwen3-4B-Instruct-2507

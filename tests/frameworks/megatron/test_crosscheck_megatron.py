@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from strategies import specs
 
-from translator.errors import ConfigError
 from translator.frameworks import get
 from translator.render import render
 from translator.spec import BatchSpec
+from translator.words.errors import ConfigError
 
 pytest.importorskip("megatron.core")
 from translator.frameworks.megatron.verdict import num_microbatches  # noqa: E402

@@ -11,7 +11,7 @@ from paths import ROOT
 from translator.cli import main
 from translator.inspection import read_source
 from translator.launch import run_model
-from translator.memory import PRESETS
+from translator.model.memory import PRESETS
 
 TINY = ROOT / "fixtures" / "megatron_bridge" / "valid" / "tiny_llama_model_block.yaml"
 

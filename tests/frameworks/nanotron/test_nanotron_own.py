@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from paths import ROOT
 from test_named_model import TINY
 
+from translator.checks.verdict import framework_verdict
 from translator.cli import main
 from translator.frameworks import get
 from translator.frameworks.nanotron import generation, native
@@ -20,7 +21,6 @@ from translator.inspection import inspect_reading, read_source
 from translator.reading import Launch
 from translator.render import render
 from translator.spec import BatchSpec
-from translator.verdict import framework_verdict
 
 pytest.importorskip("nanotron")
 pytestmark = pytest.mark.framework
@@ -138,7 +138,7 @@ def test_the_smoke_engines_whole_config_is_one_nanotron_loads(tmp_path):
 
     from translator.frameworks.nanotron.engine import refuse_shape, whole_config
     from translator.launch import run_model
-    from translator.memory import Model
+    from translator.model.memory import Model
     from translator.rank.context import RunContext
 
     spec = BatchSpec(global_batch_size=8, micro_batch_size=2, world_size=2, sequence_length=64)
@@ -183,7 +183,7 @@ TINY_LLAMA = {k: v for k, v in TINY.items() if k not in ("architectures", "model
 
 
 def test_the_defaults_batchspec_fills_in_are_nanotrons_own():
-    from translator.coded_models import NANOTRON_DEFAULTS
+    from translator.model.coded_models import NANOTRON_DEFAULTS
 
     fields = native.config().LlamaConfig.__dataclass_fields__
     assert {k: fields[k].default for k in NANOTRON_DEFAULTS if k in fields} == {

@@ -9,8 +9,8 @@ import dataclasses
 
 import pytest
 
-from translator import coded_models
-from translator.memory import Model
+from translator.model import coded_models
+from translator.model.memory import Model
 
 pytestmark = [pytest.mark.framework, pytest.mark.native]
 

@@ -10,7 +10,7 @@ from paths import ROOT
 
 from translator.cli import main
 from translator.frameworks.torchtune.models import BUILDERS, scaled_mlp
-from translator.memory import PRESETS
+from translator.model.memory import PRESETS
 
 FIXTURES = sorted((ROOT / "fixtures" / "torchtune").glob("*/*"))
 

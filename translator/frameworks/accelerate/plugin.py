@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from translator.errors import InputError
-from translator.files import read_text
-from translator.findings import finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
 from translator.plugin.findings import not_found
 from translator.reading import Reading, Value, run_folders
+from translator.words.errors import InputError
+from translator.words.files import read_text
+from translator.words.findings import finding
 
 FILE = "deepspeed_config.deepspeed_config_file"
 #: accelerate config key -> the DeepSpeed key it sets when no file is named.

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import math
 
-from translator import parsing, solve
-from translator.findings import Finding, finding
+from translator.batch import solve
+from translator.batch.node_lines import NodeLines
 from translator.frameworks.accelerate import plugin
 from translator.frameworks.shared import yaml_insert
 from translator.frameworks.shared.deepspeed_json import GAS
-from translator.node_lines import NodeLines
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
+from translator.words import parsing
+from translator.words.findings import Finding, finding
 
 NAME = "accelerate"
 PARALLEL = "parallelism_config.parallelism_config_"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from translator.findings import Severity
+    from translator.words.findings import Severity
 
 #: code -> (severity, what it is about).
 CODES: dict[str, tuple[Severity, str]] = {

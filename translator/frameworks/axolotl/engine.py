@@ -21,7 +21,7 @@ against the bins the sampler made; the result reports the packed rows per step t
 batch counts rows).
 
 Measuring: Axolotl loads :class:`CountingPlugin` (``plugins:`` in the YAML). Inside the Axolotl
-process it adds the shared Trainer callback of :mod:`translator.counting` (the counter the
+process it adds the shared Trainer callback of :mod:`translator.batch.counting` (the counter the
 harness and the guard use): a forward pre-hook on the trainer's model counts the rows of every
 training forward, and ``on_step_end`` (called by the HF Trainer once per optimizer step, right
 after ``optimizer.step()`` and ``global_step += 1``) closes the step: samples fed since the
@@ -51,7 +51,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from translator.counting import TrainerCounter
+from translator.batch.counting import TrainerCounter
 from translator.rank import parity_rank
 from translator.rank.context import RunContext
 from translator.rank.failure import mentions_out_of_memory

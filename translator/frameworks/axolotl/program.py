@@ -21,19 +21,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from translator.errors import InputError
-from translator.files import read_text
-from translator.findings import finding
 from translator.frameworks.accelerate.launcher import LAUNCHER as ACCELERATE
 from translator.frameworks.axolotl import rules
 from translator.frameworks.shared import flags, hf_deepspeed
 from translator.frameworks.shared.ray_world import ray_world
-from translator.job import launcher_config
+from translator.job.script import launcher_config
 from translator.plugin.findings import not_found
 from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell import launchers
 from translator.shell.values import Word
+from translator.words.errors import InputError
+from translator.words.files import read_text
+from translator.words.findings import finding
 
 #: The module every launch of Axolotl's training runs.
 MODULE = "axolotl.cli.train"

@@ -9,14 +9,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from translator import parsing, solve
-from translator.errors import InputError
-from translator.findings import Finding, finding
+from translator.batch import solve
 from translator.frameworks.shared import deepspeed_json as deepspeed
 from translator.frameworks.shared import fsdp, hf_deepspeed, loss, yaml_insert
-from translator.memory import Setting, Settings
+from translator.model.memory import Setting, Settings
 from translator.reading import Launch, Reading, Value, invalid_value, run_folders, typo_findings
 from translator.spec import BatchSpec
+from translator.words import parsing
+from translator.words.errors import InputError
+from translator.words.findings import Finding, finding
 
 NAME = "axolotl"
 

@@ -5,8 +5,8 @@ engine), ``world / sequence_parallel_size`` without one, or every rank under Aut
 
 from __future__ import annotations
 
-from translator import solve
-from translator.findings import Finding, counted, finding
+from translator.batch import solve
+from translator.batch.node_lines import NodeLines
 from translator.frameworks.shared.deepspeed_json import (
     AUTOTP,
     BATCH_KEYS,
@@ -15,9 +15,9 @@ from translator.frameworks.shared.deepspeed_json import (
     MBS,
     TBS,
 )
-from translator.node_lines import NodeLines
 from translator.reading import Launch, Reading, invalid_value
 from translator.spec import BatchSpec
+from translator.words.findings import Finding, counted, finding
 
 
 def batch_world(spec: BatchSpec) -> int:

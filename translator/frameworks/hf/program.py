@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from translator.detection import detect
-from translator.errors import InputError
-from translator.files import read_text
-from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json, hf_deepspeed, hf_trainer
 from translator.frameworks.shared.flags import scan
+from translator.job.detection import detect
 from translator.plugin.findings import not_found
 from translator.reading import Call, Launch, Note, Reading, Source, Value
 from translator.shell.values import Word
+from translator.words.errors import InputError
+from translator.words.files import read_text
+from translator.words.findings import Finding, finding
 
 #: TrainingArguments flags that mark a program as the Trainer's (its arguments' dataclass).
 MARKS = {

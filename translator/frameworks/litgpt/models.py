@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from translator.memory import Model
-from translator.named_model import NamedModel, resolve
+from translator.model.memory import Model
+from translator.model.named_model import NamedModel, resolve
 from translator.reading import Reading
 
 #: litgpt ``Config``'s defaults of the fields read here.

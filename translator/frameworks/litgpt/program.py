@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import yaml
 
-from translator.errors import InputError
-from translator.files import read_text
-from translator.findings import Finding, finding
+from translator.batch.node_lines import NodeLines
 from translator.frameworks.litgpt import rules
 from translator.frameworks.shared import flags
 from translator.frameworks.shared.overrides import value_span, yaml_value
-from translator.node_lines import NodeLines
 from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell.values import Word
+from translator.words.errors import InputError
+from translator.words.files import read_text
+from translator.words.findings import Finding, finding
 
 #: litgpt's command-line tool.
 TOOLS = ("litgpt",)

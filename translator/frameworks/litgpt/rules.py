@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import re
 
-from translator import parsing, solve
-from translator.errors import InputError
-from translator.findings import Finding, counted, finding
+from translator.batch import solve
 from translator.frameworks.litgpt import generation
 from translator.reading import (
     Launch,
@@ -33,6 +31,9 @@ from translator.reading import (
     values_at,
 )
 from translator.spec import BatchSpec
+from translator.words import parsing
+from translator.words.errors import InputError
+from translator.words.findings import Finding, counted, finding
 
 NAME = "litgpt"
 

@@ -21,10 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from translator import parsing
-from translator.errors import InputError
-from translator.files import read_text
-from translator.findings import finding
 from translator.frameworks.llamafactory import rules
 from translator.frameworks.shared import hf_deepspeed
 from translator.frameworks.shared import hf_trainer as hf
@@ -34,6 +30,10 @@ from translator.frameworks.shared.ray_world import ray_world
 from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value, typo_findings
 from translator.shell.values import Word
+from translator.words import parsing
+from translator.words.errors import InputError
+from translator.words.files import read_text
+from translator.words.findings import finding
 
 #: Its command-line tools.
 TOOLS = ("llamafactory-cli", "lmf")

@@ -16,10 +16,10 @@ import math
 import re
 from pathlib import Path
 
-from translator.findings import Finding, counted, finding
 from translator.frameworks.shared import hf_trainer as hf
-from translator.memory import Setting, Settings
+from translator.model.memory import Setting, Settings
 from translator.reading import Launch, Reading, run_folders
+from translator.words.findings import Finding, counted, finding
 
 NAME = "llamafactory"
 #: The variables that pick a Megatron path, as a job's environment gives them (a reading of a

@@ -10,17 +10,17 @@ import re
 from typing import Literal
 
 from translator import shell as bash
-from translator import solve
-from translator.errors import InputError
-from translator.findings import Finding, counted, finding
+from translator.batch import solve
 from translator.frameworks.shared import deepspeed_json as deepspeed
 from translator.frameworks.shared import flags, loss, mcore_schedule
-from translator.memory import Setting, Settings
-from translator.model_split import SplitRules
+from translator.model.memory import Setting, Settings
+from translator.model.model_split import SplitRules
 from translator.reading import Call, Launch, Note, Reading, Value, invalid_value, typo_findings
 from translator.shell import launchers
 from translator.shell.uses import uses_of
 from translator.spec import BatchSpec
+from translator.words.errors import InputError
+from translator.words.findings import Finding, counted, finding
 
 NAME = "megatron"
 #: What marks a launch script as Megatron's (content sniffing, and a batch being set).
@@ -181,7 +181,7 @@ def read(text: str, where: str) -> Reading:
     launcher's world, the files it names); anything else is read word by word."""
     script = bash.parse(text, where)
     if any(_is_megatron(s) for c in script.commands if (s := launchers.call_of(c)) is not None):
-        from translator.job import read_job  # the job reader asks the registry, which has us
+        from translator.job.script import read_job  # the job reader asks the registry, which has us
 
         return read_job(text, where, framework=NAME)[1]
     words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
@@ -324,8 +324,8 @@ def _read_deepspeed(
 
 def _deepspeed_file(reading: Reading, line: int, name: str | None, call: Call | None) -> None:
     """``--deepspeed_config FILE`` that the script does not write: read where the job runs."""
-    from translator.files import read_text
     from translator.plugin.findings import not_found
+    from translator.words.files import read_text
 
     if name is None or call is None:
         why = "is not known" if name is None else "is not written by the script"

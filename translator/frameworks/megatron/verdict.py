@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from translator.findings import counted
 from translator.frameworks.shared.mcore_calculator import num_microbatches
+from translator.words.findings import counted
 
 
 def verdict(inspection, world: int) -> str:

@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 
 from translator.frameworks.megatron_bridge import rules
-from translator.memory import Model, experts_in, hf_shape
-from translator.model_split import ModelParts
-from translator.named_model import NamedModel
+from translator.model.memory import Model, experts_in, hf_shape
+from translator.model.model_split import ModelParts
+from translator.model.named_model import NamedModel
 from translator.reading import Reading
 
 #: What to give for a model that does not resolve.

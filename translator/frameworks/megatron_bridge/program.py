@@ -17,15 +17,15 @@ the file set is the Python recipe's: unknown (:func:`.rules.interpret`).
 
 from __future__ import annotations
 
-from translator import parsing
-from translator.errors import InputError
-from translator.files import read_text
-from translator.findings import finding
 from translator.frameworks.megatron_bridge import rules
 from translator.frameworks.shared.overrides import value_span, yaml_value
 from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell.values import Word
+from translator.words import parsing
+from translator.words.errors import InputError
+from translator.words.files import read_text
+from translator.words.findings import finding
 
 #: Its command-line tool (NeMo 2's ``nemo llm ...``).
 TOOLS = ("nemo",)

@@ -19,12 +19,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from translator import parsing
-from translator.errors import InputError
-from translator.findings import Finding, counted, finding
 from translator.frameworks.shared import loss, mcore_schedule
 from translator.reading import Launch, Note, Reading, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
+from translator.words import parsing
+from translator.words.errors import InputError
+from translator.words.findings import Finding, counted, finding
 
 NAME = "megatron-bridge"
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from translator.findings import counted
 from translator.frameworks.megatron_bridge import rules
 from translator.frameworks.shared.mcore_calculator import calculate
+from translator.words.findings import counted
 
 
 def data_parallel_size(world: int, tensor: int, pipeline: int, context: int) -> int:

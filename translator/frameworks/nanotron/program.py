@@ -9,13 +9,13 @@ the launcher's; the values are the YAML's, at their lines there (``update`` edit
 
 from __future__ import annotations
 
-from translator.errors import InputError
-from translator.files import read_text
-from translator.findings import finding
 from translator.frameworks.nanotron import rules
 from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Value
 from translator.shell.values import Word
+from translator.words.errors import InputError
+from translator.words.files import read_text
+from translator.words.findings import finding
 
 #: The program nanotron ships; any other is nanotron's only by the YAML it is given.
 PROGRAM = "run_train.py"

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 
-from translator import parsing
-from translator.errors import InputError
-from translator.findings import Finding, counted, finding
 from translator.frameworks.nanotron import generation
-from translator.model_split import SplitRules
+from translator.model.model_split import SplitRules
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
+from translator.words import parsing
+from translator.words.errors import InputError
+from translator.words.findings import Finding, counted, finding
 
 NAME = "nanotron"
 

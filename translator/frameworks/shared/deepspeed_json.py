@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from translator import parsing
-from translator.errors import InputError
-from translator.findings import finding
 from translator.reading import Reading, Value, typo_findings, values_at
+from translator.words import parsing
+from translator.words.errors import InputError
+from translator.words.findings import finding
 
 if TYPE_CHECKING:
-    from translator.findings import Severity
-    from translator.memory import Settings
+    from translator.model.memory import Settings
+    from translator.words.findings import Severity
 
 #: The framework name a DeepSpeed JSON's reading carries.
 NAME = "deepspeed"
@@ -118,7 +118,7 @@ PARTIAL = ("zero_optimization.zero_hpz_partition_size", "zero_optimization.mics_
 
 def memory_settings(reading: Reading) -> Settings:
     """A DeepSpeed JSON's ZeRO stage and offload, for the memory estimate."""
-    from translator.memory import Setting, Settings
+    from translator.model.memory import Setting, Settings
 
     doc = parsing.load_json(reading.text, reading.path)
     zero = doc.data.get("zero_optimization") if isinstance(doc.data, dict) else None

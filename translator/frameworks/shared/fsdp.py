@@ -12,7 +12,7 @@ step to the CPU; ``activation_checkpointing`` recomputes each wrapped layer.
 
 from __future__ import annotations
 
-from translator.memory import STATES, Setting, Settings
+from translator.model.memory import STATES, Setting, Settings
 
 #: accelerate's FSDP1 strategies (``FSDP_SHARDING_STRATEGY``, numbered from 1) -> ZeRO stage;
 #: None for the hybrid ones, which shard over a node's ranks only.

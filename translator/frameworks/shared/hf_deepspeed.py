@@ -17,13 +17,13 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from translator import parsing
-from translator.errors import InputError
-from translator.files import read_text
-from translator.findings import Finding, finding
 from translator.frameworks.shared import deepspeed_json as deepspeed
-from translator.model_split import SplitRules
+from translator.model.model_split import SplitRules
 from translator.reading import Call, Launch, Reading, Source, invalid_value
+from translator.words import parsing
+from translator.words.errors import InputError
+from translator.words.files import read_text
+from translator.words.findings import Finding, finding
 
 
 def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> None:

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from translator import parsing
-from translator.errors import InputError
-from translator.findings import Finding, finding
 from translator.frameworks.shared import hf_deepspeed, loss, yaml_insert
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
+from translator.words import parsing
+from translator.words.errors import InputError
+from translator.words.findings import Finding, finding
 
 if TYPE_CHECKING:
-    from translator.findings import Severity
-    from translator.memory import Settings
+    from translator.model.memory import Settings
+    from translator.words.findings import Severity
 
 NAME = "hf"
 #: Codes of the HF Trainer's counting, registered by every framework built on it.
@@ -360,7 +360,7 @@ def insertion(reading: Reading, key: str) -> tuple[int, int]:
 def memory_settings(reading: Reading) -> Settings:
     """What the Trainer's arguments say about memory: the sharding (:func:`sharding`) and
     ``gradient_checkpointing`` (each layer recomputed from its input)."""
-    from translator.memory import Setting, Settings
+    from translator.model.memory import Setting, Settings
 
     out = sharding(reading)
     v = reading.values.get("gradient_checkpointing")
@@ -374,7 +374,7 @@ def sharding(reading: Reading) -> Settings:
     """The ZeRO stage and offload of the DeepSpeed JSON the arguments name, or of their FSDP
     (``fsdp`` with ``fsdp_config``, as transformers sets up accelerate's plugin)."""
     from translator.frameworks.shared import deepspeed_json, fsdp
-    from translator.memory import Settings
+    from translator.model.memory import Settings
 
     out = Settings()
     for partner in reading.partners:

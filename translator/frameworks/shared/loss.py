@@ -8,8 +8,8 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 
-from translator.findings import Finding, finding
 from translator.spec import BatchSpec
+from translator.words.findings import Finding, finding
 
 
 def per_micro_batch(spec: BatchSpec | None, how: str, fix: str, where: str) -> list[Finding]:

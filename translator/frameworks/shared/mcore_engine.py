@@ -34,7 +34,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from translator import memory
+from translator.model import memory
 from translator.rank import model as models
 from translator.rank import parity_rank
 from translator.rank.context import RunContext

@@ -4,9 +4,9 @@ megatron-core."""
 
 from __future__ import annotations
 
-from translator import solve
-from translator.findings import Finding, counted, finding
+from translator.batch import solve
 from translator.spec import BatchSpec
+from translator.words.findings import Finding, counted, finding
 
 
 def findings(spec: BatchSpec) -> list[Finding]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from translator.errors import InputError
 from translator.reading import Reading
+from translator.words.errors import InputError
 
 
 def after_key(reading: Reading, key: str, after: str) -> tuple[int, int]:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import types
 
-from translator import memory
+from translator.model import memory
 from translator.rank import model as models
 from translator.rank import parity_rank
 from translator.rank.context import RunContext

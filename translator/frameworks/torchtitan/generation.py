@@ -3,9 +3,9 @@ the keys that say the same batch in the installed one (:mod:`.keys` names the ge
 
 from __future__ import annotations
 
-from translator.findings import Finding, finding
 from translator.frameworks.torchtitan import keys
 from translator.reading import Reading
+from translator.words.findings import Finding, finding
 
 #: The key a job's reading keeps for ``--job.config_file`` (the TOML it names).
 TOML_FLAG = "job.config_file"

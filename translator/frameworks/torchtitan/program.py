@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import re
 
-from translator.errors import InputError
-from translator.files import read_text
-from translator.findings import finding
 from translator.frameworks.shared import flags
 from translator.frameworks.torchtitan import keys, rules
 from translator.frameworks.torchtitan.generation import TOML_FLAG
 from translator.plugin.findings import not_found
 from translator.reading import Call, Reading, Source, Value
 from translator.shell.values import Word
+from translator.words.errors import InputError
+from translator.words.files import read_text
+from translator.words.findings import finding
 
 #: A program that is torchtitan's trainer.
 PROGRAM = re.compile(r"torchtitan(\.\w+)*\.train|(.*/)?torchtitan/(\w+/)*train\.py")

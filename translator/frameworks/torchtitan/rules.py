@@ -20,13 +20,13 @@ import math
 import re
 from collections.abc import Mapping
 
-from translator import job
-from translator.errors import InputError
-from translator.findings import Finding, finding
+from translator.batch.solve import nearest_multiples
 from translator.frameworks.torchtitan import generation, keys, toml_file
+from translator.job import script as job
 from translator.reading import Launch, Reading, invalid_value, typo_findings
-from translator.solve import nearest_multiples
 from translator.spec import BatchSpec
+from translator.words.errors import InputError
+from translator.words.findings import Finding, finding
 
 NAME = "torchtitan"
 #: What marks a torchtitan file or launch by content.

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 import tomllib
 
-from translator.errors import InputError
-from translator.parsing import load_toml
 from translator.reading import Value
 from translator.shell.syntax import refuse_long_numbers
+from translator.words.errors import InputError
+from translator.words.parsing import load_toml
 
 #: A table header (``[training]``, ``[quantize.linear.float8]``, ``[[validation]]``).
 _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\" ]+?)\s*\]\]?\s*(#.*)?$")

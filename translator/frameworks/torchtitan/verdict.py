@@ -6,8 +6,8 @@ its words, on the degrees ``ParallelDims`` derived."""
 
 from __future__ import annotations
 
-from translator.findings import counted
 from translator.frameworks.torchtitan import keys
+from translator.words.findings import counted
 
 
 def configured(values: dict, world: int):

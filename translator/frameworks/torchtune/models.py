@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from translator.memory import Model
-from translator.named_model import NamedModel, resolve
+from translator.model.memory import Model
+from translator.model.named_model import NamedModel, resolve
 from translator.reading import Reading
 
 #: Each family's component builder (``torchtune.models.FAMILY.FAMILY``) -> the defaults of its

@@ -19,16 +19,16 @@ from pathlib import Path
 
 import yaml
 
-from translator import parsing
-from translator.errors import InputError
-from translator.files import read_text
-from translator.findings import finding
 from translator.frameworks.shared.overrides import unknown_key, value_span, yaml_value
 from translator.frameworks.torchtune import generation, rules
 from translator.plugin.findings import not_found
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell import launchers
 from translator.shell.values import Word
+from translator.words import parsing
+from translator.words.errors import InputError
+from translator.words.files import read_text
+from translator.words.findings import finding
 
 #: Its command-line tool.
 TOOLS = ("tune",)

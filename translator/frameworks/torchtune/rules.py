@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import re
 
-from translator import parsing, solve
-from translator.errors import InputError
-from translator.findings import Finding, finding
+from translator.batch import solve
 from translator.frameworks.shared import loss, yaml_insert
 from translator.frameworks.torchtune import generation
-from translator.memory import STATES, Setting, Settings
+from translator.model.memory import STATES, Setting, Settings
 from translator.reading import Launch, Reading, Value, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
+from translator.words import parsing
+from translator.words.errors import InputError
+from translator.words.findings import Finding, finding
 
 NAME = "torchtune"
 

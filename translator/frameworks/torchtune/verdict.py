@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
-from translator.findings import counted
 from translator.frameworks.torchtune import program
+from translator.words.findings import counted
 
 #: What ``__init__`` reads beyond the batch, set so it runs here (key -> value).
 HERE: dict[str, object] = {

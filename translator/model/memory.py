@@ -1,0 +1,507 @@
+"""Memory per GPU before any launch: model states, activations, logits and a fixed overhead.
+
+- Model states: bytes per parameter for weights, gradients and optimizer state (mixed
+  precision: 2 + 4 + 12, Megatron's 18; fp32: 4 + 4 + 8), each divided by the data-parallel
+  ranks where the ZeRO stage shards it (optimizer from stage 1, gradients from 2, weights at 3;
+  Megatron's distributed optimizer is stage 1: megatron-core shards its fp32 main weights and
+  Adam states, not its gradient buffer, which is Megatron's own ``6 + 12/DP``), over the
+  parameters of the most loaded rank (its share of the layers over TP and PP, and the embedding
+  on the first stage). A part offloaded to CPU memory takes nothing on the GPU (DeepSpeed's own
+  estimators: ZeRO-Offload's optimizer keeps its states and gradients on the CPU).
+- Activations per layer after Korthikanti et al. 2022 (arXiv:2205.05198, Table 2), generalised
+  to the model's MLP width, gated MLPs and grouped-query attention: ``s·b·h·(10 + split/t)``
+  16-bit bytes, where ``split`` holds what TP divides (Q, K, V, the projection input and the
+  MLP's F-sized tensors); ``+ 5·a·s/(h·t)`` for eager attention's s² scores (not with flash
+  attention or selective recompute); the rest ``/ t`` too under sequence parallelism; ``2·s·b·h``
+  per layer plus one layer's working set under full recompute. Context parallelism divides
+  ``s``. fp32 activations take twice the bytes.
+- The pipeline in-flight factor: the first stage holds ``min(p, m)`` micro-batches of its
+  ``L / p`` layers with 1F1B, ``L·(1 + (p − 1)/(p·v))`` layers with ``v`` virtual stages
+  (Megatron's ``report_theoretical_memory``).
+- Logits on the last stage: ``s·b·V/t`` in the activation dtype plus an fp32 copy for the loss.
+- A fixed overhead (CUDA context, NCCL, the allocator's slack): 1 GiB unless told.
+
+Pure arithmetic: no framework, nothing downloaded. Models come from :data:`PRESETS` or a local
+Hugging Face ``config.json`` (:func:`read_hf_config`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from translator.words.errors import InputError
+
+if TYPE_CHECKING:
+    from translator.spec import BatchSpec
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Model:
+    """A decoder-only transformer's shape."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    """Key/value heads (fewer than ``heads`` with grouped-query attention)."""
+    ffn: int
+    """The MLP's inner width F."""
+    vocab: int
+    gated: bool = False
+    """SwiGLU-style MLP (three matrices; gate, up and activation outputs stored)."""
+    tied: bool = True
+    """The output head shares the embedding's weights."""
+    positions: int = 0
+    """Rows of a learned position embedding (0 for rotary)."""
+    biases: bool = True
+    """GPT-style: LayerNorms with a bias and biases in every linear layer; Llama-style models
+    have RMSNorm weights only and no biases."""
+    head_dim: int = 0
+    """Width of one attention head when the config sets it apart from ``hidden / heads``
+    (Gemma 2, Qwen 3); 0: ``hidden / heads``."""
+    qkv_bias: bool = False
+    """Biases on the query, key and value projections of a model with no other biases (Qwen 2;
+    ``attention_bias`` of the Llama family)."""
+    qk_norm: bool = False
+    """A norm of one head's width on the queries and on the keys (Qwen 3, Gemma 3)."""
+    layer_norms: int = 2
+    """Norms per layer: 2, or 4 with norms after attention and after the MLP too (Gemma 2, 3),
+    or 1 where attention and the MLP share one (phi-2)."""
+    head_bias: bool = False
+    """A bias on the output head (phi-2)."""
+
+    @property
+    def layer_parameters(self) -> int:
+        h, d = self.hidden, self.head_dim or self.hidden // self.heads
+        q, kv = self.heads * d, self.kv_heads * d
+        attention = 2 * h * q + 2 * h * kv
+        mlp = (3 if self.gated else 2) * h * self.ffn
+        norms = self.layer_norms * h * (2 if self.biases else 1) + (2 * d if self.qk_norm else 0)
+        biases = (q + 2 * kv + h + self.ffn + h) if self.biases else 0
+        if self.qkv_bias and not self.biases:
+            biases = q + 2 * kv
+        return attention + mlp + norms + biases
+
+    @property
+    def parameters(self) -> int:
+        embedding = self.vocab * self.hidden * (1 if self.tied else 2)
+        final_norm = self.hidden * (2 if self.biases else 1)
+        return (
+            self.layers * self.layer_parameters
+            + embedding
+            + final_norm
+            + self.positions * self.hidden
+            + (self.vocab if self.head_bias else 0)
+        )
+
+
+PRESETS = {
+    # The smoke engines' models (translator.rank.model): GPT-style, tied head, learned positions.
+    "tiny": Model("tiny", 2, 64, 4, 4, 256, 512, positions=64),
+    "125m": Model("125m", 12, 768, 12, 12, 3072, 50304, positions=1024),
+    # Llama 3 shapes (their published config.json files): GQA with 8 KV heads, SwiGLU.
+    "llama3-1b": Model("llama3-1b", 16, 2048, 32, 8, 8192, 128256, gated=True, biases=False),
+    "llama3-8b": Model(
+        "llama3-8b", 32, 4096, 32, 8, 14336, 128256, gated=True, tied=False, biases=False
+    ),
+    "llama3-70b": Model(
+        "llama3-70b", 80, 8192, 64, 8, 28672, 128256, gated=True, tied=False, biases=False
+    ),
+}
+
+
+def model_named(name: str, sequence_length: int | None = None) -> Model:
+    """A preset, or a Hugging Face ``config.json`` path; a preset with learned positions gets
+    as many rows as the sequence (as the smoke models are built)."""
+    if name in PRESETS:
+        model = PRESETS[name]
+        if model.positions and sequence_length:
+            model = replace(model, positions=sequence_length)
+        return model
+    if name.endswith(".json") or Path(name).exists():
+        return read_hf_config(name)
+    raise InputError(f"--model {name!r}: not a preset ({', '.join(PRESETS)}) nor a config.json")
+
+
+def read_hf_config(path: str) -> Model:
+    """A model from a local Hugging Face ``config.json`` (Llama/Mistral/Qwen keys, or GPT-2's)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not a JSON config.json ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a config.json is a JSON object, not {type(data).__name__}")
+    return hf_shape(data, path, Path(path).name)
+
+
+#: The keys that give a mixture of experts' expert count: transformers' configs (Qwen-MoE,
+#: Mixtral, DeepSeek, OLMoE), megatron-core's and NeMo's ``num_moe_experts``, litgpt's.
+EXPERT_KEYS = (
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "moe_num_experts",
+    "num_moe_experts",
+    "n_expert",
+)
+
+
+def experts_in(data: dict) -> str | None:
+    """``key N`` where ``data`` describes a mixture of experts (one of :data:`EXPERT_KEYS`
+    above 1); None for a dense model."""
+    for key in EXPERT_KEYS:
+        value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            return f"{key} {value}"
+    return None
+
+
+def not_counted_moe(where: str, experts: str) -> str:
+    """Why a mixture of experts has no count: counted as its dense twin it would be several
+    times too small (a Mixtral 8x7B as a 7B)."""
+    return (
+        f"{where}: a mixture of experts ({experts}), which batchspec does not count (its "
+        "experts, router and expert-parallel split); give --model-config with a dense model's "
+        "config.json, or --model tiny"
+    )
+
+
+class MixtureOfExperts(InputError):
+    """A config of a mixture of experts: no count, but its layers and heads (:attr:`dense`)
+    still split as a dense model's do."""
+
+    def __init__(self, message: str, dense: Model):
+        super().__init__(message)
+        self.dense = dense
+
+
+def hf_shape(data: dict, where: str, name: str) -> Model:
+    """A model from a config's Hugging Face keys (a ``config.json``, or nanotron's
+    ``model_config``); ``where`` names it in errors. A mixture of experts is refused
+    (:class:`MixtureOfExperts`)."""
+    outer = data.get("model_type")
+    data = data.get("text_config", data) if isinstance(data.get("text_config"), dict) else data
+    experts = experts_in(data)
+    if experts is not None:  # its attention still splits as a dense model's: keep that part
+        dense = _dense_shape(data | {"tie_word_embeddings": True}, where, name)
+        raise MixtureOfExperts(not_counted_moe(where, experts), dense)
+    if outer is not None and outer not in COUNTED:
+        raise InputError(
+            f"{where}: model_type {outer!r} is not an architecture batchspec counts (its count "
+            "is checked against what transformers builds for Llama, Mistral, Qwen 2 and 3, "
+            "Gemma 1 to 3, Phi-3, Granite, GLM, SmolLM3 and GPT-2 shapes); give --model-config "
+            "with the config.json of one of those, or --model tiny"
+        )
+    return _dense_shape(data, where, name)
+
+
+def _dense_shape(data: dict, where: str, name: str) -> Model:
+
+    def first(*keys, default=None):
+        for key in keys:
+            value = data.get(key)
+            if value is not None:
+                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                    raise InputError(f"{where}: {key} is {value!r}, not a positive integer")
+                return value
+        if default is None:
+            raise InputError(
+                f"{where}: no {' or '.join(keys)} (is this a decoder model's config.json?)"
+            )
+        return default
+
+    hidden = first("hidden_size", "n_embd", "d_model")
+    heads = first("num_attention_heads", "n_head")
+    gpt2 = "n_embd" in data
+    kind = data.get("model_type")
+    head_dim = first("head_dim", default=hidden // heads)
+    return Model(
+        name=name,
+        layers=first("num_hidden_layers", "n_layer"),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=first("num_key_value_heads", default=heads),
+        ffn=first("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden),
+        vocab=first("vocab_size"),
+        gated=not gpt2 and "intermediate_size" in data,
+        tied=_tied(data, kind, gpt2, where),
+        positions=first("n_positions", default=1024) if gpt2 else 0,
+        biases=gpt2,
+        head_dim=0 if head_dim * heads == hidden else head_dim,
+        qkv_bias=kind in QKV_BIAS or bool(data.get("attention_bias")),
+        qk_norm=kind in QK_NORM,
+        layer_norms=4 if kind in SANDWICH_NORMS else 2,
+    )
+
+
+def _tied(data: dict, kind: object, gpt2: bool, where: str) -> bool:
+    """Whether the output head is the embedding: as the config writes it, else as its model
+    type's config class defaults (Llama's is untied, GPT-2's and Gemma's tied)."""
+    written = data.get("tie_word_embeddings")
+    if written is not None:
+        return bool(written)
+    if gpt2 or kind in TIED_BY_DEFAULT:
+        return True
+    if kind in COUNTED:
+        return False
+    raise InputError(
+        f"{where}: no tie_word_embeddings and no model_type whose default batchspec knows, so "
+        "whether the output head is the embedding is unknown; write tie_word_embeddings "
+        "(true or false)"
+    )
+
+
+#: The model types whose analytic count equals the parameters transformers builds from their
+#: config (each checked on the meta device by tests/test_named_model.py). Others differ
+#: (GPT-NeoX's biases and plain MLP, OLMo 2's full-width q/k norms, Phi-2's shared norm, a
+#: multimodal model's vision tower) and are refused rather than miscounted.
+COUNTED = frozenset(
+    {"llama", "mistral", "ministral3", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
+     "vaultgemma", "phi3", "granite", "glm", "ernie4_5", "seed_oss", "smollm3", "cwm", "gpt2"}
+)  # fmt: skip
+#: Of :data:`COUNTED`, the model types whose config class ties the output head to the
+#: embedding when a config does not say (transformers' defaults); the others keep their own.
+TIED_BY_DEFAULT = frozenset(
+    {"gpt2", "gemma", "gemma2", "gemma3_text", "vaultgemma", "smollm3", "ernie4_5"}
+)
+#: Model types whose query, key and value projections have biases whatever the config says
+#: (transformers' ``Qwen2Attention``).
+QKV_BIAS = frozenset({"qwen2"})
+#: Model types with a per-head norm on queries and keys (``q_norm``, ``k_norm``).
+QK_NORM = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text"})
+#: Model types with four norms a layer (before and after attention and the MLP).
+SANDWICH_NORMS = frozenset({"gemma2", "gemma3", "gemma3_text"})
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How the model is trained, as far as memory goes."""
+
+    micro_batch_size: int
+    sequence_length: int
+    data_parallel: int = 1
+    tensor: int = 1
+    pipeline: int = 1
+    context: int = 1
+    virtual_stages: int | None = None
+    micro_batches: int = 1
+    """Micro-batches per optimizer step on a rank (the accumulation)."""
+    zero_stage: int = 0
+    """0-3; Megatron's distributed optimizer counts as 1."""
+    offload: frozenset[str] = frozenset()
+    """Model-state parts kept off the GPU, in CPU memory or on NVMe (of :data:`STATES`)."""
+    gradient_bytes: int = 4
+    """Bytes per gradient under bf16: fp32 main gradients (4), or 2 where they are kept and
+    reduced in bf16 (Megatron's ``--grad-reduce-in-bf16``); fp32 training keeps 4."""
+    precision: str = "bf16"
+    """``bf16`` (bf16 weights, fp32 gradients and master weights, Adam) or ``fp32``."""
+    recompute: str = "none"
+    """``none``, ``selective`` (the attention scores) or ``full`` (each layer's input only)."""
+    attention: str = "flash"
+    """``flash`` (scores never stored: flash attention, SDPA) or ``eager``."""
+    sequence_parallel: bool = False
+    """Megatron's sequence parallelism: the non-TP activations split over TP too."""
+    overhead: int = GIB
+    """Bytes no formula covers: CUDA context, NCCL, allocator slack."""
+
+
+#: The :class:`RunSettings` fields a file may fix (:class:`Setting`).
+SETTINGS = ("zero_stage", "offload", "gradient_bytes", "sequence_parallel", "recompute")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One thing a file fixes about how it trains, as the memory model takes it."""
+
+    field: str
+    """The :class:`RunSettings` field it sets (of :data:`SETTINGS`)."""
+    value: object
+    """As the field takes it: a ZeRO stage, a recompute mode, ``True``, or the parts offloaded
+    (a frozenset of :data:`STATES` names; several such settings add up)."""
+    where: str
+    """Where the file sets it: ``file:line`` and the key or flag (``ds.json:19
+    zero_optimization.stage``)."""
+    engine: str | None = None
+    """The engine whose setting it is when that is not the file's own framework's (``deepspeed``
+    for the ZeRO stage of a DeepSpeed JSON, whoever names it); None: the file's own."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a file says about how it trains, as far as the memory model goes."""
+
+    given: tuple[Setting, ...] = ()
+    """The settings it fixes; what it does not fix is the framework's default or a flag's."""
+    unused: tuple[str, ...] = ()
+    """Settings it holds that the memory model cannot use, each a sentence naming where."""
+
+    def __add__(self, other: Settings) -> Settings:
+        return Settings(self.given + other.given, self.unused + other.unused)
+
+
+def run_of(
+    spec: BatchSpec,
+    sequence_length: int,
+    *,
+    precision: str = "bf16",
+    recompute: str = "none",
+    attention: str = "flash",
+    sequence_parallel: bool = False,
+    distributed_optimizer: bool = False,
+    zero_stage: int | None = None,
+    offload: frozenset[str] = frozenset(),
+    gradient_bytes: int = 4,
+    overhead: int = GIB,
+) -> RunSettings:
+    """The :class:`RunSettings` of a solved :class:`~translator.spec.BatchSpec`; ``zero_stage``, when
+    given, replaces the spec's and ``distributed_optimizer``'s."""
+    if zero_stage is None:
+        zero_stage = max(spec.zero_stage or 0, 1 if distributed_optimizer else 0)
+    return RunSettings(
+        micro_batch_size=spec.micro,
+        sequence_length=sequence_length,
+        data_parallel=spec.data_parallel,
+        tensor=spec.tensor_parallel_size,
+        pipeline=spec.pipeline_parallel_size,
+        context=spec.context_parallel_size,
+        virtual_stages=spec.virtual_pipeline_stages,
+        micro_batches=spec.accumulation,
+        zero_stage=zero_stage,
+        offload=offload,
+        gradient_bytes=gradient_bytes,
+        precision=precision,
+        recompute=recompute,
+        attention=attention,
+        sequence_parallel=sequence_parallel,
+        overhead=overhead,
+    )
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    bytes: int
+    formula: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    parts: list[Part]
+
+    @property
+    def total(self) -> int:
+        return sum(p.bytes for p in self.parts)
+
+    def as_dict(self) -> dict:
+        return {
+            "total_bytes": self.total,
+            "parts": [{"name": p.name, "bytes": p.bytes, "formula": p.formula} for p in self.parts],
+        }
+
+
+def estimate(model: Model, run: RunSettings) -> Estimate:
+    """The peak memory of the most loaded GPU, part by part."""
+    return Estimate(
+        model_states(model, run)
+        + [activations(model, run), logits(model, run), Part("overhead", run.overhead, "fixed")]
+    )
+
+
+def shard_parameters(model: Model, run: RunSettings) -> int:
+    """Parameters on the most loaded rank: its layers over TP, the embedding (over TP) on the
+    first stage, and the untied head and the final norm (whole on every TP rank) as well when
+    one stage holds both ends."""
+    t, p = run.tensor, run.pipeline
+    embedding = model.vocab * model.hidden + model.positions * model.hidden
+    head = 0 if model.tied or p > 1 else model.vocab * model.hidden
+    final_norm = 0 if p > 1 else model.hidden * (2 if model.biases else 1)
+    layers = math.ceil(model.layers / p) * model.layer_parameters // t
+    return layers + (embedding + head) // t + final_norm
+
+
+#: The model states' parts, in the order shown, with the ZeRO stage from which each is sharded.
+STATES = {"weights": 3, "gradients": 2, "optimizer": 1}
+
+
+def model_states(model: Model, run: RunSettings) -> list[Part]:
+    # ZeRO, FSDP and Megatron's distributed optimizer shard over every rank that holds the same
+    # layers: the context-parallel ranks too (megatron-core's dp_cp group, DeepSpeed's
+    # sequence-data-parallel group, FSDP's dp_shard_cp mesh).
+    n, stage, shard = run.data_parallel * run.context, run.zero_stage, shard_parameters(model, run)
+    group = "DP×CP" if run.context > 1 else "DP"
+    mixed = run.precision == "bf16"
+    per = {
+        "weights": 2 if mixed else 4,
+        "gradients": run.gradient_bytes if mixed else 4,
+        "optimizer": 12 if mixed else 8,
+    }
+    parts = []
+    for name, sharded_from in STATES.items():
+        divided = stage >= sharded_from and n > 1
+        formula = f"{shard:,} params × {per[name]} B" + (f" / {group} {n}" if divided else "")
+        if name in run.offload:
+            parts.append(Part(name, 0, formula + ", offloaded: not on the GPU"))
+        else:
+            parts.append(Part(name, shard * per[name] // (n if divided else 1), formula))
+    return parts
+
+
+def layer_activation_bytes(model: Model, run: RunSettings) -> float:
+    """16-bit bytes one layer stores per sample and token of its sequence slice (the
+    coefficient ``c`` of ``s·b·h·c``), before the dtype and recompute adjustments."""
+    h, t = model.hidden, run.tensor
+    kv = model.kv_heads / model.heads
+    mlp = (6 if model.gated else 4) * model.ffn / h
+    split = 4 + 4 * kv + mlp  # Q, K, V, the projection input, the MLP's F-sized tensors
+    unsplit = 10  # two norms' inputs, attention and MLP inputs, two dropout masks
+    scores = 5 * model.heads * (run.sequence_length / run.context) / h
+    c = (unsplit / t if run.sequence_parallel else unsplit) + split / t
+    if run.attention == "eager" and run.recompute == "none":
+        c += scores / t
+    return c
+
+
+def activations(model: Model, run: RunSettings) -> Part:
+    s = run.sequence_length // run.context
+    b, h, p = run.micro_batch_size, model.hidden, run.pipeline
+    width = 1 if run.precision == "bf16" else 2  # fp32 activations take twice the bytes
+    c = layer_activation_bytes(model, run)
+    per_layer = s * b * h * c * width
+    if run.virtual_stages and p > 1:
+        layers = model.layers * (1 + (p - 1) / (p * run.virtual_stages))
+        inflight = f"L·(1 + (p−1)/(p·v)) = {layers:g} layers"
+    else:
+        layers = model.layers / p * min(p, run.micro_batches)
+        inflight = f"L/p × min(p, m) = {layers:g} layers"
+    if run.recompute == "full":
+        total = s * b * h * 2 * width * layers + per_layer
+        formula = f"2·s·b·h × {inflight} + one layer's {c:.1f}·s·b·h (full recompute)"
+    else:
+        total = per_layer * layers
+        formula = f"s·b·h·{c:.1f} × {inflight}"
+    return Part("activations", int(total), formula + f", s={s} b={b} h={h}")
+
+
+def logits(model: Model, run: RunSettings) -> Part:
+    s, b, t = run.sequence_length // run.context, run.micro_batch_size, run.tensor
+    width = 2 if run.precision == "bf16" else 4
+    return Part("logits", s * b * model.vocab * (width + 4) // t, f"s·b·V·({width} + 4 fp32) / t")
+
+
+def largest_fitting(
+    model: Model, run: RunSettings, candidates: list[int], capacity: int
+) -> int | None:
+    """The largest micro-batch among ``candidates`` whose estimate fits ``capacity`` bytes."""
+    fitting = [
+        b for b in candidates if estimate(model, replace(run, micro_batch_size=b)).total <= capacity
+    ]
+    return max(fitting, default=None)

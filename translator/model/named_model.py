@@ -1,0 +1,407 @@
+"""The model a job names, resolved at read time, offline, without torch.
+
+A job names its model in one of two ways: by the architecture it carries (Megatron's flags, a
+nanotron ``model_config``, a torchtitan flavor, or what a framework reads itself, its
+``named_model``: a torchtune builder, a litgpt ``model_name`` or ``model_config``), or by a Hugging
+Face name or folder (``--model_name_or_path``, Axolotl's ``base_model``/``base_model_config``,
+LLaMA-Factory's ``model_name_or_path``). A name is looked up where it already is: a local
+folder's ``config.json``, then the local Hugging Face cache; ``--model-config`` gives it
+otherwise. Nothing is downloaded and no remote code runs: a ``config.json`` with ``auto_map``
+(a model whose code lives in its repository) is refused. The parameter count is the analytic
+one of :mod:`translator.model.memory`; a model that does not resolve is unknown, never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from translator.model import coded_models
+from translator.model.memory import (
+    MixtureOfExperts,
+    Model,
+    hf_shape,
+    not_counted_moe,
+    read_hf_config,
+)
+from translator.model.model_split import ModelParts
+from translator.reading import Reading
+from translator.words import parsing
+from translator.words.errors import InputError
+
+#: Keys that name a Hugging Face model, in the order a framework prefers them.
+NAME_KEYS = ("base_model_config", "base_model", "model_name_or_path")
+#: Other keys of a config that name or carry its model (a framework's own, read by its
+#: ``named_model``).
+OWN_KEYS = ("model_config", "_component_", "model_name", "checkpoint_dir")
+#: torchtitan's keys for the model a TOML job file or a launch's flags name.
+TORCHTITAN_MODEL = ("model.name", "model.flavor")
+#: The flag that names torchtitan ≤ 0.2.2's TOML job file (its ``[model]`` defaults apply).
+TORCHTITAN_TOML = "job.config_file"
+
+
+@dataclass(frozen=True)
+class NamedModel:
+    """The model a job names, and what batchspec makes of it."""
+
+    named: str
+    """What the job says (``meta-llama/Llama-3.1-8B``, ``Megatron flags``) and where."""
+    source: str | None
+    """Where its shape was found (a ``config.json``'s path, the flags); None when not found."""
+    architecture: str | None
+    """``LlamaForCausalLM``, ``GPT (Megatron flags)``...; None when not found."""
+    model: Model | None
+    """Its shape, for the analytic count; None when not found."""
+    why: str | None = None
+    """Why it did not resolve, and what to give."""
+    partial: ModelParts | None = None
+    """Its layers and heads where the job fixes them but not the whole shape (Megatron's flags
+    without a vocabulary size)."""
+    names: bool = True
+    """False: the job names no model of its own and leaves it to what runs it (an override file
+    applied over a recipe it does not name); shown with why, and run as a job that names none."""
+
+    @property
+    def parts(self) -> ModelParts | None:
+        """What tensor and pipeline parallelism split of it, as far as the job fixes that."""
+        if self.model is None:
+            return self.partial
+        m = self.model
+        return ModelParts(m.layers, m.heads, m.kv_heads, self.named)
+
+    @property
+    def parameters(self) -> int | None:
+        return None if self.model is None else self.model.parameters
+
+    def output(self) -> dict:
+        return {
+            "named": self.named,
+            "source": self.source,
+            "architecture": self.architecture,
+            "parameters": self.parameters,
+            "why": self.why,
+        }
+
+
+#: A framework's own reading of the model a config's mapping names (torchtune's builders,
+#: litgpt's ``model_name``), which its ``named_model`` passes to :func:`resolve`.
+Own = Callable[[dict, str, Path], "NamedModel | None"]
+
+
+def resolve(
+    reading: Reading, model_config: str | None = None, own: Own | None = None
+) -> NamedModel | None:
+    """The model ``reading`` names (its own text, the files it names, the program's flags),
+    shaped by ``model_config`` when given; None when it names none. ``own``: the framework's
+    reader of a config mapping (:data:`Own`), asked first."""
+    if model_config is not None:
+        model, architecture = config_json(Path(model_config))
+        return NamedModel(f"--model-config {model_config}", model_config, architecture, model)
+    if reading.model_settings is not None:
+        where, data = reading.model_settings
+        found = None if own is None else own(data, where, Path(where).parent)
+        if found is not None:
+            return found
+    for config in [reading, *reading.partners]:
+        found = (
+            _from_toml(config)
+            or _from_mapping(config, own if config is reading else None)
+            or _from_values(config)
+        )
+        if found is not None:
+            return found
+    return _from_flags(reading)
+
+
+def config_json(path: Path) -> tuple[Model, str]:
+    """The shape and architecture in a ``config.json`` (or a folder holding one); an input
+    error naming the file for one that is missing, broken, or needs remote code."""
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise InputError(f"{path}: no such config.json (give a config.json or its folder)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not a JSON config.json ({exc})") from None
+    if isinstance(data, dict) and "auto_map" in data:
+        raise InputError(
+            f"{path}: its model's code lives in its repository (auto_map); batchspec runs no "
+            "remote code: give --model-config with a config of an architecture transformers has"
+        )
+    architectures = data.get("architectures") if isinstance(data, dict) else None
+    architecture = architectures[0] if isinstance(architectures, list) and architectures else None
+    return read_hf_config(str(path)), str(architecture or data.get("model_type", "unknown"))
+
+
+def hub_cache() -> Path:
+    """The local Hugging Face hub cache, as huggingface_hub finds it."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface"
+    )
+    return Path(home) / "hub"
+
+
+def find_config(name: str, near: Path) -> tuple[Path | None, str]:
+    """A name's ``config.json``: a local folder (as given, or beside the file that names it),
+    then the Hub cache's snapshot of ``refs/main`` (else the newest); ``(None, where looked)``."""
+    looked: list[str] = []
+    for folder in dict.fromkeys((Path(name).expanduser(), near / name)):
+        looked.append(str(folder))
+        if (folder / "config.json").is_file():
+            return folder / "config.json", ""
+    repo = hub_cache() / f"models--{name.replace('/', '--')}"
+    looked.append(str(repo))
+    snapshots = repo / "snapshots"
+    ref = repo / "refs" / "main"
+    if ref.is_file() and (snapshots / ref.read_text().strip() / "config.json").is_file():
+        return snapshots / ref.read_text().strip() / "config.json", ""
+    found = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
+    if found:
+        return found[-1], ""
+    return None, ", ".join(looked)
+
+
+def _from_mapping(reading: Reading, own: Own | None) -> NamedModel | None:
+    """A model a YAML or JSON config names or carries."""
+    if Path(reading.path).suffix.lower() not in (".yaml", ".yml", ".json"):
+        return None
+    if not any(key in reading.text for key in (*NAME_KEYS, *OWN_KEYS)):
+        return None  # names no model: not parsed again (most DeepSpeed JSONs)
+    try:
+        data = parsing.load_yaml(reading.text, reading.path).data
+    except InputError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    found = None if own is None else own(data, reading.path, Path(reading.path).parent)
+    if found is not None:
+        return found
+    carried = _section(data.get("model"), "model_config") or _section(data, "model_config")
+    if carried is not None:
+        return _carried(carried, reading.path, reading.framework)
+    for key in NAME_KEYS:
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return _by_name(value, f"{reading.path}: {key}", Path(reading.path).parent)
+    return None
+
+
+def _from_toml(reading: Reading) -> NamedModel | None:
+    """torchtitan's ``[model]`` name and flavor (≤ 0.2.2's defaults where the file leaves them
+    out: its ``JobConfig`` trains ``llama3`` ``debugmodel``)."""
+    if Path(reading.path).suffix.lower() != ".toml":
+        return None
+    import tomllib
+
+    from translator.words.parsing import load_toml
+
+    try:
+        data = load_toml(reading.text)
+    except tomllib.TOMLDecodeError:
+        return None
+    if not any(isinstance(data.get(t), dict) for t in ("training", "parallelism", "model")):
+        return None
+    model = data.get("model")
+    model = model if isinstance(model, dict) else {}
+    name, flavor = (model.get(k, d) for k, d in zip(("name", "flavor"), coded_models.DEFAULT_MODEL))
+    where = f"{reading.path}: [model]"
+    tokenizer = "tokenizer_path" in model and "hf_assets_path" not in model
+    return _flavor(str(name), str(flavor), where, "name" not in model, tokenizer)
+
+
+def _flavor(name: str, flavor: str, where: str, default: bool, tokenizer: bool) -> NamedModel:
+    """torchtitan's ``name`` model's ``flavor``, named at ``where`` (``default``: the job
+    leaves it to torchtitan's defaults; ``tokenizer``: 0.1's ``tokenizer_path`` without 0.2's
+    ``hf_assets_path``, whose vocabulary replaced the flavor's)."""
+    shape, architecture = coded_models.torchtitan_model(name, flavor)
+    named = f"{where} {name} {flavor}" + (" (torchtitan's default)" if default else "")
+    if shape is not None and tokenizer:
+        why = (
+            "torchtitan 0.1 sizes the vocabulary from the tokenizer (tokenizer_path), which "
+            "batchspec does not read; give --model-config"
+        )
+        return NamedModel(named, None, None, None, why)
+    if shape is None:
+        return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
+    return NamedModel(named, f"torchtitan's {name} {flavor}", architecture, shape)
+
+
+def _from_values(reading: Reading) -> NamedModel | None:
+    """The model a framework's job reading carries in its values: torchtitan's ``[model]``
+    (from the TOML job file or ``--model.name``/``--model.flavor`` flags) or 0.3.0's
+    ``--module``/``--config``; nanotron's ``model`` block (from the YAML its job names)."""
+    values = reading.values
+    block = values.get("model")
+    if block is not None and isinstance(block.value, dict):
+        carried = _section(block.value, "model_config")
+        if carried is not None:
+            return _carried(carried, block.file or reading.path, reading.framework)
+    if reading.framework == "nanotron":
+        unknown = [v.why_unknown for v in values.values() if v.value is None and v.why_unknown]
+        why = unknown[0].removeprefix("unknown: ") if unknown else "no model.model_config block"
+        return NamedModel(f"{reading.path}: model", None, None, None, f"{why}; give --model-config")
+    given = {k: values[k] for k in (*TORCHTITAN_MODEL, "module", "config") if k in values}
+    where = reading.path
+    if "config" in given:
+        module, function = given.get("module"), given["config"]
+        named = f"{where}: --module {_shown(module)} --config {_shown(function)}"
+        if module is None or not all(isinstance(v.value, str) for v in (module, function)):
+            why = "unknown: " + ", ".join(
+                f"{v.why_unknown or v.value}" for v in (module, function) if v is not None
+            )
+            return NamedModel(named, None, None, None, f"{why}; give --model-config")
+        shape, architecture = coded_models.torchtitan_config(str(module.value), str(function.value))
+        if shape is None:
+            return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
+        return NamedModel(named, f"torchtitan's {architecture}", architecture, shape)
+    if not given and TORCHTITAN_TOML not in values:
+        return None
+    name, flavor = (
+        given[k].value if k in given else d
+        for k, d in zip(TORCHTITAN_MODEL, coded_models.DEFAULT_MODEL)
+    )
+    if name is None or flavor is None:
+        missing = next(v for v in given.values() if v.value is None)
+        return NamedModel(f"{where}: [model]", None, None, None, f"unknown: {missing.why_unknown}")
+    files = {v.file for v in given.values() if v.file}
+    at = f"{files.pop()}: [model]" if files else f"{where}: [model]"
+    tokenizer = "model.tokenizer_path" in values and "model.hf_assets_path" not in values
+    return _flavor(str(name), str(flavor), at, not given, tokenizer)
+
+
+def _shown(value) -> str:
+    return "?" if value is None or value.value is None else str(value.value)
+
+
+def _section(value: object, key: str) -> dict | None:
+    found = value.get(key) if isinstance(value, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def _carried(config: dict, where: str, framework: str) -> NamedModel:
+    """A ``model_config`` written in the file: nanotron's (its class's defaults where it leaves
+    a key out), or Hugging Face keys."""
+    named = f"{where}: model_config"
+    architecture = str(config.get("architectures", ["model_config"])[0])
+    if framework == "nanotron" or any(map(coded_models.is_marker, config)):
+        filled, architecture = coded_models.nanotron_config(config)
+        if filled is None:
+            return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
+        config = filled
+    try:
+        model = hf_shape(config, where, where)
+    except MixtureOfExperts as exc:
+        return NamedModel(named, None, None, None, str(exc), _dense_parts(exc, named))
+    except InputError as exc:
+        return NamedModel(named, None, None, None, f"{exc}; give --model-config")
+    return NamedModel(named, where, architecture, model)
+
+
+def _by_name(name: str, named: str, near: Path) -> NamedModel:
+    path, looked = find_config(name, near)
+    if path is None:
+        return NamedModel(
+            f"{named} {name}",
+            None,
+            None,
+            None,
+            f"not found here (looked in {looked}); nothing is downloaded: give --model-config "
+            "with its config.json",
+        )
+    try:
+        model, architecture = config_json(path)
+    except MixtureOfExperts as exc:
+        parts = _dense_parts(exc, f"{named} {name}")
+        return NamedModel(f"{named} {name}", str(path), None, None, str(exc), parts)
+    except InputError as exc:
+        return NamedModel(f"{named} {name}", str(path), None, None, str(exc))
+    return NamedModel(f"{named} {name}", str(path), architecture, model)
+
+
+def _dense_parts(exc: MixtureOfExperts, named: str) -> ModelParts:
+    """What tensor and pipeline parallelism split of a mixture of experts: its attention's
+    heads and its layers, as a dense model's."""
+    m = exc.dense
+    return ModelParts(m.layers, m.heads, m.kv_heads, named)
+
+
+#: Megatron's flags for a GPT's shape.
+MEGATRON = {
+    "--num-layers": "layers",
+    "--hidden-size": "hidden",
+    "--num-attention-heads": "heads",
+    "--num-query-groups": "kv_heads",
+    "--num-key-value-heads": "kv_heads",  # Megatron-DeepSpeed's, grouped without a switch
+    "--ffn-hidden-size": "ffn",
+    "--vocab-size": "vocab",
+}
+
+
+def _from_flags(reading: Reading) -> NamedModel | None:
+    """A model the program's flags name (``--model_name_or_path``) or carry (Megatron's)."""
+    words = reading.arguments
+    given: dict[str, str | None] = {}
+    for index, word in enumerate(words):
+        text = word.text or ""
+        if text.startswith("--"):
+            flag, eq, after = text.partition("=")
+            following = words[index + 1].text if index + 1 < len(words) else None
+            given[flag] = after if eq else following
+    for flag in ("--model_name_or_path", "--model-name-or-path", "--base_model"):
+        if given.get(flag):
+            return _by_name(str(given[flag]), f"{reading.path}: {flag}", Path(reading.path).parent)
+    if "--num-layers" not in given or "--hidden-size" not in given:
+        return None
+    named = f"{reading.path}: Megatron flags"
+    sizes = {}
+    for flag, field in MEGATRON.items():
+        number = given.get(flag)
+        if number is not None and number.isdigit():
+            sizes[field] = int(number)
+    grouped = "--group-query-attention" in given or "--num-key-value-heads" in given
+    heads = sizes.get("heads")
+    partial = ModelParts(
+        sizes.get("layers"), heads, sizes.get("kv_heads", heads) if grouped else heads, named
+    )
+    missing = [
+        f
+        for f in ("--num-layers", "--hidden-size", "--num-attention-heads", "--vocab-size")
+        if MEGATRON[f] not in sizes
+    ]
+    if missing:
+        return NamedModel(
+            named,
+            None,
+            None,
+            None,
+            f"{', '.join(missing)} not given as numbers (the vocabulary may come from the "
+            "tokenizer); give --model-config",
+            partial,
+        )
+    experts = given.get("--num-experts")
+    if experts is not None and experts.isdigit() and int(experts) > 1:
+        return NamedModel(
+            named, None, None, None, not_counted_moe(named, f"--num-experts {experts}"), partial
+        )
+    gated = "--swiglu" in given
+    hidden = sizes["hidden"]
+    model = Model(
+        name="megatron",
+        layers=sizes["layers"],
+        hidden=hidden,
+        heads=sizes["heads"],
+        kv_heads=sizes.get("kv_heads", sizes["heads"]) if grouped else sizes["heads"],
+        # Megatron's defaults: 4h, or with SwiGLU two thirds of it rounded down to 64.
+        ffn=sizes.get("ffn", (4 * hidden * 2 // 3) // 64 * 64 if gated else 4 * hidden),
+        vocab=sizes["vocab"],
+        gated=gated,
+        tied="--untie-embeddings-and-output-weights" not in given,
+        biases="--disable-bias-linear" not in given,
+    )
+    return NamedModel(named, named, "GPT (Megatron flags)", model)
