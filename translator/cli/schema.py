@@ -7,7 +7,8 @@ from translator.cli.common import command, emit_json
 
 @command("schema", findings=False)
 def schema(as_json: bool) -> None:
-    """Print the JSON Schema of the batch spec (always JSON).
+    """Print the JSON Schema of the batch spec (always JSON), for an editor or a CI check to
+    validate spec files against before batchspec reads them.
 
     Examples:
       $ batchspec schema
