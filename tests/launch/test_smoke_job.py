@@ -97,6 +97,44 @@ def test_a_global_batch_that_does_not_split_on_fewer_processes_says_what_runs(
     assert "global 4, not the job's global batch" in said.message
 
 
+def test_a_run_of_another_global_batch_is_no_proof_of_the_job(tmp_path, monkeypatch):
+    """The same job on 2 processes: its steps consumed 4 samples, as that run's split says, but
+    the job runs 6. The run is judged an error naming both (before, it said ok); asked for with
+    --expect-global 4, that batch is what it proves."""
+    from smoking import write_results
+
+    from translator.launch.judging import judge
+    from translator.launch.preparing import prepare
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.sh").write_text(
+        "#!/bin/bash\ntorchrun --nproc_per_node 3 train.py --output_dir o "
+        "--per_device_train_batch_size 2 --gradient_accumulation_steps 1\n"
+    )
+    prepared = prepare(RunRequest("job.sh", None, 2, 1, 1, "tiny", 16, tmp_path / "w"))
+    assert prepared.job_global == 6
+    write_results(prepared.plan.results, [[2], [2]])
+    (error,) = judge(prepared, None, None, []).errors
+    assert error.startswith("4 samples per optimizer step on 2 ranks, not the job's global batch 6")
+    assert "--expect-global 4" in error
+    prepared.expect_global = 4
+    assert judge(prepared, None, None, []).errors == []
+
+
+def test_a_run_that_keeps_the_jobs_batch_is_its_proof(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.sh").write_text(f"#!/bin/bash\ntorchrun --nproc_per_node 4 {TRAIN}\n")
+    from smoking import write_results
+
+    from translator.launch.judging import judge
+    from translator.launch.preparing import prepare
+
+    prepared = prepare(RunRequest("job.sh", None, 2, 1, 1, "tiny", 16, tmp_path / "w"))
+    assert (prepared.job_global, prepared.spec.global_batch_size) == (16, 16)
+    write_results(prepared.plan.results, [[8], [8]])
+    assert judge(prepared, None, None, []).errors == []
+
+
 @pytest.mark.framework
 def test_an_accelerate_deepspeed_job_on_one_process_runs_deepspeed_with_the_jobs_batch(tmp_path):
     """The accelerate job (2 processes, ZeRO-2 inline, 2 × 2 × 2 = 8) smoked on 1 process: the

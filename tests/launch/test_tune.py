@@ -302,7 +302,7 @@ def test_a_probe_edits_the_deepspeed_json_that_writes_the_batch_with_the_job(tmp
         '"gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}'
     )
     (tmp_path / "job.sh").write_text(HF_DEEPSPEED_JOB)
-    probe, nproc = on_world(read_source("job.sh"), None, 1, micro=2)
+    probe, nproc, _ = on_world(read_source("job.sh"), None, 1, micro=2)
     assert nproc == 2 and (probe.spec.micro, probe.spec.accumulation) == (2, 1)
     assert [f.code for f in probe.findings if f.severity == "error"] == []
     _, _, partners, _ = _engine_config("hf", "hf", "", probe.spec, probe)

@@ -91,7 +91,13 @@ def judge(
                 f"{per_step(counts, plan.world_size, packed is not None)}, expected "
                 f"{spec.global_batch_size} (the global batch)"
             )
-        expected = prepared.expect_global
+        expected, job = prepared.expect_global, prepared.job_global
+        if expected is None and job is not None and any(n != job for n in counts):
+            errors.append(
+                f"{per_step(counts, plan.world_size, packed is not None)}, not the job's global "
+                f"batch {job}: this run does not prove the job (run it on a world that keeps "
+                f"its batch, or give --expect-global {counts[0]} to prove this one)"
+            )
         if expected is not None and any(n != expected for n in counts):
             errors.append(
                 f"{plan.framework} consumed {_samples(counts)} "

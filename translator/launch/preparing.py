@@ -53,6 +53,9 @@ class Prepared:
     """How the file trains, as the memory estimate counts it (its ZeRO stage, offload,
     recompute: :attr:`translator.checks.estimation.Layout.how`); empty for a spec, whose own
     ``zero_stage`` the estimate takes."""
+    job_global: int | None = None
+    """The global batch the job itself runs on the world it launches (None: a spec, or a file
+    whose world the run gives): a run whose steps consumed another proves another batch."""
 
 
 def prepare(request: RunRequest) -> Prepared:
@@ -67,7 +70,7 @@ def prepare(request: RunRequest) -> Prepared:
     remote, dry_run = request.remote, request.dry_run
     read = request.read()
     text, values = read.text, read.values
-    named, trains = None, {}
+    named, trains, job_global = None, {}, None
     if values is not None:
         given = values.get("world_size")
         if nproc is None:  # the spec's own world, when it fixes one on these nodes
@@ -76,7 +79,7 @@ def prepare(request: RunRequest) -> Prepared:
         spec, source, findings = _spec_for_world(values, path, world), None, []
         framework = framework or TORCH
     else:
-        inspection, nproc = on_world(read, nproc, nnodes, request.micro)
+        inspection, nproc, job_global = on_world(read, nproc, nnodes, request.micro)
         world = nproc * nnodes
         spec, source = inspection.require_spec(), inspection.reading.framework
         findings, named = inspection.findings, inspection.model
@@ -113,7 +116,7 @@ def prepare(request: RunRequest) -> Prepared:
         model_config=None if chosen.config is None else folder / chosen.file,
     )
     expect = request.expect_global
-    return Prepared(spec, plan, config_text, findings, expect, partners, chosen, trains)
+    return Prepared(spec, plan, config_text, findings, expect, partners, chosen, trains, job_global)
 
 
 def _engine_config(
@@ -159,13 +162,14 @@ def sequence_of(chosen: RunModel, path: str) -> int:
 
 
 def on_world(read: FileRead, nproc: int | None, nnodes: int, micro: int | None = None):
-    """``(inspection, nproc)``: the file or job ``read`` on ``nproc × nnodes`` processes
+    """``(inspection, nproc, job_global)``: the file or job ``read`` on ``nproc × nnodes`` processes
     (``nproc`` None: the job's own per node, else 1). On another world than the one the job
     launches, its global batch and micro-batch are kept and the accumulation re-solved, the job
     edited to that (:func:`translator.edit.update.kept`, :func:`translator.edit.update.moved`); where that
     cannot be done, the file's micro-batch and accumulation run on the new world. A finding
     says which global batch runs. ``micro`` (a tune probe's) replaces the file's micro-batch,
-    the global batch kept; it must divide."""
+    the global batch kept; it must divide. ``job_global``: the global batch the job runs on the
+    world it launches (None when the run's world is the file's only world)."""
     from translator.inspection import inspect_reading
     from translator.words.errors import BatchspecError
 
@@ -181,7 +185,7 @@ def on_world(read: FileRead, nproc: int | None, nnodes: int, micro: int | None =
     if old is None or (old.world == world and micro in (None, old.micro)):
         on_new = inspect_reading(chosen, reading, Launch(world_size=world))
         if old is not None or micro is None or micro == on_new.require_spec().micro:
-            return on_new, nproc
+            return on_new, nproc, None if old is None else old.global_batch
         old = on_new.require_spec()  # a config whose world the launch gives, at a probe's micro
     try:
         found = moved(chosen, reading, old, kept(old, path, world=world, micro=micro))
@@ -204,7 +208,7 @@ def on_world(read: FileRead, nproc: int | None, nnodes: int, micro: int | None =
                 where=path,
             )
         )
-    return found, nproc
+    return found, nproc, old.global_batch
 
 
 def _spec_for_world(values: dict, path: str, world: int) -> BatchSpec:

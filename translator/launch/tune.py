@@ -221,7 +221,7 @@ def _layout(request: RunRequest) -> tuple[BatchSpec, str | None, int]:
     read = request.read()
     values = read.values
     if values is None:
-        inspection, nproc = preparing.on_world(read, request.nproc, request.nnodes)
+        inspection, nproc, _ = preparing.on_world(read, request.nproc, request.nnodes)
         return inspection.require_spec(), inspection.reading.framework, nproc
     given = values.get("world_size")
     nnodes = request.nnodes
