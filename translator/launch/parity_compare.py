@@ -44,6 +44,8 @@ class Difference:
     samples: tuple[int, int] | None = None
     """How many samples A's step and B's held, when they held different ones; None when they
     held the same, or when the engine does not say."""
+    dtypes: tuple[str | None, str | None] = (None, None)
+    """The precision of A's weights and B's in the step (``float32``; None: not said)."""
 
     @property
     def largest(self) -> tuple[str, float]:
@@ -70,6 +72,7 @@ def read(results: Path) -> dict | None:
         "initial": first["initial"],
         "update": first["update"],
         "samples": first.get("samples"),
+        "dtype": first.get("dtype"),
     }
 
 
@@ -97,6 +100,7 @@ def compare(a: dict, b: dict) -> Difference:
         parameters,
         a["initial"] == b["initial"],
         counts,
+        (a.get("dtype"), b.get("dtype")),
     )
 
 
@@ -154,6 +158,7 @@ def output(a: Side, b: Side, runs_out: dict, diff: Difference | None, tolerance:
                 "parameters": diff.parameters,
             },
             "same_initial_weights": diff.same_start,
+            "dtype": dict(zip("ab", diff.dtypes, strict=True)),
             "different_samples": (
                 None if diff.samples is None else dict(zip("ab", diff.samples, strict=True))
             ),

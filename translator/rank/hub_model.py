@@ -27,10 +27,14 @@ def hf_config(ctx: RunContext):
 def from_config(ctx: RunContext, **how):
     """The job's model through ``AutoModelForCausalLM.from_config``, random weights (seeded:
     every rank and both runs of a parity check build the same ones); ``how``: its keywords
-    (``attn_implementation``, ``dtype``)."""
+    (``attn_implementation``, ``dtype``). A parity run builds it in float32 whatever the
+    config's ``torch_dtype``: in bfloat16 most entries of a correct one-step update at a small
+    learning rate round away, and two right splits would differ by 100 %."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    if ctx.parity:
+        how.setdefault("dtype", torch.float32)
     torch.manual_seed(0)
     config = hf_config(ctx)
     for dropout in ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop"):

@@ -156,6 +156,9 @@ def write(
     if samples is not None:
         record["samples"] = samples
     if before is not None:
+        named_parameters = list(named_parameters)
+        if named_parameters:  # the precision the step ran its weights in
+            record["dtype"] = str(named_parameters[0][1].dtype).removeprefix("torch.")
         after = snapshot(named_parameters)
         record["initial"] = fingerprint(before)
         record["update"] = {name: after[name] - before[name] for name in before}
