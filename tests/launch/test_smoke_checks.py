@@ -258,6 +258,30 @@ def test_a_deepspeed_json_the_hf_trainer_would_refuse_stops_before_launch(tmp_pa
     assert not list((tmp_path / "w").rglob("rank-*.json"))
 
 
+def test_a_deepspeed_json_left_auto_is_refused_before_deepspeed_dies_on_it(tmp_path):
+    """A JSON whose accumulation is "auto" run by DeepSpeed alone: DeepSpeed's own config
+    raises a TypeError on it (each rank died 14 s in); smoke refuses it first, naming every
+    "auto" key and what fills it, and starts nothing. Handed to the Trainer by a TrainingArguments
+    file, the same JSON runs (the Trainer fills it)."""
+    (tmp_path / "ds.json").write_text(
+        '{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 4, '
+        '"gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 1, '
+        '"reduce_bucket_size": "auto"}}'
+    )
+    code, out, err = smoke_json(
+        tmp_path / "ds.json", "--nproc", 2, "--device", "cpu", "--workdir", tmp_path / "w"
+    )
+    assert code == 2, err
+    assert 'gradient_accumulation_steps, zero_optimization.reduce_bucket_size are "auto"' in err
+    assert "nothing was started" in err and not (tmp_path / "w").exists()
+    args = tmp_path / "args.yaml"
+    args.write_text(
+        "per_device_train_batch_size: 4\ngradient_accumulation_steps: 2\ndeepspeed: ds.json\n"
+    )
+    code, out, err = smoke_json(args, "--nproc", 2, "--device", "cpu", "--dry-run")
+    assert code == 0, err
+
+
 def test_the_json_says_the_sequence_length_that_ran(tmp_path, spec):
     """--seq-len 48 over the spec's 32: the output's sequence_length and tokens_per_step are the
     run's (48, 8 × 48), as its tokens/s are."""

@@ -49,11 +49,34 @@ def refuse(spec, device: str) -> str | None:
 
 
 def refuse_config(config: str, partners, where: str, device: str) -> str | None:
-    """Why DeepSpeed cannot run the JSON ``config`` (from the file ``where``) on ``device``."""
+    """Why DeepSpeed cannot run the JSON ``config`` (from the file ``where``) on ``device``: a
+    value left ``"auto"`` (the HF Trainer fills those; DeepSpeed's own config raises a
+    ``TypeError`` on one, as each rank died with), fp16 on a CPU that has none."""
     data = json.loads(config)
-    if device == "gpu" or not isinstance(data, dict) or fp16_enabled(data) is not True:
+    if not isinstance(data, dict):
+        return None
+    auto = _auto_keys(data)
+    if auto:
+        return (
+            f'{where}: {", ".join(auto)} {"is" if len(auto) == 1 else "are"} "auto", which '
+            "DeepSpeed itself does not understand (the HF Trainer fills it from its own "
+            "arguments): smoke the launch script or TrainingArguments file that hands this "
+            "JSON to the Trainer, or write the number"
+        )
+    if device == "gpu" or fp16_enabled(data) is not True:
         return None
     return fp16_refusal(f'{where}: "fp16": {{"enabled": true}}')
+
+
+def _auto_keys(data: dict, prefix: str = "") -> list[str]:
+    """The dotted keys of ``data`` whose value is ``"auto"``, in the file's order."""
+    out = []
+    for key, value in data.items():
+        if value == "auto":
+            out.append(prefix + key)
+        elif isinstance(value, dict):
+            out += _auto_keys(value, f"{prefix}{key}.")
+    return out
 
 
 def zero_stage(config: str, partners) -> int:
