@@ -300,3 +300,32 @@ def test_the_json_says_the_sequence_length_that_ran(tmp_path, spec):
     )
     assert code == 0, err
     assert out["sequence_length"] == 48 and out["tokens_per_step"] == 8 * 48
+
+
+def test_an_hf_job_under_deepspeed_names_both_extras_when_deepspeed_is_missing(
+    tmp_path, monkeypatch
+):
+    """The Trainer steps through DeepSpeed when its file names a DeepSpeed JSON: without
+    DeepSpeed installed, the hint names both extras before anything starts (it named the hf
+    extra alone, and both ranks died 14 s in on ModuleNotFoundError)."""
+    from translator.launch.preparing import prepare
+    from translator.launch.request import RunRequest
+    from translator.plugin import contract
+    from translator.words.errors import InputError
+
+    (tmp_path / "ds.json").write_text('{"zero_optimization": {"stage": 2}}')
+    args = tmp_path / "args.yaml"
+    args.write_text(
+        "per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\ndeepspeed: ds.json\n"
+        "output_dir: o\n"
+    )
+    real = contract.missing
+    monkeypatch.setattr(
+        "translator.rank.engines.missing",
+        lambda names: [n for n in names if n == "deepspeed"] or real(names),
+    )
+    with pytest.raises(InputError) as caught:
+        prepare(RunRequest(str(args), None, 2, 1, 1, "tiny", 16, tmp_path / "w"))
+    assert "under DeepSpeed (ZeRO-2)" in str(caught.value)
+    assert "pip install 'batchspec[hf,deepspeed]'" in str(caught.value)
+    assert not (tmp_path / "w").exists()

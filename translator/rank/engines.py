@@ -94,6 +94,20 @@ def require_installed(name: str) -> None:
         )
 
 
+def require_deepspeed_under(name: str, stage: int | None) -> None:
+    """Refuse, before any process starts, a run of the ``name`` engine that steps through
+    DeepSpeed (ZeRO ``stage``: the job hands it a DeepSpeed config) when DeepSpeed is not
+    installed here, naming both extras (the engine's own names only its framework's)."""
+    if stage is None or name == "deepspeed" or not missing(("deepspeed",)):
+        return
+    own = engine(name).extra
+    extras = f"{own},deepspeed" if own else "deepspeed"
+    raise InputError(
+        f"the {name} engine runs this job under DeepSpeed (ZeRO-{stage}), which is not "
+        f"installed here: pip install 'batchspec[{extras}]' (nothing was started)"
+    )
+
+
 def model_parallel_sizes(spec) -> str:
     """The model-parallel sizes above 1 of ``spec`` (``tensor 2, pipeline 4``); empty when it
     is data-parallel only."""
