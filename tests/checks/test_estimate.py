@@ -312,3 +312,29 @@ def test_estimate_of_a_framework_config_takes_its_layout(tmp_path):
     grads = next(p for p in data["parts"] if p["name"] == "gradients")
     assert grads["formula"].endswith("/ DP 8")  # ZeRO 2 shards the gradients
     assert "ZeRO" not in json.dumps(data["findings"]) and GIB  # no finding without capacity
+
+
+def test_a_checkpoint_folder_is_its_config_json(tmp_path):
+    """``--model DIR`` reads DIR/config.json, as ``--model-config DIR`` does (it failed with
+    "Is a directory"); a folder without one is a one-line input error."""
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "num_hidden_layers": 2,
+        "vocab_size": 128,
+        "tie_word_embeddings": False,
+    }
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(config))
+    flags = ("--global-batch", 8, "--micro-batch", 2, "--world-size", 2)
+    code, folder = estimate_json(*flags, "--model", tmp_path / "ckpt")
+    assert code == 0
+    code, file = estimate_json(*flags, "--model", tmp_path / "ckpt" / "config.json")
+    assert folder["total_bytes"] == file["total_bytes"] > 0
+    (tmp_path / "empty").mkdir()
+    code, out = run(*flags, "--model", tmp_path / "empty")
+    assert code == 2 and out.strip().endswith("a folder with no config.json")

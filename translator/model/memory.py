@@ -125,6 +125,10 @@ def model_named(name: str, sequence_length: int | None = None) -> Model:
         if model.positions and sequence_length:
             model = replace(model, positions=sequence_length)
         return model
+    if Path(name).is_dir():  # a checkpoint's folder: its config.json, as --model-config takes it
+        if not (Path(name) / "config.json").is_file():
+            raise InputError(f"--model {name}: a folder with no config.json")
+        return read_hf_config(str(Path(name) / "config.json"))
     if name.endswith(".json") or Path(name).exists():
         return read_hf_config(name)
     raise InputError(f"--model {name!r}: not a preset ({', '.join(PRESETS)}) nor a config.json")
