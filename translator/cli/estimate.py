@@ -22,7 +22,7 @@ from translator.model.memory import GIB, PRESETS
 
 #: --model's help.
 MODEL_HELP = (
-    f"A preset ({', '.join(PRESETS)}) or a local Hugging Face config.json (read, "
+    f"A preset ({', '.join(PRESETS)}) or a local Hugging Face config.json or its folder (read, "
     "nothing downloaded), instead of the model FILE names (the default)."
 )
 
