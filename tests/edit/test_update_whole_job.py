@@ -389,5 +389,10 @@ def test_a_parity_split_that_moves_other_files_is_refused(tmp_path, monkeypatch)
         plan=SimpleNamespace(framework="hf"),
     )
     with pytest.raises(InputError, match="B's split changes ds.json too"):
-        derive_file("args.yaml", a, (1, 16, 1, 1), tmp_path / "w")
+        derive_file(
+            "args.yaml",
+            a,
+            BatchSpec(global_batch_size=16, micro_batch_size=1, world_size=1),
+            tmp_path / "w",
+        )
     assert not (tmp_path / "w").exists()

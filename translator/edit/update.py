@@ -262,18 +262,11 @@ def moved(framework: Framework, reading: Reading, old: BatchSpec, new: BatchSpec
         except (BatchspecError, ValueError):
             continue
     # an edit that changes nothing is read as it stands (Megatron's global batch kept): first
+    wanted = (new.global_batch, new.micro)
     for edit in sorted(edits, key=lambda e: e is not None):
         found = inspect_reading(*_edited(framework, reading, edit), Launch(world_size=new.world))
         ran = found.spec
-        if (
-            ran is not None
-            and ran.is_decided
-            and (ran.global_batch, ran.micro)
-            == (
-                new.global_batch,
-                new.micro,
-            )
-        ):
+        if ran is not None and ran.is_decided and (ran.global_batch, ran.micro) == wanted:
             return found
     raise cannot_edit(
         reading.path,

@@ -27,7 +27,7 @@ from translator.launch.request import RunRequest
 from translator.rank.engines import engine, with_option
 from translator.spec import BatchSpec
 from translator.words.errors import InputError
-from translator.words.files import write_files
+from translator.words.files import read_text, write_files
 
 #: The largest relative difference of the loss, and of any parameter's update, that parity
 #: accepts, by device: float32 on CPU, bf16 compute on GPU. The README gives the float noise
@@ -76,32 +76,23 @@ def refusal(name: str, spec: BatchSpec) -> str | None:
     return None
 
 
-def derived_split(a: BatchSpec, nproc: int, nnodes: int, overrides: dict[str, int], text: str):
-    """``(micro, accumulation, nproc, nnodes)`` of B: A's global batch on the overrides' world
-    and micro-batch, accumulation re-solved (:func:`translator.edit.update.kept`, refused as
+def derived_split(
+    a: BatchSpec, nproc: int, nnodes: int, overrides: dict[str, int], text: str
+) -> tuple[BatchSpec, int, int]:
+    """``(spec, nproc, nnodes)`` of B: A's global batch on the overrides' world and
+    micro-batch, accumulation re-solved (:func:`translator.edit.update.kept`, refused as
     ``update`` refuses a split that does not keep the global batch)."""
     nproc, nnodes = overrides.get("nproc", nproc), overrides.get("nnodes", nnodes)
     micro = overrides.get("micro", a.micro)
-    b = kept(a, f"--parity {text}", world=nproc * nnodes, micro=micro)
-    return micro, b.accumulation, nproc, nnodes
+    return kept(a, f"--parity {text}", world=nproc * nnodes, micro=micro), nproc, nnodes
 
 
-def derive_file(path: str, a: preparing.Prepared, split, folder: Path) -> str:
-    """B's file: A's spec with B's split, or A's framework config edited to it (as ``update``
-    edits it); written into ``folder``."""
-    micro, accumulation, nproc, nnodes = split
-    text = Path(path).read_text()
+def derive_file(path: str, a: preparing.Prepared, b: BatchSpec, folder: Path) -> str:
+    """B's file: B's spec (A's, split as :func:`derived_split` splits it), or A's framework
+    config edited to B's split (as ``update`` edits it); written into ``folder``."""
     spec = a.spec
-    if spec_values(text, path) is not None:
-        fields = spec.model_dump() | {
-            "micro_batch_size": micro,
-            "gradient_accumulation_steps": accumulation,
-            "data_parallel_size": None,
-            "world_size": nproc * nnodes,
-            "nodes": None,
-            "gpus_per_node": None,
-        }
-        out, new = folder / "spec.json", BatchSpec.model_validate(fields).model_dump_json(indent=2)
+    if spec_values(read_text(path), path) is not None:
+        out, new = folder / "spec.json", b.model_dump_json(indent=2)
     else:
         from translator.edit.update import update_file
 
@@ -110,8 +101,8 @@ def derive_file(path: str, a: preparing.Prepared, split, folder: Path) -> str:
             a.plan.framework if a.plan.framework in _frameworks() else None,
             spec.world,
             global_batch=spec.global_batch,
-            micro=micro,
-            world=nproc * nnodes,
+            micro=b.micro,
+            world=b.world,
             nodes=None,
             gpus_per_node=None,
             tensor=None,
@@ -164,12 +155,13 @@ def sides(request: RunRequest, parity: str) -> tuple[Side, Side]:
     if why:
         raise InputError(f"{path}: {why} (nothing was started)")
     if is_overrides(parity):
-        split = derived_split(a.spec, nproc, nnodes, parse_overrides(parity), parity)
+        b_spec, b_nproc, b_nnodes = derived_split(
+            a.spec, nproc, nnodes, parse_overrides(parity), parity
+        )
         folder = root / "b-input"
         workdirs.make(root)
         folder.mkdir(parents=True, exist_ok=True)
-        b_path, source = derive_file(path, a, split, folder), f"{path} with {parity}"
-        b_nproc, b_nnodes = split[2], split[3]
+        b_path, source = derive_file(path, a, b_spec, folder), f"{path} with {parity}"
     else:
         b_path, source = parity, parity
         b_nproc, b_nnodes = world_of(parity, nnodes, nproc), nnodes
