@@ -10,6 +10,7 @@ loudly.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from translator.plugin.contract import Framework
 from translator.reading import Launch
 from translator.spec import BatchSpec
 from translator.words.errors import ConfigError, InputError, RenderError
-from translator.words.findings import Finding, finding, has_errors
+from translator.words.findings import Finding, finding, has_errors, located
 
 
 @dataclass(frozen=True)
@@ -115,3 +116,31 @@ def render(spec: BatchSpec, framework: Framework, slurm: SlurmJob | None = None)
         detail = ", ".join(f"{k} reads {got}, spec has {want}" for k, (got, want) in wrong.items())
         raise RenderError(f"{framework.filename} does not read back as its spec: {detail}")
     return Rendered(framework.name, framework.filename, text, findings)
+
+
+def render_each(
+    spec: BatchSpec,
+    targets: Sequence[Framework],
+    where: str,
+    strict: bool = False,
+    slurm: SlurmJob | None = None,
+) -> tuple[list[Rendered], dict[str, str]]:
+    """``(rendered, refused)``: ``spec`` rendered for each framework of ``targets`` that can
+    take it, and why each other cannot (name -> the first error, naming ``where``, the file
+    the batch came from). One framework asked for, every one refusing, or ``strict`` and any
+    refusing: the errors are raised instead (exit 1). A spec that leaves the micro-batch open
+    is refused for all (exit 2). ``slurm``: the Slurm layout of the job converted, kept by
+    each script written."""
+    rendered, refused, errors = [], {}, []
+    for framework in targets:
+        try:
+            rendered.append(render(spec, framework, slurm))
+        except ConfigError as exc:
+            found = located(exc.findings, where)
+            errors += found
+            refused[framework.name] = found[0].message
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+    if errors and (strict or not rendered):
+        raise ConfigError(errors)
+    return rendered, refused

@@ -118,7 +118,7 @@ def test_tune_takes_the_old_spelling(tmp_path):
 
 
 def test_tune_records_the_new_name_for_the_job_it_submits():
-    from translator.cli.options import engine_options
+    from translator.cli.run_options import engine_options
 
     @engine_options
     def probe(**params):

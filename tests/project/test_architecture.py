@@ -24,7 +24,7 @@ MODULES = {
 #: The launcher: what starts ranks and reads their reports.
 LAUNCHER = {m for m in MODULES if m.startswith("translator.launch")}
 #: The modules of translator/cli/ that are no command.
-SHARED = {"common", "options"}
+SHARED = {"command", "output", "batch_options", "run_options"}
 #: What runs inside a rank under the worker.
 RANK_FLOOR = [
     "translator.batch.counting",
@@ -119,7 +119,7 @@ def test_the_ranks_floor_imports_nothing_of_the_launcher():
 
 
 def test_no_command_imports_another_commands_module():
-    """What commands share is in cli/common.py and cli/options.py, defined once."""
+    """What commands share is in cli/command.py, cli/output.py, cli/batch_options.py and cli/run_options.py, defined once."""
     commands = {
         m for m in MODULES if m.startswith("translator.cli.") and m.rpartition(".")[2] not in SHARED
     }

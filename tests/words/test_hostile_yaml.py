@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from paths import ROOT
 
 from translator.cli import main
-from translator.cli.common import printable
+from translator.cli.output import printable
 
 
 def run(*args):

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 import click
 
 from translator import __version__
-from translator.cli.common import ExamplesLast, fail
+from translator.cli.command import ExamplesLast, fail
 from translator.cli.convert import convert
 from translator.cli.estimate import estimate
 from translator.cli.inspect import inspect

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import click
 
-from translator.cli.common import (
-    command,
+from translator.cli.batch_options import (
     into_options,
     job_options,
     launch_options,
     pop_launch,
     pop_run_as,
-    render_each,
-    write_into,
-    write_rendered,
 )
+from translator.cli.command import command
+from translator.cli.output import print_into, write_rendered
+from translator.edit.render_into import write_into
+from translator.render import render_each
 
 
 @command("convert")
@@ -57,7 +57,8 @@ def convert(
     inspection = inspect_file(file, framework, pop_launch(params), pop_run_as(params))
     spec = inspection.require_spec()
     if into is not None:
-        write_into(as_json, spec, frameworks, into, strict, inspection.findings)
+        done, refused = write_into(spec, list(frameworks), into, strict)
+        print_into(as_json, spec, done, refused, inspection.findings)
         return
     assert out_dir is not None
     at = inspection.reading.slurm

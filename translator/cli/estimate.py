@@ -5,19 +5,10 @@ from __future__ import annotations
 import click
 
 from translator import frameworks
-from translator.cli.common import (
-    COUNT,
-    SPEC_FLAGS,
-    command,
-    emit_json,
-    exit_for,
-    pop_spec_values,
-    print_findings,
-    print_table,
-    printable,
-    spec_options,
-)
-from translator.cli.options import parse_memory, run_options
+from translator.cli.batch_options import COUNT, SPEC_FLAGS, pop_spec_values, spec_options
+from translator.cli.command import command
+from translator.cli.output import emit_json, exit_for, print_findings, print_table, printable
+from translator.cli.run_options import parse_memory, run_options
 from translator.model.memory import GIB, PRESETS
 
 #: --model's help.

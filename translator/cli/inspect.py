@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import click
 
-from translator.cli.common import (
+from translator.checks.inspect_files import inspect_files
+from translator.cli.batch_options import job_options, launch_options, pop_launch, pop_run_as
+from translator.cli.command import command
+from translator.cli.output import (
     FindingsPrinter,
-    command,
     emit_json,
     exit_code,
-    inspect_all,
-    job_options,
-    launch_options,
-    pop_launch,
-    pop_run_as,
     print_sources,
     print_table,
+    print_unusable,
     printable,
 )
 
@@ -50,7 +48,8 @@ def inspect(
     """
     launch = pop_launch(params)
     run_as = pop_run_as(params)
-    inspections, unusable = inspect_all(files, framework, launch, run_as=run_as)
+    inspections, unusable = inspect_files(files, framework, launch, run_as=run_as)
+    print_unusable(unusable)
     if model_config is not None:
         from translator.model.named_model import resolve
 

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import click
 
-from translator.cli.common import (
-    command,
-    emit_json,
-    exit_for,
-    frameworks_help,
-    pop_spec_values,
-    print_findings,
-    print_table,
-    spec_options,
-)
+from translator.cli.batch_options import frameworks_help, pop_spec_values, spec_options
+from translator.cli.command import command
+from translator.cli.output import emit_json, exit_for, print_findings, print_table
 from translator.words.errors import InputError
 
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import click
 
-from translator.cli import common
-from translator.cli.common import command, into_options, render_each, write_rendered
+from translator.cli.batch_options import into_options
+from translator.cli.command import command
+from translator.cli.output import print_into, write_rendered
+from translator.edit.render_into import write_into
+from translator.render import render_each
 
 
 @command("render")
@@ -49,7 +52,8 @@ def render(
     if has_errors(findings):
         raise ConfigError([f for f in findings if f.severity == "error"])
     if into is not None:
-        common.write_into(as_json, spec, frameworks, into, strict, findings)
+        done, refused = write_into(spec, list(frameworks), into, strict)
+        print_into(as_json, spec, done, refused, findings)
         return
     assert out_dir is not None
     rendered, refused = render_each(spec, frameworks, source_name(spec_file), strict)

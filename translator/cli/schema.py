@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from translator.cli.common import command, emit_json
+from translator.cli.command import command
+from translator.cli.output import emit_json
 
 
 @command("schema", findings=False)

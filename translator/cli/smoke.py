@@ -7,16 +7,10 @@ import sys
 
 import click
 
-from translator.cli.common import (
-    COUNT,
-    INTERRUPTED,
-    command,
-    emit_json,
-    print_findings,
-    print_table,
-    printable,
-)
-from translator.cli.options import engine_options, parse_memory, pop_launcher
+from translator.cli.batch_options import COUNT
+from translator.cli.command import INTERRUPTED, command
+from translator.cli.output import emit_json, print_findings, print_table, printable
+from translator.cli.run_options import engine_options, parse_memory, pop_launcher
 
 
 @command("smoke", stoppable=True)

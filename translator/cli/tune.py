@@ -8,14 +8,10 @@ import sys
 
 import click
 
-from translator.cli.common import (
-    command,
-    emit_json,
-    folder_not_stdout,
-    frameworks_help,
-    print_findings,
-)
-from translator.cli.options import (
+from translator.cli.batch_options import folder_not_stdout, frameworks_help
+from translator.cli.command import command
+from translator.cli.output import emit_json, print_findings
+from translator.cli.run_options import (
     engine_options,
     given_options,
     parse_memory,

@@ -7,16 +7,9 @@ from pathlib import Path
 import click
 
 from translator import frameworks
-from translator.cli.common import (
-    COUNT,
-    STDOUT,
-    command,
-    emit_json,
-    job_options,
-    layout_of,
-    pop_run_as,
-    printable,
-)
+from translator.cli.batch_options import COUNT, job_options, layout_of, pop_run_as
+from translator.cli.command import command
+from translator.cli.output import STDOUT, emit_json, printable
 
 
 @command("update", findings=False)

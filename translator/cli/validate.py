@@ -6,19 +6,17 @@ import dataclasses
 
 import click
 
-from translator.cli.common import (
+from translator.checks.inspect_files import inspect_files
+from translator.cli.batch_options import job_options, launch_options, pop_launch, pop_run_as
+from translator.cli.command import command
+from translator.cli.output import (
     DEBUG,
     QUIET,
     FindingsPrinter,
     asked,
-    command,
     emit_json,
     exit_code,
-    inspect_all,
-    job_options,
-    launch_options,
-    pop_launch,
-    pop_run_as,
+    print_unusable,
     printable,
 )
 from translator.words.findings import Finding
@@ -62,7 +60,8 @@ def validate(
     """
     launch = pop_launch(params)
     run_as = pop_run_as(params)
-    inspections, unusable = inspect_all(files, framework, launch, skip_other_files, run_as)
+    inspections, unusable = inspect_files(files, framework, launch, skip_other_files, run_as)
+    print_unusable(unusable)
     if with_framework:
         from translator.checks.verdict import framework_verdict
         from translator.words.chatter import framework_output

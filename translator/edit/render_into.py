@@ -8,6 +8,7 @@ naming both: its keys mean other things.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from translator.reading import Launch
 from translator.render import require_decided
 from translator.spec import BatchSpec
 from translator.words.errors import BatchspecError, ConfigError, InputError
-from translator.words.files import read_text
+from translator.words.files import read_text, write_files
 from translator.words.findings import has_errors
 
 
@@ -90,3 +91,30 @@ def render_into_folder(
     if errors and (strict or not done):
         raise next(iter(errors.values()))
     return done, {name: str(exc) for name, exc in errors.items()}
+
+
+def write_into(
+    spec: BatchSpec, frameworks: list[Framework], into: str, strict: bool = False
+) -> tuple[list[Into], dict[str, str]]:
+    """``spec``'s batch keys written into existing configs (``render --into``): ``into`` a
+    file, the one framework's, or a folder, each of its files one of ``frameworks`` claims;
+    every file or none. Returns what was written and why each framework left was not. Two
+    configs that would write one file differently refuse it all."""
+    if Path(into).is_dir():
+        done, refused = render_into_folder(spec, frameworks, into, strict)
+    elif len(frameworks) != 1:
+        raise InputError(
+            f"--into {into} is one file, and --to gives {len(frameworks)} frameworks "
+            f"({', '.join(f.name for f in frameworks)}): give --into a folder"
+        )
+    else:
+        done, refused = [render_into(spec, frameworks[0], into)], {}
+    texts: dict[str, tuple[Path, str]] = {}
+    for d in done:
+        pairs = [(d.path, d.updated.text)] if d.updated.changes else []
+        for path, text in [*pairs, *((o.path, o.text) for o in d.updated.others)]:
+            seen = texts.setdefault(os.path.realpath(path), (Path(path), text))
+            if seen[1] != text:
+                raise InputError(f"{path}: two configs of --into would write it differently")
+    write_files(list(texts.values()), force=True)
+    return done, refused

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import specs
 
-from translator.cli.inspect import inspect_all
+from translator.checks.inspect_files import inspect_files
 from translator.frameworks import FRAMEWORKS
 from translator.inspection import inspect_file
 from translator.reading import Launch, Reading
@@ -54,7 +54,7 @@ def test_trainingarguments_take_the_world_from_accelerate_and_must_match_its_acc
     args = tmp_path / "sft.yaml"
     args.write_text("per_device_train_batch_size: 4\ngradient_accumulation_steps: 8\n")
     accelerate = FIXTURES / "valid" / "deepspeed_zero2.yaml"
-    done, unusable = inspect_all([str(accelerate), str(args)], None, Launch())
+    done, unusable = inspect_files([str(accelerate), str(args)], None, Launch())
     assert not unusable
     hf = next(i for i in done if i.reading.framework == "hf")
     # 8 processes from the accelerate file; its DeepSpeed accumulation 4 is not the Trainer's 8,
@@ -96,7 +96,7 @@ def test_the_files_together_give_the_batch_accelerate_launch_runs(tmp_path_facto
         f"{spec.gradient_accumulation_steps}\n"
     )
     config = load(Reading("accelerate.yaml", "accelerate", accelerate_yaml))
-    done, unusable = inspect_all(
+    done, unusable = inspect_files(
         [str(folder / "accelerate.yaml"), str(folder / "hf.yaml")], None, Launch()
     )
     assert not unusable
@@ -126,7 +126,7 @@ def test_split_batches_divides_over_the_data_parallel_ranks_of_the_accelerate_me
         "gradient_accumulation_steps: 2\n"
         "accelerator_config:\n  split_batches: true\n"
     )
-    done, _ = inspect_all([str(tmp_path / "a.yaml"), str(tmp_path / "t.yaml")], None, Launch())
+    done, _ = inspect_files([str(tmp_path / "a.yaml"), str(tmp_path / "t.yaml")], None, Launch())
     hf = next(i for i in done if i.reading.framework == "hf")
     assert (hf.spec.micro_batch_size, hf.spec.data_parallel_size, hf.spec.global_batch_size) == (
         4,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from translator.cli.common import COUNT, OldSpellings
+from translator.cli.batch_options import COUNT, OldSpellings
 from translator.rank.engines import engine_names
 
 MEMORY = re.compile(r"^(\d+)([KMGT]?)$")
