@@ -1,9 +1,9 @@
 """The model a job names, resolved at read time, offline, without torch.
 
 A job names its model in one of two ways: by the architecture it carries (Megatron's flags, a
-nanotron ``model_config``, a torchtitan flavor, or what a framework reads itself, its
-``named_model``: a torchtune builder, a litgpt ``model_name`` or ``model_config``), or by a Hugging
-Face name or folder (``--model_name_or_path``, Axolotl's ``base_model``/``base_model_config``,
+``model_config`` block of Hugging Face keys, or what a framework reads itself through its
+``named_model`` hook: a nanotron ``model_config``, a torchtitan flavor, a torchtune builder, a
+litgpt ``model_name``), or by a Hugging Face name or folder (``--model_name_or_path``, Axolotl's ``base_model``/``base_model_config``,
 LLaMA-Factory's ``model_name_or_path``). A name is looked up where it already is: a local
 folder's ``config.json``, then the local Hugging Face cache; ``--model-config`` gives it
 otherwise. Nothing is downloaded and no remote code runs: a ``config.json`` with ``auto_map``
@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator.model import coded_models
 from translator.model.memory import (
     MixtureOfExperts,
     Model,
@@ -37,10 +36,6 @@ NAME_KEYS = ("base_model_config", "base_model", "model_name_or_path")
 #: Other keys of a config that name or carry its model (a framework's own, read by its
 #: ``named_model``).
 OWN_KEYS = ("model_config", "_component_", "model_name", "checkpoint_dir")
-#: torchtitan's keys for the model a TOML job file or a launch's flags name.
-TORCHTITAN_MODEL = ("model.name", "model.flavor")
-#: The flag that names torchtitan ≤ 0.2.2's TOML job file (its ``[model]`` defaults apply).
-TORCHTITAN_TOML = "job.config_file"
 
 
 @dataclass(frozen=True)
@@ -106,11 +101,7 @@ def resolve(
         if found is not None:
             return found
     for config in [reading, *reading.partners]:
-        found = (
-            _from_toml(config)
-            or _from_mapping(config, own if config is reading else None)
-            or _from_values(config)
-        )
+        found = _from_mapping(config, own if config is reading else None)
         if found is not None:
             return found
     return _from_flags(reading)
@@ -182,9 +173,9 @@ def _from_mapping(reading: Reading, own: Own | None) -> NamedModel | None:
     found = None if own is None else own(data, reading.path, Path(reading.path).parent)
     if found is not None:
         return found
-    carried = _section(data.get("model"), "model_config") or _section(data, "model_config")
+    carried = section(data.get("model"), "model_config") or section(data, "model_config")
     if carried is not None:
-        return _carried(carried, reading.path, reading.framework)
+        return carried_model(carried, reading.path)
     for key in NAME_KEYS:
         value = data.get(key)
         if isinstance(value, str) and value:
@@ -192,108 +183,17 @@ def _from_mapping(reading: Reading, own: Own | None) -> NamedModel | None:
     return None
 
 
-def _from_toml(reading: Reading) -> NamedModel | None:
-    """torchtitan's ``[model]`` name and flavor (≤ 0.2.2's defaults where the file leaves them
-    out: its ``JobConfig`` trains ``llama3`` ``debugmodel``)."""
-    if Path(reading.path).suffix.lower() != ".toml":
-        return None
-    import tomllib
-
-    from translator.words.parsing import load_toml
-
-    try:
-        data = load_toml(reading.text)
-    except tomllib.TOMLDecodeError:
-        return None
-    if not any(isinstance(data.get(t), dict) for t in ("training", "parallelism", "model")):
-        return None
-    model = data.get("model")
-    model = model if isinstance(model, dict) else {}
-    name, flavor = (model.get(k, d) for k, d in zip(("name", "flavor"), coded_models.DEFAULT_MODEL))
-    where = f"{reading.path}: [model]"
-    tokenizer = "tokenizer_path" in model and "hf_assets_path" not in model
-    return _flavor(str(name), str(flavor), where, "name" not in model, tokenizer)
-
-
-def _flavor(name: str, flavor: str, where: str, default: bool, tokenizer: bool) -> NamedModel:
-    """torchtitan's ``name`` model's ``flavor``, named at ``where`` (``default``: the job
-    leaves it to torchtitan's defaults; ``tokenizer``: 0.1's ``tokenizer_path`` without 0.2's
-    ``hf_assets_path``, whose vocabulary replaced the flavor's)."""
-    shape, architecture = coded_models.torchtitan_model(name, flavor)
-    named = f"{where} {name} {flavor}" + (" (torchtitan's default)" if default else "")
-    if shape is not None and tokenizer:
-        why = (
-            "torchtitan 0.1 sizes the vocabulary from the tokenizer (tokenizer_path), which "
-            "batchspec does not read; give --model-config"
-        )
-        return NamedModel(named, None, None, None, why)
-    if shape is None:
-        return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
-    return NamedModel(named, f"torchtitan's {name} {flavor}", architecture, shape)
-
-
-def _from_values(reading: Reading) -> NamedModel | None:
-    """The model a framework's job reading carries in its values: torchtitan's ``[model]``
-    (from the TOML job file or ``--model.name``/``--model.flavor`` flags) or 0.3.0's
-    ``--module``/``--config``; nanotron's ``model`` block (from the YAML its job names)."""
-    values = reading.values
-    block = values.get("model")
-    if block is not None and isinstance(block.value, dict):
-        carried = _section(block.value, "model_config")
-        if carried is not None:
-            return _carried(carried, block.file or reading.path, reading.framework)
-    if reading.framework == "nanotron":
-        unknown = [v.why_unknown for v in values.values() if v.value is None and v.why_unknown]
-        why = unknown[0].removeprefix("unknown: ") if unknown else "no model.model_config block"
-        return NamedModel(f"{reading.path}: model", None, None, None, f"{why}; give --model-config")
-    given = {k: values[k] for k in (*TORCHTITAN_MODEL, "module", "config") if k in values}
-    where = reading.path
-    if "config" in given:
-        module, function = given.get("module"), given["config"]
-        named = f"{where}: --module {_shown(module)} --config {_shown(function)}"
-        if module is None or not all(isinstance(v.value, str) for v in (module, function)):
-            why = "unknown: " + ", ".join(
-                f"{v.why_unknown or v.value}" for v in (module, function) if v is not None
-            )
-            return NamedModel(named, None, None, None, f"{why}; give --model-config")
-        shape, architecture = coded_models.torchtitan_config(str(module.value), str(function.value))
-        if shape is None:
-            return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
-        return NamedModel(named, f"torchtitan's {architecture}", architecture, shape)
-    if not given and TORCHTITAN_TOML not in values:
-        return None
-    name, flavor = (
-        given[k].value if k in given else d
-        for k, d in zip(TORCHTITAN_MODEL, coded_models.DEFAULT_MODEL)
-    )
-    if name is None or flavor is None:
-        missing = next(v for v in given.values() if v.value is None)
-        return NamedModel(f"{where}: [model]", None, None, None, f"unknown: {missing.why_unknown}")
-    files = {v.file for v in given.values() if v.file}
-    at = f"{files.pop()}: [model]" if files else f"{where}: [model]"
-    tokenizer = "model.tokenizer_path" in values and "model.hf_assets_path" not in values
-    return _flavor(str(name), str(flavor), at, not given, tokenizer)
-
-
-def _shown(value) -> str:
-    return "?" if value is None or value.value is None else str(value.value)
-
-
-def _section(value: object, key: str) -> dict | None:
+def section(value: object, key: str) -> dict | None:
+    """``value[key]`` when ``value`` is a mapping and that is one too; else None."""
     found = value.get(key) if isinstance(value, dict) else None
     return found if isinstance(found, dict) else None
 
 
-def _carried(config: dict, where: str, framework: str) -> NamedModel:
-    """A ``model_config`` written in the file: nanotron's (its class's defaults where it leaves
-    a key out), or Hugging Face keys."""
+def carried_model(config: dict, where: str, architecture: str | None = None) -> NamedModel:
+    """A model a config carries as Hugging Face keys (a ``model_config`` block), at ``where``;
+    ``architecture``: what it is called, when the keys do not say."""
     named = f"{where}: model_config"
-    architecture = str(config.get("architectures", ["model_config"])[0])
-    if framework == "nanotron" or any(map(coded_models.is_marker, config)):
-        filled, architecture = coded_models.nanotron_config(config)
-        if filled is None:
-            return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
-        config = filled
+    architecture = architecture or str(config.get("architectures", ["model_config"])[0])
     try:
         model = hf_shape(config, where, where)
     except MixtureOfExperts as exc:

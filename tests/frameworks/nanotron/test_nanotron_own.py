@@ -183,7 +183,7 @@ TINY_LLAMA = {k: v for k, v in TINY.items() if k not in ("architectures", "model
 
 
 def test_the_defaults_batchspec_fills_in_are_nanotrons_own():
-    from translator.model.coded_models import NANOTRON_DEFAULTS
+    from translator.frameworks.nanotron.models import NANOTRON_DEFAULTS
 
     fields = native.config().LlamaConfig.__dataclass_fields__
     assert {k: fields[k].default for k in NANOTRON_DEFAULTS if k in fields} == {

@@ -317,7 +317,7 @@ def test_smoke_runs_torchtitans_trainer_on_two_cpu_ranks_and_expect_global_can_f
     (156,480 parameters counted on the built model)."""
     import torchtitan  # noqa: F401  (the native venv's)
 
-    from translator.model import coded_models
+    from translator.frameworks.torchtitan import models as coded_models
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"global_batch_size": 8, "micro_batch_size": 2, "world_size": 2}))

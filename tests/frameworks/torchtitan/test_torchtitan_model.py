@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from translator.model import coded_models
+from translator.frameworks.torchtitan import models as coded_models
 from translator.model.memory import Model
 
 pytestmark = [pytest.mark.framework, pytest.mark.native]

@@ -5,7 +5,7 @@ world must be the product of the parallel sizes. In a job: any program given suc
 
 from pathlib import Path
 
-from translator.frameworks.nanotron import engine, program, rules, verdict
+from translator.frameworks.nanotron import engine, models, program, rules, verdict
 from translator.frameworks.nanotron.codes import CODES
 from translator.plugin.contract import Engine, Framework
 
@@ -36,4 +36,5 @@ FRAMEWORK = Framework(
         environment=engine.ENVIRONMENT,
     ),
     program=program.program,
+    named_model=models.named_model,
 )

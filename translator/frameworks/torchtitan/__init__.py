@@ -4,7 +4,7 @@ after it). Rendered as a launch script for torchtitan 0.3.0 (:mod:`.rules`, :mod
 
 from pathlib import Path
 
-from translator.frameworks.torchtitan import edits, program, rules, template, verdict
+from translator.frameworks.torchtitan import edits, models, program, rules, template, verdict
 from translator.frameworks.torchtitan.codes import CODES
 from translator.plugin.contract import Engine, Framework
 
@@ -28,6 +28,7 @@ FRAMEWORK = Framework(
     requires=("torch", "torchtitan"),
     extra="native",
     program=program.program,
+    named_model=models.named_model,
     engine=Engine(
         "translator.frameworks.torchtitan.engine",
         requires=("torch", "torchtitan"),
