@@ -326,6 +326,6 @@ def test_an_hf_job_under_deepspeed_names_both_extras_when_deepspeed_is_missing(
     )
     with pytest.raises(InputError) as caught:
         prepare(RunRequest(str(args), None, 2, 1, 1, "tiny", 16, tmp_path / "w"))
-    assert "under DeepSpeed (ZeRO-2)" in str(caught.value)
+    assert "under ZeRO-2, which needs deepspeed" in str(caught.value)
     assert "pip install 'batchspec[hf,deepspeed]'" in str(caught.value)
     assert not (tmp_path / "w").exists()

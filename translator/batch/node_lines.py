@@ -52,7 +52,7 @@ def slurm(nodes: int, per_node: int) -> list[NodeLines]:
                 *sbatch(nodes, per_node, 1),
                 f"srun torchrun --nnodes $SLURM_NNODES --nproc-per-node {per_node} ...",
             ),
-            "one task a node: torchrun or accelerate launch starts the node's processes",
+            "one task a node: the launcher (torchrun) starts the node's processes",
         ),
         NodeLines(
             "slurm, srun alone",

@@ -179,8 +179,19 @@ class Report:
         ``smoke`` and ``tune`` say it (the ZeRO stage where the file trains under DeepSpeed)."""
         under = self.layout.engines.get("zero_stage")
         framework = self.layout.framework
-        stage = self.run.zero_stage if "deepspeed" in (under, framework) else None
+        stage = self.run.zero_stage if under is not None or _runs_zero(framework) else None
         return {"framework": framework, "deepspeed_zero_stage": stage}
+
+
+def _runs_zero(framework: str | None) -> bool:
+    """Whether ``framework``'s own engine trains at a ZeRO stage (one that takes
+    ``--zero-stages``), so that its stage is said even where its file leaves the default."""
+    from translator.plugin import registry
+
+    if framework not in registry.names():
+        return False
+    engine = registry.get(framework).engine
+    return engine is not None and "zero_stages" in engine.options
 
 
 # The layout --------------------------------------------------------------------------------

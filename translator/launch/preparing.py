@@ -21,7 +21,7 @@ from translator.rank.engines import (
     config_framework,
     config_refusal,
     model_refusal,
-    require_deepspeed_under,
+    require_zero_packages,
     shape_refusal,
     zero_stage,
 )
@@ -95,7 +95,7 @@ def prepare(request: RunRequest) -> Prepared:
     )
     findings = findings + more
     if not (remote and dry_run):
-        require_deepspeed_under(framework, zero_stage(framework, config_text, partners))
+        require_zero_packages(framework, zero_stage(framework, config_text, partners))
     why = config_refusal(framework, config_text, partners, path, device)
     if chosen.config is not None:
         why = why or model_refusal(framework, spec, config_text)

@@ -44,6 +44,11 @@ class Engine:
     """Python packages the ranks import (``deepspeed``); a missing one is named before launch."""
     extra: str | None = None
     """The batchspec extra that installs them (``pip install 'batchspec[EXTRA]'``)."""
+    zero_requires: tuple[str, ...] = ()
+    """Python packages its ranks import beyond ``requires`` when the job trains under ZeRO (the
+    HF Trainer's DeepSpeed); a missing one is named before launch."""
+    zero_extra: str | None = None
+    """The batchspec extra that installs ``zero_requires``."""
     options: frozenset[str] = frozenset()
     """Engine options it honours beyond the common ones: ``recompute`` (activation
     recomputation), ``zero_stages`` (tune's ZeRO-stage variants), ``parity`` (it runs

@@ -94,17 +94,18 @@ def require_installed(name: str) -> None:
         )
 
 
-def require_deepspeed_under(name: str, stage: int | None) -> None:
-    """Refuse, before any process starts, a run of the ``name`` engine that steps through
-    DeepSpeed (ZeRO ``stage``: the job hands it a DeepSpeed config) when DeepSpeed is not
-    installed here, naming both extras (the engine's own names only its framework's)."""
-    if stage is None or name == "deepspeed" or not missing(("deepspeed",)):
+def require_zero_packages(name: str, stage: int | None) -> None:
+    """Refuse, before any process starts, a run of the ``name`` engine under ZeRO ``stage``
+    (the job hands it a DeepSpeed config) when what its ranks then import is not installed
+    here, naming both extras (the engine's own names only its framework's)."""
+    found = engine(name)
+    absent = missing(found.zero_requires)
+    if stage is None or not absent:
         return
-    own = engine(name).extra
-    extras = f"{own},deepspeed" if own else "deepspeed"
+    extras = ",".join(x for x in (found.extra, found.zero_extra) if x)
     raise InputError(
-        f"the {name} engine runs this job under DeepSpeed (ZeRO-{stage}), which is not "
-        f"installed here: pip install 'batchspec[{extras}]' (nothing was started)"
+        f"the {name} engine runs this job under ZeRO-{stage}, which needs {_listed(absent)}, "
+        f"not installed here: pip install 'batchspec[{extras}]' (nothing was started)"
     )
 
 

@@ -32,6 +32,8 @@ FRAMEWORK = Framework(
         "translator.frameworks.hf.engine",
         requires=("torch", "transformers"),
         extra="hf",
+        zero_requires=("deepspeed",),
+        zero_extra="deepspeed",
         options=frozenset({"parity", "model_config"}),
         environment={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
     ),
