@@ -6,18 +6,25 @@ Reading takes regular files only (a FIFO or a device would block or never end), 
 Writing is one transaction, :func:`write_files`: every file goes to a temporary file in its
 own folder first (written as bytes, so line endings stay exactly as given, and fsynced); only
 when all of them are ready are they moved into place, each replaced file kept aside under a
-second name until the last is in place, so that a failure on the way puts every one back. Nothing but a regular file is ever
-replaced, and an existing one only when asked to (``force``); a file created here is created
-exclusively, so no other process can slip one in between the check and the write. A replaced
-file keeps its mode, owner and group; a symlink is written through to the file it points to,
-unless the files go into a folder the user named (``--out DIR``) and the link leads out of it.
+second name until the last is in place, so that a failure on the way puts every one back. A
+write of several files is journaled (:mod:`translator.words.journal`): a kill between two
+renames is rolled forward or back by the next run, and SIGINT and SIGTERM wait for the renames.
+A file batchspec read is replaced only while it is as it was read (inode, size, modification
+time): another process's change since is refused, not overwritten. Nothing but a regular file
+is ever replaced, and an existing one only when asked to (``force``); a file created here is
+created exclusively, so no other process can slip one in between the check and the write. A
+replaced file keeps its mode, owner and group; a symlink is written through to the file it
+points to, unless the files go into a folder the user named (``--out DIR``) and the link leads
+out of it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
+import secrets
 import stat
 import sys
 import tempfile
@@ -29,11 +36,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from translator.words.errors import InputError
+from translator.words.journal import (
+    JOURNAL,
+    Entry,
+    Journal,
+    digest,
+    fsync_dir,
+    recover,
+    signals_held,
+)
 
 #: Larger files are refused: no batch config is anywhere near this.
 MAX_BYTES = 4 * 1024 * 1024
 #: A temporary file of ours older than this was left by a killed run and is removed.
 STALE_SECONDS = 10 * 60
+#: What each file read was when it was read (real path -> device, inode, size, modification
+#: time), so that a write refuses to replace a file another process changed since.
+_SEEN: dict[str, tuple[int, int, int, int]] = {}
 #: Texts :func:`read_text` gives in place of files' own, by real path (:func:`reading_as`).
 _READ_AS: ContextVar[Mapping[str, str] | None] = ContextVar("read_as", default=None)
 
@@ -67,16 +86,21 @@ def read_text(path: str | Path) -> str:
             raise InputError(f"<stdin>: cannot read: {exc.strerror or exc}") from None
         return _decode("<stdin>", data)
     given = _READ_AS.get()
-    if given and os.path.realpath(path) in given:
-        return given[os.path.realpath(path)]
+    real = os.path.realpath(path)
+    if given and real in given:
+        return given[real]
+    if os.path.lexists(os.path.join(os.path.dirname(real), JOURNAL)):
+        recover(os.path.dirname(real))
     try:
         _require_regular(path, os.stat(path))
         # O_NONBLOCK: should a FIFO take the file's place after the check, opening it must not
         # wait for a writer; fstat on what was opened then refuses it.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         with os.fdopen(fd, "rb") as fh:
-            _require_regular(path, os.fstat(fh.fileno()))
+            st = os.fstat(fh.fileno())
+            _require_regular(path, st)
             data = fh.read(MAX_BYTES + 1)
+            _SEEN[real] = _identity(st)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return _decode(str(path), data)
@@ -169,6 +193,9 @@ def write_files(
     Folders are created.
     """
     inside = None if within is None else Path(os.path.realpath(within))
+    for folder in dict.fromkeys(Path(os.path.realpath(p)).parent for p, _ in files):
+        if os.path.lexists(folder / JOURNAL):
+            recover(folder)  # what a killed run left, before anything is judged here
     plans = [_plan(Path(p), text, force, inside) for p, text in files]
     seen = set()
     for p in plans:
@@ -176,45 +203,108 @@ def write_files(
         if real in seen:
             raise InputError(f"{p.path}: the same file would be written twice")
         seen.add(real)
+        _require_unchanged(p)
     new_folders = _missing_folders(p.target.parent for p in plans)
     current = plans[0].path if plans else None
+    journal = None
     try:
-        temporaries = []
         for p in plans:
             current = p.path
             p.target.parent.mkdir(parents=True, exist_ok=True)
             _clean_stale(p.target)
             p.tmp = _write_temporary(p)
-            temporaries.append((p, p.tmp))
-        # New files first, then the replaced ones, each kept aside until all are in place.
-        for p, tmp in sorted(temporaries, key=lambda pair: pair[0].existing is not None):
-            current = p.path
-            if p.existing is not None and len(plans) > 1:
-                p.kept = _keep_aside(p.target)
-            _commit(p, tmp)
+        if len(plans) > 1:
+            journal = _journal(plans)
+        with signals_held():
+            _move_into_place(plans)
+            if journal is not None:
+                journal.close()
     except BaseException as exc:
-        _undo(plans, new_folders)
+        _undo(plans)
+        if journal is not None:
+            journal.close()
+        _remove_folders(new_folders)
         if isinstance(exc, OSError):
             raise InputError(f"{current}: cannot write: {exc.strerror or exc}") from None
         raise
-    for p in plans:
-        if p.kept is not None:
-            _unlink(p.kept)
     for folder in dict.fromkeys(p.target.parent for p in plans):
-        _fsync_dir(folder)
+        fsync_dir(folder)
+    for p in plans:
+        with contextlib.suppress(OSError):
+            _SEEN[os.path.realpath(p.target)] = _identity(os.stat(p.target))
     return [Written(p.path, p.target) for p in plans]
 
 
-def _undo(plans: list[_Plan], new_folders: list[Path]) -> None:
-    """Every file as it was before :func:`write_files` began, and no folder it made."""
+def _journal(plans: list[_Plan]) -> Journal:
+    """The journal of a write of several files, open: each replaced file's kept-aside name
+    chosen (made when it is replaced)."""
     for p in plans:
-        if p.tmp is not None:
-            _unlink(p.tmp)
-        if p.created:
-            _unlink(p.target)
+        if p.existing is not None:
+            p.kept = p.target.with_name(f".{p.target.name}.{secrets.token_hex(4)}.kept")
+    journal = Journal(
+        [
+            Entry(
+                str(p.target), str(p.tmp), None if p.kept is None else str(p.kept), digest(p.data)
+            )
+            for p in plans
+        ]
+    )
+    journal.open()
+    return journal
+
+
+def _move_into_place(plans: list[_Plan]) -> None:
+    """Every temporary file renamed into place, new files first; each replaced one kept aside
+    until all are in place, and checked unchanged since it was read just before."""
+    for p in sorted(plans, key=lambda p: p.existing is not None):
+        assert p.tmp is not None
+        _require_unchanged(p)
         if p.kept is not None:
-            os.replace(p.kept, p.target)
+            _keep_aside(p.target, p.kept)
+        _commit(p, p.tmp)
+    for p in plans:
+        if p.kept is not None:
+            _unlink(p.kept)
+            p.kept = None
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _require_unchanged(p: _Plan) -> None:
+    """Refuse to replace a file batchspec read that another process has changed since."""
+    if p.existing is None:
+        return
+    was = _SEEN.get(os.path.realpath(p.target))
+    try:
+        now = _identity(os.stat(p.target))
+    except OSError:
+        now = None
+    if was is not None and now != was:
+        raise InputError(
+            f"{p.path}: changed since batchspec read it (by another program?); nothing "
+            "written: run the command again"
+        )
+
+
+def _undo(plans: list[_Plan]) -> None:
+    """Every file as it was before :func:`write_files` began; each step tried whatever the one
+    before it met."""
+    for p in plans:
+        with contextlib.suppress(OSError):
+            if p.tmp is not None:
+                _unlink(p.tmp)
+            if p.created:
+                _unlink(p.target)
+            if p.kept is not None and os.path.exists(p.kept):
+                os.replace(p.kept, p.target)
+        if p.kept is not None:
             _unlink(p.kept)  # still there when the rename found the same file
+
+
+def _remove_folders(new_folders: list[Path]) -> None:
+    """The folders :func:`write_files` made, gone again (each only when empty)."""
     for folder in new_folders:
         try:
             folder.rmdir()
@@ -222,20 +312,15 @@ def _undo(plans: list[_Plan], new_folders: list[Path]) -> None:
             pass
 
 
-def _keep_aside(target: Path) -> Path:
-    """A second name for the file at ``target`` beside it (a hard link, else a copy), under
+def _keep_aside(target: Path, kept: Path) -> None:
+    """A second name, ``kept``, for the file at ``target`` (a hard link, else a copy), under
     which it survives being replaced."""
     import shutil
 
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    kept = Path(name)
     try:
-        os.unlink(kept)
         os.link(target, kept)
     except OSError:  # no hard links here: a copy, with the mode and times
         shutil.copy2(target, kept)
-    return kept
 
 
 def check_writable(paths: list[Path], force: bool, within: Path | str | None = None) -> None:
@@ -431,17 +516,3 @@ def _unlink(path: Path) -> None:
         os.unlink(path)
     except OSError:
         pass
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the renames durable; some file systems cannot sync a folder, which is fine."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
