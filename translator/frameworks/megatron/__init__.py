@@ -3,7 +3,7 @@
 
 from pathlib import Path
 
-from translator.frameworks.megatron import rules, verdict
+from translator.frameworks.megatron import model, program, rules, verdict
 from translator.frameworks.megatron.codes import CODES
 from translator.frameworks.shared import deepspeed_json
 from translator.plugin.contract import Engine, Framework
@@ -13,14 +13,14 @@ FRAMEWORK = Framework(
     claims=rules.claims,
     holds_batch=rules.holds_batch,
     context=rules.context,
-    read=rules.read,
+    read=program.read,
     interpret=rules.interpret,
     check=rules.check,
     loss_normalisation=rules.loss_normalisation,
     edits=rules.edits,
-    program=rules.program,
-    memory_settings=rules.memory_settings,
-    split_rules=rules.split_rules,
+    program=program.program,
+    memory_settings=model.memory_settings,
+    split_rules=model.split_rules,
     template=str(Path(__file__).with_name("megatron.sh.j2")),
     filename="megatron.sh",
     extensions=(".sh", ".bash", ".slurm", ".sbatch", ".args", ".txt"),

@@ -2,8 +2,8 @@
 
 What runs is what was rendered: the micro and global batch, the tensor / pipeline / context
 parallel sizes, the virtual pipeline stages and ``--use-distributed-optimizer`` are read back
-from the rendered args file (``translator.frameworks.megatron.rules.read``), not taken from the
-spec; then :mod:`translator.frameworks.shared.mcore_engine` trains that layout on every rank
+from the rendered args file (``translator.frameworks.megatron.program.read``), not taken from
+the spec; then :mod:`translator.frameworks.shared.mcore_engine` trains that layout on every rank
 (GPTModel, the micro-batch calculator, ``get_forward_backward_func``, megatron's DDP and
 optimizer) and counts its samples. On CPU it runs data parallelism only; other layouts are
 refused before launch (:func:`refuse_config`).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from translator.frameworks.megatron.rules import read
+from translator.frameworks.megatron.program import read
 from translator.frameworks.shared import mcore_engine
 from translator.frameworks.shared.mcore_engine import EngineLayout, check_layout, layout_refusal
 from translator.rank.context import RunContext

@@ -1,25 +1,18 @@
 """Megatron-LM: ``--micro-batch-size`` and ``--global-batch-size``; there is no accumulation
 flag, the number of micro-batches per step is ``global / (micro x DP)``. Rendered as a bash
-array of literal ``--flag value`` pairs, ready to paste into a launch script; read from launch
-scripts as people write them (variables, arrays, arithmetic, the torchrun line) without
-running them."""
+array of literal ``--flag value`` pairs, ready to paste into a launch script; the flags are read
+by :mod:`.program`, and what they say about the model's split and memory is :mod:`.model`'s."""
 
 from __future__ import annotations
 
 import re
-from typing import Literal
 
-from translator import shell as bash
 from translator.batch import solve
+from translator.frameworks.megatron import model
 from translator.frameworks.shared import deepspeed_json as deepspeed
-from translator.frameworks.shared import flags, loss, mcore_schedule
-from translator.model.memory import Setting, Settings
-from translator.model.model_split import SplitRules
-from translator.reading import Call, Launch, Note, Reading, Value, invalid_value, typo_findings
-from translator.shell import launchers
-from translator.shell.uses import uses_of
+from translator.frameworks.shared import loss, mcore_schedule
+from translator.reading import Launch, Reading, invalid_value
 from translator.spec import BatchSpec
-from translator.words.errors import InputError
 from translator.words.findings import Finding, counted, finding
 
 NAME = "megatron"
@@ -43,7 +36,7 @@ FLAGS = {
 LAUNCH_ROLES = {"per_node": "gpus_per_node", "nodes": "nodes", "total": "world_size"}
 #: Flags read for their effect on the batch, beside FLAGS.
 OTHER_FLAGS = {"--num-layers", "--num-layers-per-virtual-pipeline-stage"}
-#: Switches (flags without a value) read for the memory estimate (:func:`memory_settings`).
+#: Switches (flags without a value) read for the memory estimate (:func:`.model.memory_settings`).
 MEMORY_SWITCHES = {
     "--use-distributed-optimizer",
     "--use-megatron-fsdp",
@@ -91,6 +84,8 @@ LOOKALIKES = {
 
 
 def context(spec: BatchSpec) -> dict:
+    """The template's values: the flags to write (the layout's always, the rest when not 1)
+    and the launcher's sizes."""
     args = [
         (flag, getattr(spec, field))
         for flag, field in FLAGS.items()
@@ -100,291 +95,6 @@ def context(spec: BatchSpec) -> dict:
     if spec.nodes is not None:
         launch = [("--nproc_per_node", spec.gpus_per_node), ("--nnodes", spec.nodes)]
     return {"spec": spec, "args": args, "launch": launch}
-
-
-# Reading ---------------------------------------------------------------------------------------
-
-
-def _upstream(flag: str) -> str:
-    """A fork's ``--micro_batch_size`` as upstream spells it."""
-    return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
-
-
-def _opaque(words: list[bash.Word]) -> list[str]:
-    """Unknown words of the program's command line that may hold flags of their own
-    (``$EXTRA_ARGS``; not the value after a ``--flag``, not ``--flag=$X``, nor an undecided
-    value none of whose alternatives holds a flag that has a default)."""
-    return [
-        f"line {arg.word.line}: {arg.word.why_unknown}"
-        for arg in flags.scan(words[1:])
-        if arg.kind == "unknown"
-        and (arg.word.maybe is None or any(_may_hold_flags(items) for items in arg.word.maybe))
-    ]
-
-
-def _known_start(word: bash.Word) -> str:
-    """The known text an unknown word starts with (``--save=`` of ``--save=$DIR``)."""
-    return (word.parts[0].text or "") if word.parts else ""
-
-
-def _flag_argument(words: list[bash.Word], spellings: tuple[str, ...]):
-    """``(the flag's word, its argument)`` for the first of ``spellings`` among ``words``
-    (``--flag VALUE`` or ``--flag=VALUE``; the argument ``None`` when unknown or missing), or
-    ``None`` when no word is the flag."""
-    at = next((i for i, w in enumerate(words) if (w.text or "").split("=")[0] in spellings), None)
-    if at is None:
-        return None
-    word = words[at]
-    text = word.text or ""  # known: it matched a spelling
-    if "=" in text:
-        return word, text.split("=", 1)[1]
-    return word, words[at + 1].text if at + 1 < len(words) else None
-
-
-def _yaml_config(reading: Reading, words: list[bash.Word]) -> None:
-    """``--yaml-cfg FILE``: Megatron takes every argument from that YAML instead of the command
-    line, so nothing the line says about the batch holds."""
-    found = _flag_argument(words, ("--yaml-cfg",))
-    if found is None:
-        return
-    word, name = found
-    why = f"set by the YAML file {name or 'that --yaml-cfg names'} (--yaml-cfg), not read"
-    for flag in DEFAULTED:
-        reading.values[flag] = Value(None, word.line, None, why)
-    reading.notes.append(
-        Note(
-            word.line,
-            "--yaml-cfg makes Megatron take every argument "
-            f"from {name or 'a YAML file'}, which batchspec does not read",
-        )
-    )
-
-
-def _after_flag(before: str | None) -> bool:
-    return before is not None and before.startswith("--") and "=" not in before
-
-
-def _may_hold_flags(items: tuple) -> bool:
-    """Whether one alternative of an undecided value may set a flag that has a default."""
-    words = [w for item in items for w in item.split()]
-    return any(
-        bash.UNKNOWN_MARK in w
-        and not _after_flag(words[i - 1] if i else None)
-        or _upstream(w.split("=")[0]) in DEFAULTED
-        for i, w in enumerate(words)
-    )
-
-
-def read(text: str, where: str) -> Reading:
-    """A launch script, an argument file, or a snippet of flags (arrays, no launch line):
-    Megatron's batch flags. A script that launches a Megatron program is read as a job (the
-    launcher's world, the files it names); anything else is read word by word."""
-    script = bash.parse(text, where)
-    if any(_is_megatron(s) for c in script.commands if (s := launchers.call_of(c)) is not None):
-        from translator.job.script import read_job  # the job reader asks the registry, which has us
-
-        return read_job(text, where, framework=NAME)[1]
-    words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
-    words += [w for c in script.commands for w in c]
-    reading = Reading(where, NAME, text, uses=uses_of(script), notes=list(script.notes))
-    _read_words(reading, words, script)
-    reading.opaque = [
-        f"line {c[0].line}: {c[0].why_unknown}"
-        for c in script.commands
-        if c[0].text is None
-        and not c[0].absent
-        and (c[0].maybe is None or any(map(_may_hold_flags, c[0].maybe)))
-    ]
-    reading.world_unknown = Note(
-        None, "no launcher (torchrun, deepspeed, srun, mpirun) starts the program"
-    )
-    for note in reading.notes:
-        reading.findings.append(
-            finding(
-                "script-not-followed",
-                note.text,
-                hint="values set there are unknown to batchspec",
-                where=where if note.line is None else f"{where}:{note.line}",
-            )
-        )
-    return reading
-
-
-def program(call: Call) -> Reading | None:
-    """A launch of a Megatron program (``pretrain_*.py``, or one given Megatron's batch or
-    parallel flags): its flags, and the DeepSpeed JSON the script writes for it."""
-    if not _is_megatron(call.split):
-        return None
-    reading = Reading(call.path, NAME, call.text)
-    words = [call.split.program, *call.arguments]
-    _read_words(reading, words, call.script, call)
-    reading.opaque = _opaque(words)
-    return reading
-
-
-#: A program name that is Megatron's (``pretrain_gpt.py``, ``pretrain_t5.py``...).
-PROGRAM = re.compile(r"pretrain_\w*\.py")
-
-
-def _is_megatron(split: launchers.Split) -> bool:
-    """Whether a command runs Megatron: a ``pretrain_*.py`` program, Megatron's own flags (as
-    upstream spells them) among its arguments, or a fork's spelling of its global batch or
-    model-parallel flags (``--micro_batch_size`` alone is other programs' too)."""
-    if PROGRAM.fullmatch(split.name.rsplit("/", 1)[-1]):
-        return True
-    known = set(FLAGS) | {"--rampup-batch-size", "--yaml-cfg"}
-    given = {(w.text or _known_start(w)).split("=")[0] for w in split.arguments}
-    return bool(given & known) or bool({_upstream(f) for f in given} & FORK_MARKS)
-
-
-#: Flags that, spelt the fork's way, mark a Megatron fork.
-FORK_MARKS = {
-    "--global-batch-size",
-    "--tensor-model-parallel-size",
-    "--pipeline-model-parallel-size",
-}
-
-
-def _read_words(
-    reading: Reading, words: list[bash.Word], script: bash.Script, call: Call | None = None
-) -> None:
-    """Megatron's flags among ``words`` into ``reading``, with the typos, ``--yaml-cfg`` and
-    the DeepSpeed JSON the script writes."""
-    wanted = set(FLAGS) | OTHER_FLAGS | MEMORY_FLAGS
-    flags_seen: dict[str, int | None] = {}
-    args = list(flags.scan(words, SWITCH_NAMES))
-    for n, arg in enumerate(args):
-        if arg.kind != "flag" or arg.name is None:
-            continue
-        word = arg.word
-        flag = _fork_spelling(reading, "--" + arg.name, word.line, wanted)
-        flags_seen.setdefault(flag, word.line)
-        if flag == "--rampup-batch-size":  # three numbers: start, increment, samples
-            numbers = [w for a in args[n : n + 3] for w in a.stood][1:4]
-            reading.values[flag] = Value(" ".join(w.text or "?" for w in numbers), word.line)
-        elif flag in SWITCHES:
-            reading.values[flag] = Value(True, word.line)
-        elif flag in wanted and arg.value is not None:
-            value = arg.value
-            if len(arg.stood) == 1 and value.text is not None:  # --flag=V: read, no span
-                value = bash.Word(value.text, word.line)
-            reading.values[flag] = Value.of_word(value)
-    reading.findings += typo_findings(
-        flags_seen,
-        list(FLAGS),
-        LOOKALIKES | OTHER_FLAGS | MEMORY_FLAGS | MEMORY_SWITCHES,
-        reading.path,
-        "so Megatron-LM stops at start (argparse: unrecognized arguments)",
-        cutoff=0.9,
-    )  # programs add flags of their own (--total-seq-length): only near misses
-    _yaml_config(reading, words)
-    _read_deepspeed(reading, script, words, call)
-
-
-#: What a Megatron-DeepSpeed job takes from its DeepSpeed JSON: the batch keys, and the ZeRO
-#: stage for the memory estimate.
-DEEPSPEED_KEYS = [*deepspeed.BATCH_KEYS, "zero_optimization.stage"]
-
-
-def _read_deepspeed(
-    reading: Reading, script: bash.Script, words: list[bash.Word], call: Call | None = None
-) -> None:
-    """The DeepSpeed JSON that ``--deepspeed_config`` names: written by the script itself
-    (``cat <<EOT > $config_json``, Megatron-DeepSpeed's examples), its batch keys join the
-    reading at the spans of the literals they come from; else the file, where the job runs
-    (``call``'s folders), its values marked as that file's."""
-    found = _flag_argument(words, ("--deepspeed_config", "--deepspeed-config"))
-    if found is None:
-        return
-    word, name = found
-    docs = [d for d in script.heredocs if name is None or d.target.text in (None, name)]
-    if not docs:
-        _deepspeed_file(reading, word.line, name, call)
-        return
-    doc = docs[-1]
-    text, table = "", []
-    for piece in doc.pieces:
-        table.append((len(text), piece))
-        text += "null" if piece.text is None else piece.text
-    try:
-        ds = deepspeed.read(text, f"{reading.path}:{doc.line} (heredoc)")
-    except InputError as exc:
-        reading.notes.append(
-            Note(doc.line, f"the DeepSpeed JSON written here does not read ({exc})")
-        )
-        return
-    for key in DEEPSPEED_KEYS:
-        if key in ds.values:
-            v = ds.values[key]
-            reading.values[key] = Value(
-                v.value, doc.line + (v.line or 0), _file_span(table, v.span)
-            )
-    reading.findings += [f for f in ds.findings if f.severity != "info"]
-
-
-def _deepspeed_file(reading: Reading, line: int, name: str | None, call: Call | None) -> None:
-    """``--deepspeed_config FILE`` that the script does not write: read where the job runs."""
-    from translator.plugin.findings import not_found
-    from translator.words.files import read_text
-
-    if name is None or call is None:
-        why = "is not known" if name is None else "is not written by the script"
-        reading.notes.append(
-            Note(line, f"the DeepSpeed JSON {name or ''} {why}, so it is not read")
-        )
-        return
-    path, looked = call.locate(name)
-    if path is None:
-        reading.findings.append(
-            not_found(f"the DeepSpeed JSON {name}", looked, f"{reading.path}:{line}")
-        )
-        return
-    try:
-        ds = deepspeed.read(read_text(path), str(path))
-    except InputError as exc:
-        reading.notes.append(Note(line, f"the DeepSpeed JSON {name} does not read ({exc})"))
-        return
-    for key in DEEPSPEED_KEYS:
-        if key in ds.values:
-            v = ds.values[key]
-            reading.values[key] = Value(v.value, v.line, None, v.why_unknown, str(path))
-    reading.findings += [f for f in ds.findings if f.severity != "info"]
-
-
-def _file_span(table: list, span):
-    """The file span of ``span`` in an expanded heredoc, when it lies in one literal."""
-    if span is None:
-        return None
-    for at, piece in table:
-        if (
-            piece.span
-            and piece.text is not None
-            and at <= span[0]
-            and span[1] <= at + len(piece.text)
-        ):
-            return piece.span[0] + span[0] - at, piece.span[0] + span[1] - at
-    return None
-
-
-def _fork_spelling(reading: Reading, flag: str, line: int, wanted: set[str]) -> str:
-    """``--micro_batch_size``, as forks spell Megatron's flags, read as ``--micro-batch-size``
-    (with a note); upstream Megatron-LM would refuse it."""
-    if "_" not in flag:
-        return flag
-    upstream = _upstream(flag)
-    if upstream not in wanted | SWITCHES | {"--rampup-batch-size"}:
-        return flag
-    if not any(f.code == "megatron-fork-flag" for f in reading.findings):
-        reading.findings.append(
-            finding(
-                "megatron-fork-flag",
-                f"{flag} is spelt the way some Megatron forks spell their flags, and is read as "
-                f"{upstream}; upstream Megatron-LM refuses it (unrecognized arguments)",
-                hint=f"write {upstream} if this runs upstream Megatron-LM",
-                where=f"{reading.path}:{line}",
-            )
-        )
-    return upstream
 
 
 # Interpreting ----------------------------------------------------------------------------------
@@ -570,7 +280,7 @@ def _virtual_from_layers(reading: Reading, values: dict) -> list[Finding]:
     if layers % (pp * per_stage) == 0:
         values["virtual_pipeline_stages"] = layers // (pp * per_stage)
         return []
-    if layers % pp or _flags(reading) & STAGE_LAYER_FLAGS:
+    if layers % pp or model.given_flags(reading) & model.STAGE_LAYER_FLAGS:
         return []  # the model's check says it, or the job sets its stages' layers itself
     return [
         finding(
@@ -586,6 +296,8 @@ def _virtual_from_layers(reading: Reading, values: dict) -> list[Finding]:
 
 
 def check(spec: BatchSpec) -> list[Finding]:
+    """What a solved spec means for Megatron: its implied accumulation, and the schedule's
+    findings."""
     m = spec.accumulation
     return [
         finding(
@@ -622,153 +334,16 @@ def edits(reading: Reading, spec: BatchSpec) -> dict[str, int | None]:
     return out
 
 
-# How the model splits ----------------------------------------------------------------------------
-
-#: Flags that set the layers of each pipeline stage themselves (uneven pipeline parallelism).
-STAGE_LAYER_FLAGS = {
-    "--decoder-first-pipeline-num-layers",
-    "--decoder-last-pipeline-num-layers",
-    "--pipeline-model-parallel-layout",
-}
-#: Flags that count the embedding or the loss as one more layer of the pipeline split.
-PIPELINE_SLOT_FLAGS = {
-    "--account-for-embedding-in-pipeline-split",
-    "--account-for-loss-in-pipeline-split",
-}
-
-
-def _flags(reading: Reading) -> set[str]:
-    """The flags among the program's arguments (a job's reading; none for a snippet)."""
-    return {(w.text or _known_start(w)).split("=")[0] for w in reading.arguments}
-
-
-def split_rules(reading: Reading, values: dict) -> SplitRules:
-    """megatron-core's: ``TransformerConfig`` refuses attention heads that the tensor-parallel
-    size does not divide, and query groups it neither divides nor is a multiple of;
-    ``get_num_layers_to_build`` asserts the layers (with an embedding or loss slot counted)
-    divide by the pipeline stages and each stage's layers by the virtual stages, unless the
-    job sets the first and last stages' layers. Megatron-DeepSpeed (``--deepspeed``, or its
-    ``--num-key-value-heads``) divides the key/value heads by the tensor-parallel size
-    (``core.utils.divide``), and its DeepSpeed pipeline balances the layers over the stages,
-    unevenly where they do not divide (``--no-pipeline-parallel`` turns it off)."""
-    flags = _flags(reading)
-    fork = bool(flags & {"--deepspeed", "--num-key-value-heads"})
-    pipeline: Literal["even", "uneven", "given"] = "even"
-    if flags & STAGE_LAYER_FLAGS:
-        pipeline = "given"
-    elif "--deepspeed" in flags and "--no-pipeline-parallel" not in flags:
-        pipeline = "uneven"
-    return SplitRules(
-        "Megatron-DeepSpeed" if fork else "megatron-core",
-        heads="divide",
-        kv_heads="divide" if fork else "divide-or-multiple",
-        pipeline=pipeline,
-        pipeline_extra=len(flags & PIPELINE_SLOT_FLAGS),
-        uneven_fix=None
-        if fork
-        else "give the first and last stages their own layers with "
-        "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers",
-        tensor_at=_at(reading, "--tensor-model-parallel-size"),
-        pipeline_at=_at(reading, "--pipeline-model-parallel-size"),
-    )
-
-
-def _at(reading: Reading, key: str) -> str | None:
-    """Where the reading sets ``key``, when it does."""
-    return reading.where(key) if key in reading.values else None
-
-
-# The memory estimate's settings ---------------------------------------------------------------
-
-#: ``--data-parallel-sharding-strategy`` of Megatron FSDP -> the ZeRO stage it shards as
-#: (Megatron-LM's default is ``optim_grads_params``).
-FSDP_STAGES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
-
-
-def memory_settings(reading: Reading) -> Settings:
-    """What Megatron's flags say about memory: the ZeRO stage its distributed optimizer or FSDP
-    shards as, the optimizer's CPU offload, sequence parallelism and recomputation."""
-    given, unused = [], []
-
-    def at(flag: str) -> str:
-        return f"{reading.where(flag)} {flag}"
-
-    def value(flag: str) -> object:
-        v = reading.values.get(flag)
-        if v is not None and v.value is None:
-            why = v.why_unknown or "not known"
-            unused.append(f"{at(flag)} is {why}, unknown until the script runs")
-        return None if v is None else v.value
-
-    strategy = FSDP_STAGES.get(
-        str(value("--data-parallel-sharding-strategy") or "optim_grads_params")
-    )
-    deepspeed_stage = value("zero_optimization.stage")  # a Megatron-DeepSpeed job's JSON
-    if value("--use-megatron-fsdp") and strategy is not None:
-        given.append(Setting("zero_stage", strategy, at("--use-megatron-fsdp")))
-    elif value("--use-torch-fsdp2"):
-        stage = 2 if value("--torch-fsdp2-no-reshard-after-forward") else 3
-        given.append(Setting("zero_stage", stage, at("--use-torch-fsdp2")))
-    elif value("--use-distributed-optimizer"):
-        # megatron-core's DistributedOptimizer shards the fp32 main weights and Adam states
-        # over DP; every rank keeps the whole gradient buffer: ZeRO 1.
-        given.append(Setting("zero_stage", 1, at("--use-distributed-optimizer")))
-    elif type(deepspeed_stage) is int and deepspeed_stage in (0, 1, 2, 3):
-        given.append(Setting("zero_stage", deepspeed_stage, at("zero_optimization.stage")))
-    instances = value("--num-distributed-optimizer-instances")
-    if isinstance(instances, int) and instances > 1:
-        unused.append(
-            f"{at('--num-distributed-optimizer-instances')} {instances}: the optimizer is "
-            "sharded over DP / instances, and the estimate divides by DP"
-        )
-    if value("--optimizer-cpu-offload"):
-        fraction = value("--optimizer-offload-fraction")
-        if fraction in (None, 1, "1", "1.0"):
-            given.append(
-                Setting("offload", frozenset({"optimizer"}), at("--optimizer-cpu-offload"))
-            )
-        else:
-            unused.append(
-                f"{at('--optimizer-offload-fraction')} {fraction}: part of the optimizer is "
-                "offloaded, which the estimate does not count"
-            )
-    if value("--bf16") and value("--grad-reduce-in-bf16"):
-        # megatron-core's gradient buffer takes the weights' dtype unless grad_reduce_in_fp32
-        given.append(Setting("gradient_bytes", 2, at("--grad-reduce-in-bf16")))
-    for flag in ("--fp8-format", "--fp8-param-gather"):
-        if value(flag) is not None:
-            unused.append(f"{at(flag)}: FP8 is not counted, the estimate takes bf16 weights")
-            break
-    if value("--sequence-parallel"):
-        given.append(Setting("sequence_parallel", True, at("--sequence-parallel")))
-    _recompute(value, at, given, unused)
-    return Settings(tuple(given), tuple(unused))
-
-
-def _recompute(value, at, given: list, unused: list) -> None:
-    """``--recompute-activations`` (selective) or ``--recompute-granularity``, and the
-    ``--recompute-method`` / ``--recompute-num-layers`` that the estimate cannot follow."""
-    granularity = value("--recompute-granularity")
-    if granularity in ("full", "selective"):
-        given.append(Setting("recompute", granularity, at("--recompute-granularity")))
-    elif value("--recompute-activations"):
-        given.append(Setting("recompute", "selective", at("--recompute-activations")))
-    method, layers = value("--recompute-method"), value("--recompute-num-layers")
-    if granularity == "full" and (method, layers) != ("uniform", 1) and method is not None:
-        unused.append(
-            f"{at('--recompute-method')} {method} with --recompute-num-layers {layers}: the "
-            "estimate counts full recomputation of every layer on its own (uniform, 1)"
-        )
-
-
 # The plugin contract's other parts -------------------------------------------------------------
 
 
 def claims(text: str) -> bool:
+    """Whether a text may be Megatron's: it sets a batch flag, or launches with torchrun."""
     return BATCH_MARK.search(text) is not None or "torchrun" in text
 
 
 def holds_batch(text: str) -> bool:
+    """Whether a text sets Megatron's micro or global batch."""
     return BATCH_MARK.search(text) is not None
 
 

@@ -61,3 +61,10 @@ def scan(words: list[Word], switches: Collection[str] = frozenset()) -> Iterator
             i += 1
         else:
             yield Arg("flag", word, name, None, (word,))
+
+
+def flag_of(word: Word) -> str:
+    """The flag a word writes, without its value (``--save`` of ``--save=$DIR``: an unknown
+    word's known start)."""
+    start = (word.parts[0].text or "") if word.parts else ""
+    return (word.text or start).split("=")[0]
