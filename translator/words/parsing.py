@@ -180,7 +180,11 @@ def _loader(text: str):
     faster than PyYAML's) unless PyYAML lacks libyaml, ``text`` escapes a character by code
     (see :class:`_Loader`), or it may nest deeper than :data:`MAX_DEPTH`: libyaml's composer
     recurses on the C stack, where a deep enough document crashes the process, while
-    PyYAML's stops with a RecursionError."""
+    PyYAML's stops with a RecursionError. A text that starts with a byte-order mark is
+    PyYAML's too: libyaml's character positions leave the mark out, which would put every
+    edit one character early."""
+    if text.startswith("\ufeff"):
+        return _Loader(text)
     if not yaml.__with_libyaml__ or "\\u" in text or "\\U" in text or _may_be_deep(text):
         return _Loader(text)
     return _CLoader(text)

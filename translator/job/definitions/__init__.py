@@ -29,8 +29,12 @@ from translator.words.errors import InputError
 #: File names of YAML, and of YAML templates filled before use (``job.yaml-template``,
 #: ``job.yaml.tpl``).
 YAML_NAME = re.compile(r"\.ya?ml(?:[-.](?:template|tmpl|tpl|in|j2))?$", re.IGNORECASE)
-#: Text that may start one: a Kubernetes object, a SkyPilot ``run``, a dstack task.
-MARKERS = re.compile(r"^(?:apiVersion:|kind:|run:|type:\s*['\"]?task)", re.MULTILINE)
+#: Text that may start one: a Kubernetes object, a SkyPilot ``run``, a dstack task (also
+#: written as JSON, whose keys are quoted and indented, or after a byte-order mark).
+MARKERS = re.compile(
+    r"""^\ufeff?[ \t{]*["']?(?:(?:apiVersion|kind|run)["']?\s*:|type["']?\s*:\s*['"]?task)""",
+    re.MULTILINE,
+)
 
 
 def system_of(path: str, text: str) -> str | None:
