@@ -5,13 +5,7 @@ is N / G nodes) and prints it in each launcher's own terms, in the text report a
 import json
 
 import pytest
-from click.testing import CliRunner
-
-from translator.cli import main
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
+from run_batchspec import run
 
 
 def plan_json(*args):

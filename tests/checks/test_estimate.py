@@ -4,24 +4,18 @@ import json
 from dataclasses import replace
 
 import pytest
-from click.testing import CliRunner
+from run_batchspec import run
 
-from translator.cli import main
 from translator.model import memory
 from translator.model.memory import GIB, PRESETS, RunSettings
-
-
-def run(*args):
-    result = CliRunner().invoke(main, ["estimate", *map(str, args)])
-    return result.exit_code, result.output
 
 
 def estimate_json(*args):
     """``estimate --json``; on the 125m preset unless the test names a model (these tests are
     about the layout and settings a file gives, not about its model)."""
     named = any(a in ("--model", "--model-config") for a in args)
-    code, out = run(*args, *(() if named else ("--model", "125m")), "--json")
-    return code, json.loads(out)
+    result = run("estimate", *args, *(() if named else ("--model", "125m")), "--json")
+    return result.exit_code, json.loads(result.output)
 
 
 def part(data: dict, name: str) -> dict:
@@ -34,7 +28,8 @@ def parts(estimate) -> dict:
 
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_preset_prints_a_breakdown_that_sums_to_its_total(name):
-    code, out = run(
+    result = run(
+        "estimate",
         "--model",
         name,
         "--micro-batch",
@@ -47,8 +42,8 @@ def test_every_preset_prints_a_breakdown_that_sums_to_its_total(name):
         2048,
         "--json",
     )
-    assert code == 0, out
-    data = json.loads(out)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
     assert [p["name"] for p in data["parts"]] == [
         "weights",
         "gradients",
@@ -101,7 +96,8 @@ def test_a_local_config_json_is_read_like_the_preset_of_the_same_shape(tmp_path)
     )
     model = memory.read_hf_config(str(config))
     assert model.parameters == PRESETS["llama3-8b"].parameters
-    code, out = run(
+    result = run(
+        "estimate",
         "--model",
         config,
         "--micro-batch",
@@ -113,7 +109,8 @@ def test_a_local_config_json_is_read_like_the_preset_of_the_same_shape(tmp_path)
         "--seq-len",
         4096,
     )
-    assert code == 0 and "8,030,261,248 parameters" in out and "total" in out
+    assert result.exit_code == 0
+    assert "8,030,261,248 parameters" in result.output and "total" in result.output
 
 
 def test_a_gpt2_config_json_has_its_learned_positions(tmp_path):
@@ -247,14 +244,15 @@ def test_capacity_says_what_fits_and_exits_1_when_nothing_does():
         "--recompute",
         "full",
     )
-    code, out = run(*args, "--capacity", "80G")
+    fits = run("estimate", *args, "--capacity", "80G")
     assert (
-        code == 0
+        fits.exit_code == 0
         and "fits in 80.0 GiB; the largest micro-batch that fits and keeps the global batch 64: 2"
-        in out
+        in fits.output
     )
-    code, out = run(*args, "--capacity", "40G")
-    assert code == 1 and "memory-exceeds-capacity" in out and "no micro-batch fits" in out
+    short = run("estimate", *args, "--capacity", "40G")
+    assert short.exit_code == 1
+    assert "memory-exceeds-capacity" in short.output and "no micro-batch fits" in short.output
 
 
 @pytest.mark.parametrize(
@@ -275,8 +273,9 @@ def test_capacity_says_what_fits_and_exits_1_when_nothing_does():
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
-    code, out = run(*args)
-    assert code in (1, 2) and message in out, out
+    result = run("estimate", *args)
+    out = result.output
+    assert result.exit_code in (1, 2) and message in out, out
     assert len([line for line in out.splitlines() if line.startswith("batchspec: error")]) == 1
 
 
@@ -296,8 +295,8 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
 def test_unreadable_config_json_is_exit_2_naming_the_file(tmp_path, text, message):
     config = tmp_path / "config.json"
     config.write_text(text)
-    code, out = run("--model", config)
-    assert code == 2 and f"{config}: {message}" in out
+    result = run("estimate", "--model", config)
+    assert result.exit_code == 2 and f"{config}: {message}" in result.output
 
 
 def test_estimate_of_a_framework_config_takes_its_layout(tmp_path):
@@ -306,9 +305,9 @@ def test_estimate_of_a_framework_config_takes_its_layout(tmp_path):
         '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, '
         '"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}'
     )
-    code, out = run(ds, "--world-size", 8, "--model", "llama3-1b", "--json")
-    data = json.loads(out)
-    assert code == 0 and data["layout"]["micro_batch_size"] == 2
+    result = run("estimate", ds, "--world-size", 8, "--model", "llama3-1b", "--json")
+    data = json.loads(result.output)
+    assert result.exit_code == 0 and data["layout"]["micro_batch_size"] == 2
     grads = next(p for p in data["parts"] if p["name"] == "gradients")
     assert grads["formula"].endswith("/ DP 8")  # ZeRO 2 shards the gradients
     assert "ZeRO" not in json.dumps(data["findings"]) and GIB  # no finding without capacity
@@ -336,5 +335,5 @@ def test_a_checkpoint_folder_is_its_config_json(tmp_path):
     code, file = estimate_json(*flags, "--model", tmp_path / "ckpt" / "config.json")
     assert folder["total_bytes"] == file["total_bytes"] > 0
     (tmp_path / "empty").mkdir()
-    code, out = run(*flags, "--model", tmp_path / "empty")
-    assert code == 2 and out.strip().endswith("a folder with no config.json")
+    result = run("estimate", *flags, "--model", tmp_path / "empty")
+    assert result.exit_code == 2 and result.output.strip().endswith("a folder with no config.json")

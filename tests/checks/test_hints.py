@@ -1,31 +1,20 @@
 """Every fix batchspec offers can be followed as written: each value it names solves, and what
 it says cannot change really cannot (issue 18, item 6)."""
 
-import json
 import re
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from paths import ROOT
+from run_batchspec import run, run_json
 
-from translator.cli import main
 from translator.frameworks import get
 from translator.spec import BatchSpec
 from translator.words.errors import ConfigError
 from translator.words.findings import counted
 
 FIXTURES = ROOT / "fixtures"
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def run_json(*args):
-    result = run(*args, "--json")
-    return result, json.loads(result.stdout)
 
 
 #: How a hint names each spec field it offers a value for.

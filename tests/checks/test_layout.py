@@ -6,19 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from translator.cli import main
+from run_batchspec import run
 
 #: A Hugging Face Trainer job on eight nodes of eight, as published torchrun jobs are written.
 EIGHT_BY_EIGHT = """#!/bin/bash
 torchrun --nnodes 8 --nproc_per_node 8 --node_rank $NODE_RANK train.py \\
     --per_device_train_batch_size 4 --gradient_accumulation_steps 2 --output_dir out
 """
-
-
-def run(*args: str):
-    return CliRunner().invoke(main, list(args))
 
 
 @pytest.fixture

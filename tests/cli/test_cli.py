@@ -6,19 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
-
-from translator.cli import main
-
-
-def run(*args, stdin=None):
-    return CliRunner().invoke(main, [str(a) for a in args], input=stdin)
-
-
-def run_json(*args):
-    result = run(*args, "--json")
-    return result, json.loads(result.stdout)
-
+from run_batchspec import run, run_json
 
 # plan ------------------------------------------------------------------------------------------
 

@@ -4,9 +4,7 @@ import json
 import os
 
 import pytest
-from click.testing import CliRunner
-
-from translator.cli import main
+from run_batchspec import run, run_json
 
 AXOLOTL = """\
 # Llama-3 LoRA on one 8-GPU node
@@ -47,15 +45,6 @@ ARGS=(
 )
 torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py ${ARGS[@]} --lr 3e-4
 """
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def run_json(*args):
-    result = run(*args, "--json")
-    return result, json.loads(result.stdout)
 
 
 @pytest.fixture
@@ -508,7 +497,7 @@ def test_an_exit_1_error_names_the_file_and_line(tmp_path, command):
     args = [command[0], str(path), *command[1:]]
     if command[0] == "convert":
         args += ["--out", str(tmp_path / "out")]
-    result = CliRunner().invoke(main, args)
+    result = run(*args)
     assert result.exit_code == 1
     if command[0] == "update":
         assert f"batchspec: error: {path}: cannot keep the batch exact" in result.stderr

@@ -8,18 +8,14 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 from paths import ROOT
+from run_batchspec import run
 
 from translator import frameworks
 from translator.cli import main
 
 SPEC = "global_batch_size: 64\nmicro_batch_size: 2\nworld_size: 8\n"
 DS = '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2}\n'
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def helps():

@@ -8,9 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from translator.cli import main
+from run_batchspec import run
 
 #: torchtitan's multinode_trainer.slurm style: torchrun under srun, the nodes from #SBATCH.
 TORCHRUN_UNDER_SRUN = """#!/bin/bash
@@ -53,10 +51,6 @@ srun python pretrain_gpt.py --tensor-model-parallel-size 2 \\
     --micro-batch-size 1 --global-batch-size 256 --lr 3e-4 --train-iters 1000
 """
 SCRIPTS = ("torchtitan", "megatron")
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def convert(job: Path, out: Path, *flags) -> dict[str, str]:

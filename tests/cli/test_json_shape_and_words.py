@@ -4,16 +4,11 @@ field as null; ``validate --json`` the resolved batch), and the words of two mes
 import json
 
 import pytest
-from click.testing import CliRunner
+from run_batchspec import run
 
 from translator.checks.elastic_report import _rate_text
-from translator.cli import main
 from translator.rank.engines import _listed
 from translator.spec import OUTPUT_KEYS
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture

@@ -8,9 +8,8 @@ import json
 
 import pytest
 import yaml
-from click.testing import CliRunner
+from run_batchspec import run, run_json
 
-from translator.cli import main
 from translator.frameworks import FRAMEWORKS
 from translator.spec import BatchSpec
 
@@ -63,11 +62,6 @@ def launch_flags(spec: BatchSpec) -> list[str]:
     return flags
 
 
-def run(*args) -> tuple[int, dict]:
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    return result.exit_code, json.loads(result.stdout)
-
-
 def above_info(out: dict) -> list[str]:
     return [
         f"{f['severity']} {f['code']}: {f['message']}"
@@ -90,12 +84,12 @@ def rendered_cases():
 def test_every_rendered_file_validates_as_its_framework(tmp_path, name, framework):
     spec = BatchSpec(**SPECS[name])
     (tmp_path / "spec.json").write_text(json.dumps(SPECS[name]))
-    code, _ = run("render", tmp_path / "spec.json", "--to", framework, "--out", tmp_path, "--json")
-    assert code == 0
+    rendered, _ = run_json("render", tmp_path / "spec.json", "--to", framework, "--out", tmp_path)
+    assert rendered.exit_code == 0
     path = tmp_path / FRAMEWORKS[framework].filename
-    code, out = run("validate", path, *launch_flags(spec), "--json")
+    result, out = run_json("validate", path, *launch_flags(spec))
     (file,) = out["files"]
-    assert (code, file["framework"], above_info(file)) == (0, framework, [])
+    assert (result.exit_code, file["framework"], above_info(file)) == (0, framework, [])
 
 
 def test_every_framework_is_rendered_for_some_spec():
@@ -108,19 +102,19 @@ def test_a_rendered_accelerate_config_validates_alone(tmp_path, name):
     sets nothing the spec did not ask for: no mixed precision, no machine rank, and no DeepSpeed
     accumulation (accelerate would export it over the training config's own)."""
     (tmp_path / "spec.json").write_text(json.dumps(SPECS[name]))
-    run("render", tmp_path / "spec.json", "--to", "accelerate", "--out", tmp_path, "--json")
+    run_json("render", tmp_path / "spec.json", "--to", "accelerate", "--out", tmp_path)
     config = yaml.safe_load((tmp_path / "accelerate.yaml").read_text())
     assert not {"mixed_precision", "machine_rank"} & set(config)
     assert "gradient_accumulation_steps" not in (config.get("deepspeed_config") or {})
-    code, out = run("validate", tmp_path / "accelerate.yaml", "--json")
+    result, out = run_json("validate", tmp_path / "accelerate.yaml")
     (file,) = out["files"]
-    assert (code, file["framework"], above_info(file)) == (0, "accelerate", [])
+    assert (result.exit_code, file["framework"], above_info(file)) == (0, "accelerate", [])
 
 
 def test_a_yaml_no_framework_claims_is_refused_naming_the_file(tmp_path):
     path = tmp_path / "foo.yaml"
     path.write_text("foo: 1\n")
-    result = CliRunner().invoke(main, ["validate", str(path)])
+    result = run("validate", path)
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
         f"batchspec: error: {path}: cannot tell which framework this config is for; give "
@@ -145,7 +139,7 @@ def test_a_spec_is_not_read_as_the_framework_its_keys_resemble(tmp_path, command
         "convert": ["--to", "deepspeed", "--out", tmp_path / "o"],
         "update": ["--world-size", 4],
     }
-    result = CliRunner().invoke(main, [command, str(path), *map(str, extra.get(command, []))])
+    result = run(command, path, *extra.get(command, []))
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
         f"batchspec: error: {path}: this is a batchspec spec (only spec keys), not a framework's "
@@ -158,12 +152,12 @@ def test_a_spec_is_not_read_as_the_framework_its_keys_resemble(tmp_path, command
 def test_a_spec_read_as_a_spec_and_as_a_framework_when_asked(tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text(SPEC_LIKE_AXOLOTL)
-    planned = CliRunner().invoke(main, ["plan", str(path), "--json"])
+    planned = run("plan", path, "--json")
     assert json.loads(planned.stdout)["pipeline_parallel_size"] == 2
-    asked = CliRunner().invoke(main, ["inspect", str(path), "--framework", "axolotl", "--json"])
+    asked = run("inspect", path, "--framework", "axolotl", "--json")
     assert asked.exit_code == 0 and json.loads(asked.stdout)["framework"] == "axolotl"
     # Beside other files in a pre-commit run it is passed over, as other files are.
-    other = CliRunner().invoke(main, ["validate", str(path), "--skip-other-files"])
+    other = run("validate", path, "--skip-other-files")
     assert other.exit_code == 0 and other.output == ""
 
 
@@ -172,7 +166,7 @@ def test_a_file_of_keys_axolotl_shares_with_the_spec_reads_as_axolotl_everywhere
     gradient_accumulation_steps alone: that is Axolotl's file for inspect and smoke alike."""
     path = tmp_path / "axolotl.yaml"
     path.write_text("micro_batch_size: 2\ngradient_accumulation_steps: 4\n")
-    inspected = CliRunner().invoke(main, ["inspect", str(path), "--world-size", "8", "--json"])
+    inspected = run("inspect", path, "--world-size", "8", "--json")
     assert json.loads(inspected.stdout)["framework"] == "axolotl"
-    smoked = CliRunner().invoke(main, ["smoke", str(path), "--nproc-per-node", "2", "--dry-run"])
+    smoked = run("smoke", path, "--nproc-per-node", "2", "--dry-run")
     assert "Axolotl smoke engine runs one process" in smoked.stderr

@@ -10,9 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from translator.cli import main
+from run_batchspec import run
 
 SPEC = "global_batch_size: 256\nmicro_batch_size: 4\nnodes: 4\ngpus_per_node: 8\n"
 AXOLOTL = """base_model: meta-llama/Llama-3.1-8B
@@ -36,10 +34,6 @@ distributed_type: DEEPSPEED
 num_machines: 2
 num_processes: 16
 """
-
-
-def run(*args: str):
-    return CliRunner().invoke(main, list(args))
 
 
 @pytest.fixture

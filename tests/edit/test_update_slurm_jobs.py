@@ -5,9 +5,7 @@
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from translator.cli import main
+from run_batchspec import run
 
 #: The handbook's launch.slurm, its arguments positional as in its first releases.
 LAUNCH = """\
@@ -92,10 +90,6 @@ def handbook(tmp_path, monkeypatch) -> Path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text)
     return Path("recipes/launch.slurm")
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def test_the_shared_nodes_literal_moves_the_whole_launch(handbook):

@@ -13,9 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from run_batchspec import run
 
-from translator.cli import main
 from translator.words import files
 
 #: Two nodes of eight: run once per node with NODE_RANK and MASTER_ADDR set.
@@ -50,10 +49,6 @@ DEEPSPEED = """{
   "bf16": {"enabled": true}
 }
 """
-
-
-def run(*args: str):
-    return CliRunner().invoke(main, list(args))
 
 
 @pytest.fixture

@@ -6,10 +6,9 @@ The files in tests/foreign/ are written here in the style each framework publish
 import json
 
 import pytest
-from click.testing import CliRunner
 from paths import ROOT, TESTS
+from run_batchspec import run
 
-from translator.cli import main
 from translator.spec import OUTPUT_KEYS
 
 FOREIGN = TESTS / "foreign"
@@ -23,10 +22,6 @@ NAMES = {
     "olmo.yaml": "OLMo",
     "foundry.yaml": "Composer/llm-foundry",
 }
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.mark.parametrize("name, framework", NAMES.items())

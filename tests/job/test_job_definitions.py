@@ -14,22 +14,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from paths import TESTS
-
-from translator.cli import main
+from run_batchspec import run, run_json
 
 JOBDEFS = TESTS / "job" / "jobdefs"
 
 
-def run(*args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(main, [*args, "--json"])
-    return result.exit_code, json.loads(result.stdout)
-
-
 def inspect(name: str, *args: str) -> dict:
-    code, out = run("inspect", str(JOBDEFS / name), *args)
-    assert code in (0, 1), out
+    result, out = run_json("inspect", str(JOBDEFS / name), *args)
+    assert result.exit_code in (0, 1), out
     return out
 
 
@@ -84,8 +77,8 @@ def test_a_template_named_as_one_is_read_as_the_manifest_it_becomes(tmp_path):
     """``pytorchjob.yaml-template`` (filled by envsubst) was read as a Megatron YAML: TP 1."""
     path = tmp_path / "pytorchjob.yaml-template"
     shutil.copy(JOBDEFS / "pytorchjob_megatron.yaml", path)
-    code, out = run("inspect", str(path))
-    assert code == 0
+    result, out = run_json("inspect", str(path))
+    assert result.exit_code == 0
     assert out["job_definition"]["kind"] == "Kubeflow PyTorchJob"
     assert out["tensor_parallel_size"] is None and out["world_size"] == 32
 
@@ -142,8 +135,8 @@ def test_skypilot_file_mounts_name_the_config_and_choices_of_gpus_agree():
 
 def test_skypilot_file_mount_not_found_is_named(tmp_path):
     shutil.copy(JOBDEFS / "sky_torchrun_deepspeed.yaml", tmp_path / "task.yaml")
-    code, out = run("inspect", str(tmp_path / "task.yaml"))
-    assert code == 0
+    result, out = run_json("inspect", str(tmp_path / "task.yaml"))
+    assert result.exit_code == 0
     missing = [f for f in out["findings"] if f["code"] == "job-file-not-found"]
     assert missing and "ds_zero3.json" in missing[0]["message"]
 
@@ -178,8 +171,8 @@ def test_a_trainjob_runs_torchrun_with_its_nodes_and_auto_processes():
 
 
 def test_a_manifest_of_another_kind_is_not_a_training_job():
-    code, out = run("inspect", str(JOBDEFS / "deployment.yaml"))
-    assert code == 2
+    result, out = run_json("inspect", str(JOBDEFS / "deployment.yaml"))
+    assert result.exit_code == 2
     assert "not a training job" in out["error"] and "Deployment, Service" in out["error"]
     assert out["micro_batch_size"] is None and out["tensor_parallel_size"] is None
 
@@ -195,8 +188,8 @@ def test_a_manifest_of_another_kind_is_not_a_training_job():
 def test_other_kinds_are_named_not_read(tmp_path, api, kind, said):
     path = tmp_path / "job.yaml"
     path.write_text(f"apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: x\nspec: {{}}\n")
-    code, out = run("inspect", str(path))
-    assert code == 2 and said in out["error"]
+    result, out = run_json("inspect", str(path))
+    assert result.exit_code == 2 and said in out["error"]
     assert out["micro_batch_size"] is None
 
 
@@ -213,14 +206,14 @@ def test_helm_values_are_unknown_until_given():
 
 
 def test_validate_and_the_precommit_path_take_definitions():
-    code, out = run(
+    result, out = run_json(
         "validate",
         str(JOBDEFS / "k8s_job_accelerate.yaml"),
         str(JOBDEFS / "sky_accelerate.yaml"),
         str(JOBDEFS / "deployment.yaml"),
         "--skip-other-files",
     )
-    assert code == 0
+    assert result.exit_code == 0
     files = {Path(f["file"]).name: f for f in out["files"]}
     assert set(files) == {"k8s_job_accelerate.yaml", "sky_accelerate.yaml"}
     assert files["sky_accelerate.yaml"]["job_definition"]["kind"] == "SkyPilot task"
@@ -257,8 +250,8 @@ spec:
 def test_a_launcher_that_disagrees_with_the_definition_is_warned(tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text(MISMATCH)
-    code, out = run("inspect", str(path))
-    assert code == 0
+    result, out = run_json("inspect", str(path))
+    assert result.exit_code == 0
     found = [f["message"] for f in out["findings"] if f["code"] == "job-definition-mismatch"]
     assert any("8 processes per node" in m and "4 GPUs" in m for m in found)
     assert any("3 nodes" in m and "starts 2" in m for m in found)
@@ -273,8 +266,8 @@ def test_an_elastic_pytorchjob_has_no_fixed_world(tmp_path):
     text = text.replace('"--output_dir=o"', '"--gradient_accumulation_steps=2", "--output_dir=o"')
     path = tmp_path / "job.yaml"
     path.write_text(text)
-    code, out = run("inspect", str(path))
-    assert code == 0
+    result, out = run_json("inspect", str(path))
+    assert result.exit_code == 0
     assert out["world_size"] is None and out["job_definition"]["nodes"] is None
     assert any("1:4" in f["message"] for f in out["findings"] if f["code"] == "world-unknown")
     # nprocPerNode not set: the operator's default, auto, is a process per GPU
@@ -286,7 +279,7 @@ def update(tmp_path, name: str, *args: str) -> tuple[int, str, str, str]:
     path = tmp_path / name
     shutil.copy(JOBDEFS / name, path)
     before = path.read_text()
-    result = CliRunner().invoke(main, ["update", str(path), *args, "--in-place"])
+    result = run("update", path, *args, "--in-place")
     return result.exit_code, result.output, before, path.read_text()
 
 
@@ -308,7 +301,7 @@ def test_update_moves_a_skypilot_task_to_more_nodes(tmp_path):
             "    --gradient_accumulation_steps 4 \\",
         ),
     }
-    again = run("inspect", str(tmp_path / "sky_accelerate.yaml"))[1]
+    again = run_json("inspect", str(tmp_path / "sky_accelerate.yaml"))[1]
     assert again["world_size"] == 32 and again["global_batch_size"] == 256
     assert again["job_definition"]["nodes"] == 4
 
@@ -326,7 +319,7 @@ def test_update_edits_the_nodes_a_definition_writes(tmp_path, name, key, lines):
     changed = changed_lines(before, after)
     assert changed[line_of(name, key)] == lines
     assert len(changed) == 2  # the nodes, and the accumulation that keeps the global batch
-    again = run("inspect", str(tmp_path / name))[1]
+    again = run_json("inspect", str(tmp_path / name))[1]
     assert again["world_size"] == 32
     assert not any(f["code"] == "job-definition-mismatch" for f in again["findings"])
 
@@ -342,9 +335,12 @@ def test_update_moves_a_pytorchjob_by_its_worker_replicas(tmp_path):
     workers = [i for i, line in enumerate(before.splitlines(), 1) if "replicas:" in line][-1]
     assert changed[workers] == ("      replicas: 1", "      replicas: 3")
     assert len(changed) == 2  # and the accumulation
-    again = run("inspect", str(tmp_path / name))[1]
+    again = run_json("inspect", str(tmp_path / name))[1]
     assert again["world_size"] == 16 and again["job_definition"]["nodes"] == 4
-    assert again["global_batch_size"] == run("inspect", str(JOBDEFS / name))[1]["global_batch_size"]
+    assert (
+        again["global_batch_size"]
+        == run_json("inspect", str(JOBDEFS / name))[1]["global_batch_size"]
+    )
 
 
 def test_update_edits_the_workers_copy_of_the_masters_container(tmp_path):
@@ -360,7 +356,7 @@ def test_update_edits_the_workers_copy_of_the_masters_container(tmp_path):
         assert changed[line][1].endswith('--gradient_accumulation_steps, "2",')
         assert '--per_device_train_batch_size, "4"' in changed[line][1]
     assert len(changed) == 3  # and the Workers' replicas, 1 -> 3
-    again = run("inspect", str(tmp_path / name))[1]
+    again = run_json("inspect", str(tmp_path / name))[1]
     assert (again["world_size"], again["global_batch_size"]) == (32, 256)
 
 
@@ -371,9 +367,9 @@ def test_workers_written_otherwise_than_the_master_are_said_and_not_edited(tmp_p
     at = text.index("Worker:")
     path = tmp_path / "differs.yaml"
     path.write_text(text[:at] + text[at:].replace('steps, "4"', 'steps, "8"'))
-    code, out = run("inspect", str(path))
+    result, out = run_json("inspect", str(path))
     assert "job-definition-pods-differ" in {f["code"] for f in out["findings"]}
-    result = CliRunner().invoke(main, ["update", str(path), "--world-size", "32", "--in-place"])
+    result = run("update", path, "--world-size", "32", "--in-place")
     assert result.exit_code == 1 and "written otherwise" in result.output
     assert path.read_text() == text[:at] + text[at:].replace('steps, "4"', 'steps, "8"')
 
@@ -390,7 +386,7 @@ def test_update_adds_the_launcher_flag_a_bash_c_script_lacks(tmp_path):
     launch = changed[line_of(name, "accelerate launch --num_processes")][1]
     assert "accelerate launch --num_machines 2 --num_processes 16 " in launch
     assert len(changed) == 3  # and the accumulation
-    again = run("inspect", str(tmp_path / name))[1]
+    again = run_json("inspect", str(tmp_path / name))[1]
     assert again["world_size"] == 16 and again["global_batch_size"] == 128
     assert again["job_definition"]["nodes"] == 2
 
@@ -480,8 +476,8 @@ def test_kubernetes_variables_references_and_config_maps(tmp_path):
     a ConfigMap of the file sets them too; ``valueFrom`` is only known to the cluster."""
     path = tmp_path / "job.yaml"
     path.write_text(INDEXED)
-    code, out = run("inspect", str(path))
-    assert code == 0
+    result, out = run_json("inspect", str(path))
+    assert result.exit_code == 0
     assert out["world_size"] == 2 * 4 and out["job_definition"]["nodes"] == 2
     assert out["gradient_accumulation_steps"] == 4
     assert out["micro_batch_size"] is None  # valueFrom a secret
@@ -490,17 +486,7 @@ def test_kubernetes_variables_references_and_config_maps(tmp_path):
 
 
 def test_convert_reads_a_definition(tmp_path):
-    result = CliRunner().invoke(
-        main,
-        [
-            "convert",
-            str(JOBDEFS / "sky_accelerate.yaml"),
-            "--to",
-            "deepspeed",
-            "--out",
-            str(tmp_path),
-        ],
-    )
+    result = run("convert", JOBDEFS / "sky_accelerate.yaml", "--to", "deepspeed", "--out", tmp_path)
     assert result.exit_code == 0, result.output
     written = json.loads((tmp_path / "deepspeed.json").read_text())
     assert written["train_batch_size"] == 2 * 8 * 16
@@ -521,8 +507,8 @@ def test_installing_a_tool_is_not_running_it(tmp_path):
         "resources:\n"
         "  gpu: MI300X\n"
     )
-    code, out = run("inspect", str(path))
-    assert code == 2
+    result, out = run_json("inspect", str(path))
+    assert result.exit_code == 2
     assert out["micro_batch_size"] is None and "train.py" in out["error"]
 
 
@@ -542,8 +528,8 @@ def test_a_lone_double_dash_names_no_axolotl_config(tmp_path, monkeypatch):
         "resources:\n"
         "  gpu: 24GB:2\n"
     )
-    code, out = run("inspect", "train.dstack.yml")
-    assert code == 0, out
+    result, out = run_json("inspect", "train.dstack.yml")
+    assert result.exit_code == 0, out
     assert out["framework"] == "axolotl"
     assert (out["micro_batch_size"], out["gradient_accumulation_steps"]) == (2, 4)
     assert out["world_size"] == 2 and out["global_batch_size"] == 16

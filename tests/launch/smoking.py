@@ -1,5 +1,5 @@
-"""What the smoke tests share: the spec they run, the command line in-process and as a
-subprocess, and the processes a run left behind."""
+"""What the smoke tests share: the spec they run, the command line as a subprocess, and the
+processes a run left behind."""
 
 import json
 import os
@@ -7,16 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from translator.cli import main
 from translator.rank.result import RankResult
 
 SPEC = "global_batch_size: 8\nmicro_batch_size: 2\nsequence_length: 32\n"
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def smoke_json(*args, timeout=300):

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
 from paths import ROOT
+from run_batchspec import run
 from test_named_model import TINY, folder_with
 
-from translator.cli import main
 from translator.launch import parity_compare
 from translator.rank import parity_rank
 
@@ -24,10 +23,6 @@ OLD_TRANSFORMERS = {
     "huggingface-hub": "0.25.2",
     "accelerate": "1.0.1",
 }
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture

@@ -7,11 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from paths import ROOT
+from run_batchspec import run
 from test_named_model import LLAMA_8B, TINY, folder_with
 
-from translator.cli import main
 from translator.inspection import read_source
 from translator.launch import run_model
 from translator.model import memory
@@ -21,10 +20,6 @@ from translator.spec import BatchSpec
 from translator.words.errors import InputError
 
 SPEC = "global_batch_size: 4\nmicro_batch_size: 2\nworld_size: 1\nsequence_length: 32\n"
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def context(tmp_path: Path, config: dict) -> RunContext:

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from smoking import run, write_results
+from run_batchspec import run
+from smoking import write_results
 
 from translator.launch import command, slurm
 from translator.launch.judging import RunReport, judge, verdict

@@ -10,7 +10,8 @@ import types
 
 import pytest
 from paths import ROOT
-from smoking import run, write_results
+from run_batchspec import run
+from smoking import write_results
 
 from translator.launch.judging import judge, verdict
 from translator.launch.preparing import prepare

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from smoking import SPEC, leftovers, run, smoke_json
+from run_batchspec import run
+from smoking import SPEC, leftovers, smoke_json
 from test_named_model import TINY, folder_with
 
 from translator.launch import command

@@ -4,10 +4,9 @@ import types
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from run_batchspec import run
 
 from translator.batch.tuning import Candidate
-from translator.cli import main
 from translator.launch import probes, tune_parity
 from translator.launch.command import SmokePlan
 from translator.launch.progress import Progress
@@ -17,10 +16,6 @@ from translator.spec import BatchSpec
 from translator.words.files import write_files
 
 SPEC = "global_batch_size: 8\nmicro_batch_size: 4\nsequence_length: 32\n"
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def test_on_by_default_when_the_file_gives_a_split_and_the_engine_checks_parity():

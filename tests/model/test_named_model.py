@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from run_batchspec import run
 
-from translator.cli import main
 from translator.inspection import inspect_file
 from translator.model.memory import COUNTED, PRESETS, hf_shape
 
@@ -32,10 +31,6 @@ LLAMA_8B = TINY | {
     "num_hidden_layers": 32,
     "vocab_size": 128256,
 }
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def model_of(path, *extra) -> dict:

@@ -4,15 +4,9 @@ convert is one exit-2 line naming the file and line, in every format a job may h
 
 import pytest
 import yaml
-from click.testing import CliRunner
-
-from translator.cli import main
+from run_batchspec import run
 
 DIGITS = "9" * 5001
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.mark.parametrize(

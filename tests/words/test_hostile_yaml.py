@@ -8,15 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from paths import ROOT
+from run_batchspec import run
 
-from translator.cli import main
 from translator.cli.output import printable
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def bomb(levels: int, leaf: str = '"x"') -> str:

@@ -2,15 +2,12 @@
 findings, rendering, update and convert. Nothing here imports litgpt (its own code runs in
 tests/frameworks/litgpt/test_litgpt_native.py)."""
 
-import json
-
 import pytest
-from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
+from run_batchspec import run, run_json
 from test_fuzz import FAST, mutated, survive
 
-from translator.cli import main
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.litgpt import engine, generation, rules
 from translator.inspection import inspect_reading
@@ -41,11 +38,6 @@ def inspect(text, world=None, name="litgpt.yaml"):
 
 def codes(inspection):
     return {f.code: f for f in inspection.findings}
-
-
-def run(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture
@@ -205,8 +197,8 @@ def test_model_parallel_specs_are_refused_with_a_layout_that_keeps_the_batch():
 def test_a_litgpt_yaml_is_litgpts_and_an_axolotl_yaml_is_not(tmp_path):
     (tmp_path / "l.yaml").write_text(PRETRAIN.format(g=8, m=2, d=1, n=1))
     (tmp_path / "a.yaml").write_text("base_model: x\nmicro_batch_size: 2\n")
-    _, out, _ = run("inspect", tmp_path / "l.yaml", tmp_path / "a.yaml", "--json")
-    assert [f["framework"] for f in json.loads(out)["files"]] == ["litgpt", "axolotl"]
+    _, out = run_json("inspect", tmp_path / "l.yaml", tmp_path / "a.yaml")
+    assert [f["framework"] for f in out["files"]] == ["litgpt", "axolotl"]
     assert not rules.claims("base_model: x\nmicro_batch_size: 2\n")
     assert not rules.claims("output_dir: /tmp\ncheckpoint_dir: /tmp\nbatch_size: 4\n")
 
@@ -223,9 +215,9 @@ def test_a_rendered_multinode_file_reads_back_and_says_the_old_per_node_value(re
 
 
 def update(path, *args):
-    code, out, err = run("update", path, *args)
-    assert code == 0, err
-    return out
+    result = run("update", path, *args)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
 
 
 def test_update_changes_the_batch_and_keeps_every_other_byte(tmp_path):
@@ -282,10 +274,10 @@ def test_convert_onto_an_existing_litgpt_file_keeps_its_other_bytes(tmp_path):
         '{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, '
         '"gradient_accumulation_steps": 4}'
     )
-    code, _, err = run(
+    result = run(
         "convert", tmp_path / "ds.json", "--to", "litgpt", "--world-size", 8, "--out", tmp_path
     )
-    assert code == 0, err
+    assert result.exit_code == 0, result.stderr
     written = (tmp_path / "litgpt.yaml").read_text()
     assert inspect(written).spec.global_batch_size == 64
     # and an existing config takes the converted batch by update, its other lines unchanged
@@ -304,8 +296,8 @@ CONFIG = PRETRAIN.format(g=512, m=16, d=8, n=1)
 def job(tmp_path, script):
     (tmp_path / "pretrain.yaml").write_text(CONFIG)
     (tmp_path / "job.sh").write_text(script)
-    code, out, err = run("inspect", tmp_path / "job.sh", "--json")
-    return code, json.loads(out)
+    result, out = run_json("inspect", tmp_path / "job.sh")
+    return result.exit_code, out
 
 
 def test_flags_after_the_config_win_and_a_config_after_a_flag_wins(tmp_path):
@@ -387,7 +379,7 @@ def test_mutated_litgpt_files_never_crash(data):
 def test_random_litgpt_command_lines_never_crash(tmp_path_factory, words):
     folder = tmp_path_factory.mktemp("job")
     (folder / "job.sh").write_text("litgpt pretrain " + " ".join(words) + "\n")
-    result = CliRunner().invoke(main, ["inspect", str(folder / "job.sh")])
+    result = run("inspect", folder / "job.sh")
     assert result.exit_code in (0, 1, 2)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
 

@@ -2,12 +2,9 @@
 ramp-up, Lightning accumulation, NeMo 2's overwritten model sizes, the recipe's values), render
 and read-back, update and convert keeping every other byte."""
 
-import json
-
 import pytest
-from click.testing import CliRunner
+from run_batchspec import run, run_json
 
-from translator.cli import main
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.megatron_bridge import rules
 from translator.inspection import inspect_reading
@@ -76,11 +73,6 @@ def inspect(text: str, world: int | None = None, **sizes):
 
 def codes(got) -> set[str]:
     return {f.code for f in got.findings}
-
-
-def run(*args) -> tuple[int, dict]:
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    return result.exit_code, json.loads(result.stdout) if result.stdout.startswith("{") else {}
 
 
 @pytest.mark.parametrize(
@@ -179,7 +171,7 @@ def test_a_misspelt_batch_key_is_an_error():
 def test_malformed_yaml_is_one_line_naming_the_file(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("train:\n  global_batch_size: [1\n")
-    result = CliRunner().invoke(main, ["inspect", str(path), "--framework", "megatron-bridge"])
+    result = run("inspect", path, "--framework", "megatron-bridge")
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.stderr.strip().startswith(f"batchspec: error: {path}:")
 
@@ -216,7 +208,7 @@ def test_a_rendered_file_reads_back_as_the_spec(fields):
 def test_update_changes_the_values_and_keeps_every_other_byte(tmp_path):
     path = tmp_path / "o.yaml"
     path.write_text(BRIDGE)
-    code, _ = run(
+    result = run(
         "update",
         path,
         "--from-world-size",
@@ -230,7 +222,7 @@ def test_update_changes_the_values_and_keeps_every_other_byte(tmp_path):
         "--in-place",
         "--json",
     )
-    assert code == 0
+    assert result.exit_code == 0
     assert path.read_text() == BRIDGE.replace(
         "global_batch_size: 64", "global_batch_size: 128"
     ).replace("tensor_model_parallel_size: 2", "tensor_model_parallel_size: 4")
@@ -239,24 +231,23 @@ def test_update_changes_the_values_and_keeps_every_other_byte(tmp_path):
 def test_update_of_a_nemo_world_edits_the_trainer_and_nothing_else(tmp_path):
     path = tmp_path / "gpt.yaml"
     path.write_text(NEMO1)
-    code, _ = run("update", path, "--world-size", 32, "--in-place", "--json")
-    assert code == 0 and path.read_text() == NEMO1.replace("num_nodes: 2", "num_nodes: 4")
+    result = run("update", path, "--world-size", 32, "--in-place", "--json")
+    assert result.exit_code == 0 and path.read_text() == NEMO1.replace(
+        "num_nodes: 2", "num_nodes: 4"
+    )
 
 
 def test_update_refuses_a_size_the_file_does_not_hold(tmp_path):
     path = tmp_path / "o.yaml"
     path.write_text(BRIDGE.replace("  pipeline_model_parallel_size: 1\n", ""))
-    result = CliRunner().invoke(
-        main,
-        ["update", str(path), "--from-world-size", "16", "--pp", "2", "--pp", "2", "--in-place"],
-    )
+    result = run("update", path, "--from-world-size", "16", "--pp", "2", "--pp", "2", "--in-place")
     assert result.exit_code == 2
     assert "add pipeline_model_parallel_size under model: by hand" in result.stderr
 
 
 def test_convert_writes_a_bridge_file_from_nemo1_that_reads_the_same(tmp_path):
     (tmp_path / "gpt.yaml").write_text(NEMO1)
-    code, _ = run(
+    result = run(
         "convert",
         tmp_path / "gpt.yaml",
         "--to",
@@ -265,7 +256,7 @@ def test_convert_writes_a_bridge_file_from_nemo1_that_reads_the_same(tmp_path):
         tmp_path / "out",
         "--json",
     )
-    assert code == 0
+    assert result.exit_code == 0
     got = inspect((tmp_path / "out" / MB.filename).read_text(), 16)
     assert (got.spec.global_batch, got.spec.micro, got.spec.tensor_parallel_size) == (256, 4, 2)
 
@@ -274,17 +265,17 @@ def test_convert_writes_a_bridge_file_from_nemo1_that_reads_the_same(tmp_path):
 def test_the_verdict_accepts_a_good_file_and_refuses_a_wrong_one(tmp_path):
     path = tmp_path / "o.yaml"
     path.write_text(BRIDGE)
-    code, out = run("validate", path, "--world-size", 16, "--with-framework", "--json")
+    result, out = run_json("validate", path, "--world-size", 16, "--with-framework")
     (file,) = out["files"]
     (accepts,) = [f for f in file["findings"] if f["code"] == "framework-accepts"]
     assert (
-        code == 0
+        result.exit_code == 0
         and "runs 4 micro-batches of 2 on each of 8 data-parallel ranks" in accepts["message"]
     )
-    code, out = run("validate", path, "--world-size", 12, "--with-framework", "--json")
+    result, out = run_json("validate", path, "--world-size", 12, "--with-framework")
     (file,) = out["files"]
     (refuses,) = [f for f in file["findings"] if f["code"] == "framework-refuses"]
-    assert code == 1
+    assert result.exit_code == 1
     assert (
         "global batch size (64) is not divisible by micro batch size (2) times data parallel size (6)"
         in refuses["message"]

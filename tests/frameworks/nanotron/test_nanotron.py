@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 from paths import ROOT
+from run_batchspec import run
 
-from translator.cli import main
 from translator.frameworks import get
 from translator.frameworks.nanotron import generation
 from translator.render import render
@@ -19,10 +18,6 @@ from translator.spec import BatchSpec
 
 FIXTURES = ROOT / "fixtures" / "nanotron"
 nanotron = get("nanotron")
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def inspect(path, *args) -> dict:
@@ -306,9 +301,7 @@ def test_update_to_a_new_world_keeps_every_other_byte():
 
 
 def inspect_text(text: str) -> dict:
-    result = CliRunner().invoke(
-        main, ["inspect", "-", "--framework", "nanotron", "--json"], input=text
-    )
+    result = run("inspect", "-", "--framework", "nanotron", "--json", stdin=text)
     return json.loads(result.stdout)
 
 

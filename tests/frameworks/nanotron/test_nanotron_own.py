@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import ROOT
+from run_batchspec import run
 from test_named_model import TINY
 
 from translator.checks.verdict import framework_verdict
-from translator.cli import main
 from translator.frameworks import get
 from translator.frameworks.nanotron import generation, native
 from translator.inspection import inspect_reading, read_source
@@ -29,14 +28,8 @@ FIXTURES = ROOT / "fixtures" / "nanotron"
 nanotron = get("nanotron")
 
 
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
 def validate(path, *args) -> tuple[int, dict]:
-    result = CliRunner().invoke(
-        main, ["validate", str(path), "--with-framework", *map(str, args), "--json"]
-    )
+    result = run("validate", path, "--with-framework", *args, "--json")
     (file,) = json.loads(result.stdout)["files"]
     return result.exit_code, {f["code"]: f for f in file["findings"]}
 
