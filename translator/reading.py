@@ -92,6 +92,8 @@ class Definition:
     copies: tuple[tuple[int, int, int | None], ...] = ()
     """Spans of the definition that other pods repeat (start, end, where the copy starts;
     ``None``: written otherwise), so ``update`` edits the copies with what was read."""
+    others: tuple[str, ...] = ()
+    """The other training jobs the file defines, not read (``PyTorchJob b (line 47)``)."""
 
     def as_dict(self) -> dict:
         return {

@@ -6,7 +6,7 @@ defaults (micro-batch 8)."""
 import json
 
 import yaml
-from run_batchspec import run_json
+from run_batchspec import run, run_json
 
 MANIFEST = """apiVersion: kubeflow.org/v1
 kind: PyTorchJob
@@ -68,3 +68,41 @@ def test_a_dstack_task_with_a_byte_order_mark_reads_as_without(tmp_path):
     (_, one), (_, other) = run_json("inspect", plain), run_json("inspect", marked)
     assert other["job_definition"] == one["job_definition"] is not None
     assert batch(other) == batch(one)
+
+
+def two_jobs(tmp_path):
+    """A manifest of two PyTorchJobs, ``b`` accumulating 5 where ``a`` accumulates 3."""
+    path = tmp_path / "jobs.yaml"
+    a = MANIFEST.replace("name: j", "name: a")
+    b = MANIFEST.replace("name: j", "name: b").replace("steps=3", "steps=5")
+    path.write_text(a + "---\n" + b)
+    return path
+
+
+def test_a_file_of_two_training_jobs_says_which_it_read_and_names_the_other(tmp_path):
+    result, out = run_json("inspect", two_jobs(tmp_path))
+    assert result.exit_code == 0
+    (several,) = [f for f in out["findings"] if f["code"] == "job-definition-several"]
+    assert several["severity"] == "warning"
+    assert "read: PyTorchJob b (line 34)" in several["message"]
+    assert "not read: PyTorchJob a (line 1)" in several["message"]
+    assert out["gradient_accumulation_steps"] == 5
+    one = tmp_path / "one.yaml"
+    one.write_text(MANIFEST)
+    _, alone = run_json("inspect", one)
+    assert not any(f["code"] == "job-definition-several" for f in alone["findings"])
+
+
+def test_validate_strict_fails_a_file_whose_other_job_is_not_checked(tmp_path):
+    result = run("validate", two_jobs(tmp_path), "--strict")
+    assert result.exit_code == 1
+    assert "job-definition-several" in result.output
+
+
+def test_update_refuses_to_move_one_job_of_two(tmp_path):
+    path = two_jobs(tmp_path)
+    before = path.read_text()
+    result = run("update", path, "--world-size", 16, "--in-place")
+    assert result.exit_code == 2
+    assert "defines 2 training jobs, and update moves one" in result.stderr
+    assert path.read_text() == before

@@ -584,6 +584,12 @@ def update_file(
 
     chosen, reading = read_file(path, framework, run_as)
     old = inspect_reading(chosen, reading, Launch(from_world_size))
+    if reading.definition is not None and reading.definition.others:
+        raise InputError(
+            f"{path}: defines {len(reading.definition.others) + 1} training jobs, and update "
+            f"moves one: it would leave {'; '.join(reading.definition.others)} as it is; give "
+            "each job a file of its own"
+        )
     if reading.definition is not None:  # its nodes and GPUs move with the world
         target["nodes"], target["gpus_per_node"] = layout(
             reading, target.get("world"), target.get("nodes"), target.get("gpus_per_node")

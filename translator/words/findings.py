@@ -119,6 +119,10 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "pods of one job definition run commands written otherwise (a PyTorchJob's Workers "
         "and its Master): only one is read",
     ),
+    "job-definition-several": (
+        "warning",
+        "a file defines several training jobs: one is read, the others are not checked",
+    ),
     "job-definition-mismatch": (
         "warning",
         "the launcher inside a job definition starts another number of processes per node, or "

@@ -57,7 +57,10 @@ def runs(docs: list[yaml.Node], path: str, env: dict[str, str]) -> list[Run]:
         reader = READERS.get(kind)
         if reader is not None:
             read = True
-            out += reader(doc, configmaps, env)
+            named = n.text(n.child(doc, "metadata", "name")) or "(no name)"
+            for run in reader(doc, configmaps, env):
+                run.job = f"{kind} {named} (line {doc.start_mark.line + 1})"
+                out.append(run)
     if not read:
         named = ", ".join(dict.fromkeys(kinds))
         others = [k for k in kinds if k in OTHER_TRAINING]

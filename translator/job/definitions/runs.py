@@ -74,6 +74,9 @@ class Run:
     """Arguments of the script (``bash -c SCRIPT NAME ARG...``); ``None``: none."""
     name: str | None = None
     """The container, replicated job or task it is (for messages)."""
+    job: str | None = None
+    """The training object of the file it belongs to, as messages name it (``PyTorchJob a
+    (line 1)``); None where a file defines one job only (a task)."""
     notes: list[str] = field(default_factory=list)
     """What the definition leaves open or the reading assumes (``read as on node 0``)."""
     differs: list[str] = field(default_factory=list)

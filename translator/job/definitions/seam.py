@@ -57,7 +57,25 @@ def read_runs(
     run, chosen, reading, composed = (setting or found)[-1]
     in_definition(reading, composed if editable else None, text)
     _describe(reading, run, editable)
+    others = tuple(dict.fromkeys(f[0].job for f in found if f[0].job not in (None, run.job)))
+    if others:
+        _several(reading, run, others)
     return chosen, reading
+
+
+def _several(reading: Reading, run: Run, others: tuple) -> None:
+    """A file of several training jobs: the one read is said, and the others are named."""
+    assert reading.definition is not None
+    reading.definition = dataclasses.replace(reading.definition, others=others)
+    reading.findings.append(
+        finding(
+            "job-definition-several",
+            f"the file defines {len(others) + 1} training jobs; read: {run.job}; not read: "
+            f"{'; '.join(others)}",
+            hint="give each job a file of its own (each is then read, checked and updated)",
+            where=reading.path,
+        )
+    )
 
 
 def _visible(run: Run) -> None:
