@@ -23,7 +23,6 @@ from translator.model.memory import (
     MixtureOfExperts,
     Model,
     hf_shape,
-    not_counted_moe,
     read_hf_config,
 )
 from translator.model.model_split import ModelParts
@@ -231,20 +230,9 @@ def _dense_parts(exc: MixtureOfExperts, named: str) -> ModelParts:
     return ModelParts(m.layers, m.heads, m.kv_heads, named)
 
 
-#: Megatron's flags for a GPT's shape.
-MEGATRON = {
-    "--num-layers": "layers",
-    "--hidden-size": "hidden",
-    "--num-attention-heads": "heads",
-    "--num-query-groups": "kv_heads",
-    "--num-key-value-heads": "kv_heads",  # Megatron-DeepSpeed's, grouped without a switch
-    "--ffn-hidden-size": "ffn",
-    "--vocab-size": "vocab",
-}
-
-
-def _from_flags(reading: Reading) -> NamedModel | None:
-    """A model the program's flags name (``--model_name_or_path``) or carry (Megatron's)."""
+def given_flags(reading: Reading) -> dict[str, str | None]:
+    """The program's ``--flag`` words and the word after each (its value, or the next flag's
+    name: a switch), ``--flag=value`` split."""
     words = reading.arguments
     given: dict[str, str | None] = {}
     for index, word in enumerate(words):
@@ -253,55 +241,13 @@ def _from_flags(reading: Reading) -> NamedModel | None:
             flag, eq, after = text.partition("=")
             following = words[index + 1].text if index + 1 < len(words) else None
             given[flag] = after if eq else following
+    return given
+
+
+def _from_flags(reading: Reading) -> NamedModel | None:
+    """A model the program's flags name (``--model_name_or_path``)."""
+    given = given_flags(reading)
     for flag in ("--model_name_or_path", "--model-name-or-path", "--base_model"):
         if given.get(flag):
             return _by_name(str(given[flag]), f"{reading.path}: {flag}", Path(reading.path).parent)
-    if "--num-layers" not in given or "--hidden-size" not in given:
-        return None
-    named = f"{reading.path}: Megatron flags"
-    sizes = {}
-    for flag, field in MEGATRON.items():
-        number = given.get(flag)
-        if number is not None and number.isdigit():
-            sizes[field] = int(number)
-    grouped = "--group-query-attention" in given or "--num-key-value-heads" in given
-    heads = sizes.get("heads")
-    partial = ModelParts(
-        sizes.get("layers"), heads, sizes.get("kv_heads", heads) if grouped else heads, named
-    )
-    missing = [
-        f
-        for f in ("--num-layers", "--hidden-size", "--num-attention-heads", "--vocab-size")
-        if MEGATRON[f] not in sizes
-    ]
-    if missing:
-        return NamedModel(
-            named,
-            None,
-            None,
-            None,
-            f"{', '.join(missing)} not given as numbers (the vocabulary may come from the "
-            "tokenizer); give --model-config",
-            partial,
-        )
-    experts = given.get("--num-experts")
-    if experts is not None and experts.isdigit() and int(experts) > 1:
-        return NamedModel(
-            named, None, None, None, not_counted_moe(named, f"--num-experts {experts}"), partial
-        )
-    gated = "--swiglu" in given
-    hidden = sizes["hidden"]
-    model = Model(
-        name="megatron",
-        layers=sizes["layers"],
-        hidden=hidden,
-        heads=sizes["heads"],
-        kv_heads=sizes.get("kv_heads", sizes["heads"]) if grouped else sizes["heads"],
-        # Megatron's defaults: 4h, or with SwiGLU two thirds of it rounded down to 64.
-        ffn=sizes.get("ffn", (4 * hidden * 2 // 3) // 64 * 64 if gated else 4 * hidden),
-        vocab=sizes["vocab"],
-        gated=gated,
-        tied="--untie-embeddings-and-output-weights" not in given,
-        biases="--disable-bias-linear" not in given,
-    )
-    return NamedModel(named, named, "GPT (Megatron flags)", model)
+    return None

@@ -3,9 +3,9 @@
 
 from pathlib import Path
 
-from translator.frameworks.megatron import model, program, rules, verdict
+from translator.frameworks.deepspeed import config_json as deepspeed_json
+from translator.frameworks.megatron import model, program, rules, shape, verdict
 from translator.frameworks.megatron.codes import CODES
-from translator.frameworks.shared import deepspeed_json
 from translator.plugin.contract import Engine, Framework
 
 FRAMEWORK = Framework(
@@ -21,6 +21,7 @@ FRAMEWORK = Framework(
     program=program.program,
     memory_settings=model.memory_settings,
     split_rules=model.split_rules,
+    named_model=shape.named_model,
     template=str(Path(__file__).with_name("megatron.sh.j2")),
     filename="megatron.sh",
     extensions=(".sh", ".bash", ".slurm", ".sbatch", ".args", ".txt"),
