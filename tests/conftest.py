@@ -47,6 +47,13 @@ def pytest_make_collect_report(collector):
 
 
 @pytest.fixture
+def in_tmp_path(tmp_path, monkeypatch) -> Path:
+    """``tmp_path``, made the current folder: batchspec runs there, as a job runs from its own."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
 def fake_sinfo(tmp_path, monkeypatch):
     """A ``sinfo`` that reports 64-core nodes with 8 GPUs (the dry run asks it)."""
     bin_dir = tmp_path / "bin"

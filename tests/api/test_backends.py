@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from run_batchspec import code_list
 
 from translator.frameworks import FRAMEWORKS, get, get_many
 from translator.reading import Launch
@@ -18,10 +19,6 @@ megatron = get("megatron")
 def spec(**kw):
     base = dict(global_batch_size=128, micro_batch_size=2, world_size=16)
     return BatchSpec(**(base | kw))
-
-
-def codes(findings):
-    return [f.code for f in findings]
 
 
 def test_registry_lists_every_backend_with_the_contract():
@@ -55,7 +52,7 @@ def test_deepspeed_with_model_parallelism_holds_the_data_parallel_triple():
     s = spec(tensor_parallel_size=2, pipeline_parallel_size=2)
     r = render(s, deepspeed)
     assert json.loads(r.text)["train_batch_size"] == 128 == 2 * 16 * 4
-    assert codes(r.findings) == ["deepspeed-pipeline-accumulation", "deepspeed-mpu-world"]
+    assert code_list(r.findings) == ["deepspeed-pipeline-accumulation", "deepspeed-mpu-world"]
 
 
 def test_deepspeed_autotp_counts_every_rank():
@@ -64,15 +61,15 @@ def test_deepspeed_autotp_counts_every_rank():
     config = json.loads(r.text)
     assert config["train_batch_size"] == 2 * 16 * 16 == 512
     assert config["tensor_parallel"] == {"autotp_size": 4}
-    assert codes(r.findings) == ["deepspeed-autotp-world"]
+    assert code_list(r.findings) == ["deepspeed-autotp-world"]
     assert "samples per optimizer step are still 128" in r.findings[0].message
 
 
 def test_deepspeed_pipeline_refuses_zero_2_and_3():
-    assert "deepspeed-pipeline-zero" in codes(
+    assert "deepspeed-pipeline-zero" in code_list(
         deepspeed.check(spec(pipeline_parallel_size=2, zero_stage=2))
     )
-    assert "deepspeed-pipeline-zero" not in codes(
+    assert "deepspeed-pipeline-zero" not in code_list(
         deepspeed.check(spec(pipeline_parallel_size=2, zero_stage=1))
     )
 
@@ -122,7 +119,7 @@ def test_megatron_args_have_no_accumulation_flag():
     assert "--micro-batch-size 2\n" in r.text and "--global-batch-size 128\n" in r.text
     assert "--tensor-model-parallel-size 2\n" in r.text and "--seq-length 2048" in r.text
     assert "accumulation" not in "".join(x for x in r.text.splitlines() if not x.startswith("#"))
-    assert codes(r.findings) == ["megatron-accumulation-implied"]
+    assert code_list(r.findings) == ["megatron-accumulation-implied"]
     assert "128 / (micro 2 × DP 8) = 8 micro-batches" in r.findings[0].message
 
 
@@ -154,7 +151,7 @@ def test_interleaved_pipeline_rules(pp, accumulation, group, code):
         virtual_pipeline_stages=2,
         microbatch_group_size_per_vp_stage=group,
     )
-    found = [c for c in codes(megatron.check(s)) if c != "megatron-accumulation-implied"]
+    found = [c for c in code_list(megatron.check(s)) if c != "megatron-accumulation-implied"]
     assert found == ([code] if code else [])
 
 
@@ -183,7 +180,7 @@ def test_interleaved_pipeline_hint_names_the_nearest_valid_accumulations(
         )
 
     def valid(m):
-        return "virtual-pipeline-microbatches" not in codes(megatron.check(spec(m)))
+        return "virtual-pipeline-microbatches" not in code_list(megatron.check(spec(m)))
 
     (f,) = [f for f in megatron.check(spec(accumulation)) if f.code.startswith("virtual")]
     assert f.hint == f"use accumulation {near[0]} or {near[1]}"

@@ -15,15 +15,9 @@ from pathlib import Path
 
 import pytest
 from paths import TESTS
-from run_batchspec import run, run_json
+from run_batchspec import inspected, run, run_json
 
 JOBDEFS = TESTS / "job" / "jobdefs"
-
-
-def inspect(name: str, *args: str) -> dict:
-    result, out = run_json("inspect", str(JOBDEFS / name), *args)
-    assert result.exit_code in (0, 1), out
-    return out
 
 
 def line_of(name: str, text: str) -> int:
@@ -38,7 +32,7 @@ def where(out: dict, field: str) -> str:
 
 def test_a_kubernetes_job_running_accelerate_is_read_as_the_launch_it_runs():
     """Was read as an HF TrainingArguments YAML: micro-batch 8, accumulation 1, exit 0."""
-    out = inspect("k8s_job_accelerate.yaml")
+    out = inspected(JOBDEFS / "k8s_job_accelerate.yaml")
     assert out["framework"] == "hf"
     assert out["micro_batch_size"] == 2 and out["gradient_accumulation_steps"] == 8
     assert out["world_size"] == 8 and out["global_batch_size"] == 2 * 8 * 8
@@ -60,7 +54,7 @@ def test_a_kubernetes_job_running_accelerate_is_read_as_the_launch_it_runs():
 
 def test_a_placeholder_in_a_pytorchjob_is_unknown_not_tp_1():
     """``--tensor-model-parallel-size=${TENSOR_PARALLEL}`` (envsubst) was read as TP 1."""
-    out = inspect("pytorchjob_megatron.yaml")
+    out = inspected(JOBDEFS / "pytorchjob_megatron.yaml")
     assert out["framework"] == "megatron"
     assert out["tensor_parallel_size"] is None
     assert out["gradient_accumulation_steps"] is None and out["data_parallel_size"] is None
@@ -68,7 +62,7 @@ def test_a_placeholder_in_a_pytorchjob_is_unknown_not_tp_1():
     assert any("TENSOR_PARALLEL" in f["message"] for f in out["findings"])
     assert out["job_definition"]["kind"] == "Kubeflow PyTorchJob"
     assert (out["job_definition"]["nodes"], out["job_definition"]["gpus_per_node"]) == (4, 8)
-    given = inspect("pytorchjob_megatron.yaml", "--env", "TENSOR_PARALLEL=4")
+    given = inspected(JOBDEFS / "pytorchjob_megatron.yaml", "--env", "TENSOR_PARALLEL=4")
     assert given["tensor_parallel_size"] == 4 and given["data_parallel_size"] == 32 // (4 * 2)
     assert given["gradient_accumulation_steps"] == 256 // (1 * 4)
 
@@ -86,11 +80,11 @@ def test_a_template_named_as_one_is_read_as_the_manifest_it_becomes(tmp_path):
 def test_a_wrapped_shell_script_of_placeholders_is_unknown_until_given():
     """``stdbuf ... bash -c "..."`` in a flow sequence, every size an envsubst placeholder."""
     name = "k8s_job_stdbuf_envsubst.yaml"
-    out = inspect(name)
+    out = inspected(JOBDEFS / name)
     assert out["framework"] == "hf"
     assert out["micro_batch_size"] is None and out["world_size"] is None
     assert out["job_definition"]["gpus_per_node"] is None
-    given = inspect(name, "--env", "NGPU=4", "--env", "BATCH=8", "--env", "ACCUM=2")
+    given = inspected(JOBDEFS / name, "--env", "NGPU=4", "--env", "BATCH=8", "--env", "ACCUM=2")
     assert given["world_size"] == 4 and given["global_batch_size"] == 8 * 2 * 4
     assert given["job_definition"]["gpus_per_node"] == 4
 
@@ -100,7 +94,7 @@ def test_a_multi_document_manifest_runs_the_script_its_configmap_mounts():
     PET_NPROC_PER_NODE, which the training operator sets from the replicas and nprocPerNode;
     the container's env sets the script's MICRO_BATCH over its default."""
     name = "pytorchjob_configmap.yaml"
-    out = inspect(name)
+    out = inspected(JOBDEFS / name)
     assert out["world_size"] == (1 + 1) * 4
     assert out["micro_batch_size"] == 2 and out["gradient_accumulation_steps"] == 2
     assert out["global_batch_size"] == 2 * 2 * 8
@@ -114,7 +108,7 @@ def test_a_multi_document_manifest_runs_the_script_its_configmap_mounts():
 def test_a_skypilot_task_is_read_from_its_run_block():
     """Ended in "cannot tell which framework"; a run block with HF flags must not be read as
     an HF YAML either."""
-    out = inspect("sky_accelerate.yaml")
+    out = inspected(JOBDEFS / "sky_accelerate.yaml")
     assert out["framework"] == "hf"
     assert out["world_size"] == 2 * 8
     assert out["micro_batch_size"] == 2 and out["gradient_accumulation_steps"] == 8
@@ -125,7 +119,7 @@ def test_a_skypilot_task_is_read_from_its_run_block():
 
 
 def test_skypilot_file_mounts_name_the_config_and_choices_of_gpus_agree():
-    out = inspect("sky_torchrun_deepspeed.yaml")
+    out = inspected(JOBDEFS / "sky_torchrun_deepspeed.yaml")
     assert out["world_size"] == 4 * 8 and out["job_definition"]["gpus_per_node"] == 8
     assert not any(f["code"] == "job-file-not-found" for f in out["findings"])
     assert out["micro_batch_size"] == 4
@@ -142,7 +136,7 @@ def test_skypilot_file_mount_not_found_is_named(tmp_path):
 
 
 def test_a_dstack_task_is_read_from_its_commands():
-    out = inspect("dstack_torchrun.dstack.yml")
+    out = inspected(JOBDEFS / "dstack_torchrun.dstack.yml")
     assert out["world_size"] == 2 * 8
     assert out["gradient_accumulation_steps"] == 4 and out["micro_batch_size"] == 4
     assert out["job_definition"] == {
@@ -157,14 +151,14 @@ def test_a_dstack_task_is_read_from_its_commands():
 
 
 def test_a_jobset_counts_replicas_times_parallelism():
-    out = inspect("jobset_torchrun.yaml")
+    out = inspected(JOBDEFS / "jobset_torchrun.yaml")
     assert out["job_definition"]["nodes"] == 2 * 2
     assert out["world_size"] == 4 * 8 and out["global_batch_size"] == 1 * 16 * 32
     assert not any(f["code"] == "job-definition-mismatch" for f in out["findings"])
 
 
 def test_a_trainjob_runs_torchrun_with_its_nodes_and_auto_processes():
-    out = inspect("trainjob.yaml")
+    out = inspected(JOBDEFS / "trainjob.yaml")
     assert out["job_definition"]["kind"] == "Kubeflow TrainJob"
     assert out["world_size"] == 2 * 4  # numProcPerNode auto: the GPUs of each node
     assert out["global_batch_size"] == 2 * 4 * 8
@@ -194,12 +188,14 @@ def test_other_kinds_are_named_not_read(tmp_path, api, kind, said):
 
 
 def test_helm_values_are_unknown_until_given():
-    out = inspect("helm_job.yaml")
+    out = inspected(JOBDEFS / "helm_job.yaml")
     assert out["micro_batch_size"] is None and out["world_size"] is None
     assert out["job_definition"]["gpus_per_node"] is None
     assert "Values_gpus" in out["job_definition"]["gpus_unknown"]
     assert any("Values_microBatch" in f["message"] for f in out["findings"])
-    given = inspect("helm_job.yaml", "--env", "Values_microBatch=2", "--env", "Values_gpus=4")
+    given = inspected(
+        JOBDEFS / "helm_job.yaml", "--env", "Values_microBatch=2", "--env", "Values_gpus=4"
+    )
     assert given["micro_batch_size"] == 2 and given["world_size"] == 4
     assert given["job_definition"]["gpus_per_node"] == 4
     assert given["global_batch_size"] == 2 * 4 * 4

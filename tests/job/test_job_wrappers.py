@@ -3,11 +3,7 @@ options, a script run by ``sbatch``/``srun``/``bash`` or sourced (followed with 
 arguments), a script written by a heredoc and then run, and a script that stops when run
 without its arguments (read with them not known, never refused)."""
 
-import json
-
-from click.testing import CliRunner
-
-from translator.cli import main
+from run_batchspec import inspected
 
 HF = "train.py --per_device_train_batch_size 2 --gradient_accumulation_steps 4 --output_dir o"
 MEGATRON = (
@@ -18,12 +14,11 @@ MEGATRON = (
 
 
 def inspect(tmp_path, monkeypatch, files: dict[str, str], *args: str, job: str = "job.sh"):
+    """``files`` written in ``tmp_path``, and the JSON of ``job`` among them inspected there."""
     monkeypatch.chdir(tmp_path)
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    result = CliRunner().invoke(main, ["inspect", job, "--json", *args])
-    assert result.exit_code in (0, 1), result.output
-    return json.loads(result.stdout)
+    return inspected(job, *args)
 
 
 def warnings(out: dict) -> list[str]:

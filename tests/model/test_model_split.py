@@ -7,13 +7,12 @@ import json
 import re
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from run_batchspec import codes, inspect, run
 from strategies import cluster_layouts, model_parts
 
 from translator.checks.advice import general_findings
-from translator.cli import main
 from translator.frameworks import get
 from translator.frameworks.shared.hf_deepspeed import AUTOTP_SPLIT
 from translator.model.model_split import ModelParts
@@ -21,16 +20,6 @@ from translator.reading import Reading
 from translator.shell import Word
 from translator.spec import BatchSpec
 from translator.words.errors import ConfigError, InputError
-
-
-def inspect(path, *args) -> tuple[int, dict]:
-    result = CliRunner().invoke(main, ["inspect", str(path), "--json", *map(str, args)])
-    return result.exit_code, json.loads(result.stdout)
-
-
-def codes(out: dict) -> dict[str, dict]:
-    return {f["code"]: f for f in out["findings"]}
-
 
 #: A Megatron-LM Llama-3-8B launch written as NVIDIA's examples/llama scripts are: arrays of
 #: flags, the vocabulary left to the tokenizer (so the model's parameter count is unknown, but
@@ -319,10 +308,9 @@ def test_deepspeed_autotp_splits_the_heads_unevenly_and_says_so(tmp_path):
 
 
 def test_plan_warns_of_a_tensor_parallel_group_across_nodes():
-    result = CliRunner().invoke(
-        main,
-        ["plan", "--global-batch", "64", "--micro-batch", "1", "--nnodes", "2",
-         "--nproc-per-node", "8", "--tp", "16", "--json"],
+    result = run(
+        "plan", "--global-batch", "64", "--micro-batch", "1", "--nnodes", "2",
+        "--nproc-per-node", "8", "--tp", "16", "--json",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     found = codes(json.loads(result.stdout))["tensor-across-nodes"]

@@ -6,9 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from translator.cli import main
+from run_batchspec import codes, inspect
 
 #: alignment-handbook's recipes/accelerate_configs/deepspeed_zero3.yaml style, with the
 #: DeepSpeed JSON named from the repository's root, where the launch runs.
@@ -53,15 +51,6 @@ def repo(tmp_path, monkeypatch) -> Path:
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     return root
-
-
-def inspect(*args):
-    result = CliRunner().invoke(main, ["inspect", *map(str, args), "--json"])
-    return result.exit_code, json.loads(result.stdout)
-
-
-def codes(out: dict) -> set[str]:
-    return {f["code"] for f in out["findings"]}
 
 
 def test_the_job_takes_the_deepspeed_accumulation_from_the_run_dir(repo):

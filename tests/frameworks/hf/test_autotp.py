@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 from paths import ROOT, TESTS
+from run_batchspec import inspected, run
 
-from translator.cli import main
 from translator.frameworks import FRAMEWORKS
 from translator.inspection import inspect_file
 from translator.reading import Launch
@@ -36,12 +35,6 @@ ANSWER = {
 }
 
 
-def inspected(path: Path, *args: str) -> dict:
-    result = CliRunner().invoke(main, ["inspect", str(path), *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
 @pytest.mark.parametrize(
     "path, args",
     [
@@ -54,14 +47,14 @@ def inspected(path: Path, *args: str) -> dict:
     ids=lambda v: v.name if isinstance(v, Path) else " ".join(v),
 )
 def test_every_file_of_the_job_gives_one_answer(path, args):
-    out = inspected(path, *args)
+    out = inspected(path, *args, exits=(0,))
     assert {k: out[k] for k in ANSWER} == ANSWER
 
 
 def test_the_json_alone_knows_the_layout_and_what_its_auto_batch_will_mean():
     """Its batch keys are "auto": the layout is known, the batch is the Trainer's to fill, and
     the fill is named as twice the samples per step."""
-    out = inspected(LLAMAFACTORY / "ds_z2_autotp.json", "--world-size", "8")
+    out = inspected(LLAMAFACTORY / "ds_z2_autotp.json", "--world-size", "8", exits=(0,))
     assert (out["tensor_parallel_size"], out["data_parallel_size"]) == (2, 4)
     assert out["global_batch_size"] is None
     (tbs,) = [
@@ -205,7 +198,7 @@ def test_the_trainer_gives_each_tensor_parallel_group_one_batch():
     first_steps = [g[0][0] for g in by_group.values()]  # micro-batch 1 of each group
     samples = [s for batch in first_steps for s in batch]
     assert len(samples) == len(set(samples))  # the groups' batches are disjoint
-    ours = inspected(LLAMAFACTORY / "qwen3_sft_autotp.yaml", "--world-size", "8")
+    ours = inspected(LLAMAFACTORY / "qwen3_sft_autotp.yaml", "--world-size", "8", exits=(0,))
     assert len(samples) == ours["global_batch_size"] == 16  # accumulation 1: one micro-batch
     assert {r["data_parallel_size"] for r in ranks} == {ours["data_parallel_size"]}
     assert {r["trainer_total_train_batch_size"] for r in ranks} == {16}
@@ -229,9 +222,7 @@ def test_the_fixtures_say_the_same():
 @pytest.mark.framework
 def test_validate_with_the_framework_says_the_trainers_total():
     pytest.importorskip("transformers")
-    result = CliRunner().invoke(
-        main, ["validate", str(HF / "torchrun_autotp.sh"), "--with-framework", "--json"]
-    )
+    result = run("validate", HF / "torchrun_autotp.sh", "--with-framework", "--json")
     assert result.exit_code == 0, result.output
     (verdict,) = [
         f

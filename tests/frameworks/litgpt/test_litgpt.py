@@ -2,20 +2,22 @@
 findings, rendering, update and convert. Nothing here imports litgpt (its own code runs in
 tests/frameworks/litgpt/test_litgpt_native.py)."""
 
+from functools import partial
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from run_batchspec import run, run_json
+from run_batchspec import codes, read_and_inspect, run, run_json
 from test_fuzz import FAST, mutated, survive
 
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.litgpt import engine, generation, rules
-from translator.inspection import inspect_reading
-from translator.reading import Launch
 from translator.render import render
 from translator.spec import BatchSpec
 
 LITGPT = FRAMEWORKS["litgpt"]
+#: A LitGPT YAML ``litgpt.yaml``, read and inspected at ``world``.
+inspect = partial(read_and_inspect, LITGPT, name="litgpt.yaml")
 
 PRETRAIN = """\
 # config_hub style
@@ -29,15 +31,6 @@ train:
 devices: {d}
 num_nodes: {n}
 """
-
-
-def inspect(text, world=None, name="litgpt.yaml"):
-    reading = LITGPT.read(text, name)
-    return inspect_reading(LITGPT, reading, Launch(world_size=world))
-
-
-def codes(inspection):
-    return {f.code: f for f in inspection.findings}
 
 
 @pytest.fixture

@@ -5,10 +5,9 @@ import difflib
 import json
 
 import pytest
-from click.testing import CliRunner
 from paths import ROOT
+from run_batchspec import inspect_job, run
 
-from translator.cli import main
 from translator.frameworks import get
 
 FIXTURES = ROOT / "fixtures" / "megatron"
@@ -16,11 +15,9 @@ FIXTURES = ROOT / "fixtures" / "megatron"
 megatron = get("megatron")
 
 
-def inspect(tmp_path, text: str, name: str = "run.sh", *args) -> tuple[int, dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    result = CliRunner().invoke(main, ["inspect", str(path), "--json", *args])
-    return result.exit_code, json.loads(result.stdout)
+def inspect_run_sh(tmp_path, text: str) -> tuple[int, dict]:
+    """``text`` as ``run.sh`` in ``tmp_path``, inspected by its absolute path from here."""
+    return inspect_job(text, name=tmp_path / "run.sh", shebang=False)
 
 
 PROGRAM = "pretrain_gpt.py --micro-batch-size 2 --global-batch-size 64"
@@ -58,7 +55,7 @@ PROGRAM = "pretrain_gpt.py --micro-batch-size 2 --global-batch-size 64"
     ],
 )
 def test_each_launcher_counts_its_processes(tmp_path, launch, world):
-    code, out = inspect(tmp_path, f"{launch} {PROGRAM}\n")
+    code, out = inspect_run_sh(tmp_path, f"{launch} {PROGRAM}\n")
     assert code == 0
     assert out["world_size"] == world
     if world is None:
@@ -68,11 +65,11 @@ def test_each_launcher_counts_its_processes(tmp_path, launch, world):
 
 def test_srun_takes_its_sizes_from_the_sbatch_lines(tmp_path):
     text = f"#!/bin/bash\n#SBATCH --nodes=3\n#SBATCH --ntasks-per-node=8\nsrun python {PROGRAM}\n"
-    assert inspect(tmp_path, text)[1]["world_size"] == 24
+    assert inspect_run_sh(tmp_path, text)[1]["world_size"] == 24
 
 
 def test_the_world_unknown_message_names_the_launch_line_and_why(tmp_path):
-    _, out = inspect(tmp_path, f"echo start\ndeepspeed --hostfile h {PROGRAM}\n")
+    _, out = inspect_run_sh(tmp_path, f"echo start\ndeepspeed --hostfile h {PROGRAM}\n")
     message = next(f["message"] for f in out["findings"] if f["code"] == "world-unknown")
     assert message.startswith(
         "line 2: deepspeed starts an unknown number of processes: deepspeed runs on every host "
@@ -86,7 +83,7 @@ def test_an_unreadable_word_is_named_with_its_line(tmp_path):
         "torchrun --nproc_per_node 8 pretrain_gpt.py --global-batch-size 64 \\\n"
         "    --micro-batch-size $MBS\n"
     )
-    code, out = inspect(tmp_path, text)
+    code, out = inspect_run_sh(tmp_path, text)
     unknown = next(f for f in out["findings"] if f["code"] == "unknown-value")
     assert unknown["message"].startswith("--micro-batch-size is $(python -c 'print(4)') is not run")
     assert unknown["where"].endswith("run.sh:3")
@@ -95,18 +92,20 @@ def test_an_unreadable_word_is_named_with_its_line(tmp_path):
 
 
 def test_what_the_reader_did_not_follow_is_shown(tmp_path):
-    _, out = inspect(tmp_path, f"source ./cluster.env\ntorchrun --nproc_per_node 8 {PROGRAM}\n")
+    _, out = inspect_run_sh(
+        tmp_path, f"source ./cluster.env\ntorchrun --nproc_per_node 8 {PROGRAM}\n"
+    )
     note = next(f for f in out["findings"] if f["code"] == "script-not-followed")
     assert note["message"] == "source ./cluster.env is not read"
     assert note["where"].endswith("run.sh:1")
 
 
 def test_a_misspelt_flag_is_what_megatron_refuses(tmp_path):
-    code, out = inspect(tmp_path, f"torchrun {PROGRAM} --micro-bach-size 4\n")
+    code, out = inspect_run_sh(tmp_path, f"torchrun {PROGRAM} --micro-bach-size 4\n")
     typo = next(f for f in out["findings"] if f["code"] == "batch-key-typo")
     assert code == 1 and "Megatron-LM stops at start" in typo["message"]
     # a flag the program adds itself is not a typo of a near flag
-    code, out = inspect(tmp_path, f"torchrun {PROGRAM} --total-seq-length 4096\n")
+    code, out = inspect_run_sh(tmp_path, f"torchrun {PROGRAM} --total-seq-length 4096\n")
     assert code == 0 and not any(f["code"] == "batch-key-typo" for f in out["findings"])
 
 
@@ -116,9 +115,7 @@ def test_update_edits_the_heredoc_json_with_the_flags(tmp_path):
     source = FIXTURES / "valid" / "ds_megatron_options_heredoc.sh"
     path = tmp_path / source.name
     path.write_text(source.read_text())
-    result = CliRunner().invoke(
-        main, ["update", str(path), "--nnodes", "4", "--nproc-per-node", "8", "--json"]
-    )
+    result = run("update", path, "--nnodes", "4", "--nproc-per-node", "8", "--json")
     assert result.exit_code == 0, result.output
     changes = {c["key"]: (c["old"], c["new"]) for c in json.loads(result.stdout)["changes"]}
     assert changes == {"--num_nodes": (2, 4)}
@@ -138,7 +135,7 @@ def test_update_to_fewer_gpus_than_a_node_takes_them_on_one_node(tmp_path):
     used to crash on a ``Reading.launcher`` that did not exist, then to refuse)."""
     path = tmp_path / "train.sh"
     path.write_text(NVIDIA_STYLE)
-    result = CliRunner().invoke(main, ["update", str(path), "--world-size", "4", "--in-place"])
+    result = run("update", path, "--world-size", "4", "--in-place")
     assert result.exit_code == 0, result.output
     assert "internal error" not in result.output
     assert result.output.strip().splitlines() == [
@@ -150,9 +147,7 @@ def test_update_to_fewer_gpus_than_a_node_takes_them_on_one_node(tmp_path):
 def test_update_to_a_world_no_node_count_makes_refuses_naming_the_shapes(tmp_path):
     path = tmp_path / "train.sh"
     path.write_text(NVIDIA_STYLE)
-    result = CliRunner().invoke(
-        main, ["update", str(path), "--world-size", "12", "--global-batch", "192", "--in-place"]
-    )
+    result = run("update", path, "--world-size", "12", "--global-batch", "192", "--in-place")
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines() == [
         f"batchspec: error: {path}: it runs 8 processes per node, which cannot make world 12 "
@@ -164,12 +159,10 @@ def test_update_to_a_world_no_node_count_makes_refuses_naming_the_shapes(tmp_pat
 def test_update_with_the_node_shape_edits_the_per_node_variable(tmp_path):
     path = tmp_path / "train.sh"
     path.write_text(NVIDIA_STYLE)
-    result = CliRunner().invoke(
-        main, ["update", str(path), "--nnodes", "1", "--nproc-per-node", "4", "--in-place"]
-    )
+    result = run("update", path, "--nnodes", "1", "--nproc-per-node", "4", "--in-place")
     assert result.exit_code == 0, result.output
     assert path.read_text() == NVIDIA_STYLE.replace("GPUS_PER_NODE=8", "GPUS_PER_NODE=4")
-    code, out = inspect(tmp_path, path.read_text())
+    code, out = inspect_run_sh(tmp_path, path.read_text())
     assert code == 0
     assert (out["world_size"], out["global_batch_size"], out["gradient_accumulation_steps"]) == (
         4,
@@ -188,7 +181,7 @@ def test_update_rewrites_literal_batch_keys_in_the_heredoc(tmp_path):
     )
     path = tmp_path / "run.sh"
     path.write_text(text)
-    result = CliRunner().invoke(main, ["update", str(path), "--world-size", "16", "--in-place"])
+    result = run("update", path, "--world-size", "16", "--in-place")
     assert result.exit_code == 0, result.output
     new = path.read_text()
     changed = [
@@ -208,7 +201,9 @@ def test_the_heredoc_json_is_checked_against_the_flags(tmp_path):
     """Megatron-DeepSpeed hands DeepSpeed its own global batch each iteration: the JSON's
     global batch and accumulation are replaced (a warning), its micro-batch is not (an
     error: DeepSpeed counts accumulation in it)."""
-    code, out = inspect(tmp_path, (FIXTURES / "invalid" / "ds_heredoc_disagrees.sh").read_text())
+    code, out = inspect_run_sh(
+        tmp_path, (FIXTURES / "invalid" / "ds_heredoc_disagrees.sh").read_text()
+    )
     mismatch = next(f for f in out["findings"] if f["code"] == "megatron-deepspeed-mismatch")
     assert code == 1
     assert (
@@ -229,13 +224,13 @@ def test_a_json_the_script_names_is_read_where_the_job_runs(tmp_path, monkeypatc
     job runs in and checked against the flags; a missing one is a warning naming where."""
     monkeypatch.chdir(tmp_path)
     script = f"deepspeed --num_gpus 8 --num_nodes 1 {PROGRAM} --deepspeed_config ds.json\n"
-    code, out = inspect(tmp_path, script)
+    code, out = inspect_run_sh(tmp_path, script)
     missing = [f for f in out["findings"] if f["code"] == "job-file-not-found"]
     assert code == 0 and missing and "ds.json" in missing[0]["message"]
     (tmp_path / "ds.json").write_text(
         '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2}'
     )
-    code, out = inspect(tmp_path, script)
+    code, out = inspect_run_sh(tmp_path, script)
     assert code == 0  # Megatron's global batch replaces the JSON's each iteration
     assert "train_batch_size 32 where --global-batch-size gives 64" in next(
         f["message"] for f in out["findings"] if f["code"] == "megatron-deepspeed-overridden"
@@ -244,13 +239,13 @@ def test_a_json_the_script_names_is_read_where_the_job_runs(tmp_path, monkeypatc
 
 def test_srun_fills_what_its_line_leaves_out_from_the_sbatch_lines(tmp_path):
     text = f"#SBATCH --nodes=2\nsrun --ntasks-per-node 4 python {PROGRAM}\n"
-    assert inspect(tmp_path, text)[1]["world_size"] == 8
+    assert inspect_run_sh(tmp_path, text)[1]["world_size"] == 8
 
 
 def test_a_flag_with_an_unknown_value_after_equals_is_one_word(tmp_path):
     """``--deepspeed_config="$cfg"`` is a value, it cannot hide another flag;
     ``--tensor-model-parallel-size="$TP"`` is that flag, unknown."""
-    _, out = inspect(
+    _, out = inspect_run_sh(
         tmp_path,
         f"torchrun --nproc_per_node 8 {PROGRAM} "
         '--deepspeed_config="$CFG" --pipeline-model-parallel-size="$PP"\n',
@@ -263,17 +258,19 @@ def test_an_unknown_program_word_still_starts_the_program(tmp_path):
     """``python3 ${EXEC} ...``: the words after it are Megatron's, and an unknown one among
     them may hold flags; one never set is empty as run."""
     line = "srun -n 4 python3 ${EXEC} --micro-batch-size 1 --global-batch-size 8 "
-    _, out = inspect(tmp_path, line + "$(cat llama_args)\n")
+    _, out = inspect_run_sh(tmp_path, line + "$(cat llama_args)\n")
     assert out["world_size"] == 4
     assert out["micro_batch_size"] == 1 and out["global_batch_size"] == 8
     assert out["tensor_parallel_size"] is None
-    _, out = inspect(tmp_path, line + "${LLAMA_ARGS}\n")
+    _, out = inspect_run_sh(tmp_path, line + "${LLAMA_ARGS}\n")
     assert out["tensor_parallel_size"] == 1 and out["gradient_accumulation_steps"] == 2
     assert any(f["code"] == "job-defaults" for f in out["findings"])
 
 
 def test_yaml_cfg_replaces_every_argument(tmp_path):
-    code, out = inspect(tmp_path, f"torchrun --nproc_per_node 4 {PROGRAM} --yaml-cfg run.yaml\n")
+    code, out = inspect_run_sh(
+        tmp_path, f"torchrun --nproc_per_node 4 {PROGRAM} --yaml-cfg run.yaml\n"
+    )
     assert code == 0 and out["world_size"] == 4
     assert [out[k] for k in ("micro_batch_size", "global_batch_size", "tensor_parallel_size")] == [
         None,
@@ -292,5 +289,5 @@ def test_a_command_run_from_an_unknown_string_hides_the_defaults(tmp_path):
         'ARGS="--micro-batch-size 2 --global-batch-size 64"\n'
         'run_cmd="$(cat cmd.txt)"\neval "$run_cmd $ARGS"\n'
     )
-    _, out = inspect(tmp_path, text)
+    _, out = inspect_run_sh(tmp_path, text)
     assert out["micro_batch_size"] == 2 and out["tensor_parallel_size"] is None

@@ -2,8 +2,10 @@
 ramp-up, Lightning accumulation, NeMo 2's overwritten model sizes, the recipe's values), render
 and read-back, update and convert keeping every other byte."""
 
+from functools import partial
+
 import pytest
-from run_batchspec import run, run_json
+from run_batchspec import codes, read_and_inspect, run, run_json
 
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.megatron_bridge import rules
@@ -13,6 +15,8 @@ from translator.render import render
 from translator.spec import BatchSpec
 
 MB = FRAMEWORKS["megatron-bridge"]
+#: A Megatron-Bridge or NeMo YAML ``cfg.yaml``, read and inspected at ``world`` and ``sizes``.
+inspect = partial(read_and_inspect, MB)
 
 BRIDGE = """\
 # overrides
@@ -64,15 +68,6 @@ optimizer:
   class_path: torch.optim.AdamW
 """
 AXOLOTL = "base_model: x\nmicro_batch_size: 2\ngradient_accumulation_steps: 4\n"
-
-
-def inspect(text: str, world: int | None = None, **sizes):
-    reading = MB.read(text, "cfg.yaml")
-    return inspect_reading(MB, reading, Launch(world, **sizes))
-
-
-def codes(got) -> set[str]:
-    return {f.code for f in got.findings}
 
 
 @pytest.mark.parametrize(

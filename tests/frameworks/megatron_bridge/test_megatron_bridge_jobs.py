@@ -2,16 +2,7 @@
 ``KEY=VALUE`` overrides (the last one wins), ``--config-file`` YAML under them, ``nemo llm``'s
 NeMo-Run overrides, and ``update`` editing the literal an override's variable holds."""
 
-import json
-
-from click.testing import CliRunner
-
-from translator.cli import main
-
-
-def inspect(path, *args) -> tuple[int, dict]:
-    result = CliRunner().invoke(main, ["inspect", str(path), *map(str, args), "--json"])
-    return result.exit_code, json.loads(result.stdout)
+from run_batchspec import inspect, run
 
 
 def write(folder, name: str, text: str):
@@ -111,7 +102,7 @@ def test_nemo_llm_without_the_trainer_sizes_has_no_world(tmp_path):
 
 def test_update_edits_the_variable_an_override_takes(tmp_path):
     job = write(tmp_path, "run.sh", RUNNER)
-    result = CliRunner().invoke(main, ["update", str(job), "--global-batch", "64", "--in-place"])
+    result = run("update", job, "--global-batch", "64", "--in-place")
     assert result.exit_code == 0, result.output
     assert job.read_text() == RUNNER.replace("GBS=128", "GBS=64")
 
@@ -119,6 +110,6 @@ def test_update_edits_the_variable_an_override_takes(tmp_path):
 def test_update_edits_a_literal_override_in_place(tmp_path):
     text = RUNNER.replace("train.micro_batch_size=2", "train.micro_batch_size=4")
     job = write(tmp_path, "run.sh", text)
-    result = CliRunner().invoke(main, ["update", str(job), "--micro-batch", "2", "--in-place"])
+    result = run("update", job, "--micro-batch", "2", "--in-place")
     assert result.exit_code == 0, result.output
     assert job.read_text() == RUNNER

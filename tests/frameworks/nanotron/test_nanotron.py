@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from paths import ROOT
-from run_batchspec import run
+from run_batchspec import codes, inspected, run
 
 from translator.frameworks import get
 from translator.frameworks.nanotron import generation
@@ -18,16 +18,6 @@ from translator.spec import BatchSpec
 
 FIXTURES = ROOT / "fixtures" / "nanotron"
 nanotron = get("nanotron")
-
-
-def inspect(path, *args) -> dict:
-    result = run("inspect", path, *args, "--json")
-    assert result.exit_code in (0, 1), result.output
-    return json.loads(result.stdout)
-
-
-def codes(out: dict) -> dict[str, dict]:
-    return {f["code"]: f for f in out["findings"]}
 
 
 def write(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
@@ -58,7 +48,7 @@ def blocks(**sizes) -> str:
 
 
 def test_the_batch_is_micro_times_accumulation_times_dp_and_the_world_the_product(tmp_path):
-    out = inspect(write(tmp_path, blocks(dp=3, tp=2, pp=2, micro=5, accumulation=7)))
+    out = inspected(write(tmp_path, blocks(dp=3, tp=2, pp=2, micro=5, accumulation=7)))
     assert (out["global_batch_size"], out["world_size"], out["data_parallel_size"]) == (
         105,
         12,
@@ -68,31 +58,31 @@ def test_the_batch_is_micro_times_accumulation_times_dp_and_the_world_the_produc
 
 
 def test_a_yaml_with_the_batch_blocks_is_nanotrons_not_axolotls(tmp_path):
-    assert inspect(write(tmp_path, blocks()))["framework"] == "nanotron"
+    assert inspected(write(tmp_path, blocks()))["framework"] == "nanotron"
     axolotl = write(tmp_path, "base_model: x\nmicro_batch_size: 2\n", "axolotl.yaml")
-    assert inspect(axolotl)["framework"] == "axolotl"
+    assert inspected(axolotl)["framework"] == "axolotl"
 
 
 def test_each_generation_is_named_and_a_mixed_file_is_said_to_be_mixed(tmp_path):
-    old = inspect(FIXTURES / "valid" / "tiny_llama_04.yaml")
-    new = inspect(FIXTURES / "valid" / "smollm_style.yaml")
+    old = inspected(FIXTURES / "valid" / "tiny_llama_04.yaml")
+    new = inspected(FIXTURES / "valid" / "smollm_style.yaml")
     assert "nanotron 0.4 (the PyPI release)" in codes(old)["nanotron-generation"]["message"]
     assert "current generation (git main)" in codes(new)["nanotron-generation"]["message"]
     mixed = write(tmp_path, blocks() + "data: {seed: 1}\ndata_stages: []\n")
-    assert "mixes keys of both" in codes(inspect(mixed))["nanotron-generation"]["message"]
-    assert "nanotron-generation" not in codes(inspect(write(tmp_path, blocks(), "plain.yaml")))
+    assert "mixes keys of both" in codes(inspected(mixed))["nanotron-generation"]["message"]
+    assert "nanotron-generation" not in codes(inspected(write(tmp_path, blocks(), "plain.yaml")))
 
 
 def test_the_installed_generation_other_than_the_files_is_said(monkeypatch):
     monkeypatch.setattr(generation, "installed", lambda: "0.4")
-    out = codes(inspect(FIXTURES / "valid" / "smollm_style.yaml"))
+    out = codes(inspected(FIXTURES / "valid" / "smollm_style.yaml"))
     assert (
         "pip install git+https://github.com/huggingface/nanotron"
         in (out["nanotron-other-generation"]["hint"])
     )
     monkeypatch.setattr(generation, "installed", lambda: "current")
     assert "nanotron-other-generation" not in codes(
-        inspect(FIXTURES / "valid" / "smollm_style.yaml")
+        inspected(FIXTURES / "valid" / "smollm_style.yaml")
     )
 
 
@@ -115,7 +105,7 @@ def test_a_world_other_than_the_product_is_refused_in_the_installed_generations_
     # the hint's dp and micro × accumulation keep the global batch 64 on 16 processes
     assert "set dp: 8 for 16 processes" in found["hint"] and "= 8 to keep" in found["hint"]
     fixed = write(tmp_path, blocks(dp=8, tp=2, micro=2, accumulation=4), "fixed.yaml")
-    out = inspect(fixed, "--world-size", 16)
+    out = inspected(fixed, "--world-size", 16)
     assert out["global_batch_size"] == 64 and "nanotron-world-product" not in codes(out)
 
 
@@ -136,13 +126,13 @@ def test_a_world_of_one_process_is_counted_in_words(tmp_path):
 
 def test_context_parallel_is_in_the_world_not_in_the_batch(tmp_path):
     text = blocks(dp=2, tp=2).replace("  pp_engine", "  context_parallel_size: 4\n  pp_engine")
-    out = inspect(write(tmp_path, text), "--world-size", 16)
+    out = inspected(write(tmp_path, text), "--world-size", 16)
     assert (out["global_batch_size"], out["world_size"], out["context_parallel_size"]) == (4, 16, 4)
 
 
 def test_expert_parallelism_warns_of_the_two_generations_worlds(tmp_path):
     text = blocks(dp=2, tp=2).replace("  pp_engine", "  expert_parallel_size: 2\n  pp_engine")
-    found = codes(inspect(write(tmp_path, text)))["nanotron-expert-world"]
+    found = codes(inspected(write(tmp_path, text)))["nanotron-expert-world"]
     assert "tp × pp × ep × dp = 8" in found["message"] and "(4)" in found["message"]
 
 
@@ -156,34 +146,36 @@ def test_1f1b_needs_accumulation_of_at_least_pp_minus_1_and_the_hint_solves_it(t
     assert found["hint"].startswith(
         "keep the global batch with micro_batch_size 2 and batch_accumulation_per_replica 4"
     )
-    fixed = inspect(write(tmp_path, blocks(pp=4, micro=2, accumulation=4), "fixed.yaml"))
+    fixed = inspected(write(tmp_path, blocks(pp=4, micro=2, accumulation=4), "fixed.yaml"))
     assert fixed["global_batch_size"] == 16 and "nanotron-1f1b-microbatches" not in codes(fixed)
 
 
 def test_afab_the_default_engine_has_no_micro_batch_minimum(tmp_path):
     text = blocks(pp=4).replace("  pp_engine: 1f1b\n", "")
-    assert "nanotron-1f1b-microbatches" not in codes(inspect(write(tmp_path, text)))
-    no_split = codes(inspect(write(tmp_path, blocks(pp=8, micro=1, accumulation=2), "x.yaml")))
+    assert "nanotron-1f1b-microbatches" not in codes(inspected(write(tmp_path, text)))
+    no_split = codes(inspected(write(tmp_path, blocks(pp=8, micro=1, accumulation=2), "x.yaml")))
     assert no_split["nanotron-1f1b-microbatches"]["hint"].startswith("use pp_engine: afab")
 
 
 def test_an_engine_nanotron_does_not_know_is_refused(tmp_path):
-    out = inspect(write(tmp_path, blocks(engine="gpipe")))
+    out = inspected(write(tmp_path, blocks(engine="gpipe")))
     assert "not gpipe (nanotron's words)" in codes(out)["nanotron-pp-engine"]["message"]
 
 
 def test_a_whole_config_needs_every_key_nanotron_has_no_default_for(tmp_path):
     whole = "general: {project: x}\n" + blocks().replace("  sequence_length: 2048\n", "")
-    found = [f["message"] for f in inspect(write(tmp_path, whole))["findings"]]
+    found = [f["message"] for f in inspected(write(tmp_path, whole))["findings"]]
     assert any('missing value for field "tokens.sequence_length"' in m for m in found)
     assert any('missing value for field "tokens.train_steps"' in m for m in found)
     # the batch blocks alone (rendered, to go in a whole config) need no train_steps
-    assert "nanotron-missing-key" not in codes(inspect(write(tmp_path, blocks(), "b.yaml")))
+    assert "nanotron-missing-key" not in codes(inspected(write(tmp_path, blocks(), "b.yaml")))
 
 
 def test_a_whole_config_without_tokens_fails_in_the_trainer(tmp_path):
     text = "general: {project: x}\nparallelism: {dp: 1, tp: 1, pp: 1}\n"
-    found = codes(inspect(write(tmp_path, text), "--framework", "nanotron"))["nanotron-missing-key"]
+    found = codes(inspected(write(tmp_path, text), "--framework", "nanotron"))[
+        "nanotron-missing-key"
+    ]
     assert "no tokens block" in found["message"]
 
 
@@ -206,7 +198,7 @@ def test_a_file_that_is_no_config_is_one_line_naming_it(tmp_path, text, message)
 
 
 def test_a_job_takes_the_world_from_torchrun_and_the_batch_from_the_yaml():
-    out = inspect(FIXTURES / "jobs" / "train_torchrun.sh")
+    out = inspected(FIXTURES / "jobs" / "train_torchrun.sh")
     where = {s["field"]: s["where"] for s in out["sources"]}
     assert where["micro_batch_size"].endswith("config_dp4_tp2.yaml:17 tokens.micro_batch_size")
     assert "--nproc_per_node" in where["world_size"]
@@ -219,7 +211,7 @@ def test_a_job_whose_world_is_unknown_says_how_many_processes_nanotron_needs(tmp
         f"torchrun --nproc_per_node $(nvidia-smi -L | wc -l) run_train.py --config-file {config}\n",
         "job.sh",
     )
-    found = codes(inspect(job))["nanotron-world-needed"]
+    found = codes(inspected(job))["nanotron-world-needed"]
     assert found["message"].endswith("needs exactly 8") and found["severity"] == "info"
 
 
@@ -335,7 +327,7 @@ def test_a_batch_key_set_twice_with_two_values_is_an_error(tmp_path):
 
 def test_a_misspelt_size_in_the_parallelism_block_is_named(tmp_path):
     text = blocks().replace("  tp: 1\n", "  tp: 1\n  ddp: 2\n")
-    found = codes(inspect(write(tmp_path, text)))["batch-key-typo"]
+    found = codes(inspected(write(tmp_path, text)))["batch-key-typo"]
     assert "'parallelism.ddp'" in found["message"] and "'parallelism.dp'" in found["message"]
     assert "nanotron's strict loading refuses" in found["message"]
 

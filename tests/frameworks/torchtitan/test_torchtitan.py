@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
+from run_batchspec import codes, read_and_inspect, run, run_json
 from test_named_model import TINY
 
 from translator.cli import main
@@ -22,12 +23,8 @@ torchtitan = get("torchtitan")
 
 
 def inspect(text: str, world: int | None, path: str = "job.toml", **sizes):
-    reading = torchtitan.read(textwrap.dedent(text), path)
-    return inspect_reading(torchtitan, reading, Launch(world, **sizes))
-
-
-def codes(got) -> set[str]:
-    return {f.code for f in got.findings}
+    """``text``, indented here, dedented as the file ``path`` and inspected at ``world``."""
+    return read_and_inspect(torchtitan, textwrap.dedent(text), world, path, **sizes)
 
 
 @pytest.fixture(autouse=True)
@@ -158,7 +155,7 @@ def test_a_toml_file_is_a_finding_for_an_installed_0_3_0_with_its_flags():
 def test_no_finding_on_the_generation_when_torchtitan_is_not_installed(monkeypatch):
     monkeypatch.setattr(keys, "installed", lambda: None)
     got = inspect(TOML, 16)
-    assert codes(got) & {"torchtitan-toml-unread", "torchtitan-other-generation"} == set()
+    assert codes(got).keys() & {"torchtitan-toml-unread", "torchtitan-other-generation"} == set()
     assert "torchtitan-generation" in codes(got)
 
 
@@ -169,10 +166,7 @@ def test_flags_win_over_the_toml_the_job_names(tmp_path):
         "#!/bin/bash\nNGPU=${NGPU:-8}\ntorchrun --nproc_per_node=${NGPU} -m torchtitan.train "
         "--job.config_file debug.toml --training.global_batch_size=32\n"
     )
-    result = CliRunner().invoke(
-        main, ["inspect", str(script), "--run-dir", str(tmp_path), "--json"]
-    )
-    out = json.loads(result.stdout)
+    _, out = run_json("inspect", script, "--run-dir", tmp_path)
     assert (out["global_batch_size"], out["micro_batch_size"], out["world_size"]) == (32, 2, 8)
     lost = [s for s in out["sources"] if s["field"] == "global_batch_size" and not s["won"]]
     assert lost and lost[0]["value"] == 64
@@ -192,7 +186,7 @@ def test_a_config_function_leaves_the_keys_it_sets_unknown():
 def test_malformed_toml_is_one_line_naming_the_file_and_line(tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text("[training]\nlocal_batch_size = = 2\n")
-    result = CliRunner().invoke(main, ["inspect", str(path)])
+    result = run("inspect", path)
     assert result.exit_code == 2
     assert result.stderr.strip().startswith(f"batchspec: error: {path}:2: not valid TOML")
     assert "Traceback" not in result.output
@@ -201,7 +195,7 @@ def test_malformed_toml_is_one_line_naming_the_file_and_line(tmp_path):
 def test_a_toml_that_is_no_torchtitan_job_is_refused(tmp_path):
     path = tmp_path / "pyproject.toml"
     path.write_text('[project]\nname = "x"\n')
-    result = CliRunner().invoke(main, ["inspect", str(path)])
+    result = run("inspect", path)
     assert result.exit_code == 2
     assert result.stderr.strip() == (
         f"batchspec: error: {path}: not a torchtitan job file (it has no [training] or "
@@ -214,7 +208,7 @@ def test_update_inserts_the_global_batch_under_its_table_and_keeps_every_other_b
     path = tmp_path / "job.toml"
     path.write_text(text)
     args = ["update", str(path), "--from-world-size", "2", "--world-size", "1"]
-    result = CliRunner().invoke(main, args)
+    result = run(*args)
     assert result.exit_code == 0, result.output
     assert result.stdout == text.replace("steps = 10\n", "steps = 10\nglobal_batch_size = 16\n")
 
@@ -229,7 +223,7 @@ def test_update_rewrites_a_launchs_flag_in_place(tmp_path):
     )
     path = tmp_path / "run.sh"
     path.write_text(text)
-    result = CliRunner().invoke(main, ["update", str(path), "--world-size", "4"])
+    result = run("update", path, "--world-size", "4")
     assert result.exit_code == 0, result.output
     assert result.stdout == text.replace("nproc_per_node 8", "nproc_per_node 4").replace(
         "shard_degree 8", "shard_degree 4"
@@ -240,7 +234,7 @@ def test_convert_a_toml_to_megatron(tmp_path):
     path = tmp_path / "job.toml"
     path.write_text(textwrap.dedent(TOML))
     args = ["convert", str(path), "--to", "megatron", "--world-size", "16", "--out", str(tmp_path)]
-    result = CliRunner().invoke(main, args)
+    result = run(*args)
     assert result.exit_code == 0, result.output
     megatron = (tmp_path / "megatron.sh").read_text()
     assert "--global-batch-size 64" in megatron and "--micro-batch-size 2" in megatron

@@ -3,11 +3,11 @@ their fixes, render, update. Which torchtune counts a file is pinned per test (t
 one decides; see translator/frameworks/torchtune/generation.py)."""
 
 import json
+from functools import partial
 
 import pytest
-from click.testing import CliRunner
+from run_batchspec import codes, read_and_inspect, run
 
-from translator.cli import main
 from translator.frameworks import get
 from translator.frameworks.torchtune import generation, program
 from translator.inspection import inspect_reading
@@ -16,6 +16,8 @@ from translator.render import render
 from translator.spec import BatchSpec
 
 torchtune = get("torchtune")
+#: A torchtune YAML ``cfg.yaml``, read and inspected at ``world`` (8 unless given).
+inspect = partial(read_and_inspect, torchtune, world=8)
 
 
 @pytest.fixture
@@ -29,19 +31,6 @@ def absent(monkeypatch):
     """No torchtune is installed: the file's own keys decide."""
     monkeypatch.setattr(generation, "installed", lambda: None)
     monkeypatch.setattr(program, "builtin", lambda name: None)
-
-
-def inspect(text: str, world: int | None = 8, path: str = "cfg.yaml"):
-    return inspect_reading(torchtune, torchtune.read(text, path), Launch(world))
-
-
-def codes(inspection) -> set[str]:
-    return {f.code for f in inspection.findings}
-
-
-def cli(*args):
-    result = CliRunner().invoke(main, [*map(str, args)])
-    return result.exit_code, result.output
 
 
 BASE = "model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\n"
@@ -165,16 +154,19 @@ def test_update_changes_the_batch_values_and_keeps_every_other_byte(released, tm
     )
     path = tmp_path / "cfg.yaml"
     path.write_text(text)
-    code, out = cli("update", path, "--from-world-size", 4, "--world-size", 8)
-    assert code == 0
-    assert out == text.replace("steps: 8", "steps: 4")
+    result = run("update", path, "--from-world-size", 4, "--world-size", 8)
+    assert result.exit_code == 0
+    assert result.output == text.replace("steps: 8", "steps: 4")
 
 
 def test_update_adds_a_missing_accumulation_after_batch_size(released, tmp_path):
     path = tmp_path / "cfg.yaml"
     path.write_text(BASE + "batch_size: 4\ngradient_accumulation_steps: 2\nepochs: 1\n")
-    code, out = cli("update", path, "--from-world-size", 4, "--world-size", 2)
-    assert code == 0 and out == BASE + "batch_size: 4\ngradient_accumulation_steps: 4\nepochs: 1\n"
+    result = run("update", path, "--from-world-size", 4, "--world-size", 2)
+    assert (
+        result.exit_code == 0
+        and result.output == BASE + "batch_size: 4\ngradient_accumulation_steps: 4\nepochs: 1\n"
+    )
 
 
 # Jobs ------------------------------------------------------------------------------------
@@ -187,8 +179,9 @@ def job(tmp_path, script: str, *args):
     (tmp_path / "cfg.yaml").write_text(CONFIG)
     path = tmp_path / "train.sh"
     path.write_text(script)
-    code, out = cli("inspect", path, "--json", *args)
-    return code, json.loads(out)["files"][0] if "files" in json.loads(out) else json.loads(out)
+    result = run("inspect", path, "--json", *args)
+    out = json.loads(result.output)
+    return result.exit_code, out["files"][0] if "files" in out else out
 
 
 def test_tune_run_overrides_win_over_the_config_and_torchrun_options_size_the_world(
@@ -216,9 +209,9 @@ def test_update_edits_the_override_and_the_torchrun_option_of_a_job(
         "gradient_accumulation_steps=8  # eight\n"
     )
     (tmp_path / "train.sh").write_text(script)
-    code, out = cli("update", tmp_path / "train.sh", "--world-size", 8, "--nproc-per-node", 8)
-    assert code == 0
-    assert out == script.replace("steps=8", "steps=4").replace("node 4", "node 8")
+    result = run("update", tmp_path / "train.sh", "--world-size", 8, "--nproc-per-node", 8)
+    assert result.exit_code == 0
+    assert result.output == script.replace("steps=8", "steps=4").replace("node 4", "node 8")
 
 
 def test_a_word_that_is_not_key_value_is_refused_in_torchtunes_words(
@@ -298,9 +291,9 @@ def test_update_edits_the_variable_an_override_takes(released, tmp_path, monkeyp
         "--config cfg.yaml gradient_accumulation_steps=$GA\n"
     )
     (tmp_path / "train.sh").write_text(script)
-    code, out = cli("update", tmp_path / "train.sh", "--world-size", 8, "--nproc-per-node", 8)
-    assert code == 0
-    assert out == script.replace("GA=8", "GA=4").replace("node 4", "node 8")
+    result = run("update", tmp_path / "train.sh", "--world-size", 8, "--nproc-per-node", 8)
+    assert result.exit_code == 0
+    assert result.output == script.replace("GA=8", "GA=4").replace("node 4", "node 8")
 
 
 def test_an_interpolation_of_another_key_is_its_value_and_any_other_is_unknown(released):
@@ -320,15 +313,15 @@ def test_a_recipe_that_does_not_read_tensor_parallel_counts_every_rank(
     (tmp_path / "lora.sh").write_text(
         "tune run --nproc_per_node 8 lora_finetune_distributed --config cfg.yaml\n"
     )
-    code, out = cli("inspect", tmp_path / "lora.sh", "--json")
-    got = json.loads(out)
+    got = json.loads(run("inspect", tmp_path / "lora.sh", "--json").output)
     assert got["data_parallel_size"] == 8 and got["global_batch_size"] == 256
     assert "torchtune-tp-ignored" in {f["code"] for f in got["findings"]}
     (tmp_path / "full.sh").write_text(
         "tune run --nproc_per_node 8 full_finetune_distributed --config cfg.yaml\n"
     )
-    code, out = cli("inspect", tmp_path / "full.sh", "--json")
-    assert json.loads(out)["data_parallel_size"] == 4
+    assert (
+        json.loads(run("inspect", tmp_path / "full.sh", "--json").output)["data_parallel_size"] == 4
+    )
 
 
 def test_a_single_device_recipe_under_torchrun_options_is_refused(released, tmp_path, monkeypatch):
