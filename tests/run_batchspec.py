@@ -1,6 +1,6 @@
 """batchspec as the tests run it: its command line in-process (``run``, ``run_json``, ``inspect``
-and its forms), a framework's reader on a text (``read_and_inspect``), and the codes of the
-findings either gives (``codes``, ``code_list``)."""
+and its forms, ``batch`` of what it read), a framework's reader on a text (``read_and_inspect``),
+and the codes of the findings either gives (``codes``, ``code_list``)."""
 
 import json
 from pathlib import Path
@@ -47,6 +47,12 @@ def inspect_job(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("#!/bin/bash\n" * shebang + script)
     return inspect(name, *args)
+
+
+def batch(out: dict) -> tuple:
+    """(world, micro-batch, accumulation, global batch) of an ``inspect --json`` output."""
+    keys = ("world_size", "micro_batch_size", "gradient_accumulation_steps", "global_batch_size")
+    return tuple(out[k] for k in keys)
 
 
 def read_and_inspect(

@@ -1,14 +1,11 @@
 """Axolotl's launches read as jobs: ``axolotl train`` and the ``axolotl.cli.train`` module, their
 overrides over the YAML, the DeepSpeed JSON, the world each launcher starts, and update."""
 
-import json
-
 import pytest
 from calls import only_call
-from click.testing import CliRunner
+from run_batchspec import batch, codes, inspect_job, run
 
 from translator import shell
-from translator.cli import main
 from translator.edit import update
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.axolotl import program
@@ -30,43 +27,18 @@ AUTO = (
 
 
 @pytest.fixture
-def run_dir(tmp_path, monkeypatch):
+def run_dir(in_tmp_path):
     """A folder the job runs in, holding the YAML; batchspec runs there."""
-    (tmp_path / "examples").mkdir()
-    (tmp_path / "examples" / "lora.yml").write_text(YAML)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def inspect(script: str, name: str = "job.sh"):
-    with open(name, "w") as f:
-        f.write("#!/bin/bash\n" + script)
-    result = CliRunner().invoke(main, ["inspect", name, "--json"])
-    assert result.exit_code in (0, 1), result.output
-    return result.exit_code, json.loads(result.stdout)
-
-
-def batch(out: dict) -> tuple:
-    return tuple(
-        out[k]
-        for k in (
-            "world_size",
-            "micro_batch_size",
-            "gradient_accumulation_steps",
-            "global_batch_size",
-        )
-    )
-
-
-def codes(out: dict) -> dict:
-    return {f["code"]: f for f in out["findings"]}
+    (in_tmp_path / "examples").mkdir()
+    (in_tmp_path / "examples" / "lora.yml").write_text(YAML)
+    return in_tmp_path
 
 
 # Overrides and precedence --------------------------------------------------------------------
 
 
 def test_a_dashed_option_overrides_the_yaml_and_both_sources_are_listed(run_dir):
-    rc, out = inspect(
+    rc, out = inspect_job(
         "axolotl train examples/lora.yml --micro-batch-size 4 --launcher torchrun "
         "-- --nproc_per_node 8 --nnodes 2\n"
     )
@@ -94,7 +66,7 @@ def test_a_dashed_option_overrides_the_yaml_and_both_sources_are_listed(run_dir)
 
 
 def test_the_module_takes_fire_flags_underscores_and_equals_alike(run_dir):
-    rc, out = inspect(
+    rc, out = inspect_job(
         "accelerate launch --num_processes 4 -m axolotl.cli.train examples/lora.yml "
         "--gradient_accumulation_steps=2 --micro-batch-size 1\n"
     )
@@ -102,7 +74,7 @@ def test_the_module_takes_fire_flags_underscores_and_equals_alike(run_dir):
 
 
 def test_the_last_of_two_overrides_wins(run_dir):
-    _, out = inspect(
+    _, out = inspect_job(
         "python -m axolotl.cli.train examples/lora.yml --micro_batch_size 3 --micro_batch_size 5\n"
     )
     assert out["micro_batch_size"] == 5
@@ -112,14 +84,18 @@ def test_the_last_of_two_overrides_wins(run_dir):
 
 def test_strict_drops_an_override_of_a_key_the_yaml_lacks(run_dir):
     (run_dir / "strict.yml").write_text("base_model: x\nstrict: true\nmicro_batch_size: 2\n")
-    _, out = inspect("axolotl train strict.yml --gradient-accumulation-steps 4 --num-processes 2\n")
+    _, out = inspect_job(
+        "axolotl train strict.yml --gradient-accumulation-steps 4 --num-processes 2\n"
+    )
     assert batch(out) == (2, 2, 1, 4)  # accumulation keeps Axolotl's default 1
     (dropped,) = [s for s in out["sources"] if s["field"] == "gradient_accumulation_steps"]
     assert not dropped["won"] and "strict: true" in dropped["why"]
 
 
 def test_an_underscore_option_of_axolotl_train_goes_to_the_launcher_and_is_refused(run_dir):
-    rc, out = inspect("axolotl train examples/lora.yml --micro_batch_size 8 --num-processes 2\n")
+    rc, out = inspect_job(
+        "axolotl train examples/lora.yml --micro_batch_size 8 --num-processes 2\n"
+    )
     assert rc == 1
     f = codes(out)["axolotl-option-to-launcher"]
     assert f["severity"] == "error" and f["where"] == "job.sh:2"
@@ -128,20 +104,24 @@ def test_an_underscore_option_of_axolotl_train_goes_to_the_launcher_and_is_refus
 
 
 def test_switches_take_no_value_so_the_yaml_after_them_is_the_config(run_dir):
-    _, out = inspect("axolotl train --debug --sample-packing examples/lora.yml --num-processes 2\n")
+    _, out = inspect_job(
+        "axolotl train --debug --sample-packing examples/lora.yml --num-processes 2\n"
+    )
     assert batch(out) == (2, 2, 4, 16) and "axolotl-sample-packing" in codes(out)
-    _, out = inspect("axolotl train examples/lora.yml --no-sample-packing --num-processes 2\n")
+    _, out = inspect_job("axolotl train examples/lora.yml --no-sample-packing --num-processes 2\n")
     assert "axolotl-sample-packing" not in codes(out)
 
 
 def test_an_unknown_launcher_leaves_the_world_unknown(run_dir):
-    _, out = inspect("axolotl train examples/lora.yml --launcher $LAUNCHER\n")
+    _, out = inspect_job("axolotl train examples/lora.yml --launcher $LAUNCHER\n")
     assert out["world_size"] is None
     assert "axolotl train's --launcher is $LAUNCHER" in codes(out)["world-unknown"]["message"]
 
 
 def test_an_override_from_an_unset_variable_is_unknown(run_dir):
-    _, out = inspect("axolotl train examples/lora.yml --micro-batch-size $MBS --num-processes 2\n")
+    _, out = inspect_job(
+        "axolotl train examples/lora.yml --micro-batch-size $MBS --num-processes 2\n"
+    )
     assert out["micro_batch_size"] is None and out["global_batch_size"] is None
     assert "$MBS" in codes(out)["unknown-value"]["message"]
 
@@ -150,7 +130,7 @@ def test_an_override_from_an_unset_variable_is_unknown(run_dir):
 
 
 def test_axolotl_train_with_accelerate_defaults_has_an_unknown_world_and_says_why(run_dir):
-    rc, out = inspect("axolotl train examples/lora.yml\n")
+    rc, out = inspect_job("axolotl train examples/lora.yml\n")
     assert rc == 0 and batch(out) == (None, 2, 4, None)
     message = codes(out)["world-unknown"]["message"]
     assert "axolotl train starts accelerate launch (its default launcher)" in message
@@ -168,21 +148,22 @@ def test_axolotl_train_with_accelerate_defaults_has_an_unknown_world_and_says_wh
     ],
 )
 def test_the_launcher_axolotl_train_starts_gives_the_world(run_dir, launch, world):
-    _, out = inspect(f"axolotl train examples/lora.yml {launch}\n")
+    _, out = inspect_job(f"axolotl train examples/lora.yml {launch}\n")
     assert out["world_size"] == world and out["global_batch_size"] == 8 * world
 
 
 def test_use_ray_trains_in_ray_num_workers_workers(run_dir):
     (run_dir / "ray.yml").write_text(YAML + "use_ray: true\nray_num_workers: 4\n")
-    _, out = inspect("axolotl train ray.yml --use-ray\n")
+    _, out = inspect_job("axolotl train ray.yml --use-ray\n")
     assert batch(out) == (4, 2, 4, 32)
-    _, out = inspect("axolotl train ray.yml\n")  # no --use-ray: accelerate's processes each run Ray
+    # no --use-ray: accelerate's processes each run Ray
+    _, out = inspect_job("axolotl train ray.yml\n")
     assert out["world_size"] is None and "use_ray" in codes(out)["world-unknown"]["message"]
 
 
 def test_a_world_that_does_not_divide_by_tensor_parallel_is_an_error(run_dir):
     (run_dir / "tp.yml").write_text(YAML + "tensor_parallel_size: 4\n")
-    rc, out = inspect("axolotl train tp.yml -- --num_processes 6\n")
+    rc, out = inspect_job("axolotl train tp.yml -- --num_processes 6\n")
     assert rc == 1 and "axolotl-world-rounding" in codes(out)
 
 
@@ -194,15 +175,15 @@ def test_the_yaml_is_looked_for_where_the_job_runs_first_then_beside_the_script(
     scripts.mkdir()
     (scripts / "lora.yml").write_text(YAML.replace("micro_batch_size: 2", "micro_batch_size: 7"))
     (run_dir / "lora.yml").write_text(YAML)
-    _, out = inspect("axolotl train lora.yml --num-processes 1\n", "scripts/job.sh")
+    _, out = inspect_job("axolotl train lora.yml --num-processes 1\n", name="scripts/job.sh")
     assert out["micro_batch_size"] == 2  # the run folder's
     (run_dir / "lora.yml").unlink()
-    _, out = inspect("axolotl train lora.yml --num-processes 1\n", "scripts/job.sh")
+    _, out = inspect_job("axolotl train lora.yml --num-processes 1\n", name="scripts/job.sh")
     assert out["micro_batch_size"] == 7  # then the script's folder
 
 
 def test_a_missing_yaml_is_a_warning_naming_it_and_where_it_was_looked_for(run_dir):
-    rc, out = inspect("accelerate launch -m axolotl.cli.train examples/tiny-llama/lora.yml\n")
+    rc, out = inspect_job("accelerate launch -m axolotl.cli.train examples/tiny-llama/lora.yml\n")
     assert rc == 0 and out["framework"] == "axolotl"
     f = codes(out)["job-file-not-found"]
     assert f["severity"] == "warning" and f["where"] == "job.sh:2"
@@ -216,7 +197,9 @@ def test_a_missing_yaml_is_a_warning_naming_it_and_where_it_was_looked_for(run_d
 def test_the_deepspeed_json_of_an_override_is_read_where_the_job_runs(run_dir):
     (run_dir / "ds").mkdir()
     (run_dir / "ds" / "auto.json").write_text(AUTO)
-    _, out = inspect("axolotl train examples/lora.yml --deepspeed ds/auto.json --num-processes 2\n")
+    _, out = inspect_job(
+        "axolotl train examples/lora.yml --deepspeed ds/auto.json --num-processes 2\n"
+    )
     assert "hf-auto" in codes(out) and out["global_batch_size"] == 16
 
 
@@ -226,7 +209,7 @@ def test_a_deepspeed_json_that_disagrees_is_the_hf_trainers_mismatch_error(run_d
         '{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": "auto"}\n'
     )
     (run_dir / "ds.yml").write_text(YAML + "deepspeed: ds/micro4.json\n")
-    rc, out = inspect("torchrun --nproc_per_node 2 -m axolotl.cli.train ds.yml\n")
+    rc, out = inspect_job("torchrun --nproc_per_node 2 -m axolotl.cli.train ds.yml\n")
     assert rc == 1
     f = codes(out)["axolotl-deepspeed-mismatch"]
     assert "ds train_micro_batch_size_per_gpu=4 vs hf per_device_train_batch_size=2" in f["message"]
@@ -234,7 +217,7 @@ def test_a_deepspeed_json_that_disagrees_is_the_hf_trainers_mismatch_error(run_d
 
 def test_a_missing_deepspeed_json_is_a_warning(run_dir):
     (run_dir / "ds.yml").write_text(YAML + "deepspeed: deepspeed_configs/zero3.json\n")
-    rc, out = inspect("axolotl train ds.yml --num-processes 2\n")
+    rc, out = inspect_job("axolotl train ds.yml --num-processes 2\n")
     assert rc == 0
     f = codes(out)["job-file-not-found"]
     assert "deepspeed_configs/zero3.json is not found" in f["message"]
@@ -319,7 +302,7 @@ def test_update_refuses_to_delete_a_key_the_yaml_holds_and_names_the_yaml(run_di
 def test_update_in_place_changes_the_launcher_flag_and_keeps_every_other_byte(run_dir):
     (run_dir / "job.sh").write_text(JOB)
     args = ["update", "job.sh", "--world-size", "16", "--nproc-per-node", "16", "--in-place"]
-    result = CliRunner().invoke(main, args)
+    result = run(*args)
     assert result.exit_code == 0, result.output
     assert (run_dir / "job.sh").read_text() == JOB.replace("steps=2", "steps=1").replace(
         "--nproc_per_node 8", "--nproc_per_node 16"
@@ -335,11 +318,11 @@ def test_the_accelerate_config_axolotl_train_hands_its_launcher_sizes_the_world(
     (run_dir / "acc.yaml").write_text(
         "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 4\n"
     )
-    _, out = inspect("axolotl train examples/lora.yml -- --config_file acc.yaml\n")
+    _, out = inspect_job("axolotl train examples/lora.yml -- --config_file acc.yaml\n")
     assert batch(out) == (4, 2, 4, 32)
     world = [s for s in out["sources"] if s["field"] == "world_size"]
     assert world and world[0]["where"].endswith("acc.yaml:3 num_processes")
-    _, out = inspect("axolotl train examples/lora.yml -- --config_file nope.yaml\n")
+    _, out = inspect_job("axolotl train examples/lora.yml -- --config_file nope.yaml\n")
     assert out["world_size"] is None and "job-file-not-found" in codes(out)
 
 
@@ -360,6 +343,6 @@ def test_the_accelerate_deepspeed_accumulation_must_be_axolotls(
     (tmp_path / "job.sh").write_text(
         "#!/bin/bash\naccelerate launch --config_file acc.yaml -m axolotl.cli.train cfg.yml\n"
     )
-    result = CliRunner().invoke(main, ["validate", "job.sh"])
+    result = run("validate", "job.sh")
     assert result.exit_code == (1 if refused else 0), result.output
     assert ("ds gradient_accumulation_steps=4 vs hf" in result.output) is refused

@@ -2,15 +2,13 @@
 overrides, the variables that size its torchrun), and a program given its YAML."""
 
 import dataclasses
-import json
 from pathlib import Path
 
 import pytest
 from calls import only_call
-from click.testing import CliRunner
+from run_batchspec import batch, codes, inspect_job, run
 
 from translator import shell
-from translator.cli import main
 from translator.edit import update
 from translator.frameworks import FRAMEWORKS
 from translator.frameworks.llamafactory import program
@@ -51,38 +49,14 @@ NEEDS_ENVIRONMENT = pytest.mark.xfail(
 
 
 @pytest.fixture
-def run_dir(tmp_path, monkeypatch):
+def run_dir(in_tmp_path):
     """The repository root the CLI runs from, with LLaMA-Factory's example layout."""
-    (tmp_path / "examples" / "train_lora").mkdir(parents=True)
-    (tmp_path / "examples" / "deepspeed").mkdir()
-    (tmp_path / "examples" / "train_lora" / "sft.yaml").write_text(YAML)
-    (tmp_path / "examples" / "train_lora" / "sft_ds3.yaml").write_text(DS_YAML)
-    (tmp_path / "examples" / "deepspeed" / "ds_z3_config.json").write_text(AUTO)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def inspect(script: str, name: str = "job.sh"):
-    Path(name).write_text("#!/bin/bash\n" + script)
-    result = CliRunner().invoke(main, ["inspect", name, "--json"])
-    assert result.exit_code in (0, 1), result.output
-    return result.exit_code, json.loads(result.stdout)
-
-
-def batch(out: dict) -> tuple:
-    return tuple(
-        out[k]
-        for k in (
-            "world_size",
-            "micro_batch_size",
-            "gradient_accumulation_steps",
-            "global_batch_size",
-        )
-    )
-
-
-def codes(out: dict) -> dict:
-    return {f["code"]: f for f in out["findings"]}
+    (in_tmp_path / "examples" / "train_lora").mkdir(parents=True)
+    (in_tmp_path / "examples" / "deepspeed").mkdir()
+    (in_tmp_path / "examples" / "train_lora" / "sft.yaml").write_text(YAML)
+    (in_tmp_path / "examples" / "train_lora" / "sft_ds3.yaml").write_text(DS_YAML)
+    (in_tmp_path / "examples" / "deepspeed" / "ds_z3_config.json").write_text(AUTO)
+    return in_tmp_path
 
 
 def with_environment(command: str, environment: dict[str, str]):
@@ -231,7 +205,7 @@ def test_the_world_sizes_are_the_variables_update_edits(run_dir):
 
 @NEEDS_ENVIRONMENT
 def test_the_prefix_form_sizes_the_world(run_dir):
-    _, out = inspect(
+    _, out = inspect_job(
         "FORCE_TORCHRUN=1 NNODES=2 NPROC_PER_NODE=8 llamafactory-cli train "
         "examples/train_lora/sft.yaml\n"
     )
@@ -240,7 +214,7 @@ def test_the_prefix_form_sizes_the_world(run_dir):
 
 @NEEDS_ENVIRONMENT
 def test_an_exported_visible_device_list_sizes_the_world(run_dir):
-    _, out = inspect(
+    _, out = inspect_job(
         "export CUDA_VISIBLE_DEVICES=0,1,2,3\nllamafactory-cli train examples/train_lora/sft.yaml\n"
     )
     assert batch(out) == (4, 1, 8, 32)
@@ -250,7 +224,7 @@ def test_an_exported_visible_device_list_sizes_the_world(run_dir):
 
 
 def test_a_key_value_override_wins_over_the_yaml_and_both_are_listed(run_dir):
-    rc, out = inspect(
+    rc, out = inspect_job(
         "lmf train examples/train_lora/sft.yaml per_device_train_batch_size=4 learning_rate=1e-5\n"
     )
     assert rc == 0 and out["framework"] == "llamafactory"
@@ -263,7 +237,7 @@ def test_a_key_value_override_wins_over_the_yaml_and_both_are_listed(run_dir):
 
 
 def test_flags_after_the_yaml_are_refused_as_llamafactory_refuses_them(run_dir):
-    rc, out = inspect(
+    rc, out = inspect_job(
         "llamafactory-cli train examples/train_lora/sft.yaml --per_device_train_batch_size 4\n"
     )
     assert rc == 1 and out["micro_batch_size"] == 1
@@ -272,14 +246,14 @@ def test_flags_after_the_yaml_are_refused_as_llamafactory_refuses_them(run_dir):
 
 
 def test_a_misspelt_override_key_is_refused(run_dir):
-    rc, out = inspect(
+    rc, out = inspect_job(
         "llamafactory-cli train examples/train_lora/sft.yaml gradient_accumulation_step=4\n"
     )
     assert rc == 1 and "batch-key-typo" in codes(out) and out["gradient_accumulation_steps"] == 8
 
 
 def test_the_flags_form_reads_hfargumentparser_flags_with_the_trainers_defaults(run_dir):
-    _, out = inspect(
+    _, out = inspect_job(
         "MODEL=Qwen/Qwen3-4B\nllamafactory-cli train --model_name_or_path ${MODEL} "
         "--stage sft --do_train --per_device_train_batch_size 2 --bf16 --output_dir out\n"
     )
@@ -288,7 +262,7 @@ def test_the_flags_form_reads_hfargumentparser_flags_with_the_trainers_defaults(
 
 
 def test_a_program_given_a_llamafactory_yaml_takes_its_launchers_world(run_dir):
-    rc, out = inspect(
+    rc, out = inspect_job(
         "CUDA_VISIBLE_DEVICES=0,1,2,3 torchrun --nproc_per_node 4 --nnodes 2 \\\n"
         "    src/train.py examples/train_lora/sft_ds3.yaml gradient_accumulation_steps=2\n"
     )
@@ -299,12 +273,12 @@ def test_a_program_given_a_llamafactory_yaml_takes_its_launchers_world(run_dir):
 
 def test_a_plain_hf_yaml_is_left_to_the_hf_trainer(run_dir):
     Path("hf.yaml").write_text("model_name_or_path: x\nper_device_train_batch_size: 2\n")
-    _, out = inspect("torchrun --nproc_per_node 2 train.py hf.yaml\n")
+    _, out = inspect_job("torchrun --nproc_per_node 2 train.py hf.yaml\n")
     assert out["framework"] == "hf"
 
 
 def test_plain_python_is_one_process_which_refuses_deepspeed(run_dir):
-    rc, out = inspect("python src/train.py examples/train_lora/sft_ds3.yaml\n")
+    rc, out = inspect_job("python src/train.py examples/train_lora/sft_ds3.yaml\n")
     assert rc == 1 and out["world_size"] == 1
     assert codes(out)["llamafactory-deepspeed-one-process"]["severity"] == "error"
 
@@ -313,7 +287,7 @@ def test_a_non_dividing_megatron_world_is_an_error(run_dir):
     Path("moe.yaml").write_text(
         YAML + "pipeline_model_parallel_size: 4\nexpert_model_parallel_size: 2\n"
     )
-    rc, out = inspect("torchrun --nproc_per_node 6 src/train.py moe.yaml\n")
+    rc, out = inspect_job("torchrun --nproc_per_node 6 src/train.py moe.yaml\n")
     assert rc == 1 and "world-not-divisible" in codes(out)
 
 
@@ -327,15 +301,15 @@ def test_the_deepspeed_json_is_opened_where_the_cli_runs_then_beside_the_script(
     (scripts / "examples" / "deepspeed" / "ds_z3_config.json").write_text(
         '{"train_micro_batch_size_per_gpu": 2}\n'
     )
-    _, out = inspect(
+    _, out = inspect_job(
         "torchrun --nproc_per_node 2 src/train.py examples/train_lora/sft_ds3.yaml\n",
-        "scripts/job.sh",
+        name="scripts/job.sh",
     )
     assert "hf-auto" in codes(out)  # the run folder's JSON (all "auto")
     (run_dir / "examples" / "deepspeed" / "ds_z3_config.json").unlink()
-    rc, out = inspect(
+    rc, out = inspect_job(
         "torchrun --nproc_per_node 2 src/train.py examples/train_lora/sft_ds3.yaml\n",
-        "scripts/job.sh",
+        name="scripts/job.sh",
     )
     assert rc == 1  # then the script's folder: micro 2 against the YAML's 1
     assert "hf-deepspeed-mismatch" in codes(out)
@@ -343,7 +317,7 @@ def test_the_deepspeed_json_is_opened_where_the_cli_runs_then_beside_the_script(
 
 def test_a_missing_deepspeed_json_is_a_warning_naming_where_it_was_looked_for(run_dir):
     Path("ds.yaml").write_text(YAML + "deepspeed: PATH-TO-DS-CONFIG\n")
-    rc, out = inspect("torchrun --nproc_per_node 2 src/train.py ds.yaml\n")
+    rc, out = inspect_job("torchrun --nproc_per_node 2 src/train.py ds.yaml\n")
     assert rc == 0
     f = codes(out)["job-file-not-found"]
     assert "PATH-TO-DS-CONFIG is not found (looked for PATH-TO-DS-CONFIG)" in f["message"]
@@ -351,7 +325,7 @@ def test_a_missing_deepspeed_json_is_a_warning_naming_where_it_was_looked_for(ru
 
 
 def test_a_missing_yaml_leaves_the_batch_unknown(run_dir):
-    _, out = inspect("llamafactory-cli train examples/train_full/gone.yaml\n")
+    _, out = inspect_job("llamafactory-cli train examples/train_full/gone.yaml\n")
     assert out["framework"] == "llamafactory"
     assert (out["micro_batch_size"], out["gradient_accumulation_steps"]) == (None, None)
     assert (
@@ -400,7 +374,7 @@ def test_update_in_place_changes_the_override_and_keeps_every_other_byte(run_dir
         "examples/train_lora/sft.yaml gradient_accumulation_steps=8  # global 64\n"
     )
     Path("job.sh").write_text(job)
-    result = CliRunner().invoke(main, ["update", "job.sh", "--world-size", "16", "--in-place"])
+    result = run("update", "job.sh", "--world-size", "16", "--in-place")
     assert result.exit_code == 0, result.output
     assert Path("job.sh").read_text() == job.replace("steps=8", "steps=4").replace(
         "--nnodes 1", "--nnodes 2"
