@@ -1,6 +1,6 @@
 """batchspec as the tests run it: its command line in-process (``run``, ``run_json``, ``inspect``
-and its forms, ``batch`` of what it read), a framework's reader on a text (``read_and_inspect``),
-and the codes of the findings either gives (``codes``, ``code_list``)."""
+and its forms; ``batch`` and ``model_of`` of what it read), a framework's reader on a text
+(``read_and_inspect``), and the codes of the findings either gives (``codes``, ``code_list``)."""
 
 import json
 from pathlib import Path
@@ -36,6 +36,11 @@ def inspect(path, *args, exits: tuple[int, ...] = (0, 1)) -> tuple[int, dict]:
 def inspected(path, *args, exits: tuple[int, ...] = (0, 1)) -> dict:
     """The JSON of :func:`inspect`."""
     return inspect(path, *args, exits=exits)[1]
+
+
+def model_of(path, *args) -> dict | None:
+    """The model :func:`inspect` names for ``path``: its JSON's ``model``."""
+    return inspected(path, *args)["model"]
 
 
 def inspect_job(

@@ -1,7 +1,7 @@
 import math
 
 import pytest
-from run_batchspec import code_list
+from run_batchspec import code_list, run
 
 from translator.checks.advice import general_findings, scaled_beta2, scaled_learning_rate
 from translator.spec import BatchSpec
@@ -82,18 +82,14 @@ def test_expert_grid_must_fit_the_world():
 def test_a_learning_rate_factor_near_one_is_never_shown_as_one(tmp_path):
     """Global 1000 on 16 ranks of micro-batch 1: 1008 needs √1.008 ≈ 1.004 for Adam, which
     three figures printed as "× 1" (an unchanged rate) before."""
-    from click.testing import CliRunner
-
     from translator.checks.advice import factor
-    from translator.cli import main
 
     config = tmp_path / "ds.json"
     config.write_text(
         '{"train_batch_size": 1000, "train_micro_batch_size_per_gpu": 1, '
         '"gradient_accumulation_steps": 125}'
     )
-    args = ["update", str(config), "--world-size", "16", "--micro-batch", "1"]
-    result = CliRunner().invoke(main, args)
+    result = run("update", config, "--world-size", "16", "--micro-batch", "1")
     assert result.exit_code == 1
     assert "global 1008 (accumulation 63) needs the learning rate × 1.004 for Adam" in (
         result.stderr

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from run_batchspec import run
+from run_batchspec import inspected, run
 
 from translator.inspection import inspect_file
 from translator.model.memory import COUNTED, PRESETS, hf_shape
@@ -34,9 +34,8 @@ LLAMA_8B = TINY | {
 
 
 def model_of(path, *extra) -> dict:
-    result = run("inspect", path, "--world-size", 2, "--json", *extra)
-    assert result.exit_code in (0, 1), result.output
-    return json.loads(result.stdout)["model"]
+    """The model ``inspect`` names for ``path`` at world 2."""
+    return inspected(path, "--world-size", 2, *extra)["model"]
 
 
 def folder_with(tmp_path: Path, name: str, config: dict) -> Path:

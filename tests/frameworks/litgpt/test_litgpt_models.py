@@ -3,20 +3,11 @@
 ``checkpoint_dir``; a job's ``--model_name``/positional/``--model_config.*``; what it cannot
 read is unknown, saying why."""
 
-import json
-
 import pytest
-from click.testing import CliRunner
 from paths import ROOT
-
-from translator.cli import main
+from run_batchspec import model_of
 
 FIXTURES = sorted((ROOT / "fixtures" / "litgpt").glob("*/*"))
-
-
-def model_of(path, *args) -> dict:
-    result = CliRunner().invoke(main, ["inspect", str(path), *map(str, args), "--json"])
-    return json.loads(result.stdout)["model"]
 
 
 @pytest.mark.parametrize("path", [p for p in FIXTURES if p.name != "expected.yaml"], ids=str)

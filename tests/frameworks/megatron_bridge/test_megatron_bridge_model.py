@@ -3,22 +3,15 @@ model with the overrides over it, a model block written whole, NeMo 1's model bl
 tokenizer's vocabulary; unknown, with why, where the job does not fix it."""
 
 import dataclasses
-import json
 
-from click.testing import CliRunner
 from paths import ROOT
+from run_batchspec import model_of
 
-from translator.cli import main
 from translator.inspection import read_source
 from translator.launch import run_model
 from translator.model.memory import PRESETS
 
 TINY = ROOT / "fixtures" / "megatron_bridge" / "valid" / "tiny_llama_model_block.yaml"
-
-
-def model_of(path, *args) -> dict:
-    result = CliRunner().invoke(main, ["inspect", str(path), *map(str, args), "--json"])
-    return json.loads(result.stdout)["model"]
 
 
 def runner(folder, *overrides: str):

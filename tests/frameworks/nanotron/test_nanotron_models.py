@@ -4,20 +4,12 @@ defaults; every nanotron job in ``fixtures/`` names its model in ``inspect`` or 
 import json
 
 import pytest
-from click.testing import CliRunner
 from paths import ROOT
+from run_batchspec import model_of
 from test_named_model import TINY
-
-from translator.cli import main
 
 #: nanotron's LlamaConfig defaults are Llama 2 7B's shape: its published count.
 LLAMA_2_7B = 6_738_415_616
-
-
-def model_of(path, *extra) -> dict:
-    result = CliRunner().invoke(main, ["inspect", str(path), "--json", *map(str, extra)])
-    assert result.exit_code in (0, 1), result.output
-    return json.loads(result.stdout)["model"]
 
 
 def test_nanotrons_default_llama_is_counted_where_the_old_reading_found_no_hidden_size():

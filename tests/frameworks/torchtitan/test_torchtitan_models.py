@@ -2,13 +2,10 @@
 config functions; every torchtitan job in ``fixtures/`` names its model in ``inspect`` or says
 why not. (The flavors checked against torchtitan's own code: test_torchtitan_model.py.)"""
 
-import json
-
 import pytest
-from click.testing import CliRunner
 from paths import ROOT
+from run_batchspec import model_of
 
-from translator.cli import main
 from translator.frameworks.torchtitan import models
 
 #: Published parameter counts of the architectures the flavors are (Llama 3.1 and 3.2).
@@ -19,12 +16,6 @@ PUBLISHED = {
     "70B": 70_553_706_496,
     "405B": 405_853_388_800,
 }
-
-
-def model_of(path, *extra) -> dict:
-    result = CliRunner().invoke(main, ["inspect", str(path), "--json", *map(str, extra)])
-    assert result.exit_code in (0, 1), result.output
-    return json.loads(result.stdout)["model"]
 
 
 @pytest.mark.parametrize("flavor", sorted(PUBLISHED))

@@ -2,22 +2,14 @@
 builder's arguments, LoRA builders as their base, a job's config and its ``model.*``
 overrides; what it cannot read is unknown, saying why."""
 
-import json
-
 import pytest
-from click.testing import CliRunner
 from paths import ROOT
+from run_batchspec import model_of
 
-from translator.cli import main
 from translator.frameworks.torchtune.models import BUILDERS, scaled_mlp
 from translator.model.memory import PRESETS
 
 FIXTURES = sorted((ROOT / "fixtures" / "torchtune").glob("*/*"))
-
-
-def model_of(path, *args) -> dict:
-    result = CliRunner().invoke(main, ["inspect", str(path), *map(str, args), "--json"])
-    return json.loads(result.stdout)["model"]
 
 
 @pytest.mark.parametrize("path", [p for p in FIXTURES if p.name != "expected.yaml"], ids=str)
