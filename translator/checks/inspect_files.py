@@ -26,9 +26,12 @@ def inspect_files(
     run_as: RunAs | None = None,
 ) -> tuple[list[Inspection], list[dict]]:
     """``(inspections, unusable)``: each readable file inspected; each unusable one as
-    :func:`unusable_output`. One file alone that cannot be used raises its error. With
-    ``skip_others``, files that are neither configs with batch settings nor jobs that launch a
-    training program are passed over, and so are batchspec's own specs."""
+    :func:`unusable_output`. One file alone that cannot be used raises its error. The files are
+    one job (a launcher's config among them gives the others its world), except with
+    ``skip_others`` (a repository's files, as the pre-commit hook hands them): then each is
+    inspected with only the files it names itself, files that are neither configs with batch
+    settings nor jobs that launch a training program are passed over, and so are batchspec's
+    own specs."""
     loaded, unusable = [], []
     for path in files:
         try:
@@ -42,6 +45,8 @@ def inspect_files(
                 raise
             named = exc.framework if isinstance(exc, ForeignConfig) else None
             unusable.append(unusable_output(path, str(exc), named))
+    if skip_others:
+        return [i for one in loaded for i in inspect_together([one], launch)], unusable
     return inspect_together(loaded, launch), unusable
 
 
