@@ -4,7 +4,8 @@ import json
 
 import pytest
 from paths import ROOT
-from test_estimate import estimate_json, part, run
+from run_batchspec import run
+from test_estimate import estimate_json, part
 
 from translator.model import memory
 from translator.model.memory import GIB, PRESETS, RunSettings
@@ -41,7 +42,8 @@ def test_seq_len_overrides_the_files_own_and_says_so():
     code, data = estimate_json(LLAMA_TP2, "--model", "llama3-8b", "--seq-len", 4096)
     assert code == 0 and data["sequence_length"] == 4096
     assert [o["message"] for o in data["overrides"]] == ["--seq-len 4096 overrides the file's 8192"]
-    code, out = run(LLAMA_TP2, "--model", "llama3-8b", "--seq-len", 4096)
+    result = run("estimate", LLAMA_TP2, "--model", "llama3-8b", "--seq-len", 4096)
+    code, out = result.exit_code, result.output
     assert "sequence 4096" in out and "  --seq-len 4096 overrides the file's 8192" in out
 
 
@@ -58,7 +60,8 @@ def test_micro_batch_overrides_keeping_the_global_batch(ds_json):
 
 
 def test_a_micro_batch_that_breaks_the_global_batch_is_refused(ds_json):
-    code, out = run(ds_json, "--world-size", 8, "--micro-batch", 3)
+    result = run("estimate", ds_json, "--world-size", 8, "--micro-batch", 3)
+    code, out = result.exit_code, result.output
     lines = [line for line in out.splitlines() if line.startswith("batchspec: error")]
     assert code == 2 and len(lines) == 1, out
     assert f"--micro-batch 3 beside {ds_json} breaks the file's batch" in lines[0]
@@ -101,7 +104,8 @@ def test_zero_stage_without_a_file():
     ],
 )
 def test_a_flag_beside_a_file_that_cannot_be_used_is_one_line_exit_2(args, message):
-    code, out = run(LLAMA_TP2, *args)
+    result = run("estimate", LLAMA_TP2, *args)
+    code, out = result.exit_code, result.output
     lines = [line for line in out.splitlines() if line.startswith("batchspec: error")]
     assert code == 2 and len(lines) == 1 and message.format(file=LLAMA_TP2) in lines[0], out
 
@@ -152,12 +156,14 @@ def test_framework_choices_are_the_registry():
 
     option = next(p for p in estimate.params if p.name == "framework")
     assert tuple(option.type.choices) == names()
-    code, out = run("--framework", "nope")
+    result = run("estimate", "--framework", "nope")
+    code, out = result.exit_code, result.output
     assert code == 2 and "'nope' is not one of" in out and all(n in out for n in names())
 
 
 def test_framework_without_a_file_is_refused():
-    code, out = run("--framework", "deepspeed")
+    result = run("estimate", "--framework", "deepspeed")
+    code, out = result.exit_code, result.output
     assert code == 2 and "--framework names how to read FILE: give a FILE" in out
 
 
