@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from translator.frameworks.shared import deepspeed_json as deepspeed
+from translator.frameworks.deepspeed import config_json as deepspeed
 from translator.plugin.findings import not_found
 from translator.reading import Reading, Value, run_folders
 from translator.words.errors import InputError

@@ -17,8 +17,8 @@ import math
 from translator.batch import solve
 from translator.batch.node_lines import NodeLines
 from translator.frameworks.accelerate import plugin
+from translator.frameworks.deepspeed.config_json import GAS
 from translator.frameworks.shared import yaml_insert
-from translator.frameworks.shared.deepspeed_json import GAS
 from translator.reading import Launch, Reading, invalid_value, typo_findings, values_at
 from translator.spec import BatchSpec
 from translator.words import parsing

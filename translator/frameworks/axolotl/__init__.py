@@ -6,7 +6,8 @@ from pathlib import Path
 
 from translator.frameworks.axolotl import program, rules, verdict
 from translator.frameworks.axolotl.codes import CODES
-from translator.frameworks.shared import deepspeed_json, hf_deepspeed
+from translator.frameworks.deepspeed import config_json as deepspeed_json
+from translator.frameworks.shared import hf_deepspeed
 from translator.plugin.contract import Engine, Framework
 
 FRAMEWORK = Framework(

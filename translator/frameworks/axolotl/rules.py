@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from translator.batch import solve
-from translator.frameworks.shared import deepspeed_json as deepspeed
+from translator.frameworks.deepspeed import config_json as deepspeed
 from translator.frameworks.shared import fsdp, hf_deepspeed, loss, yaml_insert
 from translator.model.memory import Setting, Settings
 from translator.reading import Launch, Reading, Value, invalid_value, run_folders, typo_findings

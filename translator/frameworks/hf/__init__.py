@@ -3,8 +3,9 @@
 
 from pathlib import Path
 
+from translator.frameworks.deepspeed import config_json as deepspeed_json
 from translator.frameworks.hf import program
-from translator.frameworks.shared import deepspeed_json, hf_deepspeed, hf_trainer, hf_verdict
+from translator.frameworks.shared import hf_deepspeed, hf_trainer, hf_verdict
 from translator.plugin.contract import Engine, Framework
 
 FRAMEWORK = Framework(

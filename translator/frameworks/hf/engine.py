@@ -17,13 +17,13 @@ refuse (``tf32``, DeepSpeed's fp16 where the CPU has none) is refused before lau
 
 from __future__ import annotations
 
-from translator.frameworks.shared import deepspeed_json
+from translator.frameworks.deepspeed import config_json as deepspeed_json
+from translator.frameworks.deepspeed.config_json import FILENAME as DEEPSPEED_JSON
 from translator.frameworks.shared.deepspeed_device import (
     fp16_enabled,
     fp16_refusal,
     use_device,
 )
-from translator.frameworks.shared.deepspeed_json import FILENAME as DEEPSPEED_JSON
 from translator.rank import hub_model, parity_rank
 from translator.rank import model as models
 from translator.rank.context import RunContext

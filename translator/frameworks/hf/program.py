@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from translator.frameworks.shared import deepspeed_json, hf_deepspeed, hf_trainer
+from translator.frameworks.deepspeed import config_json as deepspeed_json
+from translator.frameworks.shared import hf_deepspeed, hf_trainer
 from translator.frameworks.shared.flags import scan
 from translator.job.detection import detect
 from translator.plugin.findings import not_found

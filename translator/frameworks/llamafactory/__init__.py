@@ -4,9 +4,10 @@ the variables that size its torchrun, or a program given its YAML (:mod:`.progra
 
 from pathlib import Path
 
+from translator.frameworks.deepspeed import config_json as deepspeed_json
 from translator.frameworks.llamafactory import program, rules
 from translator.frameworks.llamafactory.codes import CODES
-from translator.frameworks.shared import deepspeed_json, hf_deepspeed, hf_trainer, hf_verdict
+from translator.frameworks.shared import hf_deepspeed, hf_trainer, hf_verdict
 from translator.plugin.contract import Framework
 
 FRAMEWORK = Framework(

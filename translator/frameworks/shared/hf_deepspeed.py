@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from translator.frameworks.shared import deepspeed_json as deepspeed
+from translator.frameworks.deepspeed import config_json as deepspeed
 from translator.model.model_split import SplitRules
 from translator.reading import Call, Launch, Reading, Source, invalid_value
 from translator.words import parsing

@@ -373,7 +373,8 @@ def memory_settings(reading: Reading) -> Settings:
 def sharding(reading: Reading) -> Settings:
     """The ZeRO stage and offload of the DeepSpeed JSON the arguments name, or of their FSDP
     (``fsdp`` with ``fsdp_config``, as transformers sets up accelerate's plugin)."""
-    from translator.frameworks.shared import deepspeed_json, fsdp
+    from translator.frameworks.deepspeed import config_json as deepspeed_json
+    from translator.frameworks.shared import fsdp
     from translator.model.memory import Settings
 
     out = Settings()
