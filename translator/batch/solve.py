@@ -138,7 +138,12 @@ def data_parallel_size(
     g, unit = batch or (0, 1)
     replicas = g // unit if g and g % unit == 0 else None  # DP must divide this
     node = per_node or 1
-    if replicas is None:
+    sizes = {"tensor": tensor, "pipeline": pipeline, "context": context}
+    # Sizes the model does not split on: only another size of that one parallelism fixes them.
+    refused = [n for n, s in sizes.items() if s > 1 and accept is not None and not accept(n, s)]
+    if refused:
+        worlds = []
+    elif replicas is None:
         worlds = nearest_multiples(world, math.lcm(model, node))
     else:
         worlds = [
@@ -146,9 +151,9 @@ def data_parallel_size(
             for dp in nearest_divisors(replicas, world / model, lambda dp: dp * model % node == 0)
         ]
     options = [f"a world size of {' or '.join(map(str, worlds))}"] if worlds else []
-    for name, size in {"tensor": tensor, "pipeline": pipeline, "context": context}.items():
+    for name, size in sizes.items():
         rest = model // size
-        if size == 1 or world % rest:
+        if size == 1 or world % rest or refused not in ([], [name]):
             continue
         per_model = world // rest  # the size s leaves data-parallel per_model / s
 
@@ -168,6 +173,8 @@ def data_parallel_size(
                 f"context {context} = {model}",
                 hint="use " + ", or ".join(options)
                 if options
+                else f"choose {' and '.join(refused)}-parallel sizes the model splits on"
+                if refused
                 else f"change the global batch: no world of whole {node}-GPU nodes splits it "
                 "with these parallel sizes",
             )
