@@ -25,9 +25,9 @@ from paths import ROOT
 from translator.cli import main
 from translator.frameworks.accelerate import rules as accelerate_rules
 from translator.frameworks.axolotl import rules as axolotl_rules
+from translator.frameworks.deepspeed import config_json as deepspeed_json
 from translator.frameworks.megatron_bridge import rules as bridge_rules
 from translator.frameworks.nanotron import rules as nanotron_rules
-from translator.frameworks.shared import deepspeed_json
 
 WORLD = 8
 #: A valid file of each framework; the blank key replaces that key's line or is added.

@@ -3,9 +3,8 @@
 
 from pathlib import Path
 
-from translator.frameworks.deepspeed import launcher, rules, verdict
+from translator.frameworks.deepspeed import config_json, launcher, rules, verdict
 from translator.frameworks.deepspeed.codes import CODES
-from translator.frameworks.shared import deepspeed_json
 from translator.plugin.contract import Engine, Framework
 
 FRAMEWORK = Framework(
@@ -18,14 +17,14 @@ FRAMEWORK = Framework(
     node_lines=rules.node_lines,
     name="deepspeed",
     template=str(Path(__file__).with_name("deepspeed.json.j2")),
-    filename=deepspeed_json.FILENAME,
+    filename=config_json.FILENAME,
     extensions=(".json",),
-    read=deepspeed_json.read,
-    memory_settings=deepspeed_json.memory_settings,
+    read=config_json.read,
+    memory_settings=config_json.memory_settings,
     claim_order=10,
-    codes=CODES | deepspeed_json.CODES,
+    codes=CODES | config_json.CODES,
     rewrites=frozenset({"deepspeed-batch-mismatch", "deepspeed-floor"}),
-    explains=deepspeed_json.EXPLAINS,
+    explains=config_json.EXPLAINS,
     requires=("torch", "deepspeed"),
     extra="deepspeed",
     verdict=verdict.verdict,

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import json
 
+from translator.frameworks.deepspeed import config_json
 from translator.frameworks.deepspeed.ulysses import ulysses
-from translator.frameworks.shared import deepspeed_json
 from translator.frameworks.shared.deepspeed_device import fp16_enabled, fp16_refusal, use_device
 from translator.rank import hub_model, parity_rank
 from translator.rank import model as models
@@ -81,7 +81,7 @@ def _auto_keys(data: dict, prefix: str = "") -> list[str]:
 
 def zero_stage(config: str, partners) -> int:
     """The ZeRO stage this engine runs the JSON ``config`` at."""
-    return deepspeed_json.zero_stage(config)
+    return config_json.zero_stage(config)
 
 
 def refuse_model(spec, config: str) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from translator.batch import solve
 from translator.batch.node_lines import NodeLines
-from translator.frameworks.shared.deepspeed_json import (
+from translator.frameworks.deepspeed.config_json import (
     AUTOTP,
     BATCH_KEYS,
     GAS,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from translator import shell as bash
+from translator.frameworks.deepspeed import config_json as deepspeed
 from translator.frameworks.megatron.rules import (
     DEFAULTED,
     FLAGS,
@@ -19,7 +20,6 @@ from translator.frameworks.megatron.rules import (
     SWITCH_NAMES,
     SWITCHES,
 )
-from translator.frameworks.shared import deepspeed_json as deepspeed
 from translator.frameworks.shared import flags
 from translator.reading import Call, Note, Reading, Value, typo_findings
 from translator.shell import launchers

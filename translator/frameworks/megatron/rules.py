@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 from translator.batch import solve
+from translator.frameworks.deepspeed import config_json as deepspeed
 from translator.frameworks.megatron import model
-from translator.frameworks.shared import deepspeed_json as deepspeed
 from translator.frameworks.shared import loss, mcore_schedule
 from translator.reading import Launch, Reading, invalid_value
 from translator.spec import BatchSpec

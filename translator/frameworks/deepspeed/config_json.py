@@ -1,6 +1,7 @@
 """A DeepSpeed JSON read: its batch keys (ints or ``"auto"``), ZeRO stage, AutoTP and sequence
-parallel size, duplicate and misspelt keys. Shared by DeepSpeed itself and by every framework
-that names such a JSON (the HF Trainer family, Axolotl, Megatron-DeepSpeed scripts)."""
+parallel size, duplicate and misspelt keys. DeepSpeed's own reader, which every framework that
+names such a JSON imports from here (the HF Trainer family, Axolotl, accelerate,
+Megatron-DeepSpeed scripts)."""
 
 from __future__ import annotations
 
