@@ -346,15 +346,34 @@ _MARK = re.compile(
 def claims(text: str) -> bool:
     """Its own keys at the top of the file (a ``micro_batch_size:`` nested in another tool's
     sections, as NeMo's ``model.data.train_ds``, is not Axolotl's)."""
-    return _OWN_KEY.search(text) is not None
+    return _OWN_KEY.search(text) is not None or bool(_flow_keys(text) & _OWN_KEYS)
 
 
-#: A top-level key only Axolotl's configs carry.
+#: The top-level keys only Axolotl's configs carry.
+_OWN_KEYS = frozenset({"micro_batch_size", "base_model"})
 _OWN_KEY = re.compile(r"^(micro_batch_size|base_model):", re.MULTILINE)
+#: The top-level keys that hold its batch (or say it is Axolotl's).
+_BATCH_KEYS = frozenset(
+    {"micro_batch_size", "gradient_accumulation_steps", "batch_size", "base_model"}
+)
+#: A YAML whose document is a flow mapping (``{base_model: m, ...}``), after any comments.
+_FLOW = re.compile(r"\A\ufeff?(\s*#[^\n]*\n)*\s*\{")
 
 
 def holds_batch(text: str) -> bool:
-    return _MARK.search(text) is not None
+    return _MARK.search(text) is not None or bool(_flow_keys(text) & _BATCH_KEYS)
+
+
+def _flow_keys(text: str) -> set[str]:
+    """The top-level keys of a YAML written as one flow mapping, which the line patterns above
+    cannot see; none for any other text."""
+    if not _FLOW.match(text):
+        return set()
+    try:
+        data = parsing.load_yaml(text, "<flow>").data
+    except InputError:
+        return set()
+    return {str(k) for k in data} if isinstance(data, dict) else set()
 
 
 def insertion(reading: Reading, key: str) -> tuple[int, int]:
