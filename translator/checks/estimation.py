@@ -318,11 +318,24 @@ def _framework_file(found: Framework, reading: Reading, given: dict[str, Flag]) 
     said = base | {k: alone.values[k] for k in (*BATCH, "sequence_length") if k in alone.values}
     said["world_size"] = alone.values.get("world_size")
     settings = found.memory_settings(reading) if found.memory_settings else Settings()
+    settings += _launcher_settings(reading)
     if reading.opaque:
         settings += Settings(
             unused=(f"{reading.opaque[0]} may hold more settings, which the estimate cannot see",)
         )
     return _Read(base, said, settings, found.name)
+
+
+def _launcher_settings(reading: Reading) -> Settings:
+    """What the launcher's config of a job says about memory (accelerate's FSDP plugin), by the
+    framework whose config it is."""
+    from translator.plugin import registry
+
+    config = reading.launcher_config
+    if config is None or config.framework not in registry.names():
+        return Settings()
+    read = registry.get(config.framework).memory_settings
+    return read(config) if read is not None else Settings()
 
 
 def _merged(base: dict, given: dict[str, Flag], path: str) -> BatchSpec:

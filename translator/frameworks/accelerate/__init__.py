@@ -3,7 +3,7 @@ gives the other files of a job their world, parallel sizes and accumulation over
 
 from pathlib import Path
 
-from translator.frameworks.accelerate import launcher, rules, verdict
+from translator.frameworks.accelerate import launcher, memory, rules, verdict
 from translator.frameworks.accelerate.codes import CODES
 from translator.frameworks.shared import hf_trainer
 from translator.plugin.contract import Framework
@@ -21,6 +21,7 @@ FRAMEWORK = Framework(
     insertion=rules.insertion,
     launch_of=rules.launch_of,
     launch_edits=rules.launch_edits,
+    memory_settings=memory.memory_settings,
     template=str(Path(__file__).with_name("accelerate.yaml.j2")),
     filename="accelerate.yaml",
     extensions=(".yaml", ".yml", ".json"),
