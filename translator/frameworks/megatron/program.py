@@ -183,6 +183,8 @@ def _read_words(
             reading.values[flag] = Value(" ".join(w.text or "?" for w in numbers), word.line)
         elif flag in SWITCHES:
             reading.values[flag] = Value(True, word.line)
+        elif flag in FLAGS and arg.value is None:
+            _without_value(reading, flag, word, args[n + 1].word if n + 1 < len(args) else None)
         elif flag in wanted and arg.value is not None:
             value = arg.value
             if len(arg.stood) == 1 and value.text is not None:  # --flag=V: read, no span
@@ -198,6 +200,26 @@ def _read_words(
     )  # programs add flags of their own (--total-seq-length): only near misses
     _yaml_config(reading, words)
     _read_deepspeed(reading, script, words, call)
+
+
+def _without_value(reading: Reading, flag: str, word: bash.Word, following) -> None:
+    """A batch or parallel flag given no value (the next word is another flag, or none):
+    Megatron-LM's argparse stops at start, so the value is no default but an error."""
+    after = (
+        f"the next word is {following.text}"
+        if following is not None and following.text
+        else "none follows"
+    )
+    reading.findings.append(
+        finding(
+            "invalid-value",
+            f"{flag} has no value ({after}): Megatron-LM's argparse stops at start "
+            "(expected one argument)",
+            hint=f"give {flag} its number",
+            where=f"{reading.path}:{word.line}",
+        )
+    )
+    reading.values[flag] = Value(None, word.line, why_unknown="given without a value")
 
 
 #: What a Megatron-DeepSpeed job takes from its DeepSpeed JSON: the batch keys, and the ZeRO
@@ -243,8 +265,7 @@ def _read_deepspeed(
 
 def _deepspeed_file(reading: Reading, line: int, name: str | None, call: Call | None) -> None:
     """``--deepspeed_config FILE`` that the script does not write: read where the job runs."""
-    from translator.plugin.findings import not_found
-    from translator.words.files import read_text
+    from translator.plugin.job_files import read_job_file
 
     if name is None or call is None:
         why = "is not known" if name is None else "is not written by the script"
@@ -252,17 +273,18 @@ def _deepspeed_file(reading: Reading, line: int, name: str | None, call: Call | 
             Note(line, f"the DeepSpeed JSON {name or ''} {why}, so it is not read")
         )
         return
-    path, looked = call.locate(name)
-    if path is None:
-        reading.findings.append(
-            not_found(f"the DeepSpeed JSON {name}", looked, f"{reading.path}:{line}")
-        )
+    opened = read_job_file(
+        reading,
+        name,
+        call.locate(name),
+        deepspeed.read,
+        kind="the DeepSpeed JSON",
+        reads_as="a DeepSpeed JSON",
+        where=f"{reading.path}:{line}",
+    )
+    if isinstance(opened, str):
         return
-    try:
-        ds = deepspeed.read(read_text(path), str(path))
-    except InputError as exc:
-        reading.notes.append(Note(line, f"the DeepSpeed JSON {name} does not read ({exc})"))
-        return
+    path, ds = opened
     for key in DEEPSPEED_KEYS:
         if key in ds.values:
             v = ds.values[key]

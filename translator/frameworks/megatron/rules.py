@@ -111,7 +111,9 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
             findings.append(invalid_value(flag, v, reading.path))
         if field is None:
             continue
-        if v.value is None:
+        if v.value is None and _refused(flag, findings):
+            values[field] = None  # an error says why: no default stands in
+        elif v.value is None:
             findings.append(
                 finding(
                     "unknown-value",
@@ -359,3 +361,8 @@ def loss_normalisation(reading: Reading | None, spec: BatchSpec | None) -> list[
         "add --calculate-per-token-loss (the step's loss over all its tokens)",
         reading.path if reading is not None else "megatron",
     )
+
+
+def _refused(flag: str, findings: list[Finding]) -> bool:
+    """Whether an error of the reading already says why ``flag`` has no value."""
+    return any(f.severity == "error" and f.message.startswith(f"{flag} ") for f in findings)
