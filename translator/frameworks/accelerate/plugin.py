@@ -20,10 +20,8 @@ import json
 from pathlib import Path
 
 from translator.frameworks.deepspeed import config_json as deepspeed
-from translator.plugin.findings import not_found
+from translator.plugin.job_files import read_job_file
 from translator.reading import Reading, Value, run_folders
-from translator.words.errors import InputError
-from translator.words.files import read_text
 from translator.words.findings import finding
 
 FILE = "deepspeed_config.deepspeed_config_file"
@@ -97,15 +95,19 @@ def _from_file(reading: Reading, config: dict, block: dict, name: str) -> Readin
     here = Path(reading.path).parent if reading.path != "-" else Path()
     bases = [*run_folders(), here] if not Path(name).is_absolute() else [Path()]
     found = next((b / name for b in dict.fromkeys(bases) if (b / name).is_file()), None)
-    if found is None:
-        looked = ", ".join(str(b / name) for b in dict.fromkeys(bases))
-        reading.findings.append(not_found(f"the DeepSpeed config {name}", looked, where))
+    looked = ", ".join(str(b / name) for b in dict.fromkeys(bases))
+    opened = read_job_file(
+        reading,
+        name,
+        (found, looked),
+        deepspeed.read,
+        kind="the DeepSpeed config",
+        reads_as="a DeepSpeed JSON",
+        where=where,
+    )
+    if isinstance(opened, str):
         return None
-    try:
-        ds = deepspeed.read(read_text(found), str(found))
-    except InputError as exc:
-        reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
-        return None
+    found, ds = opened
     if "zero_optimization" not in json.loads(ds.text):
         reading.findings.append(
             finding(

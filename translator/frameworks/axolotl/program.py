@@ -26,12 +26,11 @@ from translator.frameworks.axolotl import rules
 from translator.frameworks.shared import flags, hf_deepspeed
 from translator.frameworks.shared.ray_world import ray_world
 from translator.job.script import launcher_config
-from translator.plugin.findings import not_found
+from translator.plugin.job_files import read_job_file
 from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell import launchers
 from translator.shell.values import Word
-from translator.words.errors import InputError
 from translator.words.files import read_text
 from translator.words.findings import finding
 
@@ -240,45 +239,43 @@ def _is_axolotl_yaml(call: Call) -> bool:
 def _read_config(reading: Reading, call: Call, named: Word | None) -> dict | None:
     """The YAML's values (in that file, at their lines), and its mapping; ``None`` when it
     cannot be read (its batch values are then unknown)."""
-    found, why = _locate_config(reading, call, named)
-    if found is not None:
-        assert named is not None
-        try:
-            inner, config = rules.read_yaml(read_text(found), str(found), RAY)
-        except InputError as exc:
-            reading.findings.append(
-                finding("job-file-unreadable", str(exc), where=f"{call.path}:{named.line}")
-            )
-            why = f"unknown: {named.text} does not read as an Axolotl YAML"
-        else:
+    why = _unnamed(reading, call, named)
+    if why is None:
+        assert named is not None and named.text is not None
+        opened = read_job_file(
+            reading,
+            named.text,
+            call.locate(named.text),
+            lambda text, path: rules.read_yaml(text, path, RAY),
+            kind="the Axolotl config",
+            reads_as="an Axolotl YAML",
+            where=f"{call.path}:{named.line}",
+        )
+        if not isinstance(opened, str):
+            found, (inner, config) = opened
             reading.take(inner.values, str(found), rules.KEYS)
             reading.findings += inner.findings
             return config
+        why = opened
     line = named.line if named is not None else call.line
     for key in ("micro_batch_size", "gradient_accumulation_steps"):
         reading.values[key] = Value(None, line, None, why)
     return None
 
 
-def _locate_config(reading: Reading, call: Call, named: Word | None):
-    """``(the YAML's path, None)``, or ``(None, why its values are unknown)`` with the finding
-    or note that says so."""
+def _unnamed(reading: Reading, call: Call, named: Word | None) -> str | None:
+    """Why the YAML cannot be looked for (none is named, its name is unknown, it is remote),
+    with the note that says so; ``None`` when it can."""
     if named is None:
         reading.notes.append(Note(call.line, "the command names no Axolotl config"))
-        return None, "unknown: the command names no config"
+        return "unknown: the command names no config"
     if named.text is None:
         reading.notes.append(Note(named.line, f"the Axolotl config is {named.why_unknown}"))
-        return None, f"unknown: the config is {named.why_unknown}"
+        return f"unknown: the config is {named.why_unknown}"
     if named.text.startswith("https://"):
         reading.notes.append(Note(named.line, f"the remote config {named.text} is not fetched"))
-        return None, f"unknown: the remote config {named.text} is not fetched"
-    found, looked = call.locate(named.text)
-    if found is None:
-        reading.findings.append(
-            not_found(f"the Axolotl config {named.text}", looked, f"{call.path}:{named.line}")
-        )
-        return None, f"unknown: {named.text} is not found"
-    return found, None
+        return f"unknown: the remote config {named.text} is not fetched"
+    return None
 
 
 def _override(reading: Reading, call: Call, override: CliOverride, config: dict | None) -> None:

@@ -20,7 +20,7 @@ from translator.frameworks.deepspeed import config_json as deepspeed_json
 from translator.frameworks.shared import hf_deepspeed, hf_trainer
 from translator.frameworks.shared.flags import scan
 from translator.job.detection import detect
-from translator.plugin.findings import not_found
+from translator.plugin.job_files import read_job_file
 from translator.reading import Call, Launch, Note, Reading, Source, Value
 from translator.shell.values import Word
 from translator.words.errors import InputError
@@ -149,26 +149,31 @@ def _read_file(reading: Reading, call: Call, named: Word) -> bool:
     if named.text is None:
         reading.notes.append(Note(named.line, f"the arguments file is {named.why_unknown}"))
         return True
-    found, looked = call.locate(named.text)
-    if found is None:
-        reading.findings.append(not_found(named.text, looked, f"{call.path}:{named.line}"))
+    opened = read_job_file(
+        reading,
+        named.text,
+        call.locate(named.text),
+        lambda text, path: _trainer_arguments(call, text, path),
+        kind="the arguments file",
+        reads_as="TrainingArguments",
+        where=f"{call.path}:{named.line}",
+    )
+    if isinstance(opened, str):
         return True
-    text = read_text(found)
-    if not _trainers(str(found), text):
+    found, inner = opened
+    if inner is None:
         return False
-    try:
-        inner = hf_trainer.read_as(
-            hf_trainer.NAME, text, str(found), _bases(call), extra=("num_processes",)
-        )
-    except InputError as exc:
-        reading.findings.append(
-            finding("job-file-unreadable", str(exc), where=f"{call.path}:{named.line}")
-        )
-        return True
     reading.take(inner.values, str(found), FIELDS)
     reading.partners += inner.partners
     reading.findings += [_as_job(f) for f in inner.findings]
     return True
+
+
+def _trainer_arguments(call: Call, text: str, path: str) -> Reading | None:
+    """An arguments file read as TrainingArguments; ``None`` when it is not the Trainer's."""
+    if not _trainers(path, text):
+        return None
+    return hf_trainer.read_as(hf_trainer.NAME, text, path, _bases(call), extra=("num_processes",))
 
 
 def _as_job(f: Finding) -> Finding:

@@ -24,11 +24,9 @@ from translator.batch.node_lines import NodeLines
 from translator.frameworks.litgpt import rules
 from translator.frameworks.shared import flags
 from translator.frameworks.shared.overrides import value_span, yaml_value
-from translator.plugin.findings import not_found
+from translator.plugin.job_files import read_job_file
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell.values import Word
-from translator.words.errors import InputError
-from translator.words.files import read_text
 from translator.words.findings import Finding, finding
 
 #: litgpt's command-line tool.
@@ -163,21 +161,19 @@ def _config(reading: Reading, call: Call, word: Word, named: Word | None) -> Non
         reading.notes.append(Note(word.line, f"the litgpt config is {why}"))
         _unknown(reading, word.line, f"unknown: the config is {why}")
         return
-    found, looked = call.locate(named.text)
-    if found is None:
-        reading.findings.append(
-            not_found(f"the litgpt config {named.text}", looked, f"{call.path}:{named.line}")
-        )
-        _unknown(reading, named.line, f"unknown: {named.text} is not found")
+    opened = read_job_file(
+        reading,
+        named.text,
+        call.locate(named.text),
+        rules.read_yaml,
+        kind="the litgpt config",
+        reads_as="a litgpt YAML",
+        where=f"{call.path}:{named.line}",
+    )
+    if isinstance(opened, str):
+        _unknown(reading, named.line, opened)
         return
-    try:
-        inner, data = rules.read_yaml(read_text(found), str(found))
-    except InputError as exc:
-        reading.findings.append(
-            finding("job-file-unreadable", str(exc), where=f"{call.path}:{named.line}")
-        )
-        _unknown(reading, named.line, f"unknown: {named.text} does not read as a litgpt YAML")
-        return
+    found, (inner, data) = opened
     reading.findings += inner.findings
     given = {k: data[k] for k in MODEL_KEYS if k in data}
     if given:

@@ -27,11 +27,10 @@ from translator.frameworks.shared import hf_trainer as hf
 from translator.frameworks.shared.flags import scan
 from translator.frameworks.shared.overrides import unknown_key, value_span, yaml_value
 from translator.frameworks.shared.ray_world import ray_world
-from translator.plugin.findings import not_found
+from translator.plugin.job_files import read_job_file
 from translator.reading import Call, Note, Reading, Source, Value, typo_findings
 from translator.shell.values import Word
 from translator.words import parsing
-from translator.words.errors import InputError
 from translator.words.files import read_text
 from translator.words.findings import finding
 
@@ -108,23 +107,20 @@ def _read_config(reading: Reading, call: Call, named: Word) -> None:
         reading.notes.append(Note(named.line, f"the LLaMA-Factory config is {named.why_unknown}"))
         why = f"unknown: the config is {named.why_unknown}"
     else:
-        found, looked = call.locate(named.text)
-        if found is None:
-            where = f"{call.path}:{named.line}"
-            reading.findings.append(
-                not_found(f"the LLaMA-Factory config {named.text}", looked, where)
-            )
-            why = f"unknown: {named.text} is not found"
+        opened = read_job_file(
+            reading,
+            named.text,
+            call.locate(named.text),
+            rules.read,
+            kind="the LLaMA-Factory config",
+            reads_as="a LLaMA-Factory config",
+            where=f"{call.path}:{named.line}",
+        )
+        if isinstance(opened, str):
+            why = opened
         else:
-            try:
-                inner = rules.read(read_text(found), str(found))
-            except InputError as exc:
-                reading.findings.append(
-                    finding("job-file-unreadable", str(exc), where=f"{call.path}:{named.line}")
-                )
-                why = f"unknown: {named.text} does not read as a LLaMA-Factory config"
-            else:
-                _take(reading, inner, str(found))
+            found, inner = opened
+            _take(reading, inner, str(found))
     if why is not None:
         for key in hf.KEYS:
             reading.values[key] = Value(None, named.line, None, why)

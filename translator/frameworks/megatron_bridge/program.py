@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from translator.frameworks.megatron_bridge import rules
 from translator.frameworks.shared.overrides import value_span, yaml_value
-from translator.plugin.findings import not_found
+from translator.plugin.job_files import read_job_file
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell.values import Word
 from translator.words import parsing
-from translator.words.errors import InputError
 from translator.words.files import read_text
 from translator.words.findings import finding
 
@@ -177,15 +176,18 @@ def _config(reading: Reading, call: Call, named: Word) -> None:
     if named.text is None:
         reading.notes.append(Note(named.line, f"the config file is {named.why_unknown}"))
         return
-    found, looked = call.locate(named.text)
-    if found is None:
-        reading.findings.append(not_found(f"the config file {named.text}", looked, where))
+    opened = read_job_file(
+        reading,
+        named.text,
+        call.locate(named.text),
+        rules.read,
+        kind="the config file",
+        reads_as="a Megatron-Bridge config",
+        where=where,
+    )
+    if isinstance(opened, str):
         return
-    try:
-        inner = rules.read(read_text(found), str(found))
-    except InputError as exc:
-        reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
-        return
+    found, inner = opened
     for key, v in inner.values.items():
         value = Value(v.value, v.line, None, v.why_unknown, str(found))
         _set(reading, key, v.line, value, f"{found}:{v.line} {key}")

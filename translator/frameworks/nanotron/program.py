@@ -10,10 +10,9 @@ the launcher's; the values are the YAML's, at their lines there (``update`` edit
 from __future__ import annotations
 
 from translator.frameworks.nanotron import rules
-from translator.plugin.findings import not_found
+from translator.plugin.job_files import read_job_file
 from translator.reading import Call, Note, Reading, Value
 from translator.shell.values import Word
-from translator.words.errors import InputError
 from translator.words.files import read_text
 from translator.words.findings import finding
 
@@ -29,27 +28,32 @@ def program(call: Call) -> Reading | None:
     ours = call.program.rsplit("/", 1)[-1] == PROGRAM
     if named is None:
         return _without_config(call) if ours else None
-    found = None
-    if named.text is not None:
-        found, looked = call.locate(named.text)
-        if found is None and not ours:
-            return None
-        text = read_text(found) if found is not None else ""
-        if found is not None and not rules.claims(text):
-            return None
-    elif not ours:
+    located = call.locate(named.text) if named.text is not None else (None, "")
+    found = located[0]
+    if found is None and not ours:
+        return None
+    if found is not None and not rules.claims(read_text(found)):
         return None
     reading = Reading(call.path, rules.NAME, call.text)
     if named.text is None:
         reading.notes.append(Note(named.line, f"the nanotron config is {named.why_unknown}"))
         _unknown(reading, named, f"unknown: the config is {named.why_unknown}")
-    elif found is None:
-        reading.findings.append(
-            not_found(f"the nanotron config {named.text}", looked, f"{call.path}:{named.line}")
-        )
-        _unknown(reading, named, f"unknown: {named.text} is not found")
+        return reading
+    opened = read_job_file(
+        reading,
+        named.text,
+        located,
+        rules.read,
+        kind="the nanotron config",
+        reads_as="a nanotron config",
+        where=f"{call.path}:{named.line}",
+    )
+    if isinstance(opened, str):
+        _unknown(reading, named, opened)
     else:
-        _take(reading, call, named, str(found), text)
+        path, inner = opened
+        reading.take(inner.values, str(path), rules.FIELDS)
+        reading.findings += inner.findings
     return reading
 
 
@@ -89,17 +93,3 @@ def _unknown(reading: Reading, named: Word | None, why: str) -> None:
     line = None if named is None else named.line
     for key in (*rules.FRAGMENT_REQUIRED, rules.SEQUENCE):
         reading.values[key] = Value(None, line, None, why)
-
-
-def _take(reading: Reading, call: Call, named: Word, found: str, text: str) -> None:
-    """The YAML's values and findings, each at its line in that file."""
-    try:
-        inner = rules.read(text, found)
-    except InputError as exc:
-        reading.findings.append(
-            finding("job-file-unreadable", str(exc), where=f"{call.path}:{named.line}")
-        )
-        _unknown(reading, named, f"unknown: {named.text} does not read as a nanotron config")
-        return
-    reading.take(inner.values, found, rules.FIELDS)
-    reading.findings += inner.findings

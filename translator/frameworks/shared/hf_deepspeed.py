@@ -21,7 +21,6 @@ from translator.frameworks.deepspeed import config_json as deepspeed
 from translator.model.model_split import SplitRules
 from translator.reading import Call, Launch, Reading, Source, invalid_value
 from translator.words import parsing
-from translator.words.errors import InputError
 from translator.words.files import read_text
 from translator.words.findings import Finding, finding
 
@@ -89,16 +88,19 @@ def read_named(reading: Reading, call: Call) -> None:
 def read_located(reading: Reading, call: Call, name: str, where: str) -> None:
     """The DeepSpeed JSON a job names (``name``, looked for where the job runs), read into
     ``reading.partners``; one not found or not readable is a warning at ``where``."""
-    from translator.plugin.findings import not_found
+    from translator.plugin.job_files import read_job_file
 
-    found, looked = call.locate(name)
-    if found is None:
-        reading.findings.append(not_found(f"the DeepSpeed config {name}", looked, where))
-        return
-    try:
-        reading.partners.append(deepspeed.read(read_text(found), str(found)))
-    except InputError as exc:
-        reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
+    opened = read_job_file(
+        reading,
+        name,
+        call.locate(name),
+        deepspeed.read,
+        kind="the DeepSpeed config",
+        reads_as="a DeepSpeed JSON",
+        where=where,
+    )
+    if not isinstance(opened, str):
+        reading.partners.append(opened[1])
 
 
 #: TrainingArguments key -> the DeepSpeed key the Trainer checks against it.

@@ -16,11 +16,9 @@ import re
 from translator.frameworks.shared import flags
 from translator.frameworks.torchtitan import keys, rules
 from translator.frameworks.torchtitan.generation import TOML_FLAG
-from translator.plugin.findings import not_found
+from translator.plugin.job_files import read_job_file
 from translator.reading import Call, Reading, Source, Value
 from translator.shell.values import Word
-from translator.words.errors import InputError
-from translator.words.files import read_text
 from translator.words.findings import finding
 
 #: A program that is torchtitan's trainer.
@@ -157,21 +155,20 @@ def _toml(reading: Reading, call: Call, named: tuple[Word, Value]) -> None:
     if not isinstance(value.value, str):
         why = f"unknown: the job file is {value.why_unknown or value.value}"
     else:
-        found, looked = call.locate(value.value)
-        if found is None:
-            reading.findings.append(
-                not_found(f"the torchtitan job file {value.value}", looked, where)
-            )
-            why = f"unknown: {value.value} is not found"
-        else:
-            try:
-                inner = rules.read_toml(read_text(found), str(found))
-            except InputError as exc:
-                reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
-                why = f"unknown: {value.value} does not read as TOML"
-            else:
-                reading.take(inner.values, str(found), SOURCES)
-                reading.findings += inner.findings
-                return
+        opened = read_job_file(
+            reading,
+            value.value,
+            call.locate(value.value),
+            rules.read_toml,
+            kind="the torchtitan job file",
+            reads_as="TOML",
+            where=where,
+        )
+        if not isinstance(opened, str):
+            found, inner = opened
+            reading.take(inner.values, str(found), SOURCES)
+            reading.findings += inner.findings
+            return
+        why = opened
     for key in keys.SAMPLES | keys.DEGREES:
         reading.values[key] = Value(None, flag.line, None, why)

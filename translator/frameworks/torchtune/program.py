@@ -21,12 +21,11 @@ import yaml
 
 from translator.frameworks.shared.overrides import unknown_key, value_span, yaml_value
 from translator.frameworks.torchtune import generation, rules
-from translator.plugin.findings import not_found
+from translator.plugin.job_files import read_job_file
 from translator.reading import Call, Note, Reading, Source, Value
 from translator.shell import launchers
 from translator.shell.values import Word
 from translator.words import parsing
-from translator.words.errors import InputError
 from translator.words.files import read_text
 from translator.words.findings import finding
 
@@ -136,16 +135,14 @@ def _read_config(reading: Reading, call: Call, named: Word | None) -> None:
         why = f"unknown: the config is {named.why_unknown}"
     else:
         found, looked = call.locate(named.text)
-        if found is None and not named.text.endswith(CONFIGS):
+        named_builtin = found is None and not named.text.endswith(CONFIGS)
+        if named_builtin:
             found = builtin(named.text)
-            if found is None:
-                why = f"unknown: {named.text} is a built-in config this torchtune does not have"
-                reading.findings.append(_no_builtin(named.text, where))
-        elif found is None:
-            why = f"unknown: {named.text} is not found"
-            reading.findings.append(not_found(f"the torchtune config {named.text}", looked, where))
-        if found is not None:
-            why = _take_file(reading, found, where)
+        if named_builtin and found is None:
+            why = f"unknown: {named.text} is a built-in config this torchtune does not have"
+            reading.findings.append(_no_builtin(named.text, where))
+        else:
+            why = _take_file(reading, named.text, (found, looked), where)
     if why is not None:
         for key in rules.REQUIRED:
             reading.values[key] = Value(None, named.line if named else call.line, None, why)
@@ -161,13 +158,23 @@ def _no_builtin(name: str, where: str):
     )
 
 
-def _take_file(reading: Reading, found: Path, where: str) -> str | None:
-    """The config's values and findings; why they are unknown when it does not read."""
-    try:
-        inner = rules.read(read_text(found), str(found))
-    except InputError as exc:
-        reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
-        return f"unknown: {found} does not read as a torchtune config"
+def _take_file(
+    reading: Reading, name: str, located: tuple[Path | None, str], where: str
+) -> str | None:
+    """The config's values and findings; why they are unknown when it is not found or does not
+    read."""
+    opened = read_job_file(
+        reading,
+        name,
+        located,
+        rules.read,
+        kind="the torchtune config",
+        reads_as="a torchtune config",
+        where=where,
+    )
+    if isinstance(opened, str):
+        return opened
+    found, inner = opened
     reading.take(inner.values, str(found), rules.KEYS)
     reading.findings += inner.findings
     data = parsing.load_yaml(inner.text, str(found)).data
