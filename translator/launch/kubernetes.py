@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import yaml
 
+from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan, torchrun_args, worker_args
 from translator.launch.launcher import Built, Ran
 from translator.launch.progress import Progress
 from translator.words.errors import InputError
-from translator.words.files import write_atomic
 
 #: The manifest's name in the work folder.
 MANIFEST = "smoke.k8s.yaml"
@@ -163,7 +163,7 @@ class Kubernetes:
 
     def launch(self, plan: SmokePlan, built: Built, timeout: float | None, say: Progress) -> Ran:
         path = plan.workdir / MANIFEST
-        write_atomic(path, built.files[MANIFEST])
+        workdirs.write(plan.workdir, {path: built.files[MANIFEST]})
         name = job_name(plan)
         scope = ["--namespace", self.options.namespace] if self.options.namespace else []
         _kubectl(["apply", "-f", str(path), *scope])

@@ -27,7 +27,7 @@ from translator.launch.request import RunRequest
 from translator.rank.engines import engine, with_option
 from translator.spec import BatchSpec
 from translator.words.errors import InputError
-from translator.words.files import read_text, write_files
+from translator.words.files import read_text
 
 #: The largest relative difference of the loss, and of any parameter's update, that parity
 #: accepts, by device: float32 on CPU, bf16 compute on GPU. The README gives the float noise
@@ -115,7 +115,7 @@ def derive_file(path: str, a: preparing.Prepared, b: BatchSpec, folder: Path) ->
                 "which --parity does not copy; give B as a file of its own"
             )
         new, out = updated.text, folder / Path(path).name
-    write_files([(out, new)], force=True)
+    workdirs.write(folder, {out: new})
     return str(out)
 
 
@@ -148,7 +148,7 @@ def sides(request: RunRequest, parity: str) -> tuple[Side, Side]:
     ``.batchspec-smoke/parity``) holds A's run in ``a/``, B's in ``b/`` and the file derived for
     B in ``b-input/``."""
     path, nnodes = request.file, request.nnodes
-    root = Path(request.workdir or workdirs.default("smoke", "parity")).resolve()
+    root = workdirs.chosen(request.workdir, "smoke", "parity")
     a = _for_parity(preparing.prepare(dataclasses.replace(request, workdir=root / "a")))
     nproc = a.plan.nproc  # the job's own per node when not given
     why = refusal(a.plan.framework, a.spec)
@@ -160,7 +160,6 @@ def sides(request: RunRequest, parity: str) -> tuple[Side, Side]:
         )
         folder = root / "b-input"
         workdirs.make(root)
-        folder.mkdir(parents=True, exist_ok=True)
         b_path, source = derive_file(path, a, b_spec, folder), f"{path} with {parity}"
     else:
         b_path, source = parity, parity

@@ -5,7 +5,6 @@ is written or started when the engine cannot run it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from translator.batch.spec_file import WORLD_KEYS, build_spec
 from translator.edit.update import kept, moved
@@ -103,7 +102,7 @@ def prepare(request: RunRequest) -> Prepared:
     if why:
         raise InputError(f"{why} (nothing was started)")
     length = request.seq_len or spec.sequence_length or sequence_of(chosen, path)
-    folder = Path(request.workdir or workdirs.default("smoke", framework)).resolve()
+    folder = workdirs.chosen(request.workdir, "smoke", framework)
     plan = command.SmokePlan(
         framework=framework,
         nproc=nproc,

@@ -19,7 +19,6 @@ from translator.launch.run_model import RunModel
 from translator.model import memory
 from translator.spec import BatchSpec
 from translator.words.errors import ConfigError, InputError
-from translator.words.files import write_atomic, write_files
 from translator.words.findings import finding
 
 #: The probes so far, rewritten after each one (what an interrupted tune still shows).
@@ -108,10 +107,11 @@ def estimator(setup: Setup, **how):
 def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Probe:
     """One real run of ``c``; out of memory is a result, any other failure ends the tune."""
     folder = probe_folder(setup, c)
-    workdirs.make(setup.plan.workdir)
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "candidate.json"
-    write_files([(path, candidate_spec(setup.spec, c).model_dump_json(indent=2))], force=True)
+    workdirs.make(setup.plan.workdir)
+    workdirs.write(
+        setup.plan.workdir, {path: candidate_spec(setup.spec, c).model_dump_json(indent=2)}
+    )
     plan = setup.plan
     as_filed = setup.source is not None and c.zero_stage is None  # a ZeRO stage: the candidate's
     prepared = preparing.prepare(
@@ -232,7 +232,9 @@ def _output(argv: list[str]) -> str:
 
 
 def save_progress(workdir: Path, probes: list[Probe]) -> None:
-    write_atomic(workdir / PROGRESS_FILE, json.dumps([p.as_dict() for p in probes], indent=2))
+    workdirs.write(
+        workdir, {workdir / PROGRESS_FILE: json.dumps([p.as_dict() for p in probes], indent=2)}
+    )
 
 
 def read_progress(workdir: Path) -> list[dict]:

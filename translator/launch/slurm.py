@@ -23,10 +23,10 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan, local_command, torchrun_args, worker_args
 from translator.launch.launcher import Built, Ran
 from translator.words.errors import InputError
-from translator.words.files import write_atomic
 
 NAME_VALUE = re.compile(r"^[A-Za-z0-9_.,+-]+$")
 TIME_VALUE = re.compile(r"^[0-9]+(-[0-9]{1,2})?(:[0-9]{1,2}){0,2}$")
@@ -266,7 +266,7 @@ def run_job(
     end (``scancel`` on ``timeout`` or Ctrl-C); ``on_state`` hears of the submission (with
     ``submitted`` after the job id) and of each new state."""
     path = plan.workdir / name
-    write_atomic(path, text)
+    workdirs.write(plan.workdir, {path: text})
     job = submit(plan, str(path), env)
     on_state(f"submitted job {job}{submitted}")
     final = follow(job, env, timeout, lambda s: on_state(f"job {job}: {s}"))

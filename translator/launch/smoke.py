@@ -18,17 +18,14 @@ from translator.rank import parity_rank
 from translator.rank.engines import (
     engine,
 )
-from translator.words.files import write_files
+from translator.words.contained import refuse_links, refuse_links_below
 
 
 def write_workdir(prepared: Prepared) -> None:
-    """The work folder for a run: the spec and the engine's config, no results of an old run."""
+    """The work folder for a run: the spec and the engine's config, no results of an old run;
+    refused, with nothing written or removed, when a symlink is planted where they go or
+    anywhere in the results folder."""
     plan = prepared.plan
-    workdirs.make(plan.workdir)
-    plan.results.mkdir(parents=True, exist_ok=True)
-    for pattern in ("rank-*.json", parity_rank.FILE.format(rank="*")):
-        for stale in plan.results.glob(pattern):
-            stale.unlink()
     # A dict: for the torch engine the config is spec.json itself.
     files = {
         plan.workdir / "spec.json": prepared.spec.model_dump_json(indent=2),
@@ -36,7 +33,14 @@ def write_workdir(prepared: Prepared) -> None:
     } | {plan.workdir / name: text for name, text in prepared.partner_files.items()}
     if plan.model_config is not None:
         files[plan.model_config] = json.dumps(prepared.model.config, indent=2)
-    write_files(list(files.items()), force=True)
+    refuse_links(plan.workdir, [*files, plan.results])
+    refuse_links_below(plan.results)
+    workdirs.make(plan.workdir)
+    plan.results.mkdir(exist_ok=True)
+    for pattern in ("rank-*.json", parity_rank.FILE.format(rank="*")):
+        for stale in plan.results.glob(pattern):
+            stale.unlink()
+    workdirs.write(plan.workdir, files)
 
 
 def variables(engine_name: str, memory_limit: int | None) -> dict[str, str]:

@@ -29,6 +29,7 @@ from translator.launch.request import RunRequest
 from translator.model.memory import GIB
 from translator.rank.engines import TORCH, engine, with_option
 from translator.spec import BatchSpec
+from translator.words.contained import refuse_links
 from translator.words.errors import InputError
 from translator.words.findings import finding
 
@@ -182,7 +183,7 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
             f"--recompute: the {framework} engine does not switch recomputation; "
             f"tune with --framework {' or '.join(with_option('recompute'))}"
         )
-    _check_outputs(request, framework)
+    _check_outputs(request, framework, spec)
     named = run_model.named_in(run.read(), run.model_config)
     here = None if request.slurm is not None else nproc
     chosen = run.run_model(named, framework, "tune", here)
@@ -195,7 +196,7 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
         sequence_length=run.seq_len
         or spec.sequence_length
         or preparing.sequence_of(chosen, run.file),
-        workdir=(run.workdir or workdirs.default("tune", framework)).resolve(),
+        workdir=workdirs.chosen(run.workdir, "tune", framework),
         config_name="",
         device=device,
     )
@@ -256,9 +257,10 @@ def zero_stages(text: str | None, framework: str) -> Sequence[int | None]:
     return stages
 
 
-def _check_outputs(request: Request, framework: str) -> None:
-    """Refuse, before any probe, what would fail after them: a missing matplotlib, files in
-    --out that are there already (and an unknown --to framework, through get_many)."""
+def _check_outputs(request: Request, framework: str, spec: BatchSpec) -> None:
+    """Refuse, before any probe, what would fail after them: a missing matplotlib, a spec or a
+    file --write cannot write, files in --out that are there already (and an unknown --to
+    framework, through get_many)."""
     if request.plot_path:
         try:
             import matplotlib  # noqa: F401
@@ -273,6 +275,7 @@ def _check_outputs(request: Request, framework: str) -> None:
                 f"{request.run.file}: --write edits a framework's config or job; a spec's pick is "
                 "rendered with --out (nothing was run)"
             )
+        _check_write(request.run.file, spec)
     if request.out_dir:
         from translator.words.files import check_writable
 
@@ -443,18 +446,35 @@ def report(
     return TuneOutcome(out, tune_report.text(out), exit_code=1 if findings else 0)
 
 
-def _write_into(path: str, picked: BatchSpec) -> list[str]:
-    """The pick written into the tuned file and the other files of its job, as ``update
-    --micro-batch`` edits them (every other byte kept); the paths written."""
+def _check_write(path: str, spec: BatchSpec) -> None:
+    """Refuse now what writing the pick into ``path`` would refuse after the probes: the file,
+    and the files a split other than its own edits (any other micro-batch edits the same
+    ones, with the accumulation that keeps the global batch)."""
+    from translator.words.files import check_writable
+
+    per_rank = spec.global_batch // spec.data_parallel
+    other = next((m for m in tuning.divisors(per_rank) if m != spec.micro), None)
+    edited = [] if other is None else [p for p, _ in _edit_into(path, spec.world, other)]
+    check_writable([Path(path), *edited], force=True)
+
+
+def _edit_into(path: str, world: int, micro: int) -> list[tuple[Path, str | bytes]]:
+    """The tuned file and the other files of its job with ``micro`` on ``world`` ranks, as
+    ``update --micro-batch`` edits them (every other byte kept): those that change."""
     from translator.edit.update import update_file
-    from translator.words.files import write_files
 
     keep = dict.fromkeys(("global_batch", "world", "nodes", "gpus_per_node", "tensor", "pipeline"))
-    updated = update_file(
-        path, None, picked.world, None, micro=picked.micro_batch_size, context=None, **keep
-    )
+    updated = update_file(path, None, world, None, micro=micro, context=None, **keep)
     files: list[tuple[Path, str | bytes]] = [(Path(path), updated.text)] if updated.changes else []
-    files += [(Path(o.path), o.text) for o in updated.others]
+    return files + [(Path(o.path), o.text) for o in updated.others]
+
+
+def _write_into(path: str, picked: BatchSpec) -> list[str]:
+    """The pick written into the tuned file and the other files of its job; the paths
+    written."""
+    from translator.words.files import write_files
+
+    files = _edit_into(path, picked.world, picked.micro)
     return [str(w.path) for w in write_files(files, force=True)]
 
 
@@ -479,9 +499,11 @@ def submit(setup: probes.Setup, request: Request, options: slurm.SlurmOptions, s
     plan = setup.plan
     result = plan.workdir / RESULT_FILE
     text = slurm.script(plan, options, command=job_command(request), stdout=result)
+    stale = (result, plan.workdir / probes.PROGRESS_FILE)
+    refuse_links(plan.workdir, stale)  # Slurm writes the result through whatever is there
     workdirs.make(plan.workdir)
-    for stale in (result, plan.workdir / probes.PROGRESS_FILE):
-        stale.unlink(missing_ok=True)
+    for path in stale:
+        path.unlink(missing_ok=True)
     job = slurm.run_job(
         plan,
         text,

@@ -16,10 +16,12 @@ parameter. Only layouts where each rank holds the whole model run here (data par
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from pathlib import Path
 
 from translator.rank.model import IGNORE
+from translator.words.contained import replace_unfollowed
 
 #: SGD's learning rate: 1, so that the update is minus the gradient.
 LEARNING_RATE = 1.0
@@ -162,7 +164,6 @@ def write(
         after = snapshot(named_parameters)
         record["initial"] = fingerprint(before)
         record["update"] = {name: after[name] - before[name] for name in before}
-    path = Path(folder) / FILE.format(rank=rank)
-    tmp = path.with_suffix(".tmp")
-    torch.save(record, tmp)
-    tmp.replace(path)
+    buffer = io.BytesIO()
+    torch.save(record, buffer)
+    replace_unfollowed(Path(folder) / FILE.format(rank=rank), buffer.getvalue())

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from translator.batch.counting import replica_totals
+from translator.words.contained import replace_unfollowed
 
 
 @dataclass
@@ -62,10 +63,10 @@ class RankResult:
     failed, is not finished."""
 
     def write(self, folder: Path) -> None:
-        path = Path(folder) / f"rank-{self.rank}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self)))
-        tmp.replace(path)
+        """``rank-<R>.json`` in ``folder``, replaced whole, never written through a symlink."""
+        replace_unfollowed(
+            Path(folder) / f"rank-{self.rank}.json", json.dumps(asdict(self)).encode()
+        )
 
     @classmethod
     def read(cls, path: Path) -> RankResult:
