@@ -99,8 +99,10 @@ def write_into(
     """``spec``'s batch keys written into existing configs (``render --into``): ``into`` a
     file, the one framework's, or a folder, each of its files one of ``frameworks`` claims;
     every file or none. Returns what was written and why each framework left was not. Two
-    configs that would write one file differently refuse it all."""
-    if Path(into).is_dir():
+    configs that would write one file differently refuse it all; a symlink in the folder that
+    leads out of it is refused, as ``render --out`` refuses it."""
+    folder = Path(into).is_dir()
+    if folder:
         done, refused = render_into_folder(spec, frameworks, into, strict)
     elif len(frameworks) != 1:
         raise InputError(
@@ -116,5 +118,5 @@ def write_into(
             seen = texts.setdefault(os.path.realpath(path), (Path(path), text))
             if seen[1] != text:
                 raise InputError(f"{path}: two configs of --into would write it differently")
-    write_files(list(texts.values()), force=True)
+    write_files(list(texts.values()), force=True, within=into if folder else None)
     return done, refused
