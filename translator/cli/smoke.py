@@ -171,7 +171,9 @@ def _dry_output(prepared, launcher) -> dict:
 
 
 def _dry_run(prepared, launcher, as_json) -> None:
-    """What ``launcher`` would write and run, written nowhere (the findings on stderr)."""
+    """What ``launcher`` would write and run, written nowhere (the findings on stderr). The
+    header lines are comments with their control characters escaped, so that the printed
+    manifest stays one stream of its own documents (``| kubectl apply -f -``)."""
     out = _dry_output(prepared, launcher)
     if as_json:
         emit_json(out)
@@ -187,12 +189,13 @@ def _dry_run(prepared, launcher, as_json) -> None:
     names = list(dict.fromkeys(names + ([str(plan.model_config)] if plan.model_config else [])))
     listed = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
     click.echo(f"# engine: {engine_words(out['engine'])}")
-    click.echo(f"# would write {listed}")
+    click.echo(f"# would write {printable(listed)}")
     if not out["files"]:
         click.echo(shlex.join(out["command"]))
         return
     for name, text in out["files"].items():
-        click.echo(f"# and {plan.workdir}/{name}, submitted as: {shlex.join(out['submit'])}")
+        submitted = shlex.join(out["submit"])
+        click.echo(printable(f"# and {plan.workdir}/{name}, submitted as: {submitted}"))
         click.echo(text.rstrip("\n"))
 
 
