@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from translator.cli.batch_options import frameworks_help, pop_spec_values, spec_options
@@ -58,6 +60,8 @@ def plan(
     values = pop_spec_values(params)
     # Each field's flag as this command spells it, for messages about a flag's value.
     flags = {p.name: p.opts[0] for p in click.get_current_context().command.params if p.name}
+    if spec_file:
+        _refuse_a_framework_file(spec_file)
     if world_sizes is not None:
         from translator.checks.elastic_report import plan_world_sizes
 
@@ -106,6 +110,40 @@ def plan(
             _print_node_lines(spec, lines)
         print_findings(findings)
     exit_for(findings)
+
+
+def _refuse_a_framework_file(path: str) -> None:
+    """A framework's config or a job is not a spec: said so, with the commands that take it
+    (it was "expected a mapping of keys to values, got str")."""
+    from translator.batch.spec_file import spec_values
+    from translator.inspection import read_file
+    from translator.words.files import read_text
+
+    text = read_text(path)
+    if path == "-" or spec_values(text, path) is not None or _spec_like(text, path):
+        return
+    try:
+        framework, reading = read_file(path)
+    except InputError:
+        return  # not a framework's either: the spec's own error says what is wrong
+    what = "job" if reading.launcher or reading.definition else "config"
+    raise InputError(
+        f"{path}: is a {framework.name} {what}, not a batchspec spec: plan takes a spec or "
+        f"flags; `batchspec inspect {path}` says its batch, `batchspec update {path} "
+        "--world-size N` moves it"
+    )
+
+
+def _spec_like(text: str, path: str) -> bool:
+    """A mapping whose keys are spec keys, or which does not parse as one: the spec's own
+    errors (a key given twice, an unknown key) say what is wrong with it."""
+    from translator.batch.spec_file import parse_mapping, spec_fields
+
+    try:
+        values, _ = parse_mapping(text, path)
+    except InputError:
+        return Path(path).suffix.lower() in (".yaml", ".yml", ".json")
+    return bool(set(values) & spec_fields())
 
 
 def _node_lines(spec):
