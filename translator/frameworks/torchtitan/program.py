@@ -32,9 +32,9 @@ SOURCES = {
 
 def program(call: Call) -> Reading | None:
     """torchtitan's training from one launch command, or ``None`` when it runs none."""
-    given = _flags(call.arguments)
-    if not PROGRAM.fullmatch(call.program) and TOML_FLAG not in given:
+    if not PROGRAM.fullmatch(call.program) and not _names_toml(call.arguments):
         return None
+    given = _flags(call.arguments)
     reading = Reading(call.path, rules.NAME, call.text)
     toml = given.pop(TOML_FLAG, None)
     config = given.get("config")
@@ -125,6 +125,18 @@ def _flags(words: list[Word]) -> dict[str, tuple[Word, Value]]:
         out.pop(key, None)
         out[key] = (arg.word, value)
     return out
+
+
+def _names_toml(words: list[Word]) -> bool:
+    """Whether the words give torchtitan's TOML job file flag: what :func:`_flags` would find,
+    without reading every flag of another program's launch."""
+    for word in words:
+        text = word.text
+        if text is not None and text.startswith("--"):
+            key = text[2:].split("=", 1)[0].replace("-", "_")
+            if keys.ALIASES.get(key, key) == TOML_FLAG:
+                return True
+    return False
 
 
 def _parse(value: object) -> object:
