@@ -148,6 +148,8 @@ def _show(as_json: bool, file: str, updated, target: Path | None, written: list)
         click.echo(job_diff(file, updated), nl=False)
     elif target is None:
         click.echo(updated.text, nl=False)
+        for change in updated.changes:  # what changed, beside the new file
+            click.echo(printable(change.describe(Path(file))), err=True)
     else:
         _report(target, updated, written)
     for note in updated.notes:  # on stderr when stdout carries the new file
