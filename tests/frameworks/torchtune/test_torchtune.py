@@ -156,7 +156,7 @@ def test_update_changes_the_batch_values_and_keeps_every_other_byte(released, tm
     path.write_text(text)
     result = run("update", path, "--from-world-size", 4, "--world-size", 8)
     assert result.exit_code == 0
-    assert result.output == text.replace("steps: 8", "steps: 4")
+    assert result.stdout == text.replace("steps: 8", "steps: 4")
 
 
 def test_update_adds_a_missing_accumulation_after_batch_size(released, tmp_path):
@@ -165,7 +165,7 @@ def test_update_adds_a_missing_accumulation_after_batch_size(released, tmp_path)
     result = run("update", path, "--from-world-size", 4, "--world-size", 2)
     assert (
         result.exit_code == 0
-        and result.output == BASE + "batch_size: 4\ngradient_accumulation_steps: 4\nepochs: 1\n"
+        and result.stdout == BASE + "batch_size: 4\ngradient_accumulation_steps: 4\nepochs: 1\n"
     )
 
 
@@ -211,7 +211,7 @@ def test_update_edits_the_override_and_the_torchrun_option_of_a_job(
     (tmp_path / "train.sh").write_text(script)
     result = run("update", tmp_path / "train.sh", "--world-size", 8, "--nproc-per-node", 8)
     assert result.exit_code == 0
-    assert result.output == script.replace("steps=8", "steps=4").replace("node 4", "node 8")
+    assert result.stdout == script.replace("steps=8", "steps=4").replace("node 4", "node 8")
 
 
 def test_a_word_that_is_not_key_value_is_refused_in_torchtunes_words(
@@ -293,7 +293,7 @@ def test_update_edits_the_variable_an_override_takes(released, tmp_path, monkeyp
     (tmp_path / "train.sh").write_text(script)
     result = run("update", tmp_path / "train.sh", "--world-size", 8, "--nproc-per-node", 8)
     assert result.exit_code == 0
-    assert result.output == script.replace("GA=8", "GA=4").replace("node 4", "node 8")
+    assert result.stdout == script.replace("GA=8", "GA=4").replace("node 4", "node 8")
 
 
 def test_an_interpolation_of_another_key_is_its_value_and_any_other_is_unknown(released):
