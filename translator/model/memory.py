@@ -27,13 +27,15 @@ Hugging Face ``config.json`` (:func:`read_hf_config`).
 
 from __future__ import annotations
 
-import json
 import math
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from translator.words import parsing
 from translator.words.errors import InputError
+from translator.words.files import read_text
 
 if TYPE_CHECKING:
     from translator.spec import BatchSpec
@@ -125,26 +127,45 @@ def model_named(name: str, sequence_length: int | None = None) -> Model:
         if model.positions and sequence_length:
             model = replace(model, positions=sequence_length)
         return model
-    if Path(name).is_dir():  # a checkpoint's folder: its config.json, as --model-config takes it
+    try:
+        folder, exists = Path(name).is_dir(), Path(name).exists()
+    except OSError as exc:  # no file can have that name (too long)
+        shown = parsing.brief(name, quote="'")
+        raise InputError(f"--model {shown}: not a preset nor a file ({exc.strerror})") from None
+    if folder:  # a checkpoint's folder: its config.json, as --model-config takes it
         if not (Path(name) / "config.json").is_file():
             raise InputError(f"--model {name}: a folder with no config.json")
         return read_hf_config(str(Path(name) / "config.json"))
-    if name.endswith(".json") or Path(name).exists():
+    if name.endswith(".json") or exists:
         return read_hf_config(name)
     raise InputError(f"--model {name!r}: not a preset ({', '.join(PRESETS)}) nor a config.json")
 
 
 def read_hf_config(path: str) -> Model:
     """A model from a local Hugging Face ``config.json`` (Llama/Mistral/Qwen keys, or GPT-2's)."""
+    return hf_shape(hf_config_data(path), path, Path(path).name)
+
+
+def hf_config_data(path: str) -> dict:
+    """What a ``config.json`` holds, read as every input is (a regular file of at most 4 MiB
+    of UTF-8) and parsed safely (no deep nesting, no lone surrogate, no integer of a thousand
+    digits)."""
     try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: not a JSON config.json ({exc})") from None
+        text = read_text(path)
+    except InputError as exc:
+        raise InputError(f"{path}: cannot read it ({_said(exc, path)})") from None
+    try:
+        data = parsing.load_json(text, path).data
+    except InputError as exc:
+        raise InputError(f"{path}: not a JSON config.json ({_said(exc, path)})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: a config.json is a JSON object, not {type(data).__name__}")
-    return hf_shape(data, path, Path(path).name)
+    return data
+
+
+def _said(exc: InputError, path: str) -> str:
+    """What an error about ``path`` says of it, without the path (and line) it starts with."""
+    return re.sub(rf"^{re.escape(path)}(?::\d+)?: (?:cannot read: )?", "", str(exc))
 
 
 #: The keys that give a mixture of experts' expert count: transformers' configs (Qwen-MoE,
@@ -192,7 +213,7 @@ def hf_shape(data: dict, where: str, name: str) -> Model:
     """A model from a config's Hugging Face keys (a ``config.json``, or nanotron's
     ``model_config``); ``where`` names it in errors. A mixture of experts is refused
     (:class:`MixtureOfExperts`)."""
-    outer = data.get("model_type")
+    outer = _model_type(data, where)
     data = data.get("text_config", data) if isinstance(data.get("text_config"), dict) else data
     experts = experts_in(data)
     if experts is not None:  # its attention still splits as a dense model's: keep that part
@@ -208,14 +229,32 @@ def hf_shape(data: dict, where: str, name: str) -> Model:
     return _dense_shape(data, where, name)
 
 
+def _model_type(data: dict, where: str) -> str | None:
+    """The config's ``model_type``: a name, or not given."""
+    kind = data.get("model_type")
+    if kind is not None and not isinstance(kind, str):
+        raise InputError(f"{where}: model_type is {parsing.brief(kind)}, not a name")
+    return kind
+
+
+#: The largest size a config may give (layers, width, heads, vocabulary): far past any model,
+#: small enough that what is computed from it stays a float.
+MAX_SIZE = 1 << 40
+
+
 def _dense_shape(data: dict, where: str, name: str) -> Model:
 
     def first(*keys, default=None):
         for key in keys:
             value = data.get(key)
             if value is not None:
+                shown = parsing.brief(value, quote="'")
                 if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                    raise InputError(f"{where}: {key} is {value!r}, not a positive integer")
+                    raise InputError(f"{where}: {key} is {shown}, not a positive integer")
+                if value > MAX_SIZE:
+                    raise InputError(
+                        f"{where}: {key} is {shown}: larger than any model's (at most {MAX_SIZE})"
+                    )
                 return value
         if default is None:
             raise InputError(
@@ -226,7 +265,7 @@ def _dense_shape(data: dict, where: str, name: str) -> Model:
     hidden = first("hidden_size", "n_embd", "d_model")
     heads = first("num_attention_heads", "n_head")
     gpt2 = "n_embd" in data
-    kind = data.get("model_type")
+    kind = _model_type(data, where)
     head_dim = first("head_dim", default=hidden // heads)
     return Model(
         name=name,

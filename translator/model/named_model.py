@@ -13,22 +13,18 @@ one of :mod:`translator.model.memory`; a model that does not resolve is unknown,
 
 from __future__ import annotations
 
-import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator.model.memory import (
-    MixtureOfExperts,
-    Model,
-    hf_shape,
-    read_hf_config,
-)
+from translator.model.memory import MixtureOfExperts, Model, hf_config_data, hf_shape
 from translator.model.model_split import ModelParts
 from translator.reading import Reading
 from translator.words import parsing
 from translator.words.errors import InputError
+from translator.words.files import read_text
 
 #: Keys that name a Hugging Face model, in the order a framework prefers them.
 NAME_KEYS = ("base_model_config", "base_model", "model_name_or_path")
@@ -109,22 +105,25 @@ def resolve(
 def config_json(path: Path) -> tuple[Model, str]:
     """The shape and architecture in a ``config.json`` (or a folder holding one); an input
     error naming the file for one that is missing, broken, or needs remote code."""
-    if path.is_dir():
-        path = path / "config.json"
-    if not path.is_file():
-        raise InputError(f"{path}: no such config.json (give a config.json or its folder)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: not a JSON config.json ({exc})") from None
-    if isinstance(data, dict) and "auto_map" in data:
+        if path.is_dir():
+            path = path / "config.json"
+        found = path.is_file()
+    except OSError as exc:  # no file can have that path (a name too long)
+        shown = parsing.brief(str(path), quote="")
+        raise InputError(f"{shown}: not a config.json ({exc.strerror or exc})") from None
+    if not found:
+        raise InputError(f"{path}: no such config.json (give a config.json or its folder)")
+    data = hf_config_data(str(path))
+    if "auto_map" in data:
         raise InputError(
             f"{path}: its model's code lives in its repository (auto_map); batchspec runs no "
             "remote code: give --model-config with a config of an architecture transformers has"
         )
-    architectures = data.get("architectures") if isinstance(data, dict) else None
+    architectures = data.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
-    return read_hf_config(str(path)), str(architecture or data.get("model_type", "unknown"))
+    model = hf_shape(data, str(path), path.name)
+    return model, str(architecture or data.get("model_type", "unknown"))
 
 
 def hub_cache() -> Path:
@@ -143,18 +142,41 @@ def find_config(name: str, near: Path) -> tuple[Path | None, str]:
     looked: list[str] = []
     for folder in dict.fromkeys((Path(name).expanduser(), near / name)):
         looked.append(str(folder))
-        if (folder / "config.json").is_file():
+        if _is_file(folder / "config.json"):
             return folder / "config.json", ""
     repo = hub_cache() / f"models--{name.replace('/', '--')}"
     looked.append(str(repo))
     snapshots = repo / "snapshots"
-    ref = repo / "refs" / "main"
-    if ref.is_file() and (snapshots / ref.read_text().strip() / "config.json").is_file():
-        return snapshots / ref.read_text().strip() / "config.json", ""
-    found = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
+    main = _snapshot(repo / "refs" / "main")
+    if main is not None and _is_file(snapshots / main / "config.json"):
+        return snapshots / main / "config.json", ""
+    try:
+        found = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
+    except OSError:  # no folder can have the name (too long)
+        found = []
     if found:
         return found[-1], ""
     return None, ", ".join(looked)
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file (not when no file can have that path: a name too long)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _snapshot(ref: Path) -> str | None:
+    """The snapshot a cache's ref file names (read as every input is: at most 4 MiB), when it
+    names one: a folder's name, not a path."""
+    if not _is_file(ref):
+        return None
+    try:
+        name = read_text(ref).strip()
+    except InputError:
+        return None
+    return name if re.fullmatch(r"[\w.-]+", name) and name not in (".", "..") else None
 
 
 def _from_mapping(reading: Reading, own: Own | None) -> NamedModel | None:
