@@ -8,7 +8,10 @@ import math
 from collections.abc import Collection
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from translator.batch import solve
+from translator.batch.spec_file import describe
 from translator.checks.advice import general_findings
 from translator.job.definitions import read_definition, system_of
 from translator.job.detection import claimant, detect
@@ -291,6 +294,9 @@ def _solve(values: dict, reading: Reading, split: tuple = (None, None)):
     keep the sizes a fix names to those the model splits on."""
     try:
         return BatchSpec.model_validate(values, context={"model": split}), [], []
+    except ValidationError as exc:  # a count past any cluster's (world 10**18)
+        lines = {k: v.line for k, v in reading.values.items() if v.line is not None}
+        raise InputError(describe(exc, reading.path, lines)) from None
     except ConfigError as exc:
         where = next((reading.where(k) for k in reading.values if "batch" in k), reading.path)
         return (

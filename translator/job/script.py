@@ -51,6 +51,10 @@ class RunAs:
     mounts: Mapping[str, str] = field(default_factory=dict)
     """Paths on the machine it runs on -> the local files or folders mounted there (a
     SkyPilot task's ``file_mounts``)."""
+    gpus: shell.Word | None = None
+    """The count of GPUs the system gives each node, with the line that gives it (a job
+    definition's ``nvidia.com/gpu: 8``): those a process sees where ``CUDA_VISIBLE_DEVICES``
+    does not say; ``None``: not known."""
 
 
 def is_job(path: str, text: str) -> bool:
@@ -74,12 +78,12 @@ def read_job(
     script = shell.parse(text, path, args, dict(run_as.environment), opener)
     frameworks = [FRAMEWORKS[framework]] if framework else by_claim_order()
     readers = [f for f in frameworks if f.program is not None]
-    claimed, unread = _claims(script, text, path, readers, folders, run_as.mounts)
+    claimed, unread = _claims(script, text, path, readers, folders, run_as)
     stop = next((n for n in script.notes if "exits here" in n.text), None)
     if not claimed and stop is not None and args is None:
         for not_known in (("arguments",), ("arguments", "environment")):
             again = shell.parse(text, path, None, dict(run_as.environment), opener, not_known)
-            claimed, unread = _claims(again, text, path, readers, folders, run_as.mounts)
+            claimed, unread = _claims(again, text, path, readers, folders, run_as)
             if claimed:
                 script = again
                 script.notes.append(_stops_note(text, stop, not_known))
@@ -109,11 +113,11 @@ def _claims(
     path: str,
     readers: list[Framework],
     folders: tuple,
-    mounts: Mapping[str, str],
+    run_as: RunAs,
 ) -> tuple[list[tuple[int, Framework, Reading, Call]], list[str]]:
     """Each command a framework reads as its program's launch, with its reading; and the
-    programs launched that no framework reads (``mounts``: where the job's files are mounted
-    from, :attr:`RunAs.mounts`)."""
+    programs launched that no framework reads (``run_as``: where the job's files are mounted
+    from, the GPUs its node has)."""
     commands = {c for f in readers for c in f.commands}
     claimed: list[tuple[int, Framework, Reading, Call]] = []
     unread: list[str] = []
@@ -125,10 +129,12 @@ def _claims(
             continue
         environment = script.environments[i]
         sizes = launchers.sizes(
-            split.launch, script.variables, environment, known=known_launchers()
+            split.launch, script.variables, environment, known=known_launchers(), gpus=run_as.gpus
         )
         moved = _moved(folders, script.folders[i])
-        call = Call(path, text, words[0].line, split, sizes, environment, script, moved, mounts)
+        call = Call(
+            path, text, words[0].line, split, sizes, environment, script, moved, run_as.mounts
+        )
         for f in readers:
             reading = f.program(call)  # type: ignore[misc]  # readers have one
             if reading is not None:

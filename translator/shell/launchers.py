@@ -109,7 +109,12 @@ class Sizes:
     """Every ``--flag`` the closest launcher is given -> its value (``"true"`` for a switch):
     accelerate's ``--config_file``, ``--gradient_accumulation_steps``..."""
     visible: Word | None = None
-    """``CUDA_VISIBLE_DEVICES`` as the program's process sees it, when set."""
+    """What says which GPUs the program's process sees: ``CUDA_VISIBLE_DEVICES`` when it is
+    set, else the count of GPUs the system gives the node, when it gives one (a job
+    definition's ``nvidia.com/gpu: 8``)."""
+    given: int | None = None
+    """The GPUs the system gives the node, when ``visible`` is that count (a number, never a
+    list of the GPUs: a definition may ask for any number)."""
 
     def counts(self) -> dict[str, int]:
         """Role -> the count its word gives, else the launcher's default; roles whose word is
@@ -190,7 +195,10 @@ class Sizes:
         return self.rules.imposes(self) if self.rules and self.rules.imposes else None
 
     def visible_count(self) -> tuple[int | None, str]:
-        """``(GPUs CUDA_VISIBLE_DEVICES lists, "")`` or ``(None, why not known)``."""
+        """``(GPUs CUDA_VISIBLE_DEVICES lists, or the system gives the node, "")`` or
+        ``(None, why not known)``."""
+        if self.given is not None:
+            return self.given, ""
         if self.visible is None:
             return None, f"{VISIBLE} is not set"
         if self.visible.text is None:
@@ -353,23 +361,28 @@ def sizes(
     environment: Mapping[str, Word] | None = None,
     *,
     known: Mapping[str, LauncherDefinition],
+    gpus: Word | None = None,
 ) -> Sizes:
     """How ``launch`` (the words before the program) sizes the job; ``variables``: the
     script's, for what ``#SBATCH`` gives ``srun``; ``environment``: what the command's
     processes see (``CUDA_VISIBLE_DEVICES``); ``known``: every launcher definition by name
     (:data:`LAUNCHERS` and the frameworks', as ``translator.plugin.registry.launchers`` gives
-    them)."""
+    them); ``gpus``: the count of GPUs the system gives the node, when it gives one."""
     environment = environment or {}
     found = [(i, n) for i in range(len(launch)) if (n := _name(launch, i, known))]
-    visible = environment.get(VISIBLE)
+    visible, given = environment.get(VISIBLE), None
+    if visible is None and gpus is not None and gpus.text is not None:
+        visible, given = gpus, int(gpus.text)
     if not found:
         if any(PYTHONS.fullmatch((w.text or "").rsplit("/", 1)[-1]) for w in launch):
-            return Sizes("python", launch[0].line, defaults={"total": 1}, visible=visible)
+            return Sizes(
+                "python", launch[0].line, defaults={"total": 1}, visible=visible, given=given
+            )
         why = f"no launcher ({', '.join(known)}) starts the program"
-        return Sizes(missing=why, visible=visible)
+        return Sizes(missing=why, visible=visible, given=given)
     start, name = found[-1]
     launcher = known[name]
-    out = Sizes(name, launch[start].line, launcher, visible=visible)
+    out = Sizes(name, launch[start].line, launcher, visible=visible, given=given)
     flags = launch[start + 1 :]
     if launcher.subcommand is not None and flags:
         flags = flags[1:]

@@ -1,12 +1,14 @@
 """Parsing config text safely, with errors that name the file and line: YAML and JSON.
 
 Both give a :class:`Document`: the data, where each key stands (and the span of its value when
-that is a scalar), and the keys a mapping sets more than once. Hostile input is refused with an
-:class:`InputError` (exit 2): YAML aliases that expand past :data:`ALIAS_BUDGET` nodes, recursive
-aliases, integers longer than :data:`MAX_INT_CHARS`, tags that do not construct, deep nesting,
-and strings whose escapes give a lone surrogate (``"\\ud800"``): not Unicode text, so they could
-be neither printed nor written as UTF-8. Files are decoded as strict UTF-8 and escapes are
-decoded here, so with this check nothing downstream meets a surrogate.
+that is a scalar), and the keys a mapping sets more than once; a YAML text is also given as the
+node graphs of its documents (:func:`compose_yaml`), for readers that follow a node to its line.
+Hostile input is refused with an :class:`InputError` (exit 2): YAML aliases that expand past
+:data:`ALIAS_BUDGET` nodes, recursive aliases, integers longer than :data:`MAX_INT_CHARS`, tags
+that do not construct, nesting deeper than :data:`MAX_DEPTH` (YAML or JSON), and strings whose
+escapes give a lone surrogate (``"\\ud800"``): not Unicode text, so they could be neither
+printed nor written as UTF-8. Files are decoded as strict UTF-8 and escapes are decoded here, so
+with this check nothing downstream meets a surrogate.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import functools
 import json
 import re
 import reprlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import yaml
 
+from translator.words import collector
 from translator.words.errors import InputError
 
 #: Nodes that aliases may add to a YAML document, all aliases together ("billion laughs").
@@ -191,12 +196,16 @@ def _loader(text: str):
 
 
 _BRACKETS = re.compile(r"[\[\]{}]")
+#: What a line starts with before its content: indentation, and the indicators of block
+#: entries that open a collection on the same line (``- - - x`` nests three sequences).
+_LEAD = re.compile(r"(?:\s|[-?:](?=\s|$))*")
 
 
 def _may_be_deep(text: str) -> bool:
     """Whether ``text`` may nest collections deeper than :data:`MAX_DEPTH` (an over-estimate:
-    brackets in strings count too, and so does indentation)."""
-    if max((len(line) - len(line.lstrip()) for line in text.splitlines()), default=0) > MAX_DEPTH:
+    brackets in strings count too, and so do indentation and block indicators)."""
+    leads = (m.end() for m in map(_LEAD.match, text.splitlines()) if m)
+    if max(leads, default=0) > MAX_DEPTH:
         return True
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
@@ -284,8 +293,25 @@ def load_yaml(text: str, where: str) -> Document:
     """The YAML document in ``text``, safely loaded (no tags, no code), with key positions and
     duplicate keys. A text is parsed once: detection, the spec check and the reader all ask
     for it, and each is handed its own copy of what the first parse found."""
-    try:
+    with _yaml_errors(where):
         found = _parsed(text)
+    return Document(copy.deepcopy(found.data), dict(found.positions), list(found.duplicates))
+
+
+def compose_yaml(text: str, where: str) -> tuple[yaml.Node, ...]:
+    """The YAML documents of ``text`` (``---``) as node graphs, refused as :func:`load_yaml`
+    refuses a text (alias bombs, deep nesting, invalid YAML). A node's marks give its line
+    and its character offsets in ``text`` (not the text itself: libyaml's marks hold none).
+    A text is composed once, and its graphs shared: they are read, never changed."""
+    with _yaml_errors(where):
+        return _composed(text)
+
+
+@contextmanager
+def _yaml_errors(where: str) -> Iterator[None]:
+    """YAML that cannot be read, as an :class:`InputError` naming ``where`` and the line."""
+    try:
+        yield
     except _Refused as exc:
         raise InputError(f"{where}:{exc.line}: {exc}") from None
     except yaml.YAMLError as exc:
@@ -295,13 +321,30 @@ def load_yaml(text: str, where: str) -> Document:
         raise InputError(f"{at}: not valid YAML: {problem}") from None
     except RecursionError:
         raise InputError(f"{where}: nested too deeply") from None
-    return Document(copy.deepcopy(found.data), dict(found.positions), list(found.duplicates))
+
+
+@functools.lru_cache(maxsize=8)
+def _composed(text: str) -> tuple[yaml.Node, ...]:
+    loader = _loader(text)
+    docs = []
+    with collector.paused():
+        try:
+            while loader.check_node():
+                node = loader.get_node()
+                if node is not None:
+                    _check_graph(node, text)
+                    docs.append(node)
+        finally:
+            loader.dispose()
+        collector.settle()
+    return tuple(docs)
 
 
 def clear_cache() -> None:
     """Forget the texts parsed so far, YAML, JSON and TOML (a benchmark's cold reads; the
     shell's own is :func:`translator.shell.syntax.clear_cache`)."""
     _parsed.cache_clear()
+    _composed.cache_clear()
     _parsed_json.cache_clear()
     _parsed_toml.cache_clear()
 
@@ -408,11 +451,26 @@ def _parsed_json(text: str) -> Document:
     """``text`` parsed (errors are raised, never kept): the one copy :func:`load_json` hands
     out copies of."""
     data = json.loads(text, parse_int=_parse_int)
+    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(data, MAX_DEPTH):
+        raise RecursionError  # what reads it recurses (a deepcopy): refused before
     if _SURROGATE_ESCAPE.search(text):
         _refuse_surrogates(text)
     doc = Document(data)
     _scan_json(text, doc)
     return doc
+
+
+def _deeper_than(data: object, depth: int) -> bool:
+    """Whether ``data`` nests lists and objects more than ``depth`` deep."""
+    stack = [(data, 1)]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, (dict, list)):
+            if at > depth:
+                return True
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, at + 1) for child in children)
+    return False
 
 
 def _refuse_surrogates(text: str) -> None:

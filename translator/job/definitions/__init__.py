@@ -19,11 +19,12 @@ from pathlib import Path
 
 from translator.job.definitions import dstack, kubernetes, skypilot
 from translator.job.definitions import nodes as n
-from translator.job.definitions.runs import Run
+from translator.job.definitions.runs import Run, TooLarge
 from translator.job.definitions.seam import read_runs
 from translator.job.script import RunAs
 from translator.plugin.contract import Framework
 from translator.reading import Reading
+from translator.words import collector
 from translator.words.errors import InputError
 
 #: File names of YAML, and of YAML templates filled before use (``job.yaml-template``,
@@ -59,27 +60,35 @@ def read_definition(
     path: str, text: str, run_as: RunAs | None = None, framework: str | None = None
 ) -> tuple[Framework, Reading]:
     """The job a definition runs, read by the framework whose program its command launches
-    (``framework`` when given)."""
+    (``framework`` when given). The garbage collector is paused meanwhile
+    (:mod:`translator.words.collector`): a file of many jobs makes many objects."""
     run_as = run_as or RunAs()
+    with collector.paused():
+        plain, helm = n.unhelm(text)
+        runs, run_as = _runs(path, plain, system_of(path, text), run_as)
+        left = [h for h in helm if h not in run_as.environment]
+        if left:
+            for run in runs:
+                run.notes.append(
+                    f"a Helm chart's template: its values ({', '.join(left)}) are unknown "
+                    "here; give them with --env"
+                )
+        # a Helm template's literals are not where its rendered text has them: none is edited
+        return read_runs(path, text, runs, run_as, framework, editable=plain == text)
+
+
+def _runs(path: str, plain: str, system: str | None, run_as: RunAs) -> tuple[list[Run], RunAs]:
+    """What each node of the definition (``plain``: its text, Helm's placeholders made
+    variables) runs, and how the job runs with it (a SkyPilot task's mounts); a count past
+    any cluster's is an input error naming the file and line."""
     env = dict(run_as.environment)
-    plain, helm = n.unhelm(text)
     docs = n.documents(plain, path)
-    system = system_of(path, text)
-    runs: list[Run]
-    if system == "kubernetes":
-        runs = kubernetes.runs(docs, path, env)
-    elif system == "skypilot":
-        task, mounts = skypilot.run(docs[0], path, env)
-        runs = [task]
-        run_as = dataclasses.replace(run_as, mounts={**mounts, **run_as.mounts})
-    else:
-        runs = [dstack.run(docs[0], env)]
-    left = [h for h in helm if h not in env]
-    if left:
-        for run in runs:
-            run.notes.append(
-                f"a Helm chart's template: its values ({', '.join(left)}) are unknown here; "
-                "give them with --env"
-            )
-    # a Helm template's literals are not where its rendered text has them: none is edited
-    return read_runs(path, text, runs, run_as, framework, editable=plain == text)
+    try:
+        if system == "kubernetes":
+            return kubernetes.runs(docs, path, env, plain), run_as
+        if system == "skypilot":
+            task, mounts = skypilot.run(docs[0], path, env)
+            return [task], dataclasses.replace(run_as, mounts={**mounts, **run_as.mounts})
+        return [dstack.run(docs[0], env)], run_as
+    except TooLarge as exc:
+        raise InputError(f"{path}:{exc.line}: {exc}" if exc.line else f"{path}: {exc}") from None

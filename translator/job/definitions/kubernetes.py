@@ -12,6 +12,8 @@ of its flags. The command is read as on the first pod (rank 0): each pod runs th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import yaml
 
 from translator.job.definitions import nodes as n
@@ -32,6 +34,16 @@ OTHER_TRAINING = {"MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "RayJo
 FIRST_POD = "read as on the first pod (rank 0): every pod runs the same command"
 
 
+@dataclass(frozen=True)
+class Around:
+    """What a reader of one object is given of the file that holds it."""
+
+    text: str
+    """The file's text, which its nodes' offsets index."""
+    configmaps: dict[str, yaml.Node]
+    """Its ConfigMaps by name: the scripts and variables its containers may take."""
+
+
 def is_manifest(node: yaml.Node) -> bool:
     """Whether a document is a Kubernetes object (``apiVersion`` and ``kind``)."""
     return (
@@ -40,15 +52,18 @@ def is_manifest(node: yaml.Node) -> bool:
     )
 
 
-def runs(docs: list[yaml.Node], path: str, env: dict[str, str]) -> list[Run]:
-    """What each training object of the file runs on its pods; a :class:`NotAJob` naming the
-    kinds when none is one."""
+def runs(docs: list[yaml.Node], path: str, env: dict[str, str], text: str) -> list[Run]:
+    """What each training object of the file (``text``, composed as ``docs``) runs on its
+    pods; a :class:`NotAJob` naming the kinds when none is one."""
     manifests = [d for d in docs if is_manifest(d)]
-    configmaps = {
-        n.text(n.child(d, "metadata", "name")) or "": d
-        for d in manifests
-        if n.text(n.child(d, "kind")) == "ConfigMap"
-    }
+    around = Around(
+        text,
+        {
+            n.text(n.child(d, "metadata", "name")) or "": d
+            for d in manifests
+            if n.text(n.child(d, "kind")) == "ConfigMap"
+        },
+    )
     out: list[Run] = []
     kinds, read = [], False
     for doc in manifests:
@@ -58,7 +73,7 @@ def runs(docs: list[yaml.Node], path: str, env: dict[str, str]) -> list[Run]:
         if reader is not None:
             read = True
             named = n.text(n.child(doc, "metadata", "name")) or "(no name)"
-            for run in reader(doc, configmaps, env):
+            for run in reader(doc, around, env):
                 run.job = f"{kind} {named} (line {doc.start_mark.line + 1})"
                 out.append(run)
     if not read:
@@ -92,30 +107,25 @@ def _kind(doc: yaml.Node) -> str:
     return "VolcanoJob" if group == "batch.volcano.sh" else kind
 
 
-def _pod_runs(
-    pod: yaml.Node | None,
-    configmaps: dict[str, yaml.Node],
-    env: dict[str, str],
-    make,
-) -> list[Run]:
+def _pod_runs(pod: yaml.Node | None, around: Around, env: dict[str, str], make) -> list[Run]:
     """One run per container of a pod template (``make(container)`` gives the run's layout
     and the controller's variables) that sets a command."""
     spec = n.child(pod, "spec")
     out = []
     for container in n.items(n.child(spec, "containers")):
         run = container_run(
-            container, spec, configmaps, make(gpus(n.child(container, "resources"), env))
+            container, spec, around.configmaps, make(gpus(n.child(container, "resources"), env))
         )
         if run is not None:
             out.append(run)
     return out
 
 
-def _job(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str, str]) -> list[Run]:
+def _job(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
     spec = n.child(doc, "spec")
     return _pod_runs(
         n.child(spec, "template"),
-        configmaps,
+        around,
         env,
         lambda g: Run("Kubernetes Job", _pods(spec, env), g, **_indexed(spec)),
     )
@@ -145,14 +155,13 @@ def _indexed(spec: yaml.Node | None) -> dict:
 
 
 def _copies(
-    chosen: yaml.Node | None, roles: list[tuple[str, yaml.Node]]
+    chosen: yaml.Node | None, roles: list[tuple[str, yaml.Node]], buffer: str
 ) -> list[tuple[str, tuple[int, int], int | None]]:
     """For each other role, the span of the read role's containers and where the same text
-    stands in that role's (``None`` when it is written otherwise)."""
+    stands in that role's (``None`` when it is written otherwise); ``buffer``: the file."""
     mine = n.child(chosen, "template", "spec", "containers")
     if mine is None:
         return []
-    buffer = mine.start_mark.buffer or ""
     start = mine.start_mark.index
     text = buffer[start : mine.end_mark.index].rstrip()  # a block ends where the next begins
     out = []
@@ -178,7 +187,7 @@ def _edited_role(sizes: dict[str, Size]) -> tuple[tuple[int, int] | None, int]:
     return None, 0
 
 
-def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str, str]) -> list[Run]:
+def _pytorchjob(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
     spec = n.child(doc, "spec")
     replicas = n.child(spec, "pytorchReplicaSpecs")
     roles = n.pairs(replicas)
@@ -238,7 +247,7 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
                 f"nprocPerNode is not set: the training operator's default, auto, starts a "
                 f"process per GPU ({per_node.value})"
             )
-        copies = _copies(chosen, roles)
+        copies = _copies(chosen, roles, around.text)
         differs = [
             f"the {role} pods' containers are written otherwise than the Master's, which are "
             "the ones read: their batch may differ"
@@ -255,7 +264,7 @@ def _pytorchjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str,
             differs=differs,
         )
 
-    return _pod_runs(n.child(chosen, "template"), configmaps, env, make)
+    return _pod_runs(n.child(chosen, "template"), around, env, make)
 
 
 def _nproc(proc: yaml.Node | None, g: Size, env: dict[str, str]) -> Size:
@@ -272,7 +281,7 @@ def _nproc(proc: yaml.Node | None, g: Size, env: dict[str, str]) -> Size:
     return count(text, line, "nprocPerNode", env, n.literal_span(proc))
 
 
-def _trainjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str, str]) -> list[Run]:
+def _trainjob(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
     trainer = n.child(doc, "spec", "trainer")
     num = n.child(trainer, "numNodes")
     nodes = (
@@ -288,11 +297,11 @@ def _trainjob(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str, s
     if per_node.value is not None:
         exports.append(Export.of("PET_NPROC_PER_NODE", per_node))
     run = Run("Kubeflow TrainJob", nodes, g, exports=exports, notes=[FIRST_POD], name="trainer")
-    done = container_run(trainer, None, configmaps, run)
+    done = container_run(trainer, None, around.configmaps, run)
     return [done] if done is not None else []
 
 
-def _jobset(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str, str]) -> list[Run]:
+def _jobset(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
     out = []
     for job in n.items(n.child(doc, "spec", "replicatedJobs")):
         r = n.child(job, "replicas")
@@ -303,7 +312,7 @@ def _jobset(doc: yaml.Node, configmaps: dict[str, yaml.Node], env: dict[str, str
         def make(g: Size, spec=spec, replicas=replicas, name=name) -> Run:
             return Run("JobSet", _pods(spec, env, replicas), g, name=name, **_indexed(spec))
 
-        out += _pod_runs(n.child(spec, "template"), configmaps, env, make)
+        out += _pod_runs(n.child(spec, "template"), around, env, make)
     return out
 
 

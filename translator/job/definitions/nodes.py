@@ -2,8 +2,9 @@
 children of a mapping, scalars as written, and the Helm placeholders of a chart's template
 read as unknown values.
 
-Nodes are composed with PyYAML's safe loader (no tags, no code); a node keeps its line, so what
-is read from a manifest points back into it.
+Nodes are composed safely (no tags, no code, no alias bombs) by
+:func:`translator.words.parsing.compose_yaml`, once per text; a node keeps its line, so what is
+read from a manifest points back into it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 
 import yaml
 
-from translator.words.errors import InputError
+from translator.words.parsing import compose_yaml
 
 #: A Helm value placeholder (``{{ .Values.train.tp }}``, ``{{- .Values.gpus | quote }}``).
 HELM_VALUE = re.compile(r"\{\{-?\s*\.Values\.([\w.]+)[^}]*?-?\}\}")
@@ -52,15 +53,7 @@ def unhelm(text: str) -> tuple[str, list[str]]:
 def documents(text: str, path: str) -> list[yaml.Node]:
     """The file's YAML documents (``---``) as nodes; an :class:`InputError` naming the line
     when it is not valid YAML."""
-    try:
-        return [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f"{path}:{mark.line + 1}" if mark is not None else path
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"{at}: not valid YAML: {problem}") from None
-    except RecursionError:
-        raise InputError(f"{path}: nested too deeply") from None
+    return list(compose_yaml(text, path))
 
 
 def line(node: yaml.Node) -> int:
@@ -100,10 +93,11 @@ def items(node: yaml.Node | None) -> list[yaml.Node]:
 
 
 def text(node: yaml.Node | None) -> str | None:
-    """A scalar as written (``null`` and ``~`` are ``None``; another node is ``None``)."""
+    """A scalar as written (``null`` and ``~`` are ``None``; another node is ``None``). A plain
+    scalar's style is ``None`` (PyYAML's composer) or ``""`` (libyaml's)."""
     if not isinstance(node, yaml.ScalarNode):
         return None
-    if node.style is None and node.value in ("", "~", "null", "Null", "NULL"):
+    if not node.style and node.value in ("", "~", "null", "Null", "NULL"):
         return None
     return node.value
 
@@ -116,14 +110,14 @@ def body_line(node: yaml.Node) -> int:
 
 def literal_span(node: yaml.Node | None) -> tuple[int, int] | None:
     """Character offsets of a scalar's text in the file, when it is written as read (plain,
-    or quoted without escapes); ``None`` otherwise."""
-    if not isinstance(node, yaml.ScalarNode) or node.style not in (None, '"', "'"):
+    or quoted without escapes, on one line); ``None`` otherwise."""
+    if not isinstance(node, yaml.ScalarNode) or node.style not in (None, "", '"', "'"):
         return None
     start, end = node.start_mark.index, node.end_mark.index
-    if node.style is not None:
+    if node.style:
         start, end = start + 1, end - 1
-    buffer = node.start_mark.buffer
-    if buffer is None or buffer[start:end] != node.value:
+    # on one line, a scalar reads as written unless an escape (\n, '') made it shorter
+    if node.start_mark.line != node.end_mark.line or end - start != len(node.value):
         return None
     return start, end
 

@@ -9,12 +9,29 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from translator.words.errors import InputError
+from translator.words.parsing import brief
+
 #: ``$(NAME)``: a Kubernetes reference to a variable set before (in ``env``), or a shell's.
 REFERENCE = re.compile(r"\$\(([A-Za-z_]\w*)\)")
 #: What stays an expansion in a value written for the shell: ``${NAME...}`` and ``$NAME``.
 EXPANSION = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_]\w*")
 #: A whole value that is one placeholder: ``${NAME}``, ``$NAME``.
 PLACEHOLDER = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
+
+
+#: The most nodes, or GPUs on a node, a definition may give: far beyond any cluster (more is a
+#: typo or an attack, and the world it makes no batch can be solved on).
+MAX_COUNT = 1 << 20
+
+
+class TooLarge(InputError):
+    """A count of the definition larger than :data:`MAX_COUNT`, at ``line`` (the reader of the
+    file names it)."""
+
+    def __init__(self, line: int | None, message: str):
+        super().__init__(message)
+        self.line = line
 
 
 @dataclass(frozen=True)
@@ -125,6 +142,16 @@ def count(
     elif m:
         return Size(None, line, f"{what} is ${{{m.group(1)}}}, which is not set (give --env)")
     value = value.strip()
-    if value.isascii() and value.isdigit() and int(value) >= 1:
-        return Size(int(value), line, span=span, key=what)
-    return Size(None, line, f"{what} is {value!r}")
+    digits = value.lstrip("0")
+    if not (value.isascii() and value.isdigit()) or not digits:
+        return Size(None, line, f"{what} is " + brief(value, quote="'"))
+    if len(digits) > len(str(MAX_COUNT)) or int(digits) > MAX_COUNT:  # no int() of a long text
+        raise TooLarge(
+            line, f"{what} is {_shown(digits)}: no real cluster is that large (at most {MAX_COUNT})"
+        )
+    return Size(int(digits), line, span=span, key=what)
+
+
+def _shown(digits: str) -> str:
+    """A number for a message: as written, or how long it is when that is long."""
+    return digits if len(digits) <= 24 else f"a number of {len(digits)} digits"

@@ -6,9 +6,12 @@ literals moved back from that script into the definition, so that what is report
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from dataclasses import dataclass
+from itertools import accumulate
 
+from translator.job.definitions.lines import BOUNDS, Lines
 from translator.job.definitions.runs import Export, Run
 from translator.reading import Reading
 
@@ -43,7 +46,7 @@ def compose(run: Run) -> Composed:
     end = (pieces[-1][0] + pieces[-1][1].count("\n")) if pieces else 1
     below = [e for e in exports if e.line is not None and e.line > end + 1]
     wrapped = bool(below) and start > 2
-    above = [e for e in exports if not wrapped or e not in below]
+    above = [e for e in exports if not wrapped or e.line is None or e.line <= end + 1]
     lines: list[str] = []
     placed: list[tuple[int, int, Export]] = []  # (line index, column of the value, export)
     _place(above, lines, placed, start - 1 - wrapped)
@@ -57,11 +60,9 @@ def compose(run: Run) -> Composed:
         lines.append("}")
         _place(below, lines, placed, None)
         lines.append(f'{NODE} "$@"')
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line) + 1)
+    offsets = list(accumulate(map(len, lines), initial=0))  # + the newlines before each line
     moved = {
-        (offsets[i] + col, offsets[i] + col + len(e.value)): e.span
+        (offsets[i] + i + col, offsets[i] + i + col + len(e.value)): e.span
         for i, col, e in placed
         if e.span is not None
     }
@@ -98,13 +99,15 @@ def in_definition(reading: Reading, composed: Composed | None, text: str) -> Non
     word of the command to the same word on the same line of the definition; a literal found
     in neither, or any when there is no ``composed`` script to go by, has no span there
     (``update`` does not edit it)."""
+    script = Lines(composed.text if composed is not None else "")
+    definition = Lines(text)
 
     def moved(span: tuple[int, int] | None) -> tuple[int, int] | None:
         if span is None or composed is None or span[1] > len(composed.text):
             return None
         if span in composed.moved:
             return composed.moved[span]
-        return _same_word(composed.text, text, span)
+        return _same_word(script, definition, span)
 
     for key, value in list(reading.values.items()):
         if value.file is None and value.span is not None:
@@ -121,71 +124,50 @@ def in_definition(reading: Reading, composed: Composed | None, text: str) -> Non
         for word in reading.arguments
     ]
     reading.launch_at = (
-        None if composed is None else _verbatim(composed.text, text, reading.launch_at)
+        None if composed is None else _verbatim(script, definition, reading.launch_at)
     )
     reading.text = text
 
 
-def _verbatim(script: str, text: str, at: int | None) -> int | None:
+def _verbatim(script: Lines, text: Lines, at: int | None) -> int | None:
     """Where offset ``at`` of ``script`` stands in ``text``, when its line is written there as
     it is (a line of a ``run: |`` block, of a ``bash -c`` script): a flag added there stays on
     the command; ``None`` otherwise (a word of a list of arguments: a flag added to it would
     become part of that one argument)."""
     if at is None:
         return None
-    line = script.count("\n", 0, at)
-    start = script.rfind("\n", 0, at) + 1
-    written = script[start : script.find("\n", at) % (len(script) + 1)].lstrip()
-    lines = text.split("\n")
-    if not written or line >= len(lines) or not lines[line].endswith(written):
+    line = script.number(at)
+    written = script.lines[line].lstrip()
+    if not written or line >= len(text.lines) or not text.lines[line].endswith(written):
         return None
-    column = at - (start + len(script[start:at]) - len(script[start:at].lstrip()))
-    if column < 0:
-        return None
-    return sum(len(x) + 1 for x in lines[:line]) + len(lines[line]) - len(written) + column
+    column = len(script.text[script.starts[line] : at].lstrip())
+    return text.starts[line] + len(text.lines[line]) - len(written) + column
 
 
-#: What ends a word of a line (a shell word, a YAML list item or quoted scalar).
-BOUNDS = " \t\"'[],"
-
-
-def _same_word(script: str, text: str, span: tuple[int, int]) -> tuple[int, int] | None:
+def _same_word(script: Lines, text: Lines, span: tuple[int, int]) -> tuple[int, int] | None:
     """Where ``script``'s literal at ``span`` stands in ``text``: in the word around it, the
     same occurrence of that word on the same line there (the k-th ``4`` of a line that
     writes two) when the line holds as many of them, else its one occurrence there."""
     start, end = span
-    line = script.count("\n", 0, start)
-    line_start = script.rfind("\n", 0, start) + 1
-    line_end = script.find("\n", start)
+    line = script.number(start)
+    line_start, line_end = script.starts[line], script.starts[line] + len(script.lines[line])
     word_start, word_end = start, end
-    while word_start > line_start and script[word_start - 1] not in BOUNDS:
+    while word_start > line_start and script.text[word_start - 1] not in BOUNDS:
         word_start -= 1
-    while word_end < line_end and script[word_end] not in BOUNDS:
+    while word_end < line_end and script.text[word_end] not in BOUNDS:
         word_end += 1
-    word = script[word_start:word_end]
-    lines = text.split("\n")
-    if line >= len(lines) or not word:
+    word = script.text[word_start:word_end]
+    if line >= len(text.lines) or not word:
         return None
-    mine = _words_at(script[line_start : line_end % (len(script) + 1)], word)
-    theirs = _words_at(lines[line], word)
-    if len(mine) == len(theirs) and word_start - line_start in mine:
-        column = theirs[mine.index(word_start - line_start)]
-    elif lines[line].count(word) == 1:  # written otherwise around it (ACCUM=4 for "4")
-        column = lines[line].index(word)
+    mine = script.columns(line, word)
+    theirs = text.columns(line, word)
+    k = bisect.bisect_left(mine, word_start - line_start)
+    if len(mine) == len(theirs) and k < len(mine) and mine[k] == word_start - line_start:
+        column = theirs[k]
+    elif (once := text.once(line, word)) is not None:  # written otherwise (ACCUM=4 for "4")
+        column = once
     else:
         return None
-    at = sum(len(x) + 1 for x in lines[:line]) + column + start - word_start
-    return (at, at + end - start) if text[at : at + end - start] == script[start:end] else None
-
-
-def _words_at(line: str, word: str) -> list[int]:
-    """The columns where ``word`` stands whole in ``line`` (bounded by :data:`BOUNDS` or
-    the line's ends)."""
-    found, at = [], line.find(word)
-    while at >= 0:
-        before = at == 0 or line[at - 1] in BOUNDS
-        after = at + len(word) == len(line) or line[at + len(word)] in BOUNDS
-        if before and after:
-            found.append(at)
-        at = line.find(word, at + 1)
-    return found
+    at = text.starts[line] + column + start - word_start
+    found = (at, at + end - start)
+    return found if text.text[at : found[1]] == script.text[start:end] else None

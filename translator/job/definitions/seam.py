@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from translator.job.definitions.runs import Export, Run
+from translator.job.definitions.runs import Run
 from translator.job.definitions.script import Composed, compose, in_definition
 from translator.job.script import RunAs, read_job
 from translator.plugin.contract import Framework
 from translator.reading import Definition, Reading, Value
-from translator.words.errors import NotAJob
+from translator.shell.values import Word
+from translator.words.errors import InputError, NotAJob
 from translator.words.findings import counted, finding
-
-#: The variable that lists the GPUs a process sees.
-VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 
 def read_runs(
@@ -31,36 +29,83 @@ def read_runs(
     last one that launches a training program a framework reads (a driver or a side container
     launches none); the definition's kind and layout go on the reading, its literals are
     those of ``text`` (none, unless ``editable``: the composed script was made from another
-    text, a Helm template's rendering)."""
+    text, a Helm template's rendering).
+
+    Each run is read from a script of its own lines, moved up to the top (:func:`_lifted`): the
+    400th job of a file costs what its own lines cost, not the 399 above it. The run chosen is
+    read again where its lines stand in the definition, for the reading's lines and literals."""
     run_as = run_as or RunAs()
-    found: list[tuple[Run, Framework, Reading, Composed]] = []
+    found: list[tuple[Run, RunAs, Framework, Reading, Composed | None]] = []
     refused: NotAJob | None = None
     for run in runs:
-        _visible(run)
-        composed = compose(run)
-        given = dataclasses.replace(
-            run_as,
-            args=run_as.args if run_as.args is not None else run.args,
-            run_dir=run_as.run_dir or run.run_dir,
-        )
+        given = _given(run_as, run)
         try:
-            chosen, reading = read_job(composed.text, path, given, framework)
+            found.append((run, given, *_read_alone(run, path, given, framework)))
         except NotAJob as exc:
             refused = exc
-            continue
-        found.append((run, chosen, reading, composed))
     if not found:
         if refused is not None:
             raise refused
         raise NotAJob(f"{path}: no container or task with a command to read")
-    setting = [f for f in found if f[2].values]
-    run, chosen, reading, composed = (setting or found)[-1]
+    setting = [f for f in found if f[3].values]
+    run, given, chosen, reading, composed = (setting or found)[-1]
+    if composed is None:  # read from its own lines: again, from the definition's
+        composed = compose(run)
+        chosen, reading = read_job(composed.text, path, given, framework)
     in_definition(reading, composed if editable else None, text)
     _describe(reading, run, editable)
     others = tuple(dict.fromkeys(f[0].job for f in found if f[0].job not in (None, run.job)))
     if others:
         _several(reading, run, others)
     return chosen, reading
+
+
+def _given(run_as: RunAs, run: Run) -> RunAs:
+    """How the run's command runs: with the user's arguments and folder, else the
+    definition's, on the GPUs the system gives its node (which a launcher that takes every
+    GPU it finds, the Trainer's DataParallel under plain python, count)."""
+    gpus = run.gpus_per_node
+    return dataclasses.replace(
+        run_as,
+        args=run_as.args if run_as.args is not None else run.args,
+        run_dir=run_as.run_dir or run.run_dir,
+        gpus=None if gpus.value is None else Word(str(gpus.value), gpus.line or 1),
+    )
+
+
+def _read_alone(
+    run: Run, path: str, given: RunAs, framework: str | None
+) -> tuple[Framework, Reading, Composed | None]:
+    """The run read from a script of its own lines (:func:`_lifted`), and that script when it
+    is the one of the definition's lines. An error is given at the definition's lines: the
+    run is read from them again."""
+    lifted = _lifted(run)
+    if lifted is not run:
+        try:
+            return (*read_job(compose(lifted).text, path, given, framework), None)
+        except NotAJob:
+            raise
+        except InputError:
+            pass
+    composed = compose(run)
+    return (*read_job(composed.text, path, given, framework), composed)
+
+
+def _lifted(run: Run) -> Run:
+    """``run`` with its lines moved up, so that its script starts at the top with room for
+    its variables rather than below empty lines for the definition's lines before it: the
+    same commands and variables in the same order, the lines not the definition's."""
+    lines = [at for at, _ in run.body] + [e.line for e in run.exports if e.line is not None]
+    up = min(lines, default=1) - 1 - len(run.exports)
+    if up <= 0:
+        return run
+    return dataclasses.replace(
+        run,
+        body=[(at - up, piece) for at, piece in run.body],
+        exports=[
+            e if e.line is None else dataclasses.replace(e, line=e.line - up) for e in run.exports
+        ],
+    )
 
 
 def _several(reading: Reading, run: Run, others: tuple) -> None:
@@ -76,17 +121,6 @@ def _several(reading: Reading, run: Run, others: tuple) -> None:
             where=reading.path,
         )
     )
-
-
-def _visible(run: Run) -> None:
-    """The GPUs each node sees are those the definition gives it (a launcher that takes every
-    GPU it finds, the Trainer's DataParallel under plain python): ``CUDA_VISIBLE_DEVICES``
-    lists them, unless the definition sets it itself."""
-    count = run.gpus_per_node.value
-    if count is None or any(e.name == VISIBLE for e in run.exports):
-        return
-    devices = ",".join(str(i) for i in range(count))
-    run.exports.insert(0, Export(VISIBLE, devices, run.gpus_per_node.line))
 
 
 def _describe(reading: Reading, run: Run, editable: bool) -> None:
