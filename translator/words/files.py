@@ -328,7 +328,15 @@ def check_writable(paths: list[Path], force: bool, within: Path | str | None = N
     command that writes only after a long run)."""
     inside = None if within is None else Path(os.path.realpath(within))
     for path in paths:
-        _plan(Path(path), b"", force, inside)
+        plan = _plan(Path(path), b"", force, inside)
+        folder = plan.target.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent  # the folder the write would create its own in
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise InputError(
+                f"{path}: its folder {folder} is not writable; nothing was run: make it "
+                "writable, or write elsewhere"
+            )
 
 
 def write_atomic(path: Path, text: str) -> None:
