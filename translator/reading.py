@@ -147,7 +147,7 @@ class Reading:
     script)``): a setting not seen may still be there, so its default is not assumed."""
     partners: list[Reading] = field(default_factory=list)
     """Files this one points to and that were read with it (Axolotl's ``deepspeed:`` JSON)."""
-    uses: Mapping[tuple[int, int], list[Use]] = field(default_factory=dict)
+    uses: dict[tuple[int, int], list[Use]] = field(default_factory=dict)
     """For a literal that feeds several words (a launch script's variable): each use, such as
     ``--seq-length`` on line 12; ``update`` refuses to edit a literal that has other uses."""
     launch: Launch | None = None

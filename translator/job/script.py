@@ -26,7 +26,7 @@ from translator.plugin.registry import FRAMEWORKS, by_claim_order
 from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call, Launch, Note, Reading, Source, Value, running_in
 from translator.shell import launchers, slurm
-from translator.shell.uses import PRINTERS, Uses
+from translator.shell.uses import PRINTERS, uses_of
 from translator.words.errors import InputError, NotAJob
 from translator.words.files import read_text
 from translator.words.findings import finding
@@ -235,7 +235,7 @@ def _moved(folders: tuple[Path, ...], folder: str | None) -> tuple[Path, ...]:
 def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
     """What every job shares: the launcher's words and world, its config file, the notes."""
     reading.notes = list(script.notes) + reading.notes
-    reading.uses = Uses(script)
+    reading.uses = uses_of(script)
     sizes = call.sizes
     reading.launcher = reading.launcher or sizes.launcher
     reading.slurm = _slurm_at(call)

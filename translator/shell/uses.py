@@ -4,7 +4,6 @@ also feeds something else (a variable behind two flags)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 from translator.shell.following import shell_string
 from translator.shell.notes import Use
@@ -14,29 +13,6 @@ from translator.shell.values import Script, Word
 PRINTERS = ("echo", "printf")
 #: A ``key=value`` override (OmegaConf, Hydra's ``+key=``/``++key=``, jsonargparse), by its key.
 OVERRIDE = re.compile(r"\+{0,2}([A-Za-z_][\w.\-]*)=")
-
-
-class Uses(Mapping):
-    """:func:`uses_of` a script, worked out when first asked (only ``update`` asks: a read for
-    ``inspect`` never pays for it)."""
-
-    def __init__(self, script: Script):
-        self._script: Script | None = script
-        self._found: dict = {}
-
-    def _uses(self) -> dict:
-        if self._script is not None:
-            self._found, self._script = uses_of(self._script), None
-        return self._found
-
-    def __getitem__(self, span):
-        return self._uses()[span]
-
-    def __iter__(self):
-        return iter(self._uses())
-
-    def __len__(self) -> int:
-        return len(self._uses())
 
 
 def uses_of(script: Script) -> dict:

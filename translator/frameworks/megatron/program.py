@@ -23,7 +23,7 @@ from translator.frameworks.megatron.rules import (
 from translator.frameworks.shared import flags
 from translator.reading import Call, Note, Reading, Value, typo_findings
 from translator.shell import launchers
-from translator.shell.uses import Uses
+from translator.shell.uses import uses_of
 from translator.words.errors import InputError
 from translator.words.findings import finding
 
@@ -105,7 +105,7 @@ def read(text: str, where: str) -> Reading:
         return read_job(text, where, framework=NAME)[1]
     words = [w for ws in script.variables.values() if len(ws) > 1 for w in ws]
     words += [w for c in script.commands for w in c]
-    reading = Reading(where, NAME, text, uses=Uses(script), notes=list(script.notes))
+    reading = Reading(where, NAME, text, uses=uses_of(script), notes=list(script.notes))
     _read_words(reading, words, script)
     reading.opaque = [
         f"line {c[0].line}: {c[0].why_unknown}"
