@@ -115,8 +115,7 @@ def _flags(words: list[Word]) -> dict[str, tuple[Word, Value]]:
     for arg in flags.scan(words):
         if arg.kind != "flag" or arg.word.text is None or arg.name is None:
             continue
-        key = arg.name.replace("-", "_")
-        key = keys.ALIASES.get(key, key)
+        key = _key(arg.name)
         if arg.value is None:
             value = Value(True, arg.word.line)
         else:
@@ -133,10 +132,16 @@ def _names_toml(words: list[Word]) -> bool:
     for word in words:
         text = word.text
         if text is not None and text.startswith("--"):
-            key = text[2:].split("=", 1)[0].replace("-", "_")
-            if keys.ALIASES.get(key, key) == TOML_FLAG:
+            if _key(text[2:].split("=", 1)[0]) == TOML_FLAG:
                 return True
     return False
+
+
+def _key(name: str) -> str:
+    """The config key a ``--section.key`` flag's name sets (dashes as underscores, aliases
+    resolved)."""
+    key = name.replace("-", "_")
+    return keys.ALIASES.get(key, key)
 
 
 def _parse(value: object) -> object:
