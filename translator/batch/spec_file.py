@@ -13,14 +13,13 @@ import difflib
 import math
 import re
 from collections.abc import Mapping
-from pathlib import Path
 
 from pydantic import ValidationError
 
 from translator.spec import BatchSpec, spec_fields
 from translator.words import parsing
 from translator.words.errors import ConfigError, InputError
-from translator.words.files import read_text
+from translator.words.files import read_text, suffix_of
 from translator.words.findings import Finding
 
 #: Keys that say the same thing (the world size); a flag for one replaces all of the file's.
@@ -224,7 +223,7 @@ SHARED_KEYS = frozenset(
 def spec_values(text: str, path: str) -> dict | None:
     """The mapping when the file is a batchspec spec (only spec keys, one at least that no
     framework's config has: :data:`SHARED_KEYS`), else None."""
-    if Path(path).suffix.lower() not in (".yaml", ".yml", ".json") and path != "-":
+    if suffix_of(path) not in (".yaml", ".yml", ".json") and path != "-":
         return None
     try:
         values, _ = parse_mapping(text, path)

@@ -3,12 +3,11 @@ frameworks claim the extension."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from translator.plugin.contract import Framework
 from translator.plugin.registry import FRAMEWORKS, by_claim_order
 from translator.words import parsing
 from translator.words.errors import InputError
+from translator.words.files import suffix_of
 
 
 def claimant(path: str, text: str) -> Framework | None:
@@ -31,7 +30,7 @@ def detect(path: str, text: str) -> Framework:
     if found is not None:
         return found
     by_suffix = _by_suffix(path)
-    load = parsing.load_json if Path(path).suffix.lower() == ".json" else parsing.load_yaml
+    load = parsing.load_json if suffix_of(path) == ".json" else parsing.load_yaml
     if by_suffix and not isinstance(load(text, path).data, dict):
         return by_suffix[0]
     raise InputError(
@@ -42,5 +41,5 @@ def detect(path: str, text: str) -> Framework:
 
 def _by_suffix(path: str) -> list[Framework]:
     """The frameworks that claim the file's extension, in claim order."""
-    suffix = Path(path).suffix.lower()
+    suffix = suffix_of(path)
     return [f for f in by_claim_order() if suffix in f.extensions]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from translator.words import parsing
 from translator.words.errors import InputError
+from translator.words.files import suffix_of
 
 
 class ForeignConfig(InputError):
@@ -124,7 +124,7 @@ def refuse_foreign(path: str, text: str) -> None:
     """A :class:`ForeignConfig` naming the framework when ``text`` (a YAML or JSON file) is a
     config of one batchspec does not read; nothing when it is not, or does not parse (its
     reader says why)."""
-    if Path(path).suffix.lower() not in (".yaml", ".yml", ".json"):
+    if suffix_of(path) not in (".yaml", ".yml", ".json"):
         return
     if not any(marker in text for marker in MARKERS):
         return  # none of their keys is written: not parsed again (most configs)

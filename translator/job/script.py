@@ -28,7 +28,7 @@ from translator.reading import Call, Launch, Note, Reading, Source, Value, runni
 from translator.shell import launchers, slurm
 from translator.shell.uses import PRINTERS, uses_of
 from translator.words.errors import InputError, NotAJob
-from translator.words.files import read_text
+from translator.words.files import read_text, suffix_of
 from translator.words.findings import finding
 
 #: ``$1``...``${12}``: an argument a script reads.
@@ -59,7 +59,7 @@ class RunAs:
 
 def is_job(path: str, text: str) -> bool:
     """Whether a file is a launch script: by its name, or by a shell ``#!`` line."""
-    if Path(path).suffix.lower() in SCRIPT_SUFFIXES:
+    if suffix_of(path) in SCRIPT_SUFFIXES:
         return True
     first = text.lstrip()[:80].split("\n", 1)[0]
     return first.startswith("#!") and any(s in first for s in ("sh", "bash", "zsh"))
@@ -198,7 +198,7 @@ def _without_launch(
             f"{path}: read as run it stops before any launch ({stops[0]}); give the "
             "arguments it is run with after --"
         )
-    suffix = Path(path).suffix.lower()
+    suffix = suffix_of(path)
     for f in frameworks:
         if not unread and suffix in f.extensions and f.claims(text) and f.holds_batch(text):
             return f, f.read(text, path)

@@ -56,6 +56,8 @@ BRACED = re.compile(r"([#!]?)([A-Za-z_]\w*|[0-9]+|[@*#?$!-])(\[([^\]]*)\])?(.*)"
 SPLITS = {"simple_expansion", "expansion", "command_substitution", "brace_expression"}
 #: Characters that make an unquoted word a glob pattern.
 GLOB = re.compile(r"[*?\[]")
+#: A backslash and the character it escapes.
+ESCAPED = re.compile(r"\\.")
 #: ``$X``, ``${X}`` and ``${X:-n}`` inside arithmetic.
 #: ``$#``, ``$1`` and ``${12}`` inside arithmetic.
 PARAMETER_REFS = re.compile(r"\$(#|[1-9])|\$\{(#|[1-9][0-9]*)\}")
@@ -158,8 +160,10 @@ class Expander:
     def _expand(self, node, env: Env, src: ScriptText, quoted: bool) -> list:
         kind = node.type
         raw = src.data[node.start_byte : node.end_byte].decode(errors="replace")
-        blanks = LEADING_BLANKS.match(raw)  # always matches (perhaps the empty string)
-        lead = blanks.end() if blanks else 0
+        lead = 0
+        if raw[:1].isspace() or raw[:1] == "\\":
+            blanks = LEADING_BLANKS.match(raw)  # always matches (perhaps the empty string)
+            lead = blanks.end() if blanks else 0
         if src.holes and kind in ("expansion", "simple_expansion"):
             hole = src.holes.get(node.start_byte + lead)  # a statement bash cannot parse
             if hole is not None:
@@ -176,7 +180,7 @@ class Expander:
         self, node, kind: str, raw: str, env: Env, src: ScriptText, quoted: bool
     ) -> list:
         if kind in PLAIN:
-            if not quoted and GLOB.search(re.sub(r"\\.", "", raw)):
+            if not quoted and GLOB.search(raw) and GLOB.search(ESCAPED.sub("", raw)):
                 self.spread = True
             if "\\" in raw:
                 text = re.sub(r"\\\n|\\(.)", lambda m: m.group(1) or "", raw, flags=re.S)
@@ -262,10 +266,10 @@ class Expander:
             if child.type == "string_content":
                 out.extend(literal(src, child.start_byte, child.end_byte))
             else:  # array items stay apart (``"${A[@]}"``): no joined() here
-                out.extend(
-                    seg[0] if isinstance(seg, tuple) else seg
+                out += [
+                    seg[0] if type(seg) is tuple else seg
                     for seg in self.expand(child, env, src, quoted=True)
-                )
+                ]
             pos = child.end_byte
         if end > pos:
             out.extend(literal(src, pos, end))

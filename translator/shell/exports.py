@@ -5,6 +5,7 @@ on the lines of their literals, computed again only after one changed), the envi
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Iterable
 
 from translator.shell import assign
@@ -98,7 +99,7 @@ class Exports(Control):
     def line_of(self, char: int) -> int:
         """The line of a character offset of the file."""
         if self.newlines is None:
-            self.newlines = [i for i, c in enumerate(self.file_text) if c == "\n"]
+            self.newlines = [m.start() for m in re.finditer("\n", self.file_text)]
         return bisect.bisect_left(self.newlines, char) + 1
 
 

@@ -34,11 +34,16 @@ class At:
 def joined(segments) -> tuple:
     """Segments as one string's pieces: array items joined by a space, as in ``"${A[@]}"``
     assigned to a scalar."""
-    return tuple(
-        Piece(" ") if seg is BREAK else seg[0] if isinstance(seg, tuple) else seg
-        for seg in segments
-        if not isinstance(seg, At)
-    )
+    out = []
+    for seg in segments:
+        kind = type(seg)
+        if kind is Piece:
+            out.append(seg)
+        elif kind is tuple:
+            out.append(seg[0])
+        elif seg is BREAK:
+            out.append(Piece(" "))
+    return tuple(out)
 
 
 def sub(piece: Piece, text: str, start: int, end: int) -> Piece:
@@ -53,12 +58,13 @@ def split_fields(segments, line: int) -> list[tuple]:
     where an array item was written, else ``line``, where the argument stands."""
     out = _Fields(line)
     for seg in segments:
-        if isinstance(seg, At):
+        kind = type(seg)
+        if kind is At:
             out.line = seg.line
         elif seg is BREAK:
             out.end()
         else:
-            piece, split = seg if isinstance(seg, tuple) else (seg, False)
+            piece, split = seg if kind is tuple else (seg, False)
             if split and piece.text is None and piece.maybe is not None:
                 out.undecided(piece, piece.maybe)
             elif not split or piece.text is None:

@@ -37,6 +37,7 @@ from translator.shell.values import (
     to_word,
 )
 from translator.shell.walk import NAME, Catcher, Stop
+from translator.words import collector
 from translator.words.errors import InputError
 
 
@@ -233,6 +234,7 @@ def parse(
         refuse_long_numbers(value, f"{where}: --env {name}", line=False)
     try:
         reader = Reader(where, 20 * len(text) + 10_000, args, environment, opener, not_known)
-        return reader.read(text)
+        with collector.paused():  # what a read makes lives until it ends
+            return reader.read(text)
     except RecursionError:
         raise InputError(f"{where}: blocks nested too deeply to follow") from None

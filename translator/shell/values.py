@@ -370,6 +370,9 @@ def to_word(pieces: tuple, line: int) -> Word:
     """The word ``pieces`` make: known, with the span of its literal when one literal gave
     it all; or unknown, with its pieces."""
     pieces = tuple(pieces)
+    if len(pieces) == 1 and pieces[0].text is not None and len(pieces[0].sources) <= MAX_SOURCES:
+        only = pieces[0]  # the common word: one known piece
+        return Word(only.text, line, only.span, None, frozenset(only.sources))
     text = text_of(pieces)
     sources = merge_sources(pieces)
     if text is None:

@@ -50,9 +50,9 @@ from translator.words.journal import (
 MAX_BYTES = 4 * 1024 * 1024
 #: A temporary file of ours older than this was left by a killed run and is removed.
 STALE_SECONDS = 10 * 60
-#: What each file read was when it was read (real path -> device, inode, size, modification
-#: time), so that a write refuses to replace a file another process changed since.
-_SEEN: dict[str, tuple[int, int, int, int]] = {}
+#: What each file read was when it was read (its :func:`_place` -> device, inode, size,
+#: modification time), so that a write refuses to replace a file another process changed since.
+_SEEN: dict[tuple[int, int, str], tuple[int, int, int, int]] = {}
 #: Texts :func:`read_text` gives in place of files' own, by real path (:func:`reading_as`).
 _READ_AS: ContextVar[Mapping[str, str] | None] = ContextVar("read_as", default=None)
 
@@ -66,6 +66,12 @@ def reading_as(texts: Mapping[str, str]) -> Iterator[None]:
         yield
     finally:
         _READ_AS.reset(token)
+
+
+def suffix_of(path: str | Path) -> str:
+    """The file name's extension, lower-cased (``Path(path).suffix.lower()``, without building
+    a ``Path``: every file read asks it several times)."""
+    return os.path.splitext(os.fspath(path).rstrip("/"))[1].lower()
 
 
 def read_text(path: str | Path) -> str:
@@ -86,24 +92,40 @@ def read_text(path: str | Path) -> str:
             raise InputError(f"<stdin>: cannot read: {exc.strerror or exc}") from None
         return _decode("<stdin>", data)
     given = _READ_AS.get()
-    real = os.path.realpath(path)
-    if given and real in given:
+    if given and (real := os.path.realpath(path)) in given:
         return given[real]
-    if os.path.lexists(os.path.join(os.path.dirname(real), JOURNAL)):
-        recover(os.path.dirname(real))
+    file = os.path.realpath(path) if os.path.islink(path) else os.fspath(path)
+    folder = os.path.dirname(file) or "."
+    if os.path.lexists(os.path.join(folder, JOURNAL)):
+        recover(folder)
     try:
         _require_regular(path, os.stat(path))
         # O_NONBLOCK: should a FIFO take the file's place after the check, opening it must not
         # wait for a writer; fstat on what was opened then refuses it.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
+        try:
+            st = os.fstat(fd)
             _require_regular(path, st)
-            data = fh.read(MAX_BYTES + 1)
-            _SEEN[real] = _identity(st)
+            data = _read_at_most(fd, MAX_BYTES + 1)
+            _SEEN[_place(file)] = _identity(st)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return _decode(str(path), data)
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes of an open file, to its end (no file object: one per read of a
+    small file costs more than the read)."""
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _require_regular(path, st: os.stat_result) -> None:
@@ -231,7 +253,7 @@ def write_files(
         fsync_dir(folder)
     for p in plans:
         with contextlib.suppress(OSError):
-            _SEEN[os.path.realpath(p.target)] = _identity(os.stat(p.target))
+            _SEEN[_place(p.target)] = _identity(os.stat(p.target))
     return [Written(p.path, p.target) for p in plans]
 
 
@@ -268,6 +290,15 @@ def _move_into_place(plans: list[_Plan]) -> None:
             p.kept = None
 
 
+def _place(path: str | Path) -> tuple[int, int, str]:
+    """Which file ``path`` is, however its folder is reached (a link to it, ``..``): the
+    folder's device and inode and the file's name (through a link at ``path`` itself, its
+    target's). A stat or two, where ``os.path.realpath`` takes one per folder of the path."""
+    file = os.path.realpath(path) if os.path.islink(path) else os.fspath(path)
+    folder = os.stat(os.path.dirname(file) or ".")
+    return folder.st_dev, folder.st_ino, os.path.basename(file)
+
+
 def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
@@ -276,7 +307,7 @@ def _require_unchanged(p: _Plan) -> None:
     """Refuse to replace a file batchspec read that another process has changed since."""
     if p.existing is None:
         return
-    was = _SEEN.get(os.path.realpath(p.target))
+    was = _SEEN.get(_place(p.target))
     try:
         now = _identity(os.stat(p.target))
     except OSError:

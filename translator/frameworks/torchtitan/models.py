@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 
 from translator.model.memory import Model
 from translator.model.named_model import NamedModel
 from translator.reading import Reading
+from translator.words.files import suffix_of
 from translator.words.parsing import load_toml
 
 
@@ -148,7 +148,7 @@ def named_model(reading: Reading) -> NamedModel | None:
 def _from_toml(reading: Reading) -> NamedModel | None:
     """A TOML job file's ``[model]`` name and flavor (≤ 0.2.2's defaults where the file leaves
     them out: its ``JobConfig`` trains ``llama3`` ``debugmodel``)."""
-    if Path(reading.path).suffix.lower() != ".toml":
+    if suffix_of(reading.path) != ".toml":
         return None
     try:
         data = load_toml(reading.text)
