@@ -185,7 +185,7 @@ def test_a_hub_name_not_in_the_cache_is_refused_saying_where_it_looked(tmp_path,
     [
         (None, "no such config.json"),
         ('{"hidden_size": 64,', "not a JSON config.json"),
-        (json.dumps(TINY | {"auto_map": {"AutoModelForCausalLM": "m.M"}}), "auto_map"),
+        (json.dumps(TINY | {"model_type": "acme", "auto_map": {"AutoConfig": "m.C"}}), "auto_map"),
         (json.dumps(TINY | {"model_type": "t5"}), "model_type 't5' is not an architecture"),
         (
             json.dumps({k: v for k, v in TINY.items() if k != "model_type"}),
@@ -266,7 +266,8 @@ def test_megatron_builds_the_shape_its_flags_give(tmp_path):
     job = tmp_path / "pretrain.sh"
     job.write_text(
         "torchrun --nproc_per_node 1 pretrain_gpt.py --num-layers 4 --hidden-size 64 "
-        "--num-attention-heads 4 --vocab-size 512 --micro-batch-size 1 --global-batch-size 4\n"
+        "--num-attention-heads 4 --vocab-size 512 --max-position-embeddings 64 "
+        "--micro-batch-size 1 --global-batch-size 4\n"
     )
     named = run_model.named_in(read_source(str(job)), None)
     chosen = run_model.choose(str(job), named, "megatron", "tune", None, layers=2)

@@ -9,7 +9,7 @@ import pytest
 from run_batchspec import inspected, run
 
 from translator.inspection import inspect_file
-from translator.model.memory import COUNTED, PRESETS, hf_shape
+from translator.model.memory import COUNTED, LAYER_BIASES, PRESETS, hf_shape
 
 #: The tiny Llama of issue 27 (2 layers × 64, 4 heads, 2 KV heads, FFN 172, vocab 512).
 TINY = {
@@ -74,6 +74,94 @@ def test_every_counted_architecture_is_counted_as_transformers_builds_it(kind):
     assert hf_shape(data, kind, kind).parameters == sum(p.numel() for p in built.parameters())
 
 
+#: The config keys transformers' modeling code reads for a projection's ``bias=``.
+BIAS_KEYS = ("attention_bias", "attention_out_bias", "mlp_bias", "use_bias")
+#: Biases a config may ask for: each key alone, and all of them.
+BIASES = [{key: True} for key in BIAS_KEYS] + [dict.fromkeys(BIAS_KEYS, True)]
+
+
+@pytest.mark.parametrize("biases", [{}, *BIASES], ids=["defaults", *BIAS_KEYS, "all"])
+@pytest.mark.parametrize("kind", sorted(COUNTED - {"gpt2"}))
+def test_biases_are_counted_as_transformers_builds_them(kind, biases):
+    """Each counted type with the bias keys its config may write, and with none (its config
+    class's defaults: GLM's and Seed-OSS's attention_bias are true), built on the meta device.
+    Before: attention_bias dropped o_proj's bias (Llama, Granite, Qwen 3, SmolLM3, Gemma),
+    added q/k/v biases Mistral never builds, and mlp_bias, use_bias were not read."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    small = {k: v for k, v in TINY.items() if k not in ("architectures", "tie_word_embeddings")}
+    config = transformers.CONFIG_MAPPING[kind](**small, **biases, pad_token_id=0)
+    with torch.device("meta"):
+        built = transformers.AutoModelForCausalLM.from_config(config)
+    # as a config.json that writes only the bias keys given (the class's defaults for the rest)
+    data = {k: v for k, v in config.to_dict().items() if k not in BIAS_KEYS or k in biases}
+    counted = hf_shape(data | {"model_type": kind}, kind, kind).parameters
+    assert counted == sum(p.numel() for p in built.parameters())
+
+
+def test_every_counted_type_says_where_its_biases_are():
+    assert set(LAYER_BIASES) == COUNTED
+
+
+#: Phi-3-mini-4k-instruct's published config.json: a model type transformers has, with the
+#: auto_map of the code its repository also carries.
+PHI3 = {
+    "architectures": ["Phi3ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "auto_map": {
+        "AutoConfig": "configuration_phi3.Phi3Config",
+        "AutoModelForCausalLM": "modeling_phi3.Phi3ForCausalLM",
+    },
+    "bos_token_id": 1,
+    "embd_pdrop": 0.0,
+    "eos_token_id": 32000,
+    "hidden_act": "silu",
+    "hidden_size": 3072,
+    "initializer_range": 0.02,
+    "intermediate_size": 8192,
+    "max_position_embeddings": 4096,
+    "model_type": "phi3",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 32,
+    "original_max_position_embeddings": 4096,
+    "pad_token_id": 32000,
+    "resid_pdrop": 0.0,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "rope_theta": 10000.0,
+    "sliding_window": 2047,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.2",
+    "use_cache": True,
+    "vocab_size": 32064,
+}
+
+
+def test_a_native_model_type_with_auto_map_is_counted_as_transformers_builds_it(tmp_path):
+    """transformers builds its own Phi3ForCausalLM for Phi-3's config.json (auto_map is read
+    only for a model type it does not have, and only with trust_remote_code): --model-config
+    DIR refused it, --model FILE counted it; both count it now, and --model DIR too."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    folder = folder_with(tmp_path, "phi3", PHI3)
+    config = transformers.AutoConfig.from_pretrained(folder)
+    assert type(config).__module__.startswith("transformers.models.phi3")
+    with torch.device("meta"):
+        built = transformers.AutoModelForCausalLM.from_config(config)
+    parameters = sum(p.numel() for p in built.parameters())
+    (tmp_path / "ax.yml").write_text("base_model: ./phi3\nmicro_batch_size: 1\n")
+    assert model_of(tmp_path / "ax.yml")["parameters"] == parameters
+    assert model_of(tmp_path / "ax.yml", "--model-config", folder)["parameters"] == parameters
+    flags = ("--micro-batch", 1, "--world-size", 1, "--accumulation", 1, "--json")
+    for given in (folder, folder / "config.json"):
+        result = run("estimate", "--model", given, *flags)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output)["parameters"] == parameters
+
+
 def test_the_8b_preset_is_the_published_shape():
     assert PRESETS["llama3-8b"].parameters == 8_030_261_248
 
@@ -104,7 +192,8 @@ def test_a_name_not_here_is_unknown_and_says_what_to_give(tmp_path, monkeypatch)
 @pytest.mark.parametrize(
     "text, says",
     [
-        (json.dumps(TINY | {"auto_map": {"AutoModel": "x.Model"}}), "auto_map"),
+        # a model type transformers does not have: auto_map names the code that would run
+        (json.dumps(TINY | {"model_type": "acme", "auto_map": {"AutoModel": "x.M"}}), "auto_map"),
         ('{"hidden_size": 64,', "not a JSON config.json"),
         (json.dumps({"model_type": "llama"}), "no hidden_size"),
         (
@@ -137,7 +226,7 @@ def test_megatron_flags_carry_the_model(tmp_path):
         "  --num-layers $LAYERS --hidden-size 4096 --num-attention-heads 32 \\\n"
         "  --group-query-attention --num-query-groups 8 --ffn-hidden-size 14336 \\\n"
         "  --vocab-size 128256 --swiglu --untie-embeddings-and-output-weights \\\n"
-        "  --disable-bias-linear --normalization RMSNorm \\\n"
+        "  --disable-bias-linear --normalization RMSNorm --position-embedding-type rope \\\n"
         "  --micro-batch-size 1 --global-batch-size 64\n"
     )
     model = model_of(job)
@@ -190,6 +279,7 @@ def test_megatron_flags_of_a_mixture_of_experts_are_not_counted(tmp_path):
         "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
         "--num-attention-heads 32 --group-query-attention --num-query-groups 8 "
         "--ffn-hidden-size 14336 --vocab-size 32000 --swiglu --disable-bias-linear "
+        "--normalization RMSNorm --position-embedding-type rope "
         "--untie-embeddings-and-output-weights --num-experts 8 --moe-router-topk 2 "
         "--expert-model-parallel-size 8 --micro-batch-size 1 --global-batch-size 64\n"
     )

@@ -71,8 +71,15 @@ class Model:
     qkv_bias: bool = False
     """Biases on the query, key and value projections of a model with no other biases (Qwen 2;
     ``attention_bias`` of the Llama family)."""
+    out_bias: bool = False
+    """A bias on the attention's output projection of a model with no other biases
+    (``attention_bias`` of Llama, Gemma, Qwen 3; Seed-OSS's ``attention_out_bias``)."""
+    mlp_bias: bool = False
+    """Biases on the MLP's projections of a model with no other biases (``mlp_bias`` of Llama,
+    Granite, SmolLM3)."""
     qk_norm: bool = False
-    """A norm of one head's width on the queries and on the keys (Qwen 3, Gemma 3)."""
+    """A norm of one head's width on the queries and on the keys (Qwen 3, Gemma 3; Megatron's
+    ``--qk-layernorm``, a LayerNorm with its bias in a model with biases)."""
     layer_norms: int = 2
     """Norms per layer: 2, or 4 with norms after attention and after the MLP too (Gemma 2, 3),
     or 1 where attention and the MLP share one (phi-2)."""
@@ -85,11 +92,20 @@ class Model:
         q, kv = self.heads * d, self.kv_heads * d
         attention = 2 * h * q + 2 * h * kv
         mlp = (3 if self.gated else 2) * h * self.ffn
-        norms = self.layer_norms * h * (2 if self.biases else 1) + (2 * d if self.qk_norm else 0)
-        biases = (q + 2 * kv + h + self.ffn + h) if self.biases else 0
-        if self.qkv_bias and not self.biases:
-            biases = q + 2 * kv
-        return attention + mlp + norms + biases
+        per_norm = 2 if self.biases else 1  # a LayerNorm's bias beside its weight
+        norms = (self.layer_norms * h + (2 * d if self.qk_norm else 0)) * per_norm
+        return attention + mlp + norms + self.layer_biases
+
+    @property
+    def layer_biases(self) -> int:
+        """The biases of one layer's projections; a gated MLP's input projection has two
+        outputs of the MLP's width (gate and up: megatron-core's ``linear_fc1``)."""
+        h, d = self.hidden, self.head_dim or self.hidden // self.heads
+        q, kv = self.heads * d, self.kv_heads * d
+        mlp = (2 if self.gated else 1) * self.ffn + h
+        if self.biases:
+            return q + 2 * kv + h + mlp
+        return (q + 2 * kv) * self.qkv_bias + h * self.out_bias + mlp * self.mlp_bias
 
     @property
     def parameters(self) -> int:
@@ -219,6 +235,14 @@ def hf_shape(data: dict, where: str, name: str) -> Model:
     if experts is not None:  # its attention still splits as a dense model's: keep that part
         dense = _dense_shape(data | {"tie_word_embeddings": True}, where, name)
         raise MixtureOfExperts(not_counted_moe(where, experts), dense)
+    if "auto_map" in data and outer not in COUNTED:
+        # transformers builds its own class for a model type it has and ignores auto_map
+        # there (Phi-3's config.json names its repository's code too); for any other type
+        # auto_map is the code that would run.
+        raise InputError(
+            f"{where}: its model's code lives in its repository (auto_map); batchspec runs no "
+            "remote code: give --model-config with a config of an architecture transformers has"
+        )
     if outer is not None and outer not in COUNTED:
         raise InputError(
             f"{where}: model_type {outer!r} is not an architecture batchspec counts (its count "
@@ -280,10 +304,23 @@ def _dense_shape(data: dict, where: str, name: str) -> Model:
         positions=first("n_positions", default=1024) if gpt2 else 0,
         biases=gpt2,
         head_dim=0 if head_dim * heads == hidden else head_dim,
-        qkv_bias=kind in QKV_BIAS or bool(data.get("attention_bias")),
+        **_biases(data, kind),
         qk_norm=kind in QK_NORM,
         layer_norms=4 if kind in SANDWICH_NORMS else 2,
     )
+
+
+def _biases(data: dict, kind: str | None) -> dict[str, bool]:
+    """Which of a layer's projections have biases (:class:`Model`'s ``qkv_bias``, ``out_bias``
+    and ``mlp_bias``), as transformers builds the model type from its config: each the config
+    key it reads (its config class's default where the config leaves it out), or always."""
+    found = {}
+    for part, key in LAYER_BIASES.get(kind or "", LLAMA_BIASES).items():
+        if isinstance(key, bool):
+            found[part] = key
+        else:
+            found[part] = bool(data.get(key, (kind, key) in BIASED_BY_DEFAULT))
+    return found
 
 
 def _tied(data: dict, kind: object, gpt2: bool, where: str) -> bool:
@@ -316,9 +353,48 @@ COUNTED = frozenset(
 TIED_BY_DEFAULT = frozenset(
     {"gpt2", "gemma", "gemma2", "gemma3_text", "vaultgemma", "smollm3", "ernie4_5"}
 )
-#: Model types whose query, key and value projections have biases whatever the config says
-#: (transformers' ``Qwen2Attention``).
-QKV_BIAS = frozenset({"qwen2"})
+#: Llama's biases: ``attention_bias`` on the query, key, value and output projections,
+#: ``mlp_bias`` on the MLP's (``LlamaAttention``, ``LlamaMLP``).
+LLAMA_BIASES: dict[str, str | bool] = {
+    "qkv_bias": "attention_bias",
+    "out_bias": "attention_bias",
+    "mlp_bias": "mlp_bias",
+}
+#: Where the attention alone reads ``attention_bias`` (Gemma, Qwen 3: their MLPs have none).
+ATTENTION_BIASES: dict[str, str | bool] = {
+    "qkv_bias": "attention_bias",
+    "out_bias": "attention_bias",
+}
+#: Each counted model type's biases, as its transformers modeling code builds them: the config
+#: key a projection's ``bias=`` reads, or True where it always has one; a part left out has none
+#: (Mistral's and Phi-3's projections never do). GPT-2 has biases everywhere (``Model.biases``).
+LAYER_BIASES: dict[str, dict[str, str | bool]] = {
+    "llama": LLAMA_BIASES,
+    "granite": LLAMA_BIASES,
+    "smollm3": LLAMA_BIASES,
+    "qwen3": ATTENTION_BIASES,
+    "gemma": ATTENTION_BIASES,
+    "gemma2": ATTENTION_BIASES,
+    "gemma3_text": ATTENTION_BIASES,
+    "vaultgemma": ATTENTION_BIASES,
+    "qwen2": {"qkv_bias": True},
+    "glm": {"qkv_bias": "attention_bias"},
+    "seed_oss": {
+        "qkv_bias": "attention_bias",
+        "out_bias": "attention_out_bias",
+        "mlp_bias": "mlp_bias",
+    },
+    "ernie4_5": dict.fromkeys(("qkv_bias", "out_bias", "mlp_bias"), "use_bias"),
+    "cwm": {"mlp_bias": "mlp_bias"},
+    "mistral": {},
+    "ministral3": {},
+    "phi3": {},
+    "gpt2": {},
+}
+#: The (model type, bias key) pairs whose config class defaults to true: a GLM or Seed-OSS
+#: config that leaves ``attention_bias`` out has the biases; every other bias key defaults
+#: to false.
+BIASED_BY_DEFAULT = frozenset({("glm", "attention_bias"), ("seed_oss", "attention_bias")})
 #: Model types with a per-head norm on queries and keys (``q_norm``, ``k_norm``).
 QK_NORM = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text"})
 #: Model types with four norms a layer (before and after attention and the MLP).

@@ -7,7 +7,9 @@ litgpt ``model_name``), or by a Hugging Face name or folder (``--model_name_or_p
 LLaMA-Factory's ``model_name_or_path``). A name is looked up where it already is: a local
 folder's ``config.json``, then the local Hugging Face cache; ``--model-config`` gives it
 otherwise. Nothing is downloaded and no remote code runs: a ``config.json`` with ``auto_map``
-(a model whose code lives in its repository) is refused. The parameter count is the analytic
+(a model whose code lives in its repository) is refused, unless its ``model_type`` is one
+batchspec counts: transformers builds its own class for those whatever ``auto_map`` says
+(Phi-3's published config.json names both). The parameter count is the analytic
 one of :mod:`translator.model.memory`; a model that does not resolve is unknown, never a guess.
 """
 
@@ -115,11 +117,6 @@ def config_json(path: Path) -> tuple[Model, str]:
     if not found:
         raise InputError(f"{path}: no such config.json (give a config.json or its folder)")
     data = hf_config_data(str(path))
-    if "auto_map" in data:
-        raise InputError(
-            f"{path}: its model's code lives in its repository (auto_map); batchspec runs no "
-            "remote code: give --model-config with a config of an architecture transformers has"
-        )
     architectures = data.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
     model = hf_shape(data, str(path), path.name)
