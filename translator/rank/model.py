@@ -52,7 +52,10 @@ def not_llama(shape: memory.Model, framework: str) -> str | None:
     biases, the head width ``hidden / heads``) cannot build ``shape``, else None."""
     differs = [
         (not shape.gated, "a GELU MLP (Llama's is SwiGLU)"),
-        (shape.biases or shape.qkv_bias, "biases (Llama has none)"),
+        (
+            shape.biases or shape.qkv_bias or shape.out_bias or shape.mlp_bias,
+            "biases (Llama has none)",
+        ),
         (shape.positions > 0, "learned positions (Llama's are rotary)"),
         (shape.qk_norm or shape.layer_norms != 2, "norms Llama does not have"),
         (bool(shape.head_dim), "a head width other than hidden / heads"),
