@@ -372,7 +372,8 @@ def _model_chunks(ctx: RunContext, harness: Harness, layout: EngineLayout):
                 config=config,
                 transformer_layer_spec=spec,
                 vocab_size=shape.vocab,
-                max_sequence_length=ctx.sequence_length,
+                # the job's learned position table (--max-position-embeddings rows)
+                max_sequence_length=max(shape.positions, ctx.sequence_length),
                 **embeddings(shape),
                 pre_process=parallel_state.is_pipeline_first_stage(),
                 post_process=parallel_state.is_pipeline_last_stage(),
