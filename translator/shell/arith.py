@@ -10,6 +10,7 @@ the script does not set is unknown, never 0.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
 
@@ -104,6 +105,23 @@ def _based(text: str) -> int:
     return value
 
 
+#: The binary operators with no rule of bash's own (``/``, ``%``, ``**`` and shifts have one).
+PLAIN_OPERATORS: dict[str, Callable[[int, int], int]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "&": operator.and_,
+    "|": operator.or_,
+    "^": operator.xor,
+    "<": lambda a, b: int(a < b),
+    ">": lambda a, b: int(a > b),
+    "<=": lambda a, b: int(a <= b),
+    ">=": lambda a, b: int(a >= b),
+    "==": lambda a, b: int(a == b),
+    "!=": lambda a, b: int(a != b),
+}
+
+
 def _binary(op: str, a: int, b: int) -> int:
     if op in ("/", "%"):
         if b == 0:
@@ -119,21 +137,7 @@ def _binary(op: str, a: int, b: int) -> int:
         if not 0 <= b < 64:
             raise Unknown(f"shift by {b}")
         return wrap(a << b) if op == "<<" else a >> b
-    table = {
-        "+": a + b,
-        "-": a - b,
-        "*": a * b,
-        "&": a & b,
-        "|": a | b,
-        "^": a ^ b,
-        "<": int(a < b),
-        ">": int(a > b),
-        "<=": int(a <= b),
-        ">=": int(a >= b),
-        "==": int(a == b),
-        "!=": int(a != b),
-    }
-    return wrap(table[op])
+    return wrap(PLAIN_OPERATORS[op](a, b))
 
 
 class Evaluator:
