@@ -10,12 +10,15 @@ loudly.
 from __future__ import annotations
 
 import functools
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from translator.batch import solve
 from translator.batch.node_lines import SlurmJob
+from translator.model.matching import source_model
+from translator.model.named_model import NamedModel
 from translator.plugin.contract import Framework
 from translator.reading import Launch
 from translator.spec import BatchSpec
@@ -83,11 +86,23 @@ def require_decided(spec: BatchSpec) -> None:
         )
 
 
-def render(spec: BatchSpec, framework: Framework, slurm: SlurmJob | None = None) -> Rendered:
+def comment_lines(text: str, width: int = 96) -> list[str]:
+    """``text`` (which may hold a file's words) as the lines of a comment a template writes
+    after its ``#``: broken on whitespace, never a line end of its own."""
+    return textwrap.wrap(" ".join(text.split()), width)
+
+
+def render(
+    spec: BatchSpec,
+    framework: Framework,
+    slurm: SlurmJob | None = None,
+    model: NamedModel | None = None,
+) -> Rendered:
     """Render ``spec`` for ``framework``, then read the output back; it must give the same spec.
     ``slurm``: the Slurm layout of the job the spec came from, which the template writes in its
     launcher's terms (a shell script's ``#SBATCH`` lines and ``srun``; the template's ``slurm``,
-    ``None`` for a job Slurm does not run)."""
+    ``None`` for a job Slurm does not run). ``model``: the model the converted file's source
+    trains, which the file names where its framework can (:func:`model_context`)."""
     require_decided(spec)
     findings = framework.check(spec)
     if slurm is not None and slurm.unknown() is not None:
@@ -104,7 +119,9 @@ def render(spec: BatchSpec, framework: Framework, slurm: SlurmJob | None = None)
         slurm = None
     if has_errors(findings):
         raise ConfigError([f for f in findings if f.severity == "error"])
-    context = framework.context(spec) | {"slurm": slurm}
+    named, said = model_context(spec, framework, model)
+    findings += said
+    context = framework.context(spec) | named | {"slurm": slurm}
     text = render_template(framework.template, context)
     read_back, _ = framework.interpret(framework.read(text, framework.filename), Launch.of(spec))
     wrong = {
@@ -118,23 +135,44 @@ def render(spec: BatchSpec, framework: Framework, slurm: SlurmJob | None = None)
     return Rendered(framework.name, framework.filename, text, findings)
 
 
+def model_context(
+    spec: BatchSpec, framework: Framework, model: NamedModel | None
+) -> tuple[dict, list[Finding]]:
+    """What ``framework``'s template says of the model ``model`` (the source's; None: it names
+    none), and the findings that say what it names or why none; a framework whose file holds
+    the batch only says that the model is set elsewhere (``model-not-carried``)."""
+    if framework.model_context is not None:
+        return framework.model_context(spec, model)
+    if model is None:
+        return {}, []
+    return {}, [
+        finding(
+            "model-not-carried",
+            f"{framework.filename} holds the batch only: it does not name the model the source "
+            f"trains, {source_model(model)}",
+            hint=f"set that model in your {framework.name} config",
+        )
+    ]
+
+
 def render_each(
     spec: BatchSpec,
     targets: Sequence[Framework],
     where: str,
     strict: bool = False,
     slurm: SlurmJob | None = None,
+    model: NamedModel | None = None,
 ) -> tuple[list[Rendered], dict[str, str]]:
     """``(rendered, refused)``: ``spec`` rendered for each framework of ``targets`` that can
     take it, and why each other cannot (name -> the first error, naming ``where``, the file
     the batch came from). One framework asked for, every one refusing, or ``strict`` and any
     refusing: the errors are raised instead (exit 1). A spec that leaves the micro-batch open
     is refused for all (exit 2). ``slurm``: the Slurm layout of the job converted, kept by
-    each script written."""
+    each script written; ``model``: the model it trains, named by each file that can."""
     rendered, refused, errors = [], {}, []
     for framework in targets:
         try:
-            rendered.append(render(spec, framework, slurm))
+            rendered.append(render(spec, framework, slurm, model))
         except ConfigError as exc:
             found = located(exc.findings, where)
             errors += found

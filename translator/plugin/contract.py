@@ -160,6 +160,13 @@ class Framework:
     :func:`translator.model.named_model.resolve`, does (a Hub name, a ``config.json``, Megatron's
     flags; a framework whose configs name their model in a mapping of their own passes it its
     reader of that mapping)."""
+    model_context: Callable[[BatchSpec, NamedModel | None], tuple[dict, list[Finding]]] | None = (
+        None
+    )
+    """For a file ``convert`` writes: the values its template needs to name the model the source
+    trains (``None``: the source names none, as a spec does), and findings saying what it
+    names, or why it names none and which to pick. None: its file holds the batch only, and
+    ``convert`` says that the model is set elsewhere."""
 
 
 #: Upper-case attributes of a plugin module -> field.
@@ -190,6 +197,7 @@ _MODULE_FUNCTIONS = (
     "named_model",
     "split_rules",
     "loss_normalisation",
+    "model_context",
 )
 
 

@@ -138,6 +138,24 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "info",
         "the framework's own validator was not run (not installed, or too little known)",
     ),
+    "model-carried": (
+        "info",
+        "a converted file names the model its source trains, as its framework names that shape",
+    ),
+    "model-not-matched": (
+        "warning",
+        "none of the target framework's models has the shape the source trains: the converted "
+        "file names none, and says the nearest and how it differs",
+    ),
+    "model-not-carried": (
+        "info",
+        "a converted file holds the batch only: the model its source trains is set elsewhere",
+    ),
+    "convert-layout-changed": (
+        "info",
+        "convert wrote the batch on the parallel sizes given on its command line, not the "
+        "source's, the accumulation re-solved to keep the global batch",
+    ),
     "update-impossible": ("error", "the requested update has no exact batch layout"),
     "update-not-editable": (
         "error",

@@ -15,6 +15,7 @@ FRAMEWORK = Framework(
     claims=rules.claims,
     holds_batch=rules.holds_batch,
     context=rules.context,
+    model_context=models.model_context,
     read=rules.read,
     interpret=rules.interpret,
     check=rules.check,

@@ -87,38 +87,16 @@ def command_of(rendered: dict) -> str:
 
 def model_config(ctx: RunContext) -> dict:
     """litgpt's ``Config`` fields of the shape the run builds (:func:`translator.rank.model.
-    job_shape`: the job's, depth cut to ``--layers``, or the stand-in's), the sequence length
-    as block: a Llama-style shape as ``LLaMAMLP`` and ``RMSNorm`` without biases, a GPT-style
-    one (the stand-in) as litgpt's defaults, ``GptNeoxMLP`` and ``LayerNorm`` with biases.
-    litgpt's ``GPT`` never ties its head, so a tied shape is built untied (the count on the
-    built model says so)."""
+    job_shape`: the job's, depth cut to ``--layers``, or the stand-in's, as
+    :func:`~translator.frameworks.litgpt.models.config_fields` writes it), the sequence length
+    as block."""
+    from translator.frameworks.litgpt.models import config_fields
     from translator.rank.model import job_shape
 
     shape = job_shape(ctx)
-    config = {
-        "name": f"batchspec-{shape.name}",
-        "block_size": ctx.sequence_length,
-        "vocab_size": shape.vocab,
-        "padded_vocab_size": shape.vocab,
-        "n_layer": shape.layers,
-        "n_head": shape.heads,
-        "n_embd": shape.hidden,
-        "n_query_groups": shape.kv_heads,
-        "intermediate_size": shape.ffn,
-        "head_size": shape.head_dim or shape.hidden // shape.heads,
-        "bias": shape.biases,
-        "attn_bias": shape.qkv_bias,
-        "norm_qk": shape.qk_norm,
-        "lm_head_bias": shape.head_bias,
-    }
-    if shape.layer_norms == 1:
-        config["shared_attention_norm"] = True
-    if shape.layer_norms == 4:
-        config |= {"post_attention_norm": True, "post_mlp_norm": True}
-    if shape.gated:
-        config |= {"mlp_class_name": "LLaMAMLP", "norm_class_name": "RMSNorm"}
-        config |= {"parallel_residual": False, "rotary_percentage": 1.0}
-    return config
+    return {"name": f"batchspec-{shape.name}", "block_size": ctx.sequence_length} | config_fields(
+        shape
+    )
 
 
 def extra_config(ctx: RunContext, command: str, accumulation: int, micro: int, world: int) -> dict:

@@ -9,13 +9,18 @@ unknown, saying why.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import yaml
 
+from translator.model.matching import differences, nearest, source_model
 from translator.model.memory import Model
 from translator.model.named_model import NamedModel, resolve
 from translator.reading import Reading
+from translator.render import comment_lines
+from translator.spec import BatchSpec
+from translator.words.findings import Finding, finding
 
 #: litgpt ``Config``'s defaults of the fields read here.
 DEFAULTS: dict = {
@@ -204,6 +209,35 @@ def shape(config: dict) -> Model | str:
     )
 
 
+def config_fields(shape: Model) -> dict:
+    """litgpt's ``Config`` fields of ``shape``: a Llama-style shape as ``LLaMAMLP`` and
+    ``RMSNorm`` without biases, a GPT-style one as litgpt's defaults, ``GptNeoxMLP`` and
+    ``LayerNorm`` with biases. litgpt's ``GPT`` never ties its head, so a tied shape is untied
+    (its count grows by the head)."""
+    config: dict[str, object] = {
+        "vocab_size": shape.vocab,
+        "padded_vocab_size": shape.vocab,
+        "n_layer": shape.layers,
+        "n_head": shape.heads,
+        "n_embd": shape.hidden,
+        "n_query_groups": shape.kv_heads,
+        "intermediate_size": shape.ffn,
+        "head_size": shape.head_dim or shape.hidden // shape.heads,
+        "bias": shape.biases,
+        "attn_bias": shape.qkv_bias,
+        "norm_qk": shape.qk_norm,
+        "lm_head_bias": shape.head_bias,
+    }
+    if shape.layer_norms == 1:
+        config["shared_attention_norm"] = True
+    if shape.layer_norms == 4:
+        config |= {"post_attention_norm": True, "post_mlp_norm": True}
+    if shape.gated:
+        config |= {"mlp_class_name": "LLaMAMLP", "norm_class_name": "RMSNorm"}
+        config |= {"parallel_residual": False, "rotary_percentage": 1.0}
+    return config
+
+
 def _norms(c: dict) -> int:
     """Norms a block holds: before attention and (unless shared) before the MLP, and any
     after either."""
@@ -230,3 +264,52 @@ def named_model(reading: Reading) -> NamedModel | None:
     """The model a litgpt reading names: its config's own way (:func:`from_mapping`, a job's
     config with the command line's overrides), else the general reading."""
     return resolve(reading, own=from_mapping)
+
+
+def model_context(spec: BatchSpec, named: NamedModel | None) -> tuple[dict, list[Finding]]:
+    """The rendered file's ``model_name`` (the litgpt config of the source's shape) or, where
+    none has it, its ``model_config`` (litgpt's fields of the shape, :func:`config_fields`);
+    neither, saying why, for a shape litgpt cannot build or a model not known. litgpt never
+    ties its head: a tied source is trained untied, as litgpt trains its own tied models."""
+    none: dict = {"model_name": None, "model_config": None, "model_lines": []}
+    if named is None:
+        return none, []
+    source = source_model(named)
+    if named.model is None:
+        said = f"litgpt.yaml names no model: the source's model is not known, {source}"
+        hint = "set model_name or model_config in your litgpt config"
+        return none, [finding("model-not-matched", said, hint=hint)]
+    untied = dataclasses.replace(named.model, tied=False)
+    untie = "; litgpt unties its head (its GPT never ties)" if named.model.tied else ""
+    match = nearest(untied, {name: _config_shape(name) for name in CONFIGS})
+    if match is not None and match.exact:
+        same = f" (the same shape: {', '.join(match.same)})" if match.same else ""
+        said = f"litgpt.yaml trains model_name {match.name}{same}, the source's model: {source}"
+        lines = comment_lines(f"The source's model is {match.name}'s shape{same}: {source}.")
+        carried = {"model_name": match.name, "model_lines": lines}
+        return none | carried, [finding("model-carried", said + untie)]
+    config = {"name": f"batchspec-{named.model.name}"} | config_fields(untied)
+    built = shape(config)
+    wrong = built if isinstance(built, str) else "; ".join(differences(untied, built, "litgpt"))
+    if wrong:
+        said = (
+            "litgpt.yaml names no model: batchspec cannot write the source's model as litgpt's "
+            f"model_config, {source}"
+        )
+        return none, [finding("model-not-matched", f"{said} ({wrong})")]
+    assert match is not None  # CONFIGS is not empty
+    said = (
+        f"litgpt.yaml carries the source's model as model_config (no litgpt config has its "
+        f"shape; the nearest, {match.name}, differs: {'; '.join(match.differences)}): "
+        f"{source}{untie}"
+    )
+    lines = comment_lines(f"The source's model, as litgpt's Config: {source}.")
+    written: dict = {"model_config": list(config.items()), "model_lines": lines}
+    return none | written, [finding("model-carried", said)]
+
+
+def _config_shape(name: str) -> Model:
+    """The shape of litgpt's config ``name`` (one of :data:`CONFIGS`)."""
+    found = shape(CONFIGS[name] | {"name": name})
+    assert isinstance(found, Model), found
+    return found

@@ -21,6 +21,7 @@ tensor or pipeline parallelism, which the report then leaves unknown).
 
 from __future__ import annotations
 
+from translator.frameworks.nanotron.models import model_config
 from translator.rank import model as models
 from translator.rank.context import RunContext
 from translator.rank.harness import Harness
@@ -120,17 +121,7 @@ def whole_config(ctx: RunContext, blocks: dict) -> dict:
         "model": {
             "dtype": "bfloat16",
             "init_method": {"std": 0.02},
-            "model_config": {
-                "hidden_size": shape.hidden,
-                "intermediate_size": shape.ffn,
-                "num_attention_heads": shape.heads,
-                "num_hidden_layers": shape.layers,
-                "num_key_value_heads": shape.kv_heads,
-                "vocab_size": shape.vocab,
-                "tie_word_embeddings": shape.tied,
-                "max_position_embeddings": ctx.sequence_length,
-                "is_llama_config": True,
-            },
+            "model_config": model_config(shape, ctx.sequence_length),
         },
         "tokenizer": {},
         "optimizer": {

@@ -6,8 +6,14 @@ why."""
 
 from __future__ import annotations
 
+from translator.model.matching import source_model
+from translator.model.memory import Model
 from translator.model.named_model import NamedModel, carried_model, section
+from translator.rank.model import not_llama
 from translator.reading import Reading
+from translator.render import comment_lines
+from translator.spec import BatchSpec
+from translator.words.findings import Finding, finding
 
 #: nanotron's ``LlamaConfig`` and ``Qwen2Config`` defaults for the keys of a shape (the same in
 #: 0.4 and after): a ``model_config`` that leaves one out trains this.
@@ -69,3 +75,40 @@ def _carried(config: dict, where: str) -> NamedModel:
         named = f"{where}: model_config"
         return NamedModel(named, None, None, None, f"{architecture}; give --model-config")
     return carried_model(filled, where, architecture)
+
+
+def model_config(shape: Model, positions: int | None) -> dict:
+    """nanotron's ``LlamaConfig`` of a Llama-style ``shape`` (``model.model_config``), its
+    positions ``positions`` (None: its default)."""
+    config = {
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.ffn,
+        "num_attention_heads": shape.heads,
+        "num_hidden_layers": shape.layers,
+        "num_key_value_heads": shape.kv_heads,
+        "vocab_size": shape.vocab,
+        "tie_word_embeddings": shape.tied,
+    }
+    if positions is not None:
+        config["max_position_embeddings"] = positions
+    return config | {"is_llama_config": True}
+
+
+def model_context(spec: BatchSpec, named: NamedModel | None) -> tuple[dict, list[Finding]]:
+    """The rendered file's ``model.model_config``: the source's model as nanotron's
+    ``LlamaConfig`` (:func:`model_config`, positions the sequence length); none, saying why,
+    for a model not known or one nanotron's Llama cannot build."""
+    none: dict = {"model_config": None, "model_lines": []}
+    if named is None:
+        return none, []
+    source = source_model(named)
+    why = "it is not known" if named.model is None else not_llama(named.model, "nanotron")
+    if why is not None:
+        said = f"nanotron.yaml names no model: {why.split('; give')[0]}: {source}"
+        hint = "write your model's model_config in your nanotron config's model block"
+        return none, [finding("model-not-matched", said, hint=hint)]
+    config = model_config(named.model, spec.sequence_length)  # type: ignore[arg-type]
+    said = f"nanotron.yaml carries the source's model as LlamaConfig: {source}"
+    lines = comment_lines(f"The source's model, as nanotron's LlamaConfig: {source}.")
+    carried = {"model_config": list(config.items()), "model_lines": lines}
+    return carried, [finding("model-carried", said)]

@@ -21,6 +21,7 @@ FRAMEWORK = Framework(
     claim_order=25,
     codes=CODES,
     context=template.context,
+    model_context=template.model_context,
     edits=edits.edits,
     insertion=edits.insertion,
     inserted=edits.inserted,

@@ -4,8 +4,17 @@ do not enter the batch and another world fails at start instead of changing it."
 
 from __future__ import annotations
 
-from translator.frameworks.torchtitan import keys
+from translator.frameworks.torchtitan import keys, models
+from translator.model.matching import nearest, source_model
+from translator.model.named_model import NamedModel
+from translator.render import comment_lines
 from translator.spec import BatchSpec
+from translator.words.findings import Finding, finding
+
+#: The launch's config function where the source names no model (torchtitan's smallest).
+DEBUG_CONFIG = "llama3_debugmodel"
+#: What the launch does without a config function of the source's model: it stops, saying why.
+PICK = "${CONFIG:?set CONFIG: no torchtitan config function builds the source model (see above)}"
 
 
 def flags(spec: BatchSpec) -> dict[str, int | bool]:
@@ -38,3 +47,41 @@ def flags(spec: BatchSpec) -> dict[str, int | bool]:
 def context(spec: BatchSpec) -> dict:
     launch = [("--nnodes", spec.nodes or 1), ("--nproc_per_node", spec.gpus_per_node or spec.world)]
     return {"spec": spec, "flags": list(flags(spec).items()), "launch": launch}
+
+
+def config_functions() -> dict:
+    """Each llama3 flavor's config function in torchtitan 0.3.0 (the first that builds it:
+    ``llama3_8b``, not its float8 variants) -> the shape it builds."""
+    functions: dict = {}
+    for function, flavor in models.LLAMA3_CONFIGS.items():
+        if flavor not in functions.values():
+            functions[function] = flavor
+    return {f: models.torchtitan_model("llama3", flavor)[0] for f, flavor in functions.items()}
+
+
+def model_context(spec: BatchSpec, named: NamedModel | None) -> tuple[dict, list[Finding]]:
+    """The launch's ``CONFIG`` for the model the source trains: the config function that builds
+    its shape; where none does (or the source's model is not known), none, so that the script
+    stops until one is set, and the nearest named. A source that names no model: debugmodel."""
+    if named is None:
+        return {"config": f"${{CONFIG:-{DEBUG_CONFIG}}}", "model_lines": []}, []
+    source = source_model(named)
+    match = None if named.model is None else nearest(named.model, config_functions())
+    if match is not None and match.exact:
+        said = f"torchtitan.sh runs --config {match.name}, the source's model: {source}"
+        return {
+            "config": f"${{CONFIG:-{match.name}}}",
+            "model_lines": comment_lines(f"The source's model is {match.name}'s shape: {source}."),
+        }, [finding("model-carried", said)]
+    if match is None:
+        why = "batchspec does not know its shape"
+        hint = "set CONFIG (and MODULE) to the config function of that model"
+    else:
+        why = f"the nearest, {match.name}, differs: {'; '.join(match.differences)}"
+        hint = f"set CONFIG to {match.name} if that is the model meant, else to the config function of the source's model"
+    said = (
+        f"torchtitan.sh names no config function: none of torchtitan's llama3 config functions "
+        f"builds the source's model, {source}; {why}"
+    )
+    lines = comment_lines(f"No config function builds the source's model ({why}): {source}.")
+    return {"config": PICK, "model_lines": lines}, [finding("model-not-matched", said, hint=hint)]
