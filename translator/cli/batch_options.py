@@ -71,8 +71,20 @@ def pop_spec_values(params: dict) -> dict:
     return {field: params.pop(field) for _, field, _, _ in SPEC_FLAGS}
 
 
-def launch_options(fn):
-    """``--framework`` and the launch flags that say what a config file may not."""
+#: What ``--tp``/``--pp``/``--cp`` do: give a size the file does not say; ``convert``'s also
+#: replace one it does.
+FILLS = "when the file does not say (DeepSpeed under Megatron)"
+REPLACES = (
+    "in place of the file's (the accumulation re-solved to keep the global batch), or where "
+    "it says none (DeepSpeed under Megatron)"
+)
+
+
+def launch_options(fn=None, *, replaces: bool = False):
+    """``--framework`` and the launch flags that say what a config file may not; with
+    ``replaces``, the parallel sizes replace the file's (``convert``)."""
+    if fn is None:
+        return lambda f: launch_options(f, replaces=replaces)
     options = [
         click.option(
             "--framework",
@@ -92,7 +104,7 @@ def launch_options(fn):
             "--tp",
             type=COUNT,
             default=None,
-            help="Tensor-parallel size, when the file does not say (DeepSpeed under Megatron).",
+            help=f"Tensor-parallel size, {REPLACES if replaces else FILLS}.",
         ),
         click.option("--pp", type=COUNT, default=None, help="Pipeline-parallel size, likewise."),
         click.option("--cp", type=COUNT, default=None, help="Context-parallel size, likewise."),

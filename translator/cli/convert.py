@@ -20,7 +20,7 @@ from translator.render import render_each
 @command("convert")
 @click.argument("file", metavar="FILE")
 @into_options
-@launch_options
+@launch_options(replaces=True)
 @job_options
 def convert(
     as_json: bool,
@@ -40,7 +40,10 @@ def convert(
     alike: its nodes and GPUs a node as #SBATCH lines, srun starting the launcher on each node.
     All files are written or none, and no existing file is replaced without --force. With
     --into the batch keys go into configs you already have instead, every other byte kept as
-    update keeps it (a folder: each of its configs a --to framework claims).
+    update keeps it (a folder: each of its configs a --to framework claims). --tp, --pp and
+    --cp replace the sizes FILE sets, keeping its global batch and micro-batch; each file
+    names the model FILE trains where its framework can (a torchtitan config function, a
+    litgpt model_name or model_config, a nanotron model_config), or says which to pick.
 
     Examples:
       $ batchspec convert axolotl.yml --to deepspeed --out configs --world-size 16
@@ -54,16 +57,68 @@ def convert(
     if (out_dir is None) == (into is None):
         raise InputError("give --out or --into, one of them")
     frameworks = get_many(targets)
-    inspection = inspect_file(file, framework, pop_launch(params), pop_run_as(params))
-    spec = inspection.require_spec()
+    launch = pop_launch(params)
+    inspection = inspect_file(file, framework, launch, pop_run_as(params))
+    spec, findings = on_given_sizes(inspection, launch)
     if into is not None:
         done, refused = write_into(spec, list(frameworks), into, strict)
-        print_into(as_json, spec, done, refused, inspection.findings)
+        print_into(as_json, spec, done, refused, findings)
         return
     assert out_dir is not None
     at = inspection.reading.slurm
     slurm = None if at is None else SlurmJob(spec.nodes, spec.gpus_per_node, at)
-    rendered, refused = render_each(spec, frameworks, file, strict, slurm)
-    write_rendered(
-        as_json, inspection.output(), rendered, out_dir, force, inspection.findings, refused
+    rendered, refused = render_each(spec, frameworks, file, strict, slurm, inspection.model)
+    output = inspection.output() | spec.output()
+    write_rendered(as_json, output, rendered, out_dir, force, findings, refused)
+
+
+#: The parallel sizes of the command line: (spec field, its option).
+GIVEN_SIZES = (
+    ("tensor_parallel_size", "--tp", "tensor"),
+    ("pipeline_parallel_size", "--pp", "pipeline"),
+    ("context_parallel_size", "--cp", "context"),
+)
+
+
+def on_given_sizes(inspection, launch):
+    """``(spec, findings)``: the source's spec, or where ``--tp``/``--pp``/``--cp`` give
+    another size than the file sets, its global batch and micro-batch on those sizes, the
+    accumulation re-solved as ``update`` re-solves it (refused, exit 1, where it does not
+    divide), with a finding that says so beside the source's."""
+    from translator.edit.update import target_spec
+    from translator.words.errors import ConfigError
+    from translator.words.findings import finding, located
+
+    old = inspection.require_spec()
+    given = {field: getattr(launch, field) for field, _, _ in GIVEN_SIZES}
+    if all(value in (None, getattr(old, field)) for field, value in given.items()):
+        return old, inspection.findings
+    flags = " ".join(f"{flag} {given[field]}" for field, flag, _ in GIVEN_SIZES if given[field])
+    try:
+        new = target_spec(
+            inspection,
+            global_batch=None,
+            micro=None,
+            world=None,
+            nodes=None,
+            gpus_per_node=None,
+            tensor=given["tensor_parallel_size"],
+            pipeline=given["pipeline_parallel_size"],
+            context=given["context_parallel_size"],
+        )
+    except ConfigError as exc:
+        raise ConfigError(
+            located(exc.findings, f"{inspection.reading.path} with {flags}")
+        ) from None
+    moved = ", ".join(
+        f"{word} {getattr(old, field)} → {getattr(new, field)} ({flag})"
+        for field, flag, word in GIVEN_SIZES
+        if getattr(old, field) != getattr(new, field)
     )
+    said = finding(
+        "convert-layout-changed",
+        f"the batch is written on {moved}, not the sizes {inspection.reading.path} sets: "
+        f"data-parallel {old.data_parallel} → {new.data_parallel}, accumulation "
+        f"{old.accumulation} → {new.accumulation}, global batch {new.global_batch} kept",
+    )
+    return new, [*inspection.findings, said]
