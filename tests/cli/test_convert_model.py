@@ -111,6 +111,42 @@ def test_a_job_that_names_no_model_keeps_the_debug_model_default(tmp_path):
     assert not {"model-carried", "model-not-matched", "model-not-carried"} & set(found)
 
 
+def test_a_hub_models_shape_torchtitan_030_lacks_names_its_older_flavor(tmp_path):
+    """Llama-3.2-1B (a local config.json): 0.3.0 has no config function of its shape, 0.2.2's
+    flavor 1B had; litgpt has its own Llama-3.2-1B, untied as litgpt trains every model."""
+    (tmp_path / "Llama-3.2-1B").mkdir()
+    (tmp_path / "Llama-3.2-1B" / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": 2048,
+                "intermediate_size": 8192,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "num_hidden_layers": 16,
+                "vocab_size": 128256,
+                "tie_word_embeddings": True,
+            }
+        )
+    )
+    job = tmp_path / "job.sh"
+    job.write_text(
+        "#!/bin/bash\ntorchrun --nnodes 2 --nproc_per_node 8 train.py --model_name_or_path "
+        f"{tmp_path / 'Llama-3.2-1B'} --per_device_train_batch_size 4 --gradient_accumulation_steps 2 "
+        "--output_dir out\n"
+    )
+    _, found = converted(job, "torchtitan")
+    assert found["model-not-matched"]["hint"].endswith(
+        "(torchtitan 0.2.2's llama3 flavor 1B builds it: [model] flavor)"
+    )
+    text, found = converted(job, "litgpt")
+    assert "model_name: Llama-3.2-1B\n" in text
+    assert found["model-carried"]["message"].endswith(
+        "; litgpt unties its head (its GPT never ties)"
+    )
+
+
 # litgpt, nanotron, the HF Trainer ---------------------------------------------------------------
 
 

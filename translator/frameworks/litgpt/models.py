@@ -266,46 +266,56 @@ def named_model(reading: Reading) -> NamedModel | None:
     return resolve(reading, own=from_mapping)
 
 
+#: The template's model values where the file names no model.
+NO_MODEL: dict = {"model_name": None, "model_config": None, "model_lines": []}
+
+
 def model_context(spec: BatchSpec, named: NamedModel | None) -> tuple[dict, list[Finding]]:
     """The rendered file's ``model_name`` (the litgpt config of the source's shape) or, where
-    none has it, its ``model_config`` (litgpt's fields of the shape, :func:`config_fields`);
-    neither, saying why, for a shape litgpt cannot build or a model not known. litgpt never
-    ties its head: a tied source is trained untied, as litgpt trains its own tied models."""
-    none: dict = {"model_name": None, "model_config": None, "model_lines": []}
+    none has it, its ``model_config`` (:func:`as_model_config`); neither, saying why, for a
+    model not known. litgpt never ties its head: a tied source is trained untied, as litgpt
+    trains its own tied models."""
     if named is None:
-        return none, []
+        return NO_MODEL, []
     source = source_model(named)
     if named.model is None:
         said = f"litgpt.yaml names no model: the source's model is not known, {source}"
         hint = "set model_name or model_config in your litgpt config"
-        return none, [finding("model-not-matched", said, hint=hint)]
+        return NO_MODEL, [finding("model-not-matched", said, hint=hint)]
     untied = dataclasses.replace(named.model, tied=False)
     untie = "; litgpt unties its head (its GPT never ties)" if named.model.tied else ""
     match = nearest(untied, {name: _config_shape(name) for name in CONFIGS})
-    if match is not None and match.exact:
-        same = f" (the same shape: {', '.join(match.same)})" if match.same else ""
-        said = f"litgpt.yaml trains model_name {match.name}{same}, the source's model: {source}"
-        lines = comment_lines(f"The source's model is {match.name}'s shape{same}: {source}.")
-        carried = {"model_name": match.name, "model_lines": lines}
-        return none | carried, [finding("model-carried", said + untie)]
-    config = {"name": f"batchspec-{named.model.name}"} | config_fields(untied)
+    assert match is not None  # CONFIGS is not empty
+    if not match.exact:
+        return as_model_config(untied, source + untie, match.name, match.differences)
+    same = f" (the same shape: {', '.join(match.same)})" if match.same else ""
+    said = f"litgpt.yaml trains model_name {match.name}{same}, the source's model: {source}"
+    lines = comment_lines(f"The source's model is {match.name}'s shape{same}: {source}.")
+    carried = {"model_name": match.name, "model_lines": lines}
+    return NO_MODEL | carried, [finding("model-carried", said + untie)]
+
+
+def as_model_config(
+    untied: Model, source: str, nearest_name: str, differ: list[str]
+) -> tuple[dict, list[Finding]]:
+    """The file's ``model_config`` for a shape no litgpt config has (:func:`config_fields`,
+    which must read back as that shape; else none, saying why), the nearest config named."""
+    config = {"name": f"batchspec-{untied.name}"} | config_fields(untied)
     built = shape(config)
     wrong = built if isinstance(built, str) else "; ".join(differences(untied, built, "litgpt"))
     if wrong:
         said = (
             "litgpt.yaml names no model: batchspec cannot write the source's model as litgpt's "
-            f"model_config, {source}"
+            f"model_config, {source} ({wrong})"
         )
-        return none, [finding("model-not-matched", f"{said} ({wrong})")]
-    assert match is not None  # CONFIGS is not empty
+        return NO_MODEL, [finding("model-not-matched", said)]
     said = (
         f"litgpt.yaml carries the source's model as model_config (no litgpt config has its "
-        f"shape; the nearest, {match.name}, differs: {'; '.join(match.differences)}): "
-        f"{source}{untie}"
+        f"shape; the nearest, {nearest_name}, differs: {'; '.join(differ)}): {source}"
     )
     lines = comment_lines(f"The source's model, as litgpt's Config: {source}.")
-    written: dict = {"model_config": list(config.items()), "model_lines": lines}
-    return none | written, [finding("model-carried", said)]
+    written = {"model_config": list(config.items()), "model_lines": lines}
+    return NO_MODEL | written, [finding("model-carried", said)]
 
 
 def _config_shape(name: str) -> Model:

@@ -102,12 +102,13 @@ def model_context(spec: BatchSpec, named: NamedModel | None) -> tuple[dict, list
     if named is None:
         return none, []
     source = source_model(named)
-    why = "it is not known" if named.model is None else not_llama(named.model, "nanotron")
-    if why is not None:
-        said = f"nanotron.yaml names no model: {why.split('; give')[0]}: {source}"
+    shape = named.model
+    why = "it is not known" if shape is None else not_llama(shape, "nanotron")
+    if shape is None or why is not None:
+        said = f"nanotron.yaml names no model: {str(why).split('; give')[0]}: {source}"
         hint = "write your model's model_config in your nanotron config's model block"
         return none, [finding("model-not-matched", said, hint=hint)]
-    config = model_config(named.model, spec.sequence_length)  # type: ignore[arg-type]
+    config = model_config(shape, spec.sequence_length)
     said = f"nanotron.yaml carries the source's model as LlamaConfig: {source}"
     lines = comment_lines(f"The source's model, as nanotron's LlamaConfig: {source}.")
     carried = {"model_config": list(config.items()), "model_lines": lines}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from translator.frameworks.torchtitan import keys, models
 from translator.model.matching import nearest, source_model
+from translator.model.memory import Model
 from translator.model.named_model import NamedModel
 from translator.render import comment_lines
 from translator.spec import BatchSpec
@@ -66,22 +67,36 @@ def model_context(spec: BatchSpec, named: NamedModel | None) -> tuple[dict, list
     if named is None:
         return {"config": f"${{CONFIG:-{DEBUG_CONFIG}}}", "model_lines": []}, []
     source = source_model(named)
-    match = None if named.model is None else nearest(named.model, config_functions())
+    shape = named.model
+    match = None if shape is None else nearest(shape, config_functions())
     if match is not None and match.exact:
         said = f"torchtitan.sh runs --config {match.name}, the source's model: {source}"
         return {
             "config": f"${{CONFIG:-{match.name}}}",
             "model_lines": comment_lines(f"The source's model is {match.name}'s shape: {source}."),
         }, [finding("model-carried", said)]
-    if match is None:
+    if shape is None or match is None:
         why = "batchspec does not know its shape"
         hint = "set CONFIG (and MODULE) to the config function of that model"
     else:
         why = f"the nearest, {match.name}, differs: {'; '.join(match.differences)}"
-        hint = f"set CONFIG to {match.name} if that is the model meant, else to the config function of the source's model"
+        hint = (
+            f"set CONFIG to {match.name} if that is the model meant, else to the config "
+            "function of the source's model" + _older_flavor(shape)
+        )
     said = (
         f"torchtitan.sh names no config function: none of torchtitan's llama3 config functions "
         f"builds the source's model, {source}; {why}"
     )
     lines = comment_lines(f"No config function builds the source's model ({why}): {source}.")
     return {"config": PICK, "model_lines": lines}, [finding("model-not-matched", said, hint=hint)]
+
+
+def _older_flavor(shape: Model) -> str:
+    """Where a flavor of torchtitan 0.2.2 (which 0.3.0 has no config function for: 1B, 3B)
+    builds ``shape``: a clause that names it; else nothing."""
+    flavors = {f: models.flavor_shape(f, flavor) for f, flavor in models.LLAMA3.items()}
+    match = nearest(shape, flavors)
+    if match is None or not match.exact:
+        return ""
+    return f" (torchtitan 0.2.2's llama3 flavor {match.name} builds it: [model] flavor)"
