@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import click
 
@@ -118,6 +118,7 @@ def command(name: str, findings: bool = True, stoppable: bool = False, **kwargs)
                     as_json,
                     getattr(exc, "findings", []),
                     exc.framework if isinstance(exc, ForeignConfig) else None,
+                    {"world_size": getattr(exc, "world_size", None)},
                 )
             except (KeyboardInterrupt, click.exceptions.Exit, click.ClickException):
                 raise
@@ -167,17 +168,19 @@ def fail(
     as_json: bool,
     findings: Sequence[Finding] = (),
     framework: str | None = None,
+    known: Mapping[str, int | None] | None = None,
 ) -> None:
     """Report an error: one line on stderr (and the JSON object on stdout: the resolved batch's
-    keys, all null, so an answer has one shape whatever happened; ``framework``: the one the
-    file is for, when it is known), then exit."""
+    keys, null but for what is ``known`` whatever the error (the world a launcher starts, for a
+    program batchspec does not read), so an answer has one shape whatever happened;
+    ``framework``: the one the file is for, when it is known), then exit."""
     from translator.spec import OUTPUT_KEYS
 
     click.echo(f"batchspec: error: {printable(message)}", err=True)
     if as_json:
         emit_json(
             {"framework": framework}
-            | {key: None for key in OUTPUT_KEYS}
+            | {key: (known or {}).get(key) for key in OUTPUT_KEYS}
             | {"error": message, "exit_code": code, "findings": [f.as_dict() for f in findings]}
         )
     sys.exit(code)

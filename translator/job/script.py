@@ -27,6 +27,7 @@ from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call, Launch, Note, Reading, Source, Value, running_in
 from translator.shell import launchers, slurm
 from translator.shell.uses import PRINTERS, uses_of
+from translator.shell.values import clip
 from translator.words.errors import InputError, NotAJob
 from translator.words.files import read_text, suffix_of
 from translator.words.findings import finding
@@ -35,6 +36,16 @@ from translator.words.findings import finding
 ARGUMENT = re.compile(r"\$\{?([1-9][0-9]*)")
 #: File name endings that mark a launch script.
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".zsh")
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A launch of a program no framework reads."""
+
+    program: str
+    """The program and the line of its launch (``main.py (line 31)``)."""
+    world_size: int | None
+    """The processes its launcher starts, when that is known."""
 
 
 @dataclass(frozen=True)
@@ -114,13 +125,13 @@ def _claims(
     readers: list[Framework],
     folders: tuple,
     run_as: RunAs,
-) -> tuple[list[tuple[int, Framework, Reading, Call]], list[str]]:
+) -> tuple[list[tuple[int, Framework, Reading, Call]], list[Unread]]:
     """Each command a framework reads as its program's launch, with its reading; and the
     programs launched that no framework reads (``run_as``: where the job's files are mounted
     from, the GPUs its node has)."""
     commands = {c for f in readers for c in f.commands}
     claimed: list[tuple[int, Framework, Reading, Call]] = []
-    unread: list[str] = []
+    unread: list[Unread] = []
     for i, words in enumerate(script.commands):
         if not words or words[0].text in PRINTERS:
             continue
@@ -141,7 +152,7 @@ def _claims(
                 claimed.append((i, f, reading, call))
                 break
         else:
-            unread.append(f"{call.program} (line {call.line})")
+            unread.append(Unread(f"{clip(call.program)} (line {call.line})", sizes.world()[0]))
     return claimed, unread
 
 
@@ -187,7 +198,7 @@ def _without_launch(
     path: str,
     frameworks: list[Framework],
     tools: list[str],
-    unread: list[str],
+    unread: list[Unread],
     script: shell.Script,
 ) -> tuple[Framework, Reading]:
     """A script with no launch a framework reads: a framework that reads such files whole
@@ -203,9 +214,14 @@ def _without_launch(
         if not unread and suffix in f.extensions and f.claims(text) and f.holds_batch(text):
             return f, f.read(text, path)
     if unread:
+        worlds = {u.world_size for u in unread}
+        world = worlds.pop() if len(worlds) == 1 else None
+        started = "" if world is None else f"; its launcher starts {world} processes"
         raise NotAJob(
-            f"{path}: it launches {', '.join(unread[-3:])}, a program none of the frameworks "
-            f"batchspec reads ({', '.join(f.name for f in frameworks)}) knows by its arguments"
+            f"{path}: it launches {', '.join(u.program for u in unread[-3:])}, a program none "
+            f"of the frameworks batchspec reads ({', '.join(f.name for f in frameworks)}) "
+            f"knows by its arguments{started}",
+            world,
         )
     raise NotAJob(
         f"{path}: no launch of a training program found (read as run with no arguments; "

@@ -50,6 +50,19 @@ SHELLS = {"bash", "sh", "zsh"}
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 #: Markers a script run as a process of its own keeps from the one that runs it.
 INHERITED = (SBATCH, SOURCED)
+#: A Python environment's activation script (venv, virtualenv, uv, conda: ``.venv/bin/activate``),
+#: and what sourcing it sets: its path, prompt and ``PATH``, nothing a job sizes itself with.
+ACTIVATE = re.compile(r"(?:^|/)bin/activate")
+ACTIVATE_SETS = (
+    "PATH",
+    "PS1",
+    "VIRTUAL_ENV",
+    "VIRTUAL_ENV_PROMPT",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "CONDA_SHLVL",
+    "CONDA_PROMPT_MODIFIER",
+)
 #: Opens a file the script names (a path relative to where the script starts, or absolute):
 #: its text, or ``None`` when it is not there.
 Opener = Callable[[str], "str | None"]
@@ -74,6 +87,13 @@ class Following(Exports):
         found = self.open_script(words[1], env) if len(words) > 1 else None
         if found is not None:
             self.source_file(found, words, env)
+            return
+        if len(words) > 1 and ACTIVATE.search(words[1].text or ""):
+            self.script.notes.append(
+                Note(words[0].line, f"{what} is not read: a Python environment's activation")
+            )
+            for n in ACTIVATE_SETS:
+                env.set(n, Var((unknown(f"${n} is set by {what} on line {words[0].line}"),)))
             return
         self.script.notes.append(Note(words[0].line, f"{what} is not read"))
         env.root().set(SOURCED, MARK)  # names never set may be set by it: not absent now

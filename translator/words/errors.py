@@ -25,6 +25,12 @@ class InputError(BatchspecError):
 class NotAJob(InputError):
     """A launch script that launches no training program a framework reads."""
 
+    def __init__(self, message: str, world_size: int | None = None):
+        super().__init__(message)
+        self.world_size = world_size
+        """The processes the launch starts, when its launcher and the system fix that number
+        whatever the program is (``torchrun --nnodes 2 --nproc_per_node 8 my_train.py``)."""
+
 
 class ConfigError(BatchspecError):
     """The input reads, but the configuration it describes is wrong.

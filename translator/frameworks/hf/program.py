@@ -119,7 +119,7 @@ def _arguments_file(flags: list[ArgumentFlag], positional: list[Word], tool: boo
     """The arguments file: TRL's ``--config FILE``, or the single ``.json``/``.yaml``
     argument ``HfArgumentParser`` reads instead of flags."""
     config = [f.value for f in flags if f.key == "config" and f.value is not None]
-    if config:
+    if config and "=" not in (config[-1].text or ""):  # not fairseq2's ``--config key=value``
         return config[-1]
     if len(positional) == 1 and not flags:
         name = positional[0].text or ""

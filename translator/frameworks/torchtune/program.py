@@ -143,8 +143,8 @@ def _read_config(reading: Reading, call: Call, named: Word | None) -> None:
             reading.findings.append(_no_builtin(named.text, where))
         else:
             why = _take_file(reading, named.text, (found, looked), where)
-    if why is not None:
-        for key in rules.REQUIRED:
+    if why is not None:  # a config not read may set the tensor-parallel size as well
+        for key in (*rules.REQUIRED, "tensor_parallel_dim"):
             reading.values[key] = Value(None, named.line if named else call.line, None, why)
 
 

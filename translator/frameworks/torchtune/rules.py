@@ -128,6 +128,8 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         if v is None:
             continue
         if v.why_unknown is not None:
+            if key == "tensor_parallel_dim" and _ignores_tensor_parallel(reading, parallel_dims):
+                continue  # whatever it is, the recipe does not read it
             values[KEYS.get(key, "data_parallel_size")] = None
             findings.append(_unknown(reading, key, v))
         elif key == "data_parallel_shard_dim" and v.value == -1:

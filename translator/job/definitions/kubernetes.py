@@ -291,11 +291,12 @@ def _trainjob(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
     )
     g = gpus(n.child(trainer, "resourcesPerNode"), env)
     per_node = _nproc(n.child(trainer, "numProcPerNode"), g, env)
+    # The runtime's torchrun settings reach the trainer as PET_*; what the TrainJob leaves to
+    # its runtime (not in this file) is set all the same, to a value unknown here.
     exports = [Export("PET_NODE_RANK", "0")]
-    if nodes.value is not None:
-        exports.append(Export.of("PET_NNODES", nodes))
-    if per_node.value is not None:
-        exports.append(Export.of("PET_NPROC_PER_NODE", per_node))
+    for name, size in (("PET_NNODES", nodes), ("PET_NPROC_PER_NODE", per_node)):
+        known = size.value is not None
+        exports.append(Export.of(name, size) if known else Export.unknown(name, "the runtime"))
     run = Run("Kubeflow TrainJob", nodes, g, exports=exports, notes=[FIRST_POD], name="trainer")
     done = container_run(trainer, None, around.configmaps, run)
     return [done] if done is not None else []

@@ -127,7 +127,7 @@ def environment(container: yaml.Node | None, configmaps: dict[str, yaml.Node]) -
         if value is None and origin is not None:
             # a value only the cluster knows: unknown, as a command's output is
             kinds = " ".join(n.keys(origin)) or "valueFrom"
-            out.append(Export(name, f'"$(kubernetes {kinds})"', n.line(entry)))
+            out.append(Export.unknown(name, f"kubernetes {kinds}", n.line(entry)))
             continue
         out.append(Export(name, shell_value(n.text(value) or "", True), n.line(value or entry)))
     return out

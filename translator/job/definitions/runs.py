@@ -72,6 +72,12 @@ class Export:
         """The variable a system sets to a size of the definition."""
         return cls(name, str(size.value), size.line, size.span)
 
+    @classmethod
+    def unknown(cls, name: str, source: str, line: int | None = None) -> Export:
+        """A variable the system sets to a value only it knows (``source`` says where from):
+        unknown to the script, as a command's output is, never unset."""
+        return cls(name, f'"$({source})"', line)
+
 
 @dataclass
 class Run:

@@ -1,0 +1,196 @@
+"""A launcher's facts do not depend on the program (issue 34): a job that launches a program no
+framework reads still says how many processes its launcher starts, and what the system leaves
+to its own runtime, or what a known environment script sets, is read as such."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tests.run_batchspec import inspect
+
+
+def write(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def test_an_unread_program_under_torchrun_keeps_the_launcher_world(tmp_path):
+    job = write(
+        tmp_path,
+        "launch.sh",
+        """
+        #!/bin/bash
+        torchrun --nnodes 2 --nproc_per_node 8 my_train.py --epochs 3
+        """,
+    )
+    code, out = inspect(job, exits=(2,))
+    assert out["world_size"] == 16
+    assert out["global_batch_size"] is None and out["micro_batch_size"] is None
+    assert "its launcher starts 16 processes" in out["error"]
+
+
+def test_a_skypilot_task_of_a_custom_program_has_the_world_of_its_nodes(tmp_path):
+    task = write(
+        tmp_path,
+        "task.yaml",
+        """
+        resources:
+          accelerators: L4:2
+        num_nodes: 2
+        run: |
+          cd examples
+          source .venv/bin/activate
+          torchrun --nnodes=$SKYPILOT_NUM_NODES \\
+            --nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE main.py
+        """,
+    )
+    code, out = inspect(task, exits=(2,))
+    assert out["world_size"] == 4
+
+
+def test_several_unread_launches_of_different_worlds_give_no_world(tmp_path):
+    job = write(
+        tmp_path,
+        "launch.sh",
+        """
+        #!/bin/bash
+        torchrun --nproc_per_node 8 prepare.py
+        torchrun --nproc_per_node 4 my_train.py
+        """,
+    )
+    code, out = inspect(job, exits=(2,))
+    assert out["world_size"] is None
+
+
+@pytest.mark.parametrize(
+    "activate", [".venv/bin/activate", "/opt/conda/bin/activate", "venv/bin/activate"]
+)
+def test_a_python_environment_activation_changes_no_job_variable(tmp_path, activate):
+    job = write(
+        tmp_path,
+        "launch.sh",
+        f"""
+        #!/bin/bash
+        GPUS=4
+        MICRO=2
+        source {activate}
+        torchrun --nproc_per_node $GPUS train.py --per_device_train_batch_size $MICRO \\
+            --gradient_accumulation_steps 4 --output_dir out
+        """,
+    )
+    code, out = inspect(job)
+    assert (out["world_size"], out["micro_batch_size"], out["global_batch_size"]) == (4, 2, 32)
+
+
+def test_another_sourced_file_not_found_still_makes_the_variables_unknown(tmp_path):
+    job = write(
+        tmp_path,
+        "launch.sh",
+        """
+        #!/bin/bash
+        GPUS=4
+        source ./cluster_env.sh
+        torchrun --nproc_per_node $GPUS train.py --per_device_train_batch_size 2 \\
+            --gradient_accumulation_steps 4 --output_dir out
+        """,
+    )
+    code, out = inspect(job, exits=(0, 1, 2))
+    assert out["world_size"] is None
+
+
+def test_a_trainjob_leaves_processes_per_node_to_its_runtime(tmp_path):
+    """No GPUs asked for and no ``numProcPerNode``: the runtime's torchrun settings
+    (``PET_NPROC_PER_NODE``) are set, to a value this file does not give (torchrun's own
+    default of 1 does not apply)."""
+    job = write(
+        tmp_path,
+        "trainjob.yaml",
+        """
+        apiVersion: trainer.kubeflow.org/v1alpha1
+        kind: TrainJob
+        metadata:
+          name: multi-node
+        spec:
+          runtimeRef:
+            name: torch-distributed
+          trainer:
+            numNodes: 3
+            command:
+              - torchrun
+              - my_train.py
+        """,
+    )
+    code, out = inspect(job, exits=(2,))
+    assert out["world_size"] is None
+
+
+def test_a_trainjob_with_gpus_has_its_world(tmp_path):
+    job = write(
+        tmp_path,
+        "trainjob.yaml",
+        """
+        apiVersion: trainer.kubeflow.org/v1alpha1
+        kind: TrainJob
+        metadata:
+          name: multi-node
+        spec:
+          runtimeRef:
+            name: torch-distributed
+          trainer:
+            numNodes: 2
+            resourcesPerNode:
+              limits:
+                nvidia.com/gpu: 4
+            command:
+              - torchrun
+              - my_train.py
+        """,
+    )
+    code, out = inspect(job, exits=(2,))
+    assert out["world_size"] == 8
+
+
+def test_overrides_after_config_are_not_a_trl_config_file(tmp_path):
+    """fairseq2's ``--config key=value ...`` is no TRL ``--config FILE``: not read as the HF
+    Trainer (which would state a data-parallel size for a program it does not know)."""
+    job = write(
+        tmp_path,
+        "launch.sh",
+        """
+        #!/bin/bash
+        torchrun --nnodes 2 --nproc_per_node 8 -m recipes.lm.sft out \\
+            --config model.name=llama3_1_8b gang.tensor_parallel_size=8
+        """,
+    )
+    code, out = inspect(job, exits=(2,))
+    assert out["framework"] is None
+    assert out["data_parallel_size"] is None and out["world_size"] == 16
+
+
+def test_a_torchtune_config_not_read_leaves_the_tensor_parallel_size_unknown(tmp_path):
+    """``full_finetune_distributed`` reads ``tensor_parallel_dim`` from its config: a built-in
+    config that is not here may set it, so the data-parallel size is unknown; a recipe that
+    never reads it keeps one rank a copy."""
+    full = write(
+        tmp_path,
+        "full.sh",
+        """
+        #!/bin/bash
+        tune run --nproc_per_node 8 full_finetune_distributed --config not_here/full.yaml
+        """,
+    )
+    code, out = inspect(full, exits=(0, 1, 2))
+    assert out["tensor_parallel_size"] is None and out["data_parallel_size"] is None
+    dpo = write(
+        tmp_path,
+        "dpo.sh",
+        """
+        #!/bin/bash
+        tune run --nproc_per_node 8 lora_dpo_distributed --config not_here/dpo.yaml
+        """,
+    )
+    code, out = inspect(dpo, exits=(0, 1, 2))
+    assert out["tensor_parallel_size"] == 1 and out["data_parallel_size"] == 8
