@@ -177,10 +177,15 @@ class Report:
     def engine(self) -> dict:
         """Whose code would run: ``{"framework": ..., "deepspeed_zero_stage": N or None}``, as
         ``smoke`` and ``tune`` say it (the ZeRO stage where the file trains under DeepSpeed)."""
-        under = self.layout.engines.get("zero_stage")
-        framework = self.layout.framework
-        stage = self.run.zero_stage if under is not None or _runs_zero(framework) else None
-        return {"framework": framework, "deepspeed_zero_stage": stage}
+        stage = self.run.zero_stage if self.run.zero_optimizer else None
+        return {"framework": self.layout.framework, "deepspeed_zero_stage": stage}
+
+
+def _zero_optimizer(layout: Layout) -> bool:
+    """Whether DeepSpeed's ZeRO optimizer runs the layout's stage: the file gives its stage
+    as an engine's setting (a DeepSpeed JSON a Trainer or Megatron job names), or the file's
+    framework's own engine trains under ZeRO."""
+    return layout.engines.get("zero_stage") is not None or _runs_zero(layout.framework)
 
 
 def _runs_zero(framework: str | None) -> bool:
@@ -265,13 +270,15 @@ class _Read:
 
 def _world_of_nodes(given: dict[str, Flag]) -> None:
     """``--nnodes`` with ``--nproc-per-node`` as the world they make (both or neither; or
-    ``--world-size`` with ``--nproc-per-node``, checked to be whole nodes)."""
+    ``--world-size`` with ``--nproc-per-node``, checked to be whole nodes); the ranks per node
+    are kept (a node's CPU memory)."""
     nodes, per_node = given.pop("nodes", None), given.pop("gpus_per_node", None)
     if nodes is None and per_node is None:
         return
     if nodes is None and per_node is not None and "world_size" in given:
         world_flag = given["world_size"]
         solve.whole_nodes(world_flag.value, per_node.value, world_flag.name, per_node.name)  # type: ignore[arg-type]
+        given["gpus_per_node"] = per_node
         return
     if nodes is None or per_node is None:
         raise InputError("give both --nnodes and --nproc-per-node, or --world-size alone")
@@ -283,6 +290,7 @@ def _world_of_nodes(given: dict[str, Flag]) -> None:
             f"{world})"
         )
     given["world_size"] = Flag(f"{nodes.name} × {per_node.name}", "world_size", world)
+    given["gpus_per_node"] = per_node
 
 
 def _spec_file(text: str, path: str) -> _Read:
@@ -452,7 +460,7 @@ def estimate(
         )
     seq_len = spec.sequence_length or DEFAULT_SEQUENCE
     shape = model if isinstance(model, memory.Model) else memory.model_named(model, seq_len)
-    run = memory.run_of(spec, seq_len, **(how | layout.how))
+    run = memory.run_of(spec, seq_len, zero_optimizer=_zero_optimizer(layout), **(how | layout.how))
     found = Report(layout, shape, seq_len, run, memory.estimate(shape, run), capacity)
     if capacity:
         found.fits = found.result.total <= capacity

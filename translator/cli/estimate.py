@@ -180,6 +180,7 @@ def _print(found) -> None:
     print_table(
         [(p.name, f"{p.bytes / GIB:8.2f} GiB   {p.formula}") for p in found.result.parts]
         + [("total", f"{found.result.total / GIB:8.2f} GiB per GPU")]
+        + _host(found.result.host)
     )
     if found.fits and found.capacity:
         click.echo(
@@ -187,3 +188,10 @@ def _print(found) -> None:
             f"the global batch {spec.global_batch}: {found.largest_fitting}"
         )
     print_findings(found.findings)
+
+
+def _host(host) -> list[tuple[str, str]]:
+    """The CPU memory a node needs, as a row of the table (none when nothing is kept there)."""
+    if host is None:
+        return []
+    return [("CPU", f"{host.bytes / GIB:8.2f} GiB per node   {host.formula}")]

@@ -8,6 +8,11 @@
   parameters of the most loaded rank (its share of the layers over TP and PP, and the embedding
   on the first stage). A part offloaded to CPU memory takes nothing on the GPU (DeepSpeed's own
   estimators: ZeRO-Offload's optimizer keeps its states and gradients on the CPU).
+- Under DeepSpeed's ZeRO optimizer (:attr:`RunSettings.zero_optimizer`), its gradients and
+  ZeRO-3's gathered largest layer as it keeps them and its estimators count them
+  (:func:`zero_gradients`, :func:`gathered`), and the CPU memory of a node as they give it
+  (:func:`host_memory`): 2Ψ + 2Ψ + 12Ψ/N at stage 1, 2Ψ + 18Ψ/N at 2, 18Ψ/N + 4 × the
+  largest layer at 3.
 - Activations per layer after Korthikanti et al. 2022 (arXiv:2205.05198, Table 2), generalised
   to the model's MLP width, gated MLPs and grouped-query attention: ``s·b·h·(10 + split/t)``
   16-bit bytes, where ``split`` holds what TP divides (Q, K, V, the projection input and the
@@ -106,6 +111,14 @@ class Model:
         if self.biases:
             return q + 2 * kv + h + mlp
         return (q + 2 * kv) * self.qkv_bias + h * self.out_bias + mlp * self.mlp_bias
+
+    @property
+    def largest_layer(self) -> int:
+        """The parameters of its largest module (its own, not its children's, as DeepSpeed's
+        ``model_to_params`` finds it): the embedding at any real vocabulary, else a layer's
+        widest projection."""
+        h = self.hidden
+        return max(self.vocab * h, self.positions * h, h * self.ffn)
 
     @property
     def parameters(self) -> int:
@@ -416,6 +429,14 @@ class RunSettings:
     """Micro-batches per optimizer step on a rank (the accumulation)."""
     zero_stage: int = 0
     """0-3; Megatron's distributed optimizer counts as 1."""
+    zero_optimizer: bool = False
+    """The stage is run by DeepSpeed's ZeRO optimizer, counted as it keeps its states (16-bit
+    gradients, ZeRO-3's gathered layer) and as its estimators count them, with their CPU
+    memory; False: another sharding counted as its stage (Megatron's distributed optimizer,
+    FSDP), or none."""
+    ranks_per_node: int = 0
+    """Ranks (GPUs) on one node, for the CPU memory a node needs; 0: not known (every rank on
+    one node)."""
     offload: frozenset[str] = frozenset()
     """Model-state parts kept off the GPU, in CPU memory or on NVMe (of :data:`STATES`)."""
     gradient_bytes: int = 4
@@ -477,12 +498,14 @@ def run_of(
     sequence_parallel: bool = False,
     distributed_optimizer: bool = False,
     zero_stage: int | None = None,
+    zero_optimizer: bool = False,
     offload: frozenset[str] = frozenset(),
     gradient_bytes: int = 4,
     overhead: int = GIB,
 ) -> RunSettings:
-    """The :class:`RunSettings` of a solved :class:`~translator.spec.BatchSpec`; ``zero_stage``, when
-    given, replaces the spec's and ``distributed_optimizer``'s."""
+    """The :class:`RunSettings` of a solved :class:`~translator.spec.BatchSpec` (its ranks per
+    node where it says); ``zero_stage``, when given, replaces the spec's and
+    ``distributed_optimizer``'s."""
     if zero_stage is None:
         zero_stage = max(spec.zero_stage or 0, 1 if distributed_optimizer else 0)
     return RunSettings(
@@ -495,6 +518,8 @@ def run_of(
         virtual_stages=spec.virtual_pipeline_stages,
         micro_batches=spec.accumulation,
         zero_stage=zero_stage,
+        zero_optimizer=zero_optimizer,
+        ranks_per_node=spec.gpus_per_node or 0,
         offload=offload,
         gradient_bytes=gradient_bytes,
         precision=precision,
@@ -507,31 +532,47 @@ def run_of(
 
 @dataclass(frozen=True)
 class Part:
+    """One part of an estimate."""
+
     name: str
+    """What it holds (``weights``, ``activations``...)."""
     bytes: int
+    """Its bytes."""
     formula: str
+    """How they are counted, with the numbers put in."""
 
 
 @dataclass(frozen=True)
 class Estimate:
+    """The memory of the most loaded GPU, part by part, and of its node's CPU."""
+
     parts: list[Part]
+    """The GPU's parts; they add up to :attr:`total`."""
+    host: Part | None = None
+    """The CPU memory one node needs for the model states (:func:`host_memory`); None where
+    no engine keeps any there."""
 
     @property
     def total(self) -> int:
         return sum(p.bytes for p in self.parts)
 
     def as_dict(self) -> dict:
+        host = self.host
         return {
             "total_bytes": self.total,
             "parts": [{"name": p.name, "bytes": p.bytes, "formula": p.formula} for p in self.parts],
+            "cpu_bytes_per_node": None if host is None else host.bytes,
+            "cpu_formula": None if host is None else host.formula,
         }
 
 
 def estimate(model: Model, run: RunSettings) -> Estimate:
-    """The peak memory of the most loaded GPU, part by part."""
+    """The peak memory of the most loaded GPU, part by part, and the CPU memory of its node."""
     return Estimate(
         model_states(model, run)
-        + [activations(model, run), logits(model, run), Part("overhead", run.overhead, "fixed")]
+        + gathered(model, run)
+        + [activations(model, run), logits(model, run), Part("overhead", run.overhead, "fixed")],
+        host_memory(model, run),
     )
 
 
@@ -567,11 +608,101 @@ def model_states(model: Model, run: RunSettings) -> list[Part]:
     for name, sharded_from in STATES.items():
         divided = stage >= sharded_from and n > 1
         formula = f"{shard:,} params × {per[name]} B" + (f" / {group} {n}" if divided else "")
-        if name in run.offload:
+        if name == "gradients" and run.zero_optimizer and mixed and stage >= 1:
+            parts.append(zero_gradients(shard, run, f"{group} {n}"))
+        elif name in run.offload:
             parts.append(Part(name, 0, formula + ", offloaded: not on the GPU"))
         else:
             parts.append(Part(name, shard * per[name] // (n if divided else 1), formula))
     return parts
+
+
+def zero_gradients(shard: int, run: RunSettings, group: str) -> Part:
+    """The gradients DeepSpeed's ZeRO optimizer keeps under mixed precision: 16-bit ones, whole
+    on each rank until the step at stage 1 (the ZeRO paper's 2Ψ), where each rank's partition
+    is copied to fp32 and the rest freed; partitioned from stage 2, with the step's fp32 copy
+    (``estimate_zero2_model_states_mem_needs``' 2 + 4 bytes over the ranks); at stage 3 the 4
+    bytes over the ranks that make ``estimate_zero3_model_states_mem_needs``' 18. Offloaded,
+    the fp32 partition is in CPU memory (and from stage 2 the whole of them, as the
+    estimators count it)."""
+    n, params = run.data_parallel * run.context, f"{shard:,} params"
+    split = f"{params} × (2 + 4) B / {group} (16-bit, fp32 at the step)"
+    if run.zero_stage == 1:
+        whole = 2 * shard
+        if "gradients" in run.offload or whole >= 6 * shard // n:
+            return Part("gradients", whole, f"{params} × 2 B (16-bit, whole until the step)")
+        return Part("gradients", 6 * shard // n, split)
+    if "gradients" in run.offload:
+        return Part("gradients", 0, f"{params}, offloaded: not on the GPU")
+    if run.zero_stage == 2:
+        return Part("gradients", 6 * shard // n, split)
+    return Part("gradients", 4 * shard // n, f"{params} × 4 B / {group} (ZeRO-3's estimator)")
+
+
+def gathered(model: Model, run: RunSettings) -> list[Part]:
+    """ZeRO-3's largest layer, gathered whole: 4 bytes a parameter of it, as DeepSpeed's
+    ``estimate_zero3_model_states_mem_needs`` counts it beside the partitions (with offload
+    too); none at other stages or under another sharding."""
+    if not (run.zero_optimizer and run.zero_stage == 3):
+        return []
+    largest = model.largest_layer // run.tensor
+    return [Part("gathered", 4 * largest, f"4 B × the largest layer's {largest:,} params")]
+
+
+def host_memory(model: Model, run: RunSettings) -> Part | None:
+    """The CPU memory one node needs for the model states: under DeepSpeed's ZeRO optimizer,
+    what its estimators say (:func:`zero_host_memory`); under another engine, the parts it
+    offloads, for each of the node's ranks; None where nothing is kept there."""
+    node = run.ranks_per_node or _ranks(run)
+    if run.zero_optimizer and run.zero_stage >= 1:
+        counted, formula = zero_host_memory(model, run, node)
+        factor = f"× {BUFFER_FACTOR:g} (DeepSpeed's estimator)"
+        return Part("cpu", int(counted * BUFFER_FACTOR), f"{formula} {factor}")
+    if not run.offload:
+        return None
+    whole = model_states(model, replace(run, offload=frozenset()))
+    kept = [p for p in whole if p.name in run.offload]
+    per_rank = sum(p.bytes for p in kept)
+    names = " + ".join(p.name for p in kept)
+    return Part("cpu", per_rank * node, f"{names} offloaded: {per_rank:,} B × {node} ranks")
+
+
+#: DeepSpeed's estimators' ``additional_buffer_factor``: the CPU memory they give is 1.5 times
+#: what they count.
+BUFFER_FACTOR = 1.5
+#: Bytes a parameter of each model-state part as ZeRO's estimators count them in CPU memory:
+#: 16-bit weights, fp32 gradients, fp32 master weights with Adam's two states.
+ZERO_HOST_BYTES = {"weights": 2, "gradients": 4, "optimizer": 12}
+
+
+def zero_host_memory(model: Model, run: RunSettings, node: int) -> tuple[int, str]:
+    """The CPU memory of a node of ``node`` ranks under DeepSpeed's ZeRO, as its estimators
+    count it before their buffer factor (``estimate_zero2_model_states_mem_needs`` for stages
+    1 and 2, which share its optimizer; ``estimate_zero3_model_states_mem_needs`` with
+    ``zero_init``), and how."""
+    p, nodes = shard_parameters(model, run), max(1, _ranks(run) // node)
+    if run.zero_stage == 3 and run.offload:
+        # the node's share of what is offloaded
+        per = sum(ZERO_HOST_BYTES[name] for name in run.offload)
+        return p * per // nodes, f"{p:,} params × {per} B offloaded / {nodes} node(s)"
+    if run.zero_stage == 3:
+        # under zero.Init each rank builds its largest layer whole, in fp32
+        largest = model.largest_layer // run.tensor
+        formula = f"4 B × the largest layer's {largest:,} params × {node} ranks (zero.Init)"
+        return 4 * largest * node, formula
+    start, fp32 = 4 * p * node, f"{p:,} params × 4 B × {node} ranks (fp32 as each starts)"
+    if "optimizer" not in run.offload:
+        return start, fp32
+    # The optimizer's fp32 gradients and states (16 B) of the node's ranks, or their fp32
+    # copies where more. DeepSpeed's estimator takes every GPU of the job and the whole 16 B
+    # on each node (the same on one node); this, the node's.
+    states = 16 * p // nodes
+    return max(states, start), f"max({p:,} params × 16 B offloaded / {nodes} node(s), {fp32})"
+
+
+def _ranks(run: RunSettings) -> int:
+    """Every rank of the run."""
+    return run.data_parallel * run.context * run.tensor * run.pipeline
 
 
 def layer_activation_bytes(model: Model, run: RunSettings) -> float:
