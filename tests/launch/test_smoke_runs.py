@@ -42,6 +42,8 @@ def test_two_cpu_ranks_take_two_steps_of_exactly_the_global_batch(spec, tmp_path
     assert out["estimated_memory"]["model_states_bytes"] == 16 * 156_480
     assert out["optimizer_steps"] == 2 and out["samples_per_optimizer_step"] == [8, 8]
     assert out["tokens_per_second"] > 0 and out["peak_memory_bytes"] > 0
+    # the process before the model (Python, torch, the framework): in the peak, in no estimate
+    assert 0 < out["baseline_memory_bytes"] < out["peak_memory_bytes"]
     assert out["device"] == "cpu" and out["errors"] == []
     assert err.rstrip().endswith("ok: 8 samples per optimizer step on 2 ranks, as expected")
 

@@ -229,7 +229,8 @@ def _table(out: dict, stopped_of: int | None = None) -> None:
             None if out["step_time_seconds"] is None else f"{out['step_time_seconds']:.3f} s",
         ),
         ("peak memory", mem(out["peak_memory_bytes"])),
-        ("estimated", _estimated(out.get("estimated_memory"))),
+        ("baseline", _baseline(out.get("baseline_memory_bytes"))),
+        ("estimated", _estimated(out.get("estimated_memory"), out.get("baseline_memory_bytes"))),
         ("device", out["device"]),
         ("stepped by", out["stepped_by"]),
     ]
@@ -243,11 +244,26 @@ def _table(out: dict, stopped_of: int | None = None) -> None:
     print_table(rows, title=title)
 
 
-def _estimated(found: dict | None) -> str | None:
-    """The memory estimate of the run as it ran (model states, and all parts), beside the peak."""
-    if not found:
+def _baseline(baseline: int | None) -> str | None:
+    """What a CPU rank held before it built the model, which its peak holds and no estimate
+    counts; None on a GPU."""
+    if not baseline:
         return None
     return (
+        f"{baseline / 2**20:.0f} MiB before the model was built (the process: Python, torch, "
+        "the framework as far as imported), in the peak, not in the estimate"
+    )
+
+
+def _estimated(found: dict | None, baseline: int | None) -> str | None:
+    """The memory estimate of the run as it ran (model states, and all parts), beside the peak;
+    with the baseline added on a CPU, where the peak holds the whole process."""
+    if not found:
+        return None
+    said = (
         f"{found['model_states_bytes'] / 2**20:.0f} MiB model states, "
         f"{found['total_bytes'] / 2**20:.0f} MiB in all (batchspec estimate)"
     )
+    if baseline:
+        said += f"; with the baseline {(found['total_bytes'] + baseline) / 2**20:.0f} MiB"
+    return said

@@ -104,6 +104,7 @@ def run(
         "tokens_per_second": m.tokens_per_second,
         "step_time_seconds": m.step_time_seconds,
         "peak_memory_bytes": m.peak_memory_bytes or None,
+        "baseline_memory_bytes": m.baseline_memory_bytes or None,
         "device": m.device,
         "stepped_by": m.stepped_by or None,
         "mfu": utilisation,

@@ -49,6 +49,11 @@ class RunContext:
     parity: bool = False
     """A parity run (``smoke --parity``): padded samples of different lengths, plain SGD, and
     the loss and update written for comparison (:mod:`translator.rank.parity_rank`)."""
+    baseline_memory_bytes: int = 0
+    """On a CPU, the resident memory of the rank's process before it builds the model: as its
+    engine starts (Python, torch), again as the engine opens its process group through the
+    harness (its framework imported); in the measured peak, in no estimate. 0 on a GPU (whose
+    peak counts the run's allocations alone) or before it is measured (:func:`baseline_memory`)."""
 
     @functools.cached_property
     def device(self) -> str:
@@ -63,6 +68,7 @@ class RunContext:
             sequence_length=self.sequence_length,
             device=device_name(self.device),
             peak_memory_bytes=peak_memory(self.device),
+            baseline_memory_bytes=self.baseline_memory_bytes,
             **allocator(self.device),
             **fields,
         )
@@ -104,6 +110,16 @@ def allocator(device: str) -> dict:
         "allocator_retries": int(torch.cuda.memory_stats(device).get("num_alloc_retries", 0)),
         "device_used_bytes": int(total - free),
     }
+
+
+def baseline_memory(device: str) -> int:
+    """What the process holds before it builds the model, on a CPU (its peak resident memory
+    so far, torch imported); 0 on a GPU."""
+    if device.startswith("cuda"):
+        return 0
+    import torch  # noqa: F401  (every engine imports it: part of the baseline)
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def peak_memory(device: str) -> int:

@@ -23,7 +23,7 @@ import os
 import sys
 
 from translator.batch.counting import TrainerCounter
-from translator.rank.context import RunContext
+from translator.rank.context import RunContext, baseline_memory
 from translator.rank.result import RankResult
 
 #: Prefix of the progress lines ranks print.
@@ -52,7 +52,9 @@ class Harness(TrainerCounter):
 
     @contextlib.contextmanager
     def process_group(self):
-        """``torch.distributed`` for the job (nccl on GPU, gloo on CPU), torn down after."""
+        """``torch.distributed`` for the job (nccl on GPU, gloo on CPU), torn down after. The
+        engine has imported its framework and built nothing yet: what the process holds now is
+        its baseline (:attr:`RunContext.baseline_memory_bytes`)."""
         import torch
         import torch.distributed as dist
 
@@ -60,6 +62,7 @@ class Harness(TrainerCounter):
             torch.cuda.set_device(self.device)
         if not dist.is_initialized():
             dist.init_process_group("nccl" if self.on_gpu else "gloo")
+        self.ctx.baseline_memory_bytes = baseline_memory(self.device)
         try:
             yield
         finally:

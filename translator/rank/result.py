@@ -33,6 +33,10 @@ class RankResult:
     """Wall seconds of each optimizer step."""
     peak_memory_bytes: int = 0
     """``torch.cuda.max_memory_allocated`` on GPU, peak RSS on CPU."""
+    baseline_memory_bytes: int = 0
+    """On a CPU, the RSS before the model was built (Python, torch, the framework as far as
+    the engine imported it: :attr:`RunContext.baseline_memory_bytes`), which the peak holds and
+    no estimate counts; 0 on a GPU or where not measured."""
     reserved_peak_bytes: int | None = None
     """``torch.cuda.max_memory_reserved``: what the caching allocator held at most; None on a
     CPU."""
@@ -96,6 +100,8 @@ class Measurement:
     peak_memory_bytes: int
     """Largest over ranks."""
     device: str | None
+    baseline_memory_bytes: int = 0
+    """The baseline of the rank with that peak (:attr:`RankResult.baseline_memory_bytes`)."""
     stepped_by: str = ""
     """What took the optimizer steps (rank 0's engine)."""
     sequence_length: int | None = None
@@ -133,6 +139,7 @@ def merge(results: list[RankResult], world_size: int | None = None) -> Measureme
     median = statistics.median(timed) if timed else None
     spread = (max(timed) - min(timed)) / median if len(times) > 2 and median else None
     seq = max((r.sequence_length for r in results), default=0)
+    peak = max(results, key=lambda r: r.peak_memory_bytes, default=None)
     tokens = (
         (sum(filled[1:] or filled) * seq / sum(timed))
         if filled is not None and timed and sum(timed) > 0
@@ -144,7 +151,8 @@ def merge(results: list[RankResult], world_size: int | None = None) -> Measureme
         tokens_per_second=tokens,
         step_time_seconds=median,
         step_time_spread=spread,
-        peak_memory_bytes=max((r.peak_memory_bytes for r in results), default=0),
+        peak_memory_bytes=peak.peak_memory_bytes if peak else 0,
+        baseline_memory_bytes=peak.baseline_memory_bytes if peak else 0,
         device=results[0].device if results else None,
         stepped_by=results[0].stepped_by if results else "",
         sequence_length=seq or None,

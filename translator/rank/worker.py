@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from translator.rank import failure
-from translator.rank.context import RunContext
+from translator.rank.context import RunContext, baseline_memory
 from translator.rank.engines import module
 from translator.rank.result import RankResult
 from translator.spec import BatchSpec
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         parity=args.parity,
     )
     try:
+        ctx.baseline_memory_bytes = baseline_memory(ctx.device)
         result = module(args.engine).run(ctx)
     except BaseException as exc:  # the launcher needs every rank's outcome, whatever it is
         kind = failure.classify(exc, _device(ctx))
