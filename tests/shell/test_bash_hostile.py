@@ -53,6 +53,8 @@ def test_nested_parentheses_in_arithmetic_do_not_cut_the_command(tmp_path):
         ("[[ $MBS -lt 4 ]] && MBS=8", "8"),
         ("if true; then MBS=3; fi", "3"),
         ("if [ -f /etc/x ]; then MBS=2; fi", "2"),  # every path gives 2: still certain
+        ("for x in 1 4; do MBS=$x; done", "4"),  # a loop over known words runs each round
+        ("for x in 1 4; do [ $x = 1 ] && break; MBS=$x; done", "2"),
     ],
 )
 def test_assignments_follow_bash_scoping(body, expected):
@@ -65,7 +67,7 @@ def test_assignments_follow_bash_scoping(body, expected):
         "if [ -f /etc/x ]; then MBS=1; fi",
         "case $HOSTNAME in a*) MBS=1;; esac",
         "while read line; do MBS=1; done",
-        "for x in 1 2; do MBS=$x; done",
+        "for x in $(seq 2); do MBS=$x; done",
         "mkdir -p out && MBS=1",
         "grep -q x y || MBS=1",
         "f() { MBS=1; }\n[ -f x ] && f",

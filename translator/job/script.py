@@ -104,6 +104,7 @@ def read_job(
         return _without_launch(text, path, frameworks, sorted(commands), unread, script)
     setting = [c for c in claimed if _sets(c[2])]
     index, chosen, reading, call = (setting or claimed)[-1]
+    _launched_again(reading, call, [c for c in setting or claimed if c[1] is chosen])
     if script.folders[index] is None:
         reading.notes.append(
             Note(
@@ -421,6 +422,26 @@ def launcher_config(reading: Reading, call: Call, sizes: launchers.Sizes, config
         str(found),
         nodes=None if from_flags else given.nodes,
         handed=given.handed,
+    )
+
+
+def _launched_again(reading: Reading, call: Call, launches: list[tuple]) -> None:
+    """A warning when the script trains several times in turn with other values (a loop over
+    parallel layouts): the reading is its last launch's."""
+    values = [{k: v.value for k, v in c[2].values.items()} for c in launches]
+    if len(launches) < 2 or all(v == values[-1] for v in values):
+        return
+    lines = sorted({c[3].line for c in launches})
+    at = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
+    changed = sorted(k for k in values[-1] if any(v.get(k) != values[-1][k] for v in values))
+    reading.findings.append(
+        finding(
+            "job-launches-several",
+            f"the script launches {call.program} {len(launches)} times ({at}), with other "
+            f"{', '.join(changed)} each time: read as its last launch",
+            hint="inspect a copy of the script that launches the one you mean",
+            where=f"{call.path}:{call.line}",
+        )
     )
 
 

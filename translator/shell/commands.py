@@ -10,6 +10,7 @@ import posixpath
 from translator.shell import arrays, assign
 from translator.shell.expand import arith_piece, forget_targets
 from translator.shell.exports import own_line
+from translator.shell.fields import joined
 from translator.shell.following import (
     FOLDER,
     Following,
@@ -20,6 +21,7 @@ from translator.shell.following import (
     wrapped_string,
 )
 from translator.shell.notes import Note
+from translator.shell.read_line import read_herestring
 from translator.shell.syntax import ScriptText
 from translator.shell.values import (
     MAX_CALL_DEPTH,
@@ -71,7 +73,7 @@ class Commands(Following):
         if name in ("source", "."):
             self.sourced(words, env)
             return
-        if name in READERS:
+        if name in READERS and not (name == "read" and self._herestring(node, words, env, src)):
             assign.unknown_outputs(words, env)
         if name == "let":
             _let(words, env)
@@ -102,6 +104,21 @@ class Commands(Following):
         batch = "".join(p.text or "" for p in pieces)
         script = to_word(pieces, src.line(redirect.start_byte))
         self.run_wrapped(words, script, env, self.environment(command, env, src), batch)
+
+    def _herestring(self, node, words: list[Word], env: Env, src: ScriptText) -> bool:
+        """``read ... <<< WORD``: the line is the script's own, read as bash reads it (the
+        word expanded but not split); whether it was followed."""
+        given = next((c for c in node.named_children if c.type == "herestring_redirect"), None)
+        word = given.named_children[-1] if given is not None and given.named_children else None
+        if word is None:
+            return False
+        text = joined(self.ex.expand(word, env, src, quoted=True))
+        ifs = self.environment(node, env, src).get("IFS")
+        if ifs is None and isinstance(var := env.get("IFS"), Var):
+            ifs = to_word(var.scalar, words[0].line)
+        if ifs is not None and ifs.text is None:
+            return False
+        return read_herestring(words, text, ifs.text if ifs else None, env, words[0].line)
 
     def builtin(self, name: str | None, words: list[Word], env: Env) -> None:
         """``shift``, ``set --``, and the commands that stop what runs."""

@@ -87,6 +87,10 @@ class Control(Walk):
             return
         if node.type == "for_statement" and variable is not None and self._no_items(node, env, src):
             return  # for x in $NEVER_SET: no round when run as read
+        items = self._items(node, env, src) if node.type == "for_statement" else None
+        if variable is not None and items is not None:
+            self.for_rounds(src.of(variable), items, body, env, src, line)
+            return
         if variable is not None:
             name = src.of(variable)
             why = f"${name} (a loop variable)"
@@ -106,6 +110,43 @@ class Control(Walk):
             return args is None or isinstance(args, Var) and arrays.count(args) == 0
         words = [w for v in values for w in self.ex.words(v, env, src)]
         return all(w.absent for w in words)
+
+    def _items(self, node, env: Env, src: ScriptText) -> list[tuple] | None:
+        """The words a ``for ... in WORDS`` loop goes over, each as ``(pieces, line)``, when
+        every one is known and so is their count (at most MAX_LOOPS); else ``None``."""
+        values = [
+            c
+            for i, c in enumerate(node.children)
+            if node.field_name_for_child(i) == "value" and c.is_named
+        ]
+        if not values:
+            return None
+        items: list[tuple] = []
+        for value in values:
+            fields, spread = self.ex.counted_fields(value, env, src)
+            if spread or any(p.text is None for pieces, _ in fields for p in pieces):
+                return None
+            items += fields
+        return items if len(items) <= MAX_LOOPS else None
+
+    def for_rounds(self, name: str, items: list[tuple], body, env: Env, src, line: int) -> None:
+        """``for NAME in WORDS``, its words known: a round for each, run for real, as bash
+        runs them (past MAX_ITERATIONS rounds in all, or once a path may leave the loop and
+        another go on, what is left may run or not)."""
+        for pieces, at in items:
+            if self.iterations >= MAX_ITERATIONS or self.steps > self.budget // 2 or body is None:
+                break
+            self.iterations += 1
+            arrays.set_scalar(env, name, tuple(pieces), False, at)
+            ends = self.round(body, env, src, line)
+            if ends == {"break"}:
+                return
+            if ends & {"break", "stopped"}:
+                break
+        else:
+            return
+        arrays.set_scalar(env, name, unknown(f"${name} (a loop variable)"), False, line)
+        self.maybe_loop(env, body, src, line)
 
     def maybe_loop(self, env: Env, body, src: ScriptText, line: int) -> None:
         """A loop body that may run or not."""

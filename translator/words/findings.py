@@ -109,6 +109,11 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "info",
         "the batch rests on defaults the script takes when a variable or argument is not set",
     ),
+    "job-launches-several": (
+        "warning",
+        "the script trains several times in turn with other values (a loop over layouts): "
+        "read as its last launch",
+    ),
     "job-definition": (
         "info",
         "what a job definition (a Kubernetes manifest, a SkyPilot or dstack task) leaves open, "
