@@ -194,3 +194,34 @@ def test_a_torchtune_config_not_read_leaves_the_tensor_parallel_size_unknown(tmp
     )
     code, out = inspect(dpo, exits=(0, 1, 2))
     assert out["tensor_parallel_size"] == 1 and out["data_parallel_size"] == 8
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        (
+            "dstack.yml",
+            """
+            type: task
+            commands:
+              - torchrun --nproc_per_node $DSTACK_GPUS_PER_NODE train.py --per_device_train_batch_size 2 --output_dir o
+            resources:
+              gpu: v5litepod-8
+            """,
+        ),
+        (
+            "sky.yaml",
+            """
+            resources:
+              accelerators: tpu-v2-8
+            run: |
+              torchrun --nproc_per_node $SKYPILOT_NUM_GPUS_PER_NODE train.py --per_device_train_batch_size 2 --output_dir o
+            """,
+        ),
+    ],
+)
+def test_a_tpu_slice_is_no_gpu_count(tmp_path, name, text):
+    """``v5litepod-8`` names a TPU slice, not one GPU of that name: the ranks are unknown."""
+    job = write(tmp_path, name, text)
+    code, out = inspect(job, exits=(0, 1, 2))
+    assert out["world_size"] is None and out["micro_batch_size"] == 2

@@ -12,6 +12,9 @@ from translator.job.definitions.runs import Export, Size, count, shell_value
 
 #: A GPU count in a spec: ``8``, or a range ``2..8`` (dstack).
 COUNT = re.compile(r"(\d+)(?:\.\.(\d*))?")
+#: A Cloud TPU slice (``tpu-v2-8``, ``v5litepod-8``, ``v6e-16``): its chips are no GPUs, and
+#: what runs on them is not a process per GPU.
+TPU = re.compile(r"(?:tpu-)?v\d+[a-z]*(?:pod)?-\d+", re.I)
 
 
 def gpu_count(
@@ -21,6 +24,8 @@ def gpu_count(
     part that is a count (one GPU when the spec names one with no count); a range with two
     ends apart, or a fraction, is unknown."""
     parts = [p.strip() for p in spec.split(":") if p.strip()]
+    if any(TPU.fullmatch(p) for p in parts):
+        return Size(None, line, f"{what} is {spec!r}, a TPU slice: batchspec counts GPU ranks")
     placeholder = next((p for p in parts if p.startswith("$")), None)
     if placeholder is not None:
         return count(placeholder, line, what, env)
