@@ -30,6 +30,12 @@ from translator.words.findings import finding
 TOOLS = ("nemo",)
 #: Megatron-Bridge's recipe runner.
 RUNNER = "run_recipe.py"
+#: Its performance scripts (``scripts/performance/``), which take the runner's options:
+#: ``run_script.py`` runs on its launcher's ranks, ``setup_experiment.py`` is a launcher itself
+#: (it submits the run through NeMo-Run on ``--num_gpus`` GPUs).
+RUN_SCRIPT, EXPERIMENT = "run_script.py", "setup_experiment.py"
+#: ``setup_experiment.py``'s GPU count.
+NUM_GPUS = ("-ng", "--num_gpus")
 #: The runner's convenience options -> the override each one makes.
 OPTIONS = {
     "-gb": "train.global_batch_size",
@@ -50,7 +56,7 @@ OPTIONS = {
     "--seq_length": "dataset.seq_length",
 }
 #: Options that name the recipe (its name is shown in messages).
-RECIPE = ("--recipe", "--model", "--factory", "-f")
+RECIPE = ("--recipe", "--model", "--factory", "-f", "--model_recipe_name", "-mr")
 #: Options that name a YAML of ConfigContainer overrides.
 CONFIG = ("--config-file", "--config_file")
 #: Spec field of each key whose sources are listed.
@@ -65,10 +71,12 @@ def program(call: Call) -> Reading | None:
         if [w.text for w in words[:1]] != ["llm"]:
             return None
         words = words[2:]
-    elif name != RUNNER and not _ours(call, words):
+    elif name not in (RUNNER, RUN_SCRIPT, EXPERIMENT) and not _ours(call, words):
         return None
     reading = Reading(call.path, rules.NAME, call.text)
     loose = _arguments(reading, call, words)
+    if name == EXPERIMENT:
+        _experiment_world(reading, call, words)
     if name == RUNNER and loose:
         shown = " ".join(w.text or "" for w in loose)
         reading.findings.append(
@@ -201,6 +209,29 @@ def _set(
     why = "a later override wins (OmegaConf merge, in order)"
     shown = where or f"{reading.path}:{line} {key}"
     reading.set_later(key, value, FIELDS.get(key), shown, why)
+
+
+def _experiment_world(reading: Reading, call: Call, words: list[Word]) -> None:
+    """``setup_experiment.py``'s world: the ``--num_gpus`` it submits the run on (not the one
+    process of the python that runs it); unknown when that is not a number."""
+    given = None
+    for i, word in enumerate(words):
+        flag, eq, inline = (word.text or "").partition("=")
+        if flag in NUM_GPUS:
+            value = (
+                Word(inline, word.line) if eq else (words[i + 1] if i + 1 < len(words) else None)
+            )
+            given = (value, flag) if value is not None else given
+    value = given[0] if given else None
+    if value is None or value.text is None or not value.text.isdigit() or int(value.text) < 1:
+        why = "is not given" if value is None else f"is {value.why_unknown or repr(value.text)}"
+        reading.world_unknown = Note(
+            call.line, f"setup_experiment.py submits the run on --num_gpus GPUs, which {why}"
+        )
+        return
+    reading.world_size = int(value.text)
+    shown = f"{call.path}:{value.line} {given[1] if given else NUM_GPUS[1]} (setup_experiment.py)"
+    reading.sources.append(Source("world_size", reading.world_size, shown))
 
 
 def _nemo_world(reading: Reading, call: Call) -> None:
