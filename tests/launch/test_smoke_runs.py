@@ -49,6 +49,21 @@ def test_two_cpu_ranks_take_two_steps_of_exactly_the_global_batch(spec, tmp_path
 
 
 @pytest.mark.framework
+def test_a_model_whose_config_says_bfloat16_is_estimated_as_built(spec, tmp_path):
+    """A Hub config.json with ``torch_dtype: bfloat16`` is built in bfloat16 by from_config,
+    on CPU too, and trained so by torch's AdamW: the estimate counts 2 bytes of weights, 2 of
+    gradients and 4 of Adam's moments per parameter, not fp32's 16 (issue 35, item 1)."""
+    model = folder_with(tmp_path, "tiny-llama", TINY | {"torch_dtype": "bfloat16"})
+    code, out, err = smoke_json(
+        spec,
+        *("--framework", "torch", "--nproc", 2, "--steps", 1, "--workdir", tmp_path / "w"),
+        *("--model-config", model),
+    )
+    assert code == 0, err
+    assert out["estimated_memory"]["model_states_bytes"] == 8 * 156_480
+
+
+@pytest.mark.framework
 def test_deepspeed_pipeline_engine_runs_accumulation_micro_batches_per_step(tmp_path):
     pytest.importorskip("deepspeed")
     spec = tmp_path / "pp.yaml"

@@ -62,6 +62,13 @@ class RunModel:
     """Where in the work folder the ranks read ``config``."""
 
     @property
+    def sixteen_bit(self) -> bool:
+        """Whether the ranks build it in bf16 or fp16: its ``config.json`` says so (``dtype``,
+        ``torch_dtype``), which ``from_config`` honours (a parity run aside: it builds fp32)."""
+        said = (self.config or {}).get("dtype") or (self.config or {}).get("torch_dtype")
+        return said in ("bfloat16", "float16")
+
+    @property
     def source(self) -> str:
         if self.named is not None:
             return str(self.named.source)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 
+from translator.launch.command import SmokePlan
 from translator.launch.judging import RunReport
 from translator.launch.preparing import Prepared
 from translator.launch.progress import duration
+from translator.launch.run_model import RunModel
 from translator.model.memory import Model
 from translator.rank.model import SHAPES, ModelShape
 from translator.rank.result import RankResult
@@ -129,16 +131,27 @@ def built_parameters(results: list[RankResult], spec: BatchSpec) -> int | None:
     return max((r.parameters for r in results), default=0) or None
 
 
+def precision_of(plan: SmokePlan, model: RunModel | None) -> str:
+    """The precision a run of ``plan`` building ``model`` trains in, as
+    :class:`translator.model.memory.RunSettings` names it: mixed bf16 on a GPU; on CPU fp32, or
+    the model's own 16-bit dtype where its config says one (``from_config`` builds it so; a
+    parity side builds fp32)."""
+    if plan.device == "gpu":
+        return "bf16"
+    sixteen = model is not None and model.sixteen_bit
+    return "16-bit" if sixteen and not plan.parity else "fp32"
+
+
 def estimated_memory(prepared: Prepared, sequence_length: int) -> dict:
     """The estimate of :mod:`translator.model.memory` for the run as it ran (the engines train in
-    bf16 on a GPU, fp32 on CPU), to set beside the peak it measured."""
+    :func:`precision_of`), to set beside the peak it measured."""
     from translator.model import memory
 
     gpu = prepared.plan.device == "gpu"
     run = memory.run_of(
         prepared.spec,
         sequence_length,
-        precision="bf16" if gpu else "fp32",
+        precision=precision_of(prepared.plan, prepared.model),
         overhead=memory.GIB if gpu else 0,
         **prepared.trains,
     )

@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from translator.batch import tuning
-from translator.launch import preparing, probes, run_model, slurm, smoke, tune_parity, tune_report
+from translator.launch import (
+    preparing,
+    probes,
+    run_model,
+    slurm,
+    smoke,
+    throughput,
+    tune_parity,
+    tune_report,
+)
 from translator.launch import workdir as workdirs
 from translator.launch.command import SmokePlan
 from translator.launch.progress import Progress
@@ -96,7 +105,8 @@ class Request:
     threshold: float
     """Tokens/s gain below which a larger micro-batch counts as no better."""
     precision: str | None
-    """The estimate's precision (default: bf16 on GPU, fp32 on CPU)."""
+    """The estimate's precision (default: bf16 on GPU; on CPU fp32, or ``16-bit`` for a model
+    whose config says bf16 or fp16)."""
     attention: str
     """The estimate's attention (``flash`` or ``eager``)."""
     sequence_parallel: bool
@@ -149,7 +159,7 @@ def tune(request: Request, echo: Progress) -> TuneOutcome:
     if request.slurm is not None:
         return submit(setup, request, request.slurm, say)
     device = setup.plan.device
-    precision = request.precision or ("bf16" if device == "gpu" else "fp32")
+    precision = request.precision or throughput.precision_of(setup.plan, setup.model)
     overhead = request.overhead
     if overhead is None:
         overhead = GIB if device == "gpu" else 0

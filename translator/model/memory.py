@@ -443,7 +443,9 @@ class RunSettings:
     """Bytes per gradient under bf16: fp32 main gradients (4), or 2 where they are kept and
     reduced in bf16 (Megatron's ``--grad-reduce-in-bf16``); fp32 training keeps 4."""
     precision: str = "bf16"
-    """``bf16`` (bf16 weights, fp32 gradients and master weights, Adam) or ``fp32``."""
+    """``bf16`` (bf16 weights, fp32 gradients and master weights, Adam), ``fp32``, or ``16-bit``
+    (a model built in bf16 or fp16 and trained so: its gradients and Adam's two moments in that
+    dtype too, as torch's AdamW keeps them; no fp32 copy)."""
     recompute: str = "none"
     """``none``, ``selective`` (the attention scores) or ``full`` (each layer's input only)."""
     attention: str = "flash"
@@ -588,6 +590,13 @@ def shard_parameters(model: Model, run: RunSettings) -> int:
     return layers + (embedding + head) // t + final_norm
 
 
+#: Bytes of a parameter's weight, gradient and optimizer state, by precision (mixed bf16's
+#: gradient: :attr:`RunSettings.gradient_bytes`).
+STATE_BYTES: dict[str, tuple[int, int | None, int]] = {
+    "bf16": (2, None, 12),
+    "fp32": (4, 4, 8),
+    "16-bit": (2, 2, 4),
+}
 #: The model states' parts, in the order shown, with the ZeRO stage from which each is sharded.
 STATES = {"weights": 3, "gradients": 2, "optimizer": 1}
 
@@ -599,11 +608,8 @@ def model_states(model: Model, run: RunSettings) -> list[Part]:
     n, stage, shard = run.data_parallel * run.context, run.zero_stage, shard_parameters(model, run)
     group = "DP×CP" if run.context > 1 else "DP"
     mixed = run.precision == "bf16"
-    per = {
-        "weights": 2 if mixed else 4,
-        "gradients": run.gradient_bytes if mixed else 4,
-        "optimizer": 12 if mixed else 8,
-    }
+    weights, gradients, optimizer = STATE_BYTES[run.precision]
+    per = {"weights": weights, "gradients": gradients or run.gradient_bytes, "optimizer": optimizer}
     parts = []
     for name, sharded_from in STATES.items():
         divided = stage >= sharded_from and n > 1
@@ -723,7 +729,7 @@ def layer_activation_bytes(model: Model, run: RunSettings) -> float:
 def activations(model: Model, run: RunSettings) -> Part:
     s = run.sequence_length // run.context
     b, h, p = run.micro_batch_size, model.hidden, run.pipeline
-    width = 1 if run.precision == "bf16" else 2  # fp32 activations take twice the bytes
+    width = 2 if run.precision == "fp32" else 1  # fp32 activations take twice the bytes
     c = layer_activation_bytes(model, run)
     per_layer = s * b * h * c * width
     if run.virtual_stages and p > 1:
@@ -743,7 +749,7 @@ def activations(model: Model, run: RunSettings) -> Part:
 
 def logits(model: Model, run: RunSettings) -> Part:
     s, b, t = run.sequence_length // run.context, run.micro_batch_size, run.tensor
-    width = 2 if run.precision == "bf16" else 4
+    width = 4 if run.precision == "fp32" else 2
     return Part("logits", s * b * model.vocab * (width + 4) // t, f"s·b·V·({width} + 4 fp32) / t")
 
 
