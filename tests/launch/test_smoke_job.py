@@ -216,3 +216,24 @@ def test_a_job_that_writes_its_global_batch_keeps_it_on_fewer_processes(tmp_path
     )
     assert (out["global_batch_size"], out["world_size"]) == (64, 2)
     assert (out["micro_batch_size"], out["gradient_accumulation_steps"]) == (2, 16)
+
+
+def test_a_skypilot_tasks_envs_give_the_batch_smoke_keeps(tmp_path, monkeypatch):
+    """Issue 35, item 2: the accumulation of a SkyPilot task comes from its ``envs:``; smoke on
+    two processes keeps the task's global 512 (micro 2 × accumulation 16 × 16 ranks), the
+    accumulation re-solved to 128, not the 2 × 1 × 2 of flags taken as absent."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "task.yaml").write_text(
+        "resources:\n  accelerators: A100:8\nnum_nodes: 2\nenvs:\n  ACCUM: 16\n  MICRO: 2\n"
+        "run: |\n  torchrun --nnodes $SKYPILOT_NUM_NODES \\\n"
+        "    --nproc_per_node $SKYPILOT_NUM_GPUS_PER_NODE train.py --output_dir o \\\n"
+        "    --per_device_train_batch_size $MICRO --gradient_accumulation_steps $ACCUM\n"
+    )
+    result = CliRunner().invoke(
+        main,
+        ["smoke", "task.yaml", "--dry-run", "--json", "--device", "cpu", "--nproc", "2"],
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["global_batch_size"], out["micro_batch_size"]) == (512, 2)
+    assert out["gradient_accumulation_steps"] == 128
