@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from translator.shell.notes import Note, Use
+from translator.words.files import is_given
 from translator.words.findings import Finding
 
 if TYPE_CHECKING:
@@ -68,6 +69,29 @@ class Value:
 
 
 @dataclass(frozen=True)
+class Held:
+    """A file a job definition holds in its own text (a ConfigMap's key, mounted in a
+    container): the launch reads it at its path there, batchspec from the definition."""
+
+    path: str
+    """The name it is read under: the definition's path, the ConfigMap and the file's name
+    (``job.yaml[acc]/config.yaml``)."""
+    text: str
+    """Its text, each line on the line of the definition that writes it (the lines above it
+    empty), so that what is read from it points into the definition; as it reads, where the
+    definition writes it otherwise (its lines are then its own)."""
+    what: str
+    """What holds it, for messages (``ConfigMap acc's config.yaml``)."""
+    first: int
+    """The 0-based line of the definition its text starts on."""
+    lines: int
+    """How many lines of the definition hold it."""
+    indent: int | None
+    """The columns those lines are indented by, where each is written as its text reads (a
+    literal block, ``|``); ``None``: written otherwise (quoted, folded), so not edited."""
+
+
+@dataclass(frozen=True)
 class Definition:
     """A scheduler's job definition, as the system runs it: its kind and the nodes and GPUs
     it gives the job."""
@@ -94,6 +118,8 @@ class Definition:
     ``None``: written otherwise), so ``update`` edits the copies with what was read."""
     others: tuple[str, ...] = ()
     """The other training jobs the file defines, not read (``PyTorchJob b (line 47)``)."""
+    held: tuple[Held, ...] = ()
+    """The files the definition holds that the command read sees (its ConfigMaps' keys)."""
 
     def as_dict(self) -> dict:
         return {
@@ -269,14 +295,17 @@ class Call:
     in (the current one, or ``--run-dir``), then the script's own."""
     mounts: Mapping[str, str] = field(default_factory=dict)
     """Paths where the job runs -> the local files mounted there (a SkyPilot task's
-    ``file_mounts``)."""
+    ``file_mounts``), or the :class:`Held` files of its definition (a ConfigMap's keys)."""
 
     def locate(self, name: str) -> tuple[Path | None, str]:
         """A file the job names: ``(its path, or None when not found; where it was looked
-        for)``; a path under a mount is looked for at its local source."""
+        for)``; a path under a mount is looked for at its local source, or is the file the
+        job's definition holds there (a ConfigMap's key: :class:`Held`)."""
         for remote, local in self.mounts.items():
             if name == remote or name.startswith(remote.rstrip("/") + "/"):
                 name = local + name[len(remote) :]
+                if is_given(name):  # a file the job's definition holds
+                    return Path(name), name
                 break
         candidates = [Path(name)] if Path(name).is_absolute() else [f / name for f in self.folders]
         looked = ", ".join(str(c) for c in candidates)

@@ -60,12 +60,22 @@ _READ_AS: ContextVar[Mapping[str, str] | None] = ContextVar("read_as", default=N
 @contextmanager
 def reading_as(texts: Mapping[str, str]) -> Iterator[None]:
     """Within it, :func:`read_text` gives ``texts`` (path -> text) for those files instead of
-    what they hold: a change to several files is read back whole before any is written."""
-    token = _READ_AS.set({os.path.realpath(p): t for p, t in texts.items()})
+    what they hold: a change to several files is read back whole before any is written. Inside
+    another, the outer texts are given too (a job read back whole reads the files its
+    definition holds)."""
+    outer = _READ_AS.get() or {}
+    token = _READ_AS.set({**outer, **{os.path.realpath(p): t for p, t in texts.items()}})
     try:
         yield
     finally:
         _READ_AS.reset(token)
+
+
+def is_given(path: str | Path) -> bool:
+    """Whether :func:`read_text` gives ``path`` a text of :func:`reading_as` (a file a job
+    definition holds, or a new text read back before it is written)."""
+    given = _READ_AS.get()
+    return given is not None and os.path.realpath(path) in given
 
 
 def suffix_of(path: str | Path) -> str:

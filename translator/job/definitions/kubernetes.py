@@ -1,6 +1,6 @@
 """Kubernetes manifests that run training: a ``batch/v1`` Job (Indexed or not), Kubeflow's
 ``PyTorchJob`` and ``TrainJob``, and a JobSet; every document of the file (``---``), with the
-ConfigMaps beside them that hold scripts or variables.
+ConfigMaps beside them that hold scripts, variables or the files a command reads.
 
 Each is read as its controller runs it: how many pods (nodes) it starts, the GPUs each pod's
 container asks for, and the variables the controller sets in the container. The training
@@ -12,12 +12,15 @@ of its flags. The command is read as on the first pod (rank 0): each pod runs th
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import yaml
 
+from translator.job.definitions import held
 from translator.job.definitions import nodes as n
-from translator.job.definitions.pods import container_run, gpus
+from translator.job.definitions.lines import Lines
+from translator.job.definitions.pods import container_run, gpus, mounts
 from translator.job.definitions.runs import Export, Run, Size, count
 from translator.words.errors import NotAJob
 
@@ -38,10 +41,17 @@ FIRST_POD = "read as on the first pod (rank 0): every pod runs the same command"
 class Around:
     """What a reader of one object is given of the file that holds it."""
 
+    path: str
+    """The file, as the user named it."""
     text: str
     """The file's text, which its nodes' offsets index."""
     configmaps: dict[str, yaml.Node]
-    """Its ConfigMaps by name: the scripts and variables its containers may take."""
+    """Its ConfigMaps by name: the scripts, variables and files its containers may take."""
+
+    @functools.cached_property
+    def lines(self) -> Lines:
+        """The text's lines, indexed once for every container that mounts a ConfigMap."""
+        return Lines(self.text)
 
 
 def is_manifest(node: yaml.Node) -> bool:
@@ -57,6 +67,7 @@ def runs(docs: list[yaml.Node], path: str, env: dict[str, str], text: str) -> li
     pods; a :class:`NotAJob` naming the kinds when none is one."""
     manifests = [d for d in docs if is_manifest(d)]
     around = Around(
+        path,
         text,
         {
             n.text(n.child(d, "metadata", "name")) or "": d
@@ -117,6 +128,8 @@ def _pod_runs(pod: yaml.Node | None, around: Around, env: dict[str, str], make) 
             container, spec, around.configmaps, make(gpus(n.child(container, "resources"), env))
         )
         if run is not None:
+            mounted = mounts(container, spec, around.configmaps)
+            run.files = held.files(around.path, around.lines, mounted) if mounted else {}
             out.append(run)
     return out
 

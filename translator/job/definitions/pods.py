@@ -69,7 +69,7 @@ def container_run(
         return run
     script = texts[1] if first in SHELLS and len(texts) > 1 else texts[0]
     if script in mounted:
-        node = mounted[script]
+        node = mounted[script][2]
         run.body = [(n.body_line(node), _expanded(n.text(node) or "", known))]
         run.args = tuple(texts[2:] if first in SHELLS else texts[1:])
         return run
@@ -135,22 +135,51 @@ def environment(container: yaml.Node | None, configmaps: dict[str, yaml.Node]) -
 
 def mounts(
     container: yaml.Node | None, pod: yaml.Node | None, configmaps: dict[str, yaml.Node]
-) -> dict[str, yaml.Node]:
-    """The files ConfigMaps of this file put into the container: path -> the data node."""
+) -> dict[str, tuple[str, str, yaml.Node]]:
+    """The files ConfigMaps of this file put into the container: its path there -> (the
+    ConfigMap's name, the key, the value's node). A volume's ``items`` choose the keys and
+    name their files; a mount's ``subPath`` mounts one file (or folder) of the volume at the
+    mount's path."""
     volumes = {
-        n.text(n.child(v, "name")): n.text(n.child(v, "configMap", "name"))
+        n.text(n.child(v, "name")): _volume_files(v, configmaps)
         for v in n.items(n.child(pod, "volumes"))
     }
-    out: dict[str, yaml.Node] = {}
+    out: dict[str, tuple[str, str, yaml.Node]] = {}
     for mount in n.items(n.child(container, "volumeMounts")):
-        config = configmaps.get(volumes.get(n.text(n.child(mount, "name"))) or "")
+        files = volumes.get(n.text(n.child(mount, "name")))
         at = n.text(n.child(mount, "mountPath"))
-        if config is None or at is None:
+        if not files or at is None:
             continue
-        sub = n.text(n.child(mount, "subPath"))
-        for key, node in n.pairs(n.child(config, "data")):
-            if sub is None:
-                out[posixpath.join(at, key)] = node
-            elif sub == key:
-                out[at] = node
+        sub = (n.text(n.child(mount, "subPath")) or "").strip("/")
+        for name, held in files.items():
+            if not sub:
+                out[posixpath.join(at, name)] = held
+            elif name == sub:
+                out[at] = held
+            elif name.startswith(sub + "/"):
+                out[posixpath.join(at, name[len(sub) + 1 :])] = held
+    return out
+
+
+def _volume_files(
+    volume: yaml.Node, configmaps: dict[str, yaml.Node]
+) -> dict[str, tuple[str, str, yaml.Node]]:
+    """The files a volume makes of this file's ConfigMaps (a ``configMap`` volume, or the
+    ``configMap`` sources of a ``projected`` one): their path in the volume -> (the
+    ConfigMap's name, the key, the value's node)."""
+    sources = [n.child(volume, "configMap")]
+    sources += [n.child(s, "configMap") for s in n.items(n.child(volume, "projected", "sources"))]
+    out: dict[str, tuple[str, str, yaml.Node]] = {}
+    for source in sources:
+        name = n.text(n.child(source, "name"))
+        data = dict(n.pairs(n.child(configmaps.get(name or ""), "data")))
+        items = n.items(n.child(source, "items"))
+        chosen = (
+            [(n.text(n.child(i, "key")), n.text(n.child(i, "path"))) for i in items]
+            if items
+            else [(key, key) for key in data]
+        )
+        for key, path in chosen:
+            if name is not None and key is not None and key in data and path:
+                out[posixpath.normpath(path).lstrip("/")] = (name, key, data[key])
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from translator.reading import Held
 from translator.words.errors import InputError
 from translator.words.parsing import brief
 
@@ -111,6 +112,9 @@ class Run:
     """Spans of the definition that other pods repeat: ``(start, end, where the copy
     starts)``, ``None`` where the other pods' text is written otherwise (a PyTorchJob's
     Worker containers beside the Master's, which is the one read)."""
+    files: dict[str, Held] = field(default_factory=dict)
+    """The files the definition holds that the command finds: their path where it runs ->
+    the file (a ConfigMap's key mounted in the container)."""
 
 
 def shell_value(value: str, references: bool = False) -> str:

@@ -14,6 +14,7 @@ from translator.plugin.contract import Framework
 from translator.reading import Definition, Reading, Value
 from translator.shell.values import Word
 from translator.words.errors import InputError, NotAJob
+from translator.words.files import reading_as
 from translator.words.findings import counted, finding
 
 
@@ -37,21 +38,22 @@ def read_runs(
     run_as = run_as or RunAs()
     found: list[tuple[Run, RunAs, Framework, Reading, Composed | None]] = []
     refused: NotAJob | None = None
-    for run in runs:
-        given = _given(run_as, run)
-        try:
-            found.append((run, given, *_read_alone(run, path, given, framework)))
-        except NotAJob as exc:
-            refused = exc
-    if not found:
-        if refused is not None:
-            raise refused
-        raise NotAJob(f"{path}: no container or task with a command to read")
-    setting = [f for f in found if f[3].values]
-    run, given, chosen, reading, composed = (setting or found)[-1]
-    if composed is None:  # read from its own lines: again, from the definition's
-        composed = compose(run)
-        chosen, reading = read_job(composed.text, path, given, framework)
+    with reading_as({h.path: h.text for run in runs for h in run.files.values()}):
+        for run in runs:
+            given = _given(run_as, run)
+            try:
+                found.append((run, given, *_read_alone(run, path, given, framework)))
+            except NotAJob as exc:
+                refused = exc
+        if not found:
+            if refused is not None:
+                raise refused
+            raise NotAJob(f"{path}: no container or task with a command to read")
+        setting = [f for f in found if f[3].values]
+        run, given, chosen, reading, composed = (setting or found)[-1]
+        if composed is None:  # read from its own lines: again, from the definition's
+            composed = compose(run)
+            chosen, reading = read_job(composed.text, path, given, framework)
     in_definition(reading, composed if editable else None, text)
     _describe(reading, run, editable)
     others = tuple(dict.fromkeys(f[0].job for f in found if f[0].job not in (None, run.job)))
@@ -63,13 +65,15 @@ def read_runs(
 def _given(run_as: RunAs, run: Run) -> RunAs:
     """How the run's command runs: with the user's arguments and folder, else the
     definition's, on the GPUs the system gives its node (which a launcher that takes every
-    GPU it finds, the Trainer's DataParallel under plain python, count)."""
+    GPU it finds, the Trainer's DataParallel under plain python, count), with the files the
+    definition holds at their paths there."""
     gpus = run.gpus_per_node
     return dataclasses.replace(
         run_as,
         args=run_as.args if run_as.args is not None else run.args,
         run_dir=run_as.run_dir or run.run_dir,
         gpus=None if gpus.value is None else Word(str(gpus.value), gpus.line or 1),
+        mounts={**{at: held.path for at, held in run.files.items()}, **run_as.mounts},
     )
 
 
@@ -140,6 +144,7 @@ def _describe(reading: Reading, run: Run, editable: bool) -> None:
         run.gpus_per_node.why,
         literals,
         tuple(run.copies),
+        held=tuple(dict.fromkeys(run.files.values())),
     )
     for note in run.notes:
         reading.findings.append(
