@@ -15,7 +15,12 @@ from translator.cli.output import STDOUT, emit_json, printable
 @command("update", findings=False)
 @click.argument("file", metavar="FILE")
 @click.option("--world-size", type=COUNT, help="The new number of processes.")
-@click.option("--nnodes", type=COUNT, help="The new number of nodes (with --nproc-per-node).")
+@click.option(
+    "--nnodes",
+    type=COUNT,
+    help="The new number of nodes (each starting --nproc-per-node processes; default: as many "
+    "as the job's nodes start now).",
+)
 @click.option(
     "--nproc-per-node",
     type=COUNT,
@@ -93,7 +98,9 @@ def update(
     out_path = None if out_path == STDOUT else out_path
     if out_path and in_place:
         raise InputError("give -o/--out or --in-place, not both")
-    world_size, nnodes = layout_of(world_size, nnodes, nproc_per_node)
+    if nnodes is None or nproc_per_node is not None or world_size is not None:
+        world_size, nnodes = layout_of(world_size, nnodes, nproc_per_node)
+    # else: the nodes alone, each starting as many processes as the job's nodes do now
     nproc_per_node = None if nnodes is None or world_size is None else world_size // nnodes
     if file == "-" and in_place:
         raise InputError("--in-place needs a file, not standard input")

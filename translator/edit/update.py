@@ -21,6 +21,7 @@ from translator.job.definitions import read_definition
 from translator.job.definitions.edits import check as definition_check
 from translator.job.definitions.edits import copied, layout
 from translator.job.definitions.edits import edits as definition_edits
+from translator.job.definitions.held import rewritten
 from translator.job.script import RunAs, is_job, read_job
 from translator.plugin.contract import Framework
 from translator.plugin.findings import cannot_edit
@@ -85,6 +86,8 @@ def target_spec(
         world, nodes, gpus_per_node = (v.get(k) for k in ("world_size", "nodes", "gpus_per_node"))
     elif nodes is None and world is not None:
         nodes, gpus_per_node = kept_layout(old, world)
+    elif gpus_per_node is None:
+        gpus_per_node = per_node_now(old)
     layout = {
         "tensor_parallel_size": tensor or v.get("tensor_parallel_size", 1),
         "pipeline_parallel_size": pipeline or v.get("pipeline_parallel_size", 1),
@@ -151,6 +154,22 @@ def kept_layout(old: Inspection, world: int) -> tuple[int | None, int | None]:
         f"which cannot make world {world} in whole nodes; give --nnodes and --nproc-per-node "
         "(such as " + " or ".join(f"{n} × {p}" for n, p in shapes) + ")"
     )
+
+
+def per_node_now(old: Inspection) -> int:
+    """The processes per node the job launches now, which a new node count alone keeps (where
+    its launch does not say, a definition's GPUs per node); refused (exit 2) when the job does
+    not say them."""
+    definition = old.reading.definition
+    per_node = old.values.get("gpus_per_node")
+    if per_node is None and definition is not None:
+        per_node = definition.gpus_per_node
+    if per_node is None:
+        raise InputError(
+            f"{old.reading.path}: the processes it starts per node are not known; give "
+            "--nproc-per-node with --nnodes"
+        )
+    return per_node
 
 
 def _options(g: int, m: int | None, fields: dict, message: str, where: str):
@@ -233,10 +252,22 @@ def edit_job(
     framework: Framework, reading: Reading, spec: BatchSpec
 ) -> tuple[str, list[Change], list[Other]]:
     """The file's new text and changes for ``spec`` (:func:`apply`), and the other files of its
-    job that change with it (:func:`~translator.edit.update_files.other_files`); nothing written."""
+    job that change with it (:func:`~translator.edit.update_files.other_files`); nothing written.
+    A file the job's definition holds (a ConfigMap's accelerate config) is edited where the
+    definition writes it, its changes the definition's."""
     elsewhere: dict[str, dict[str, object]] = {}
     text, changes = apply(framework, reading, spec, elsewhere)
-    return text, changes, other_files(framework, reading, spec, elsewhere)
+    held = reading.definition.held if reading.definition is not None else ()
+    with reading_as({h.path: h.text for h in held}):
+        others = other_files(framework, reading, spec, elsewhere)
+    apart = []
+    for other in others:
+        within = rewritten(reading, other.path, other.text, text)
+        if within is None:
+            apart.append(other)
+        else:
+            text, changes = within, [*changes, *other.changes]
+    return text, changes, apart
 
 
 def moved(framework: Framework, reading: Reading, old: BatchSpec, new: BatchSpec) -> Inspection:
@@ -559,13 +590,21 @@ def _refuse_an_unwritten_world(old: Inspection, spec: BatchSpec) -> None:
     reading = old.reading
     if reading.world_size is not None or reading.world_unknown is None or not reading.launcher:
         return  # it launches a world written in it, or no launcher runs it (a config)
-    if spec.world == old.values.get("world_size"):
+    now = old.values.get("world_size")
+    if spec.world == now:
         return  # the batch alone changes, on the world it is said to run on (--from-world-size)
+    alone = (
+        "give the world it will run on as --from-world-size too to re-solve the batch alone"
+        if now is None
+        else f"so update cannot move it from world {now} (--from-world-size); write it on the "
+        f"launch line, or give --from-world-size {spec.world} to re-solve the batch alone for "
+        "the world it will run on"
+    )
     raise cannot_edit(
         reading.path,
         f"cannot launch world {spec.world}: {reading.world_unknown}, a number the file does "
-        "not write; write it on the launch line, or give the world it will run on as "
-        "--from-world-size too to re-solve the batch alone",
+        + ("not write; write it on the launch line, or " if now is None else "not write, ")
+        + alone,
     )
 
 
@@ -624,6 +663,8 @@ def move_launch(
         if errors:  # its layout is not known (uneven machines): the flags must give one
             raise ConfigError(errors)
         nodes, gpus_per_node = kept_layout(old, world)
+    elif nodes is not None and gpus_per_node is None and world is None:
+        gpus_per_node = per_node_now(old)
     total = world or (nodes or 1) * (gpus_per_node or 1)
     launch = Launch(total, nodes=nodes)
     text, changes = edit_text(framework, old.reading, framework.launch_edits(old.reading, launch))

@@ -22,7 +22,7 @@ from translator.plugin.findings import cannot_edit
 from translator.reading import Launch, Reading
 from translator.spec import BatchSpec
 from translator.words.errors import ConfigError, InputError
-from translator.words.files import read_text
+from translator.words.files import is_given, read_text
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,8 @@ def _read_holding(path: str, keys: dict, job: Framework) -> tuple[Framework, Rea
 
 
 def _is_file(path: str) -> bool:
+    """Whether ``path`` is a file of the job: one here, or one its definition holds."""
     try:
-        return Path(path).is_file()
+        return Path(path).is_file() or is_given(path)
     except (OSError, ValueError):  # a name too long, a NUL byte: no such file
         return False
