@@ -66,7 +66,15 @@ def test_several_unread_launches_of_different_worlds_give_no_world(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "activate", [".venv/bin/activate", "/opt/conda/bin/activate", "venv/bin/activate"]
+    "activate",
+    [
+        ".venv/bin/activate",
+        "/opt/conda/bin/activate",
+        "venv/bin/activate",
+        "/etc/profile.d/modules.sh",
+        "$HOME/miniconda3/etc/profile.d/conda.sh",
+        "/usr/share/lmod/lmod/init/bash",
+    ],
 )
 def test_a_python_environment_activation_changes_no_job_variable(tmp_path, activate):
     job = write(

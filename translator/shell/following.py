@@ -50,18 +50,36 @@ SHELLS = {"bash", "sh", "zsh"}
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 #: Markers a script run as a process of its own keeps from the one that runs it.
 INHERITED = (SBATCH, SOURCED)
-#: A Python environment's activation script (venv, virtualenv, uv, conda: ``.venv/bin/activate``),
-#: and what sourcing it sets: its path, prompt and ``PATH``, nothing a job sizes itself with.
-ACTIVATE = re.compile(r"(?:^|/)bin/activate")
-ACTIVATE_SETS = (
-    "PATH",
-    "PS1",
-    "VIRTUAL_ENV",
-    "VIRTUAL_ENV_PROMPT",
-    "CONDA_PREFIX",
-    "CONDA_DEFAULT_ENV",
-    "CONDA_SHLVL",
-    "CONDA_PROMPT_MODIFIER",
+#: Scripts that set up a shell's tools, not a job (a Python environment's activation, conda's
+#: and Environment Modules' or Lmod's shell setup), by a pattern of their path: what each sets.
+#: Sourcing one changes nothing a job sizes itself with.
+SETUP_SCRIPTS = (
+    (
+        re.compile(r"(?:^|/)bin/activate"),
+        "a Python environment's activation",
+        (
+            "PATH",
+            "PS1",
+            "VIRTUAL_ENV",
+            "VIRTUAL_ENV_PROMPT",
+            "CONDA_PREFIX",
+            "CONDA_DEFAULT_ENV",
+            "CONDA_SHLVL",
+            "CONDA_PROMPT_MODIFIER",
+        ),
+    ),
+    (
+        re.compile(r"(?:^|/)etc/profile\.d/conda\.sh"),
+        "conda's shell setup",
+        ("PATH", "CONDA_EXE", "CONDA_PYTHON_EXE", "CONDA_SHLVL", "_CE_M", "_CE_CONDA"),
+    ),
+    (
+        re.compile(
+            r"(?:^|/)(?:profile\.d/(?:modules|lmod|z\d+_lmod)\.sh|init/(?:bash|sh|profile\.sh))"
+        ),
+        "the module command's shell setup",
+        ("MODULEPATH", "MODULESHOME", "LOADEDMODULES", "BASH_ENV", "ENV", "MANPATH"),
+    ),
 )
 #: Opens a file the script names (a path relative to where the script starts, or absolute):
 #: its text, or ``None`` when it is not there.
@@ -88,12 +106,12 @@ class Following(Exports):
         if found is not None:
             self.source_file(found, words, env)
             return
-        if len(words) > 1 and ACTIVATE.search(words[1].text or ""):
-            self.script.notes.append(
-                Note(words[0].line, f"{what} is not read: a Python environment's activation")
-            )
-            for n in ACTIVATE_SETS:
-                env.set(n, Var((unknown(f"${n} is set by {what} on line {words[0].line}"),)))
+        setup = _setup_script(_known_text(words[1])) if len(words) > 1 else None
+        if setup is not None:  # not read, and nothing a job sizes itself with is unknown
+            kind, names = setup
+            for n in names:
+                why = f"${n} is set by {what} ({kind}) on line {words[0].line}"
+                env.set(n, Var((unknown(why),)))
             return
         self.script.notes.append(Note(words[0].line, f"{what} is not read"))
         env.root().set(SOURCED, MARK)  # names never set may be set by it: not absent now
@@ -424,3 +442,19 @@ def folder_of(env: Env) -> str | None:
     if not isinstance(var, Var):
         return ""
     return text_of(var.scalar)
+
+
+def _setup_script(path: str) -> tuple[str, tuple[str, ...]] | None:
+    """What a sourced file that sets up the shell's tools is, and the names it sets; None
+    for any other file (:data:`SETUP_SCRIPTS`)."""
+    return next(
+        ((kind, names) for pattern, kind, names in SETUP_SCRIPTS if pattern.search(path)), None
+    )
+
+
+def _known_text(word: Word) -> str:
+    """A word's text, or the known pieces of it (``$HOME/miniconda3/bin/activate``: the path
+    after ``$HOME``)."""
+    if word.text is not None:
+        return word.text
+    return "".join(p.text for p in word.parts if p.text is not None)
