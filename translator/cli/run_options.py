@@ -47,7 +47,13 @@ RUN_OPTIONS = [
         help="Processes (ranks) per node (default: the job's own per node, else 1; smoke keeps "
         "the job's global batch on fewer, its accumulation re-solved).",
     ),
-    click.option("--nnodes", type=COUNT, default=1, show_default=True, help="Nodes."),
+    click.option(
+        "--nnodes",
+        type=COUNT,
+        default=1,
+        show_default=True,
+        help="Nodes (smoke with --slurm or --launcher k8s: the job's own, unless given).",
+    ),
     click.option(
         "--seq-len",
         type=COUNT,

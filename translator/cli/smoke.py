@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -63,6 +64,11 @@ def smoke(as_json: bool, file: str, memory_limit, parity, tolerance, **options) 
     request = RunRequest(
         file, memory_limit=parse_memory(memory_limit), remote=launcher.remote, **options
     )
+    given = click.get_current_context().get_parameter_source("nnodes")
+    if launcher.remote and given is click.core.ParameterSource.DEFAULT:
+        # a scheduler starts the job's own nodes, each its processes: the world it launches
+        read = request.read()
+        request = dataclasses.replace(request, nnodes=preparing.job_nodes(read), source=read)
     if (
         request.nnodes > 1
         and not launcher.remote

@@ -163,6 +163,17 @@ def sequence_of(chosen: RunModel, path: str) -> int:
     )
 
 
+def job_nodes(read: FileRead) -> int:
+    """The nodes the job ``read`` launches, as read (a job definition's pods, its launcher's
+    nodes): those a scheduler's run starts unless told otherwise; 1 where the file says none."""
+    if read.values is not None:  # a spec
+        return read.values.get("nodes") or 1
+    from translator.inspection import inspect_reading
+
+    assert read.framework is not None and read.reading is not None
+    return inspect_reading(read.framework, read.reading, Launch()).values.get("nodes") or 1
+
+
 def on_world(read: FileRead, nproc: int | None, nnodes: int, micro: int | None = None):
     """``(inspection, nproc, job_global)``: the file or job ``read`` on ``nproc × nnodes`` processes
     (``nproc`` None: the job's own per node, else 1). On another world than the one the job
