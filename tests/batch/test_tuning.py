@@ -119,3 +119,16 @@ def test_a_probe_at_the_memory_edge_stops_the_search_upward():
     calls.clear()  # the same landscape without retries climbs past 8
     search(64, [(False, None)], lambda c: c.micro_batch_size <= 8, prober(16, float, calls))
     assert max(c.micro_batch_size for c in calls) > 8
+
+
+def test_only_the_micro_batches_given_are_searched_each_with_the_accumulation_of_per_rank():
+    """A tune on fewer ranks than the job (issue 35: 5): only the micro-batches that keep the
+    job's global batch on both worlds are candidates (``sizes``), each with the job's own
+    accumulation (``per_rank`` is the job's samples per rank), the budget theirs."""
+    calls: list = []
+    found = search(
+        8, [(False, None)], lambda c: None, prober(10_000, float, calls), sizes=[1, 2, 4]
+    )
+    assert {c.micro_batch_size for c in calls} <= {1, 2, 4}
+    assert all(c.micro_batch_size * c.gradient_accumulation_steps == 8 for c in calls)
+    assert len(calls) <= budget(3) and found.pick.candidate == Candidate(4, 2)

@@ -1,7 +1,8 @@
 """The search of ``batchspec tune``: the fastest micro-batch among those that keep G exact.
 
 The candidates are the divisors ``b`` of ``n = G / DP`` (accumulation ``n / b``), so every one
-keeps the global batch. The memory estimate ranks them; the real engine probes them:
+keeps the global batch (probed on fewer ranks than the job, those that keep it on both worlds).
+The memory estimate ranks them; the real engine probes them:
 
 1. **The edge.** Bisection over the divisor list for the largest micro-batch that fits, started
    at the estimate's guess (the largest the estimate fits, or the top when nothing caps
@@ -57,6 +58,9 @@ class Probe:
     at_memory_edge: bool = False
     """It ran, but a rank's allocator had to free its cache and retry: nothing larger is
     probed."""
+    probed_accumulation: int | None = None
+    """The accumulation it ran with on the probes' world: the candidate's is the job's, and
+    on fewer ranks than the job the probe accumulates more to keep the global batch."""
 
     def as_dict(self) -> dict:
         c = self.candidate
@@ -78,6 +82,7 @@ class Probe:
             "engine": self.engine,
             "memory_by_rank": self.memory_by_rank,
             "at_memory_edge": self.at_memory_edge,
+            "probed_accumulation": self.probed_accumulation,
         }
 
 
@@ -106,11 +111,13 @@ def search(
     probe: Callable[[Candidate], Probe],
     threshold: float = 0.03,
     limit: int | None = None,
+    sizes: list[int] | None = None,
 ) -> Search:
     """Search the micro-batches of ``per_rank`` samples per rank and step for each variant
     ``(recompute, zero_stage)`` in order of preference; ``fits_estimate`` says whether the
-    estimate fits a candidate (None: no capacity known)."""
-    sizes = divisors(per_rank)
+    estimate fits a candidate (None: no capacity known). ``sizes``: the micro-batches to try,
+    each a divisor of ``per_rank`` (default: every one)."""
+    sizes = sizes or divisors(per_rank)
     allowed = limit or budget(len(sizes))
     found = Search()
     for recompute, zero in variants:
