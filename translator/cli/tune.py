@@ -132,6 +132,8 @@ def tune(as_json: bool, file: str, memory_limit, overhead, **params) -> None:
         emit_json(outcome.output)
     else:
         click.echo(outcome.text)
+        for change in outcome.output.get("changes", []):  # what --write changed, as update says
+            click.echo(change, err=True)
         print_findings([Finding(**f) for f in outcome.output.get("findings", [])])
     if outcome.error:
         click.echo(f"batchspec: error: {outcome.error}", err=True)

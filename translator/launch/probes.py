@@ -5,12 +5,14 @@ allocation each probe is a job step (no queue between)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from translator.batch.tuning import Candidate, Probe
+from translator.batch.tuning import Candidate, Probe, divisors
+from translator.edit.update import kept
 from translator.inspection import FileRead
 from translator.launch import command, judging, preparing, runner, smoke, throughput
 from translator.launch import workdir as workdirs
@@ -58,6 +60,15 @@ class Setup:
     """Seconds one probe may take, launch included (``--probe-timeout``): past it the whole
     launch is stopped, an ``srun`` step cancelled, and the tune ends; None: no limit but the
     tune's own."""
+    job: BatchSpec | None = None
+    """The job's own batch on the world it launches, where the probes run on another
+    (``tune --nproc-per-node 2`` of a job of 16 ranks): the candidates keep its global batch
+    there, and the pick is its split; None: the probes run on the job's world (``spec``)."""
+
+    @property
+    def target(self) -> BatchSpec:
+        """The batch the pick is for: the job's, on its own world."""
+        return self.job or self.spec
 
     @property
     def shape(self) -> memory.Model:
@@ -67,15 +78,21 @@ class Setup:
         return memory.model_named(self.plan.model, self.plan.sequence_length)
 
 
+def micro_batches(job: BatchSpec, probed: BatchSpec) -> list[int]:
+    """The micro-batches a tune tries: those that keep the global batch on the job's world and
+    on the probes' (the divisors of both worlds' samples per rank and step)."""
+    return divisors(math.gcd(*(s.global_batch // s.data_parallel for s in (job, probed))))
+
+
 def candidate_spec(spec: BatchSpec, c: Candidate) -> BatchSpec:
-    """The spec with the candidate's micro-batch, accumulation and ZeRO stage (G unchanged)."""
-    update = {
-        "micro_batch_size": c.micro_batch_size,
-        "gradient_accumulation_steps": c.gradient_accumulation_steps,
-    }
+    """``spec`` with the candidate's micro-batch and ZeRO stage on its own world and nodes: its
+    global batch kept, the accumulation re-solved (the job's on its world, the probe's on the
+    probes')."""
+    moved = kept(spec, "candidate.json", world=spec.world, micro=c.micro_batch_size)
+    same = {"nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node}
     if c.zero_stage is not None:
-        update["zero_stage"] = c.zero_stage
-    return BatchSpec.model_validate(spec.model_dump() | update)
+        same["zero_stage"] = c.zero_stage
+    return BatchSpec.model_validate(moved.model_dump() | same)
 
 
 def probe_folder(setup: Setup, c: Candidate) -> Path:
@@ -181,6 +198,7 @@ def run_probe(setup: Setup, c: Candidate, estimated: int | None, on_line) -> Pro
         engine=preparing.engine_info(prepared),
         memory_by_rank=m.memory_by_rank,
         at_memory_edge=not oom and m.at_memory_edge,
+        probed_accumulation=prepared.spec.accumulation,
     )
 
 

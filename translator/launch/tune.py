@@ -43,6 +43,8 @@ from translator.words.errors import InputError
 from translator.words.findings import finding
 
 if TYPE_CHECKING:
+    from translator.edit.update import Updated
+    from translator.inspection import FileRead
     from translator.plugin.contract import Framework
 
 #: What the Slurm job writes: the inner tune's JSON output.
@@ -182,7 +184,7 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
     """What every probe shares, and the ZeRO stages to try; refuses, before any probe, what
     would fail later."""
     run = dataclasses.replace(request.run, source=request.run.read())
-    spec, source, nproc = _layout(run)
+    spec, job, source, nproc = _layout(run)
     framework = run.framework or source or TORCH
     device = preparing.check_engine(
         framework, spec, run.device, request.slurm is not None, run.file
@@ -193,7 +195,7 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
             f"--recompute: the {framework} engine does not switch recomputation; "
             f"tune with --framework {' or '.join(with_option('recompute'))}"
         )
-    _check_outputs(request, framework, spec)
+    _check_outputs(request, framework, job, spec)
     named = run_model.named_in(run.read(), run.model_config)
     here = None if request.slurm is not None else nproc
     chosen = run.run_model(named, framework, "tune", here)
@@ -219,21 +221,25 @@ def prepare(request: Request) -> tuple[probes.Setup, Sequence[int | None]]:
         model=chosen,
         source=None if source is None else run.source,
         probe_timeout=request.probe_timeout,
+        job=None if job is spec else job,
     )
     return setup, stages
 
 
-def _layout(request: RunRequest) -> tuple[BatchSpec, str | None, int]:
-    """``(spec, framework, nproc)``: the batch tuned, whose file it is (None: a spec) and the
-    processes per node: given, else the job's own per node (its global batch kept on another
-    world, as smoke keeps it), else the spec's world, else 1."""
+def _layout(request: RunRequest) -> tuple[BatchSpec, BatchSpec, str | None, int]:
+    """``(spec, job, framework, nproc)``: the batch on the world the probes run, the job's own
+    on the world it launches (``spec`` itself when that is the same), whose file it is (None:
+    a spec) and the processes per node: given, else the job's own per node (its global batch
+    kept on another world, as smoke keeps it), else the spec's world, else 1."""
     from translator.checks.layouts import load_layout
 
     read = request.read()
     values = read.values
     if values is None:
         inspection, nproc, _ = preparing.on_world(read, request.nproc, request.nnodes)
-        return inspection.require_spec(), inspection.reading.framework, nproc
+        spec = inspection.require_spec()
+        job = _job_batch(read, spec, nproc * request.nnodes)
+        return spec, job, inspection.reading.framework, nproc
     given = values.get("world_size")
     nnodes = request.nnodes
     nproc = request.nproc or (
@@ -246,7 +252,24 @@ def _layout(request: RunRequest) -> tuple[BatchSpec, str | None, int]:
             f"{request.file} is for world size {spec.world_size}, but tune launches "
             f"{world} (--nproc-per-node × --nnodes)"
         )
-    return spec, None, nproc
+    return spec, spec, None, nproc
+
+
+def _job_batch(read: FileRead, spec: BatchSpec, world: int) -> BatchSpec:
+    """The job's own batch on the world it launches, where the probes run on another
+    ``world`` (``spec``: the batch there); ``spec`` when the job launches no other world or
+    gives no whole batch. A ``world`` that cannot keep the job's global batch is refused
+    (exit 1) as ``update`` refuses it, naming the micro-batches and worlds that would."""
+    from translator.edit.update import kept
+    from translator.inspection import inspect_reading
+    from translator.reading import Launch
+
+    assert read.framework is not None and read.reading is not None  # a job, not a spec
+    job = inspect_reading(read.framework, read.reading, Launch()).spec
+    if read.reading.world_size in (None, world) or job is None or not job.is_decided:
+        return spec
+    kept(job, read.path, world=world)
+    return job
 
 
 def zero_stages(text: str | None, framework: str) -> Sequence[int | None]:
@@ -267,10 +290,10 @@ def zero_stages(text: str | None, framework: str) -> Sequence[int | None]:
     return stages
 
 
-def _check_outputs(request: Request, framework: str, spec: BatchSpec) -> None:
+def _check_outputs(request: Request, framework: str, job: BatchSpec, spec: BatchSpec) -> None:
     """Refuse, before any probe, what would fail after them: a missing matplotlib, a spec or a
-    file --write cannot write, files in --out that are there already (and an unknown --to
-    framework, through get_many)."""
+    file --write cannot write (``job``: its batch, ``spec``: the probes'), files in --out that
+    are there already (and an unknown --to framework, through get_many)."""
     if request.plot_path:
         try:
             import matplotlib  # noqa: F401
@@ -285,7 +308,7 @@ def _check_outputs(request: Request, framework: str, spec: BatchSpec) -> None:
                 f"{request.run.file}: --write edits a framework's config or job; a spec's pick is "
                 "rendered with --out (nothing was run)"
             )
-        _check_write(request.run.file, spec)
+        _check_write(request.run.file, job, spec)
     if request.out_dir:
         from translator.words.files import check_writable
 
@@ -319,21 +342,30 @@ def _gpu_memory(device: str) -> int | None:
 def search(setup: probes.Setup, stages, recompute: bool, estimator, capacity, threshold, say):
     """``(search, seconds, stopped)``: the search run with real probes; a timeout or Ctrl-C
     ends it with the probes so far (``stopped``: ``timeout`` or ``interrupted``)."""
-    per_rank = setup.spec.global_batch // setup.spec.data_parallel
+    job = setup.target
+    per_rank = job.global_batch // job.data_parallel
     variants = [(r, z) for z in stages for r in ((False, True) if recompute else (False,))]
-    d = len(tuning.divisors(per_rank))
+    sizes = probes.micro_batches(job, setup.spec)
     plan = setup.plan
     say(
         f"tune: {plan.framework} on {plan.device}, {plan.nnodes} node(s) × {plan.nproc}, "
-        f"global batch {setup.spec.global_batch_size}: {d} micro-batches keep it exact, at most "
-        f"{tuning.budget(d)} probes"
+        f"global batch {job.global_batch_size}"
+        + (f" of the job's {job.world} ranks" if setup.job else "")
+        + f": {len(sizes)} micro-batches keep it exact, at most {tuning.budget(len(sizes))} "
+        "probes"
     )
     done: list[tuning.Probe] = []
 
     def probe(c: tuning.Candidate) -> tuning.Probe:
+        here = probes.candidate_spec(setup.spec, c).accumulation
         say(
             f"probe {len(done) + 1}: micro-batch {c.micro_batch_size} × accumulation "
             f"{c.gradient_accumulation_steps}"
+            + (
+                f" (accumulation {here} on the {plan.nproc * plan.nnodes} probed)"
+                if setup.job
+                else ""
+            )
             + (" with recompute" if c.recompute else "")
             + (f", ZeRO {c.zero_stage}" if c.zero_stage is not None else "")
             + (f" (job step of {os.environ['SLURM_JOB_ID']})" if setup.in_allocation else "")
@@ -353,7 +385,7 @@ def search(setup: probes.Setup, stages, recompute: bool, estimator, capacity, th
     start = time.monotonic()
     fits = (lambda c: None) if capacity is None else (lambda c: estimator(c) <= capacity)
     try:
-        result = tuning.search(per_rank, variants, fits, probe, threshold)
+        result = tuning.search(per_rank, variants, fits, probe, threshold, sizes=sizes)
     except (probes.Stopped, KeyboardInterrupt) as exc:
         stopped = exc.why if isinstance(exc, probes.Stopped) else "interrupted"
         n = len(done) + 1
@@ -399,9 +431,9 @@ def report(
     """The outcome of a search that ran here: the output, the pick written, the plot drawn;
     with ``check_parity``, the pick checked against the file's own split (``say``: its
     progress)."""
-    spec, plan = setup.spec, setup.plan
-    d = len(tuning.divisors(spec.global_batch // spec.data_parallel))
-    picked = probes.candidate_spec(spec, result.pick.candidate) if result.pick else None
+    spec, plan, job = setup.spec, setup.plan, setup.target
+    d = len(probes.micro_batches(job, spec))
+    picked = probes.candidate_spec(job, result.pick.candidate) if result.pick else None
     findings = []
     if picked is None and not stopped:
         findings.append(
@@ -420,6 +452,7 @@ def report(
         "probes_used": len(result.probes),
         "budget": tuning.budget(d),
         "divisors": d,
+        **_worlds(setup),
         "seconds": round(seconds, 2),
         "framework": plan.framework,
         "engine": next((p.engine for p in result.probes if p.engine), None),
@@ -441,7 +474,7 @@ def report(
     if picked is not None and request.out_dir and not failed:
         out["files"] = _write_pick(picked, plan.framework, request.out_dir, request)
     if picked is not None and request.write and not failed:
-        out["written"] = _write_into(request.run.file, picked)
+        out["written"], out["changes"] = _write_into(request.run.file, job, picked)
     if request.plot_path:
         tune_report.plot_png(result, request.plot_path, spec.global_batch)
     if stopped:
@@ -456,36 +489,76 @@ def report(
     return TuneOutcome(out, tune_report.text(out), exit_code=1 if findings else 0)
 
 
-def _check_write(path: str, spec: BatchSpec) -> None:
+def _worlds(setup: probes.Setup) -> dict:
+    """The world the candidates keep the global batch on (the job's), and the one probed."""
+    job, probed, plan = setup.target, setup.spec, setup.plan
+    return {
+        "candidates_for": {
+            "global_batch_size": job.global_batch_size,
+            "world_size": job.world,
+            "data_parallel_size": job.data_parallel,
+        },
+        "probed_on": {
+            "nodes": plan.nnodes,
+            "nproc_per_node": plan.nproc,
+            "world_size": probed.world,
+            "data_parallel_size": probed.data_parallel,
+        },
+    }
+
+
+def _check_write(path: str, job: BatchSpec, probed: BatchSpec) -> None:
     """Refuse now what writing the pick into ``path`` would refuse after the probes: the file,
-    and the files a split other than its own edits (any other micro-batch edits the same
-    ones, with the accumulation that keeps the global batch)."""
+    and the files a split other than its own edits (any other candidate edits the same ones,
+    with the accumulation that keeps the global batch on the job's world)."""
     from translator.words.files import check_writable
 
-    per_rank = spec.global_batch // spec.data_parallel
-    other = next((m for m in tuning.divisors(per_rank) if m != spec.micro), None)
-    edited = [] if other is None else [p for p, _ in _edit_into(path, spec.world, other)]
-    check_writable([Path(path), *edited], force=True)
+    other = next((m for m in probes.micro_batches(job, probed) if m != job.micro), None)
+    edited = [] if other is None else _changed(path, _edit_into(path, job.world, other))
+    check_writable([Path(path), *(p for p, _ in edited)], force=True)
 
 
-def _edit_into(path: str, world: int, micro: int) -> list[tuple[Path, str | bytes]]:
+def _edit_into(path: str, world: int, micro: int) -> Updated:
     """The tuned file and the other files of its job with ``micro`` on ``world`` ranks, as
-    ``update --micro-batch`` edits them (every other byte kept): those that change."""
+    ``update --micro-batch`` edits them (every other byte kept; nothing written)."""
     from translator.edit.update import update_file
 
     keep = dict.fromkeys(("global_batch", "world", "nodes", "gpus_per_node", "tensor", "pipeline"))
-    updated = update_file(path, None, world, None, micro=micro, context=None, **keep)
+    return update_file(path, None, world, None, micro=micro, context=None, **keep)
+
+
+def _changed(path: str, updated: Updated) -> list[tuple[Path, str | bytes]]:
+    """The files ``updated`` changes, each with its new text."""
     files: list[tuple[Path, str | bytes]] = [(Path(path), updated.text)] if updated.changes else []
     return files + [(Path(o.path), o.text) for o in updated.others]
 
 
-def _write_into(path: str, picked: BatchSpec) -> list[str]:
-    """The pick written into the tuned file and the other files of its job; the paths
-    written."""
+def _write_into(path: str, job: BatchSpec, picked: BatchSpec) -> tuple[list[str], list[str]]:
+    """The pick written into the tuned file and the other files of its job (``job``: its
+    batch before): the paths written, and what changed as ``update`` says it, after a line
+    with the split before and after."""
     from translator.words.files import write_files
 
-    files = _edit_into(path, picked.world, picked.micro)
-    return [str(w.path) for w in write_files(files, force=True)]
+    updated = _edit_into(path, picked.world, picked.micro)
+    if not updated.changed:
+        return [], [f"{path}: {updated.already()}"]
+    written = [str(w.path) for w in write_files(_changed(path, updated), force=True)]
+    said = [
+        f"{path}: {_moved(job, picked)}, global batch {picked.global_batch_size} kept on "
+        f"{picked.world} ranks (data-parallel {picked.data_parallel})",
+        *(c.describe(path) for c in updated.changes),
+        *(c.describe(o.path) for o in updated.others for c in o.changes),
+    ]
+    return written, said
+
+
+def _moved(job: BatchSpec, picked: BatchSpec) -> str:
+    """``micro-batch 8 × accumulation 4 → 32 × 1`` (the pick alone where the job gave no
+    split)."""
+    new = f"{picked.micro} × {picked.accumulation}"
+    if job.micro is None:
+        return f"micro-batch {picked.micro} × accumulation {picked.accumulation}"
+    return f"micro-batch {job.micro} × accumulation {job.accumulation} → {new}"
 
 
 def _write_pick(spec, framework: str, out_dir: str, request: Request) -> dict:

@@ -20,7 +20,9 @@ def text(out: dict) -> str:
     lines = [line(out["model"])]
     if out.get("engine"):
         lines.append(f"engine: {engine_words(out['engine'])}")
-    lines += [*_table(out["probes"], out["memory_fit"]), *_bars(out["probes"])]
+    elsewhere = out["candidates_for"]["world_size"] != out["probed_on"]["world_size"]
+    lines.append(worlds_line(out))
+    lines += [*_table(out["probes"], out["memory_fit"], elsewhere), *_bars(out["probes"])]
     lines.append(
         f"{out['probes_used']} probe(s) of at most {out['budget']} ({out['divisors']} "
         f"micro-batches keep the global batch), {out['seconds']:.1f} s"
@@ -39,6 +41,23 @@ def text(out: dict) -> str:
     return "\n".join(lines + ([checked] if checked else []))
 
 
+def worlds_line(out: dict) -> str:
+    """The world whose global batch the candidates keep (the job's) and the one probed."""
+    from translator.words.findings import counted
+
+    job, probed = out["candidates_for"], out["probed_on"]
+    g, world, dp = job["global_batch_size"], job["world_size"], job["data_parallel_size"]
+    where = f"{counted(probed['nodes'], 'node')} × {probed['nproc_per_node']}"
+    keep = f"candidates: the micro-batches that keep global batch {g} on "
+    if world == probed["world_size"]:
+        return f"{keep}{world} ranks (data-parallel {dp}), probed there ({where})"
+    return (
+        f"{keep}the job's {world} ranks (data-parallel {dp}); probed on {where} (data-parallel "
+        f"{probed['data_parallel_size']}), each with its accumulation re-solved to keep {g}: "
+        "tokens/s and peak memory are those ranks'"
+    )
+
+
 def parity_line(out: dict | None) -> str | None:
     """The parity check of the pick in one line (None when none was asked)."""
     if not out:
@@ -52,12 +71,14 @@ def parity_line(out: dict | None) -> str | None:
     return "parity: fails: " + "; ".join(out["errors"])
 
 
-def _table(probes: list[dict], fit: dict | None) -> list[str]:
-    """The probes (``Probe.as_dict()``) as aligned columns, with the fitted memory."""
+def _table(probes: list[dict], fit: dict | None, elsewhere: bool) -> list[str]:
+    """The probes (``Probe.as_dict()``) as aligned columns, with the fitted memory;
+    ``elsewhere``: probed on another world than the job's, with the accumulation they ran."""
     rows = [
         (
             "micro",
             "accum",
+            *(("probed accum",) if elsewhere else ()),
             "recompute",
             "tokens/s",
             "step s",
@@ -80,6 +101,7 @@ def _table(probes: list[dict], fit: dict | None) -> list[str]:
             (
                 str(micro),
                 str(p["gradient_accumulation_steps"]),
+                *((str(p["probed_accumulation"]),) if elsewhere else ()),
                 "yes" if p["recompute"] else "no",
                 "-" if tokens is None else f"{tokens:,.0f}",
                 "-" if step is None else f"{step:.3f}",
