@@ -237,3 +237,33 @@ def test_a_skypilot_tasks_envs_give_the_batch_smoke_keeps(tmp_path, monkeypatch)
     out = json.loads(result.stdout)
     assert (out["global_batch_size"], out["micro_batch_size"]) == (512, 2)
     assert out["gradient_accumulation_steps"] == 128
+
+
+FSDP = (
+    "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n"
+    "  fsdp_sharding_strategy: FULL_SHARD\nnum_machines: 1\nnum_processes: 2\n"
+)
+
+
+def test_an_fsdp_job_is_said_to_run_unsharded_and_estimated_so(tmp_path, monkeypatch):
+    """Issue 35, item 3: the Trainer here runs plain DDP for a job that shards with FSDP; smoke
+    says so, and the estimate beside its peak counts no sharding (not the job's ZeRO-3-like
+    FULL_SHARD); a DeepSpeed job's own stage stays the estimate's."""
+    from translator.launch.preparing import prepare
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acc.yaml").write_text(FSDP)
+    (tmp_path / "job.sh").write_text(
+        f"#!/bin/bash\naccelerate launch --config_file acc.yaml {TRAIN}\n"
+    )
+    prepared = prepare(RunRequest("job.sh", None, 2, 1, 1, "tiny", 16, tmp_path / "w"))
+    (said,) = [f for f in prepared.findings if f.code == "smoke-sharding-not-run"]
+    assert "FSDP" in said.message and said.severity == "warning"
+    assert "zero_stage" not in prepared.trains
+    (tmp_path / "ds.json").write_text('{"zero_optimization": {"stage": 3}}')
+    (tmp_path / "job.sh").write_text(
+        f"#!/bin/bash\ndeepspeed --num_gpus 2 {TRAIN} --deepspeed ds.json\n"
+    )
+    prepared = prepare(RunRequest("job.sh", None, 2, 1, 1, "tiny", 16, tmp_path / "w"))
+    assert not [f for f in prepared.findings if f.code == "smoke-sharding-not-run"]
+    assert prepared.trains.get("zero_stage") == 3

@@ -21,6 +21,7 @@ from translator.rank.engines import (
     config_refusal,
     model_refusal,
     require_zero_packages,
+    runs_zero,
     shape_refusal,
     zero_stage,
 )
@@ -93,8 +94,11 @@ def prepare(request: RunRequest) -> Prepared:
         framework, source, text, spec, None if values is not None else inspection
     )
     findings = findings + more
+    ran = zero_stage(framework, config_text, partners)
     if not (remote and dry_run):
-        require_zero_packages(framework, zero_stage(framework, config_text, partners))
+        require_zero_packages(framework, ran)
+    trains, unsharded = _as_run(framework, trains, ran, path)
+    findings = findings + unsharded
     why = config_refusal(framework, config_text, partners, path, device)
     if chosen.config is not None:
         why = why or model_refusal(framework, spec, config_text)
@@ -143,6 +147,28 @@ def _engine_config(
     rendered = render(spec, own)
     said = own.loss_normalisation(None, spec) if own.loss_normalisation is not None else []
     return rendered.filename, rendered.text, {}, rendered.findings + said
+
+
+def _as_run(framework: str, trains: dict, ran: int | None, path: str) -> tuple[dict, list[Finding]]:
+    """How the run trains, where the job shards its model states other than through DeepSpeed
+    (FSDP: an accelerate config's ``distributed_type: FSDP``, the Trainer's ``--fsdp``, read as
+    the ZeRO stage it equals in memory): the engine that runs it under DeepSpeed or plain data
+    parallelism runs plain DDP (the Trainer on CPU: accelerate enables FSDP only on GPUs, and
+    smoke hands it none). Said, and the estimate beside the peak counts that unsharded run."""
+    stage = trains.get("zero_stage")
+    if not stage or ran is not None or not runs_zero(framework):
+        return trains, []
+    said = finding(
+        "smoke-sharding-not-run",
+        f"{path} shards its model states (FSDP, ZeRO stage {stage} in memory), which this "
+        "smoke run does not: the Trainer runs plain data parallelism (DDP) here, so the run "
+        "proves the samples of each step, not the job's memory (the estimate beside its peak "
+        "counts the unsharded run)",
+        hint=f"batchspec estimate {path} counts the job's sharding; run the job itself for its "
+        "peak memory",
+        where=path,
+    )
+    return {k: v for k, v in trains.items() if k not in ("zero_stage", "offload")}, [said]
 
 
 def _trains(read: FileRead, world: int) -> dict:

@@ -160,6 +160,12 @@ def zero_stage(name: str, config: str, partners: Mapping[str, str]) -> int | Non
     return None if stage is None else stage(config, partners)
 
 
+def runs_zero(name: str) -> bool:
+    """Whether the ``name`` engine runs DeepSpeed where its config names it (it says the ZeRO
+    stage it runs: :func:`zero_stage`)."""
+    return getattr(module(name), "zero_stage", None) is not None
+
+
 def model_refusal(name: str, spec, config: str) -> str | None:
     """Why the ``name`` engine cannot build the job's model for ``spec`` and the ``config``
     text it is fed (its module's optional ``refuse_model(spec, config)``), else None."""

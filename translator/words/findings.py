@@ -178,6 +178,11 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "info",
         "the smoke run starts another number of processes than the job: the batch it runs",
     ),
+    "smoke-sharding-not-run": (
+        "warning",
+        "the job shards its model states other than through DeepSpeed (FSDP), which the smoke run "
+        "does not: it proves the batch, not the job's memory",
+    ),
     "lr-scaling": (
         "warning",
         "the global batch differs from the batch the learning rate was tuned for",
