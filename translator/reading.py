@@ -7,6 +7,7 @@ character span of that literal, so ``update`` can change it and nothing else.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -308,6 +309,9 @@ class Call:
                     return Path(name), name
                 break
         candidates = [Path(name)] if Path(name).is_absolute() else [f / name for f in self.folders]
+        # ``clone/../file`` after ``cd clone`` (a repository the job clones first, not here):
+        # where bash finds it once the folder exists, read without it.
+        candidates += [n for c in candidates if ".." in c.parts and (n := _lexical(c)) != c]
         looked = ", ".join(str(c) for c in candidates)
         for candidate in candidates:
             try:
@@ -454,3 +458,8 @@ def run_folders() -> list[Path]:
     """Where a relative path a config names is opened first: the folders of
     :func:`running_in`, else the current folder."""
     return list(_RUN_FOLDERS.get() or (Path.cwd(),))
+
+
+def _lexical(path: Path) -> Path:
+    """``path`` with each ``folder/..`` removed as text (``os.path.normpath``)."""
+    return Path(os.path.normpath(path))

@@ -233,3 +233,26 @@ def test_a_tpu_slice_is_no_gpu_count(tmp_path, name, text):
     job = write(tmp_path, name, text)
     code, out = inspect(job, exits=(0, 1, 2))
     assert out["world_size"] is None and out["micro_batch_size"] == 2
+
+
+def test_a_file_named_through_a_cloned_folder_is_found_without_it(tmp_path, monkeypatch):
+    """``git clone X && cd X`` then ``../configs/sft.yaml``: the folder exists once the job has
+    cloned it; the file it names through it is the job's own, found here."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "sft.yaml").write_text(
+        "per_device_train_batch_size: 2\ngradient_accumulation_steps: 4\noutput_dir: o\n"
+    )
+    job = write(
+        tmp_path,
+        "launch.sh",
+        """
+        #!/bin/bash
+        git clone https://example.invalid/handbook.git
+        cd handbook
+        torchrun --nproc_per_node 2 scripts/run_sft.py ../configs/sft.yaml
+        """,
+    )
+    code, out = inspect(job.name)
+    assert (out["micro_batch_size"], out["gradient_accumulation_steps"]) == (2, 4)
+    assert out["global_batch_size"] == 16
