@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from translator.frameworks.deepspeed import config_json as deepspeed
+from translator.frameworks.shared.sources import list_source
 from translator.model.model_split import SplitRules
 from translator.reading import Call, Launch, Reading, Source, invalid_value
 from translator.words import parsing
@@ -191,14 +192,8 @@ def fixed_by(reading: Reading, partners: list[Reading], unknown: list[str]) -> F
                 where=ds.where(ds_key),
             )
         )
-        _list(reading, Source(FIELDS[key], count, f"{ds.where(ds_key)} {ds_key}"))
+        list_source(reading, Source(FIELDS[key], count, f"{ds.where(ds_key)} {ds_key}"))
     return out
-
-
-def _list(reading: Reading, source: Source) -> None:
-    """Add ``source`` to the reading's sources once (a reading may be interpreted again)."""
-    if source not in reading.sources:
-        reading.sources.append(source)
 
 
 def autotp(partners: list[Reading]) -> tuple[dict, list[Finding]]:
@@ -333,7 +328,7 @@ def _differs(reading: Reading, ds: Reading, key: str, hf_name: str) -> str:
     if hf_name in FIELDS:
         why = "the HF Trainer refuses it: it differs from TrainingArguments'"
         value = ds.values[key].value
-        _list(reading, Source(FIELDS[hf_name], value, f"{ds.where(key)} {key}", False, why))
+        list_source(reading, Source(FIELDS[hf_name], value, f"{ds.where(key)} {key}", False, why))
     return f"ds {key} at {ds.where(key)}, hf {hf_name} at {hf_at}"
 
 
