@@ -2,7 +2,10 @@
 ``KEY=VALUE`` overrides (the last one wins), ``--config-file`` YAML under them, ``nemo llm``'s
 NeMo-Run overrides, and ``update`` editing the literal an override's variable holds."""
 
-from run_batchspec import inspect, run
+import pytest
+from run_batchspec import codes, inspect, run
+
+from translator.frameworks.megatron_bridge import rules
 
 
 def write(folder, name: str, text: str):
@@ -30,14 +33,69 @@ def test_the_trailing_override_wins_over_the_runners_options(tmp_path):
     assert [s["where"] for s in lost] == [f"{tmp_path / 'run.sh'}:4 -gb"]
 
 
-def test_a_size_no_override_gives_is_the_recipes(tmp_path):
-    code, out = inspect(
-        write(tmp_path, "run.sh", RUNNER.replace(" model.context_parallel_size=1", ""))
-    )
-    assert code == 0 and out["gradient_accumulation_steps"] is None
+#: Recipe values as scripts/megatron_bridge_recipes.py writes them, for a recipe of these tests.
+TABLE = {
+    "toy_8b_pretrain_config": {
+        "dataset.seq_length": 8192,
+        "model.context_parallel_size": 2,
+        "model.pipeline_model_parallel_size": 4,
+        "train.micro_batch_size": 4,
+    }
+}
+#: A launch of that recipe on 16 GPUs that leaves the context-parallel size and the sequence to it.
+TOY = """\
+#!/bin/bash
+torchrun --nnodes 2 --nproc_per_node 8 scripts/training/run_recipe.py \\
+    --recipe toy_8b_pretrain_config \\
+    train.global_batch_size=256 train.micro_batch_size=2 \\
+    model.tensor_model_parallel_size=2 model.pipeline_model_parallel_size=2
+"""
+
+
+@pytest.fixture
+def table(monkeypatch):
+    monkeypatch.setattr(rules, "RECIPES", TABLE)
+
+
+def shown(out: dict, field: str) -> list[str]:
+    return [s["where"] for s in out["sources"] if s["field"] == field and s["won"]]
+
+
+def test_a_size_the_launch_leaves_out_is_the_recipe_functions(tmp_path, table):
+    code, out = inspect(write(tmp_path, "run.sh", TOY))
+    assert code == 0
+    assert (out["context_parallel_size"], out["sequence_length"]) == (2, 8192)
+    assert (out["data_parallel_size"], out["gradient_accumulation_steps"]) == (2, 64)
+    version = f"Megatron-Bridge {rules.SOURCE.rpartition('@')[2][:7]}"
+    assert shown(out, "context_parallel_size") == [f"the recipe toy_8b_pretrain_config ({version})"]
+    (note,) = [f for f in out["findings"] if f["code"] == "megatron-bridge-recipe-table"]
+    assert "model.context_parallel_size = 2" in note["message"] and rules.SOURCE in note["message"]
+    assert "megatron-bridge-recipe-value" not in codes(out)
+
+
+def test_a_recipe_the_table_does_not_hold_leaves_its_sizes_unknown(tmp_path, table):
+    known = inspect(write(tmp_path, "known.sh", TOY))[1]
+    other = TOY.replace("toy_8b_pretrain_config", "my_own_recipe_config")
+    code, out = inspect(write(tmp_path, "other.sh", other))
+    assert known["data_parallel_size"] == 2
+    assert code == 0 and out["context_parallel_size"] is None
+    assert out["data_parallel_size"] is None and out["gradient_accumulation_steps"] is None
     (note,) = [f for f in out["findings"] if f["code"] == "megatron-bridge-recipe-value"]
     assert "model.context_parallel_size" in note["message"]
-    assert "llama3_8b_pretrain_config" in note["message"]
+    assert "my_own_recipe_config" in note["message"]
+    assert "megatron-bridge-recipe-table" not in codes(out)
+
+
+def test_the_launchs_overrides_and_the_command_line_win_over_the_recipe(tmp_path, table):
+    job = write(tmp_path, "run.sh", TOY)
+    out = inspect(job, "--cp", "1")[1]
+    # the table's PP 4, micro-batch 4 and CP 2 lose to the overrides' 2, 2 and --cp 1
+    assert (out["pipeline_parallel_size"], out["micro_batch_size"]) == (2, 2)
+    assert (out["context_parallel_size"], out["data_parallel_size"]) == (1, 4)
+    assert out["sequence_length"] == 8192
+    assert shown(out, "pipeline_parallel_size") == [f"{job}:5 model.pipeline_model_parallel_size"]
+    (note,) = [f for f in out["findings"] if f["code"] == "megatron-bridge-recipe-table"]
+    assert note["message"].startswith("dataset.seq_length = 8192 is the recipe")
 
 
 def test_a_positional_word_is_refused_as_the_runner_refuses_it(tmp_path):

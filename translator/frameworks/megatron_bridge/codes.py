@@ -19,6 +19,12 @@ CODES: dict[str, tuple[Severity, str]] = {
         "a batch or parallel key the override file or launch does not set is the Python "
         "recipe's, unknown here",
     ),
+    "megatron-bridge-recipe-table": (
+        "info",
+        "a batch or parallel key the launch does not set is the one its recipe's function sets "
+        "at the Megatron-Bridge commit batchspec's table was read from (another version may "
+        "differ)",
+    ),
     "megatron-bridge-accumulation-implied": (
         "info",
         "no accumulation key: megatron-core runs global / (micro x data-parallel) micro-batches, "

@@ -12,7 +12,8 @@
 
 Any other program counts as this framework's when it is given dotted overrides of these keys
 or a ``--config-file`` that is a Megatron-Bridge/NeMo config. What neither the overrides nor
-the file set is the Python recipe's: unknown (:func:`.rules.interpret`).
+the file set is the Python recipe's: its function's literal where the recipe table holds it,
+else unknown (:func:`.rules.interpret`).
 """
 
 from __future__ import annotations

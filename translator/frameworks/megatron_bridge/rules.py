@@ -5,7 +5,9 @@ megatron-core's micro-batch calculator (``global / (micro × DP)`` micro-batches
 - **Megatron-Bridge** (``ConfigContainer``): ``train.global_batch_size``,
   ``train.micro_batch_size``, ``model.tensor_model_parallel_size`` ... A YAML override file (or
   a launch's ``key=value`` overrides, :mod:`.program`) is applied over a Python recipe, so a key
-  it does not set is the recipe's: unknown here, never a default.
+  it does not set is the recipe's: the value the recipe's function sets where
+  :mod:`.recipe_values` (read from Megatron-Bridge's source) holds it, else unknown, never a
+  default.
 - **NeMo 2** (a NeMo-Run recipe's tree): ``data.global_batch_size``, ``data.micro_batch_size``,
   ``trainer.strategy.tensor_model_parallel_size`` ..., the world ``trainer.devices ×
   trainer.num_nodes``, ``trainer.accumulate_grad_batches`` kept at 1; also a recipe's values.
@@ -19,8 +21,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from translator.frameworks.megatron_bridge.recipe_values import RECIPES, SOURCE
 from translator.frameworks.shared import loss, mcore_schedule
-from translator.reading import Launch, Note, Reading, Value, invalid_value, typo_findings
+from translator.frameworks.shared.sources import list_source
+from translator.reading import Launch, Note, Reading, Source, Value, invalid_value, typo_findings
 from translator.spec import BatchSpec
 from translator.words import parsing
 from translator.words.errors import InputError
@@ -365,7 +369,9 @@ def interpret(reading: Reading, launch: Launch) -> tuple[dict, list[Finding]]:
         else:
             values[field] = v.value
     findings += _blank_world(reading, gen)
-    findings += _absent(reading, gen, absent, values, launch)
+    taken = _from_recipe(reading, gen, values, launch)
+    findings += _recipe_note(reading, taken)
+    findings += _absent(reading, gen, [k for k in absent if k not in taken], values, launch)
     findings += _generation_note(reading, gen)
     findings += _overwritten(reading, gen)
     findings += _accumulation(reading)
@@ -423,16 +429,68 @@ def _unknown(key: str, v: Value, reading: Reading) -> Finding:
     )
 
 
+def _given(launch: Launch) -> dict[str, int | None]:
+    """The parallel sizes the command line gives (``--tp``), which win over the job's recipe."""
+    return {field: getattr(launch, field) for field in SIZES}
+
+
+def _recipe_name(reading: Reading) -> str | None:
+    """The Megatron-Bridge recipe a launch runs (``--recipe NAME``), when it is written."""
+    recipe = reading.values.get("--recipe")
+    return recipe.value if recipe is not None and isinstance(recipe.value, str) else None
+
+
+def _from_recipe(reading: Reading, gen: Generation, values: dict, launch: Launch) -> dict[str, int]:
+    """The values a Megatron-Bridge launch leaves to a recipe whose function sets them
+    (:mod:`.recipe_values`), in ``values`` and listed as the recipe's: key -> value. Neither the
+    job's keys nor the command line's sizes are replaced."""
+    name = _recipe_name(reading)
+    if gen is not BRIDGE or name not in RECIPES:
+        return {}
+    given = _given(launch)
+    taken = {
+        key: value
+        for key, value in RECIPES[name].items()
+        if key in gen.fields and key not in reading.values and given.get(gen.fields[key]) is None
+    }
+    for key, value in taken.items():
+        values[gen.fields[key]] = value
+        list_source(reading, Source(gen.fields[key], value, f"the recipe {name} ({_version()})"))
+    return taken
+
+
+def _version() -> str:
+    """The Megatron-Bridge commit the recipe table was read from, short (``Megatron-Bridge
+    067f987``)."""
+    return f"Megatron-Bridge {SOURCE.rpartition('@')[2][:7]}"
+
+
+def _recipe_note(reading: Reading, taken: dict[str, int]) -> list[Finding]:
+    """The values taken from the recipe's function: that Megatron-Bridge commit's."""
+    if not taken:
+        return []
+    shown = ", ".join(f"{key} = {value}" for key, value in taken.items())
+    one = len(taken) == 1
+    return [
+        finding(
+            "megatron-bridge-recipe-table",
+            f"{shown} {'is' if one else 'are'} the recipe {_recipe_name(reading)}'s: its function "
+            f"sets {'it' if one else 'them'} in {_version()} ({SOURCE}); a job that runs another "
+            "Megatron-Bridge version may get other values",
+            hint=f"add {' '.join(f'{k}={v}' for k, v in taken.items())} to the launch's overrides "
+            f"to keep {'it' if one else 'them'} whatever the version",
+            where=reading.path,
+        )
+    ]
+
+
 def _absent(
     reading: Reading, gen: Generation, absent: list[str], values: dict, launch: Launch
 ) -> list[Finding]:
-    """Keys the file (or the job's overrides) leaves to the Python recipe: unknown, unless the
-    command line gives the size (``--tp``); NeMo 1's missing batch keys are missing."""
-    given = {
-        "tensor_parallel_size": launch.tensor_parallel_size,
-        "pipeline_parallel_size": launch.pipeline_parallel_size,
-        "context_parallel_size": launch.context_parallel_size,
-    }
+    """Keys the file (or the job's overrides) leaves to the Python recipe and the recipe table
+    does not give: unknown, unless the command line gives the size (``--tp``); NeMo 1's missing
+    batch keys are missing."""
+    given = _given(launch)
     left = [k for k in absent if given.get(gen.fields[k]) is None]
     if not gen.recipe or not left:
         return []
