@@ -57,7 +57,7 @@ def test_fields_split_as_bash_reads():
     assert fields("1::3", ":", 3) == ["1", "", "3"]
 
 
-def test_a_loop_over_layouts_is_read_with_its_last_launch_and_says_so(tmp_path):
+def test_a_loop_over_layouts_is_read_as_its_first_round_and_says_so(tmp_path):
     job = tmp_path / "sweep.sh"
     job.write_text(
         "#!/bin/bash\n"
@@ -69,7 +69,8 @@ def test_a_loop_over_layouts_is_read_with_its_last_launch_and_says_so(tmp_path):
         "done\n"
     )
     out = inspected(job)
-    assert (out["tensor_parallel_size"], out["pipeline_parallel_size"]) == (1, 2)
+    assert (out["tensor_parallel_size"], out["pipeline_parallel_size"]) == (2, 1)
     assert (out["data_parallel_size"], out["gradient_accumulation_steps"]) == (4, 4)
     several = [f for f in out["findings"] if f["code"] == "job-launches-several"]
     assert several and "2 times" in several[0]["message"]
+    assert "read as the first round of its loop" in several[0]["message"]

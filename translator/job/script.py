@@ -102,9 +102,11 @@ def read_job(
     if not claimed:
         commands = {c for f in readers for c in f.commands}
         return _without_launch(text, path, frameworks, sorted(commands), unread, script)
-    setting = [c for c in claimed if _sets(c[2])]
-    index, chosen, reading, call = (setting or claimed)[-1]
-    _launched_again(reading, call, [c for c in setting or claimed if c[1] is chosen])
+    setting = [c for c in claimed if _sets(c[2])] or claimed
+    last = setting[-1]
+    # the rounds of a loop launch from one line: the first round is what the job runs first
+    index, chosen, reading, call = next(c for c in setting if _site(c) == _site(last))
+    _launched_again(reading, call, [c for c in setting if c[1] is chosen])
     if script.folders[index] is None:
         reading.notes.append(
             Note(
@@ -425,20 +427,28 @@ def launcher_config(reading: Reading, call: Call, sizes: launchers.Sizes, config
     )
 
 
+def _site(claim: tuple) -> tuple[str, int]:
+    """Where a claimed launch stands: its file and line."""
+    return claim[3].path, claim[3].line
+
+
 def _launched_again(reading: Reading, call: Call, launches: list[tuple]) -> None:
     """A warning when the script trains several times in turn with other values (a loop over
-    parallel layouts): the reading is its last launch's."""
+    parallel layouts): the reading is its last launch line's (a loop's: its first round)."""
     values = [{k: v.value for k, v in c[2].values.items()} for c in launches]
     if len(launches) < 2 or all(v == values[-1] for v in values):
         return
     lines = sorted({c[3].line for c in launches})
     at = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
     changed = sorted(k for k in values[-1] if any(v.get(k) != values[-1][k] for v in values))
+    read_as = (
+        "the first round of its loop" if len(lines) == 1 else f"its launch on line {call.line}"
+    )
     reading.findings.append(
         finding(
             "job-launches-several",
             f"the script launches {call.program} {len(launches)} times ({at}), with other "
-            f"{', '.join(changed)} each time: read as its last launch",
+            f"{', '.join(changed)} each time: read as {read_as}",
             hint="inspect a copy of the script that launches the one you mean",
             where=f"{call.path}:{call.line}",
         )

@@ -112,7 +112,7 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
     "job-launches-several": (
         "warning",
         "the script trains several times in turn with other values (a loop over layouts): "
-        "read as its last launch",
+        "read as its last launch line, a loop's first round",
     ),
     "job-definition": (
         "info",
