@@ -256,3 +256,33 @@ def test_a_file_named_through_a_cloned_folder_is_found_without_it(tmp_path, monk
     code, out = inspect(job.name)
     assert (out["micro_batch_size"], out["gradient_accumulation_steps"]) == (2, 4)
     assert out["global_batch_size"] == 16
+
+
+ACCELERATE_YAML = (
+    "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\nnum_processes: 8\n"
+)
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        (
+            "axolotl.yml",
+            "base_model: m\nmicro_batch_size: 2\ngradient_accumulation_steps: 4\n"
+            "deepspeed: acc.yaml\ndatasets:\n  - path: x\n    type: alpaca\n",
+        ),
+        (
+            "launch.sh",
+            "#!/bin/bash\ntorchrun --nproc_per_node 2 train.py --output_dir o \\\n"
+            "  --per_device_train_batch_size 2 --gradient_accumulation_steps 4 --deepspeed acc.yaml\n",
+        ),
+    ],
+)
+def test_a_deepspeed_key_naming_an_accelerate_yaml_is_an_error(tmp_path, monkeypatch, name, text):
+    """Issue 34, item 8: the Trainer and Axolotl json.load the file ``deepspeed`` names; an
+    accelerate YAML there stops the run, so the job is wrong (exit 1), not unreadable (2)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acc.yaml").write_text(ACCELERATE_YAML)
+    (tmp_path / name).write_text(text)
+    code, out = inspect(name, "--world-size", "2", exits=(1,))
+    assert "deepspeed-config-unreadable" in [f["code"] for f in out["findings"]]

@@ -26,6 +26,7 @@ def read_job_file(
     kind: str,
     reads_as: str,
     where: str,
+    unreadable: str = "job-file-unreadable",
 ) -> tuple[Path, T] | str:
     """The file a launch names as ``name``, read: ``(its path, what parse made of its text)``.
 
@@ -33,8 +34,9 @@ def read_job_file(
     ``Call.locate`` answers; ``parse`` takes the text and the path, and raises
     :class:`InputError` on a file it cannot read. A file not found, or one that cannot be read
     or parsed, is a warning on ``reading`` at ``where`` (naming it as ``kind`` ``name``: "the
-    torchtune config x.yaml"), and the answer is then why its values are unknown: ``"unknown:
-    NAME is not found"`` or ``"unknown: NAME does not read as READS_AS"``."""
+    torchtune config x.yaml"; one that does not read is the finding ``unreadable``, an error
+    where the program stops on it), and the answer is then why its values are unknown:
+    ``"unknown: NAME is not found"`` or ``"unknown: NAME does not read as READS_AS"``."""
     found, looked = located
     if found is None:
         reading.findings.append(not_found(f"{kind} {name}", looked, where))
@@ -42,5 +44,5 @@ def read_job_file(
     try:
         return found, parse(read_text(found), str(found))
     except InputError as exc:
-        reading.findings.append(finding("job-file-unreadable", str(exc), where=where))
+        reading.findings.append(finding(unreadable, str(exc), where=where))
         return f"unknown: {name} does not read as {reads_as}"

@@ -105,6 +105,11 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "a file the job names is not where it was looked for; what it sets is unknown",
     ),
     "job-file-unreadable": ("warning", "a file the job names does not read as its program's"),
+    "deepspeed-config-unreadable": (
+        "error",
+        "the DeepSpeed config a file names does not read as JSON (an accelerate YAML, say): the "
+        "Trainer and Axolotl json.load it, and the run stops",
+    ),
     "job-defaults": (
         "info",
         "the batch rests on defaults the script takes when a variable or argument is not set",

@@ -22,8 +22,14 @@ from translator.frameworks.shared.sources import list_source
 from translator.model.model_split import SplitRules
 from translator.reading import Call, Launch, Reading, Source, invalid_value
 from translator.words import parsing
+from translator.words.errors import InputError
 from translator.words.files import read_text
 from translator.words.findings import Finding, finding
+
+#: A DeepSpeed config named that does not read: the program stops on it.
+UNREADABLE = "deepspeed-config-unreadable"
+#: What the frameworks do with it, said after why it does not read.
+STOPS = " (the Trainer and Axolotl json.load it: the run stops there)"
 
 
 def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> None:
@@ -70,7 +76,10 @@ def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> N
             )
         )
         return
-    reading.partners.append(deepspeed.read(read_text(path), str(path)))
+    try:
+        reading.partners.append(deepspeed.read(read_text(path), str(path)))
+    except InputError as exc:
+        reading.findings.append(finding(UNREADABLE, f"{exc}{STOPS}", where=where))
 
 
 def read_named(reading: Reading, call: Call) -> None:
@@ -99,6 +108,7 @@ def read_located(reading: Reading, call: Call, name: str, where: str) -> None:
         kind="the DeepSpeed config",
         reads_as="a DeepSpeed JSON",
         where=where,
+        unreadable=UNREADABLE,
     )
     if not isinstance(opened, str):
         reading.partners.append(opened[1])
