@@ -109,56 +109,31 @@ def test_another_sourced_file_not_found_still_makes_the_variables_unknown(tmp_pa
     assert out["world_size"] is None
 
 
-def test_a_trainjob_leaves_processes_per_node_to_its_runtime(tmp_path):
-    """No GPUs asked for and no ``numProcPerNode``: the runtime's torchrun settings
-    (``PET_NPROC_PER_NODE``) are set, to a value this file does not give (torchrun's own
-    default of 1 does not apply)."""
-    job = write(
-        tmp_path,
-        "trainjob.yaml",
-        """
-        apiVersion: trainer.kubeflow.org/v1alpha1
-        kind: TrainJob
-        metadata:
-          name: multi-node
-        spec:
-          runtimeRef:
-            name: torch-distributed
-          trainer:
-            numNodes: 3
-            command:
-              - torchrun
-              - my_train.py
-        """,
-    )
-    code, out = inspect(job, exits=(2,))
-    assert out["world_size"] is None
+TRAINJOB = """apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: multi-node
+spec:
+  runtimeRef:
+    name: torch-distributed
+  trainer:
+    numNodes: {nodes}
+{resources}    command:
+      - torchrun
+      - my_train.py
+"""
+GPUS = "    resourcesPerNode:\n      limits:\n        nvidia.com/gpu: 4\n"
 
 
-def test_a_trainjob_with_gpus_has_its_world(tmp_path):
-    job = write(
-        tmp_path,
-        "trainjob.yaml",
-        """
-        apiVersion: trainer.kubeflow.org/v1alpha1
-        kind: TrainJob
-        metadata:
-          name: multi-node
-        spec:
-          runtimeRef:
-            name: torch-distributed
-          trainer:
-            numNodes: 2
-            resourcesPerNode:
-              limits:
-                nvidia.com/gpu: 4
-            command:
-              - torchrun
-              - my_train.py
-        """,
-    )
+@pytest.mark.parametrize("nodes, resources, world", [(3, "", None), (2, GPUS, 8)])
+def test_a_trainjob_has_the_world_its_runtime_and_gpus_give(tmp_path, nodes, resources, world):
+    """With GPUs asked for, ``numProcPerNode`` (auto) is the pod's GPUs; without, the runtime's
+    torchrun settings (``PET_NPROC_PER_NODE``) are set to a value this file does not give, and
+    torchrun's own default of 1 does not apply."""
+    job = tmp_path / "trainjob.yaml"
+    job.write_text(TRAINJOB.format(nodes=nodes, resources=resources))
     code, out = inspect(job, exits=(2,))
-    assert out["world_size"] == 8
+    assert out["world_size"] == world
 
 
 def test_overrides_after_config_are_not_a_trl_config_file(tmp_path):

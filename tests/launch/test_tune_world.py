@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from paths import ROOT
+from test_named_model import TINY
 
 from translator.batch.tuning import Candidate, Probe, Search, budget
 from translator.launch import tune
@@ -20,18 +21,6 @@ from translator.words.errors import ConfigError
 
 pytestmark = pytest.mark.framework
 
-#: The tiny Llama of issue 27 (156,480 parameters).
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 172,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "vocab_size": 512,
-    "tie_word_embeddings": False,
-}
 ZERO2_AUTO = (
     '{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", '
     '"gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}'

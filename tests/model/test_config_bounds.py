@@ -10,19 +10,8 @@ from pathlib import Path
 
 import pytest
 from run_batchspec import inspected, run
+from test_named_model import TINY
 
-#: The tiny Llama of issue 27.
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 172,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "vocab_size": 512,
-    "tie_word_embeddings": False,
-}
 JOB = (
     "#!/bin/bash\ntorchrun --nproc_per_node 8 train.py --per_device_train_batch_size 2 "
     "--gradient_accumulation_steps 1 --model_name_or_path {name}\n"
