@@ -7,8 +7,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
-from tests.run_batchspec import inspect
+from run_batchspec import inspect
 
 
 def write(tmp_path, name: str, text: str):

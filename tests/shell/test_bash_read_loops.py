@@ -4,8 +4,8 @@
 
 import pytest
 from real_bash import HAS_BASH, bash_words, consistent
+from run_batchspec import inspected
 
-from tests.run_batchspec import inspected
 from translator.shell import parse
 from translator.shell.read_line import fields
 

@@ -107,8 +107,8 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
     "job-file-unreadable": ("warning", "a file the job names does not read as its program's"),
     "deepspeed-config-unreadable": (
         "error",
-        "the DeepSpeed config a file names does not read as JSON (an accelerate YAML, say): the "
-        "Trainer and Axolotl json.load it, and the run stops",
+        "the DeepSpeed config a file names is a YAML, not JSON: the Trainer and Axolotl "
+        "json.load it, and the run stops",
     ),
     "job-defaults": (
         "info",

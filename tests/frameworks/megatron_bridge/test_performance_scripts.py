@@ -5,7 +5,7 @@ and what they do not give is the performance recipe's (unknown, never a default)
 
 from __future__ import annotations
 
-from tests.run_batchspec import inspect
+from run_batchspec import inspect
 
 
 def job(tmp_path, text: str):

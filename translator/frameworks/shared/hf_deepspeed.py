@@ -26,7 +26,7 @@ from translator.words.errors import InputError
 from translator.words.files import read_text
 from translator.words.findings import Finding, finding
 
-#: A DeepSpeed config named that does not read: the program stops on it.
+#: A DeepSpeed config named that is a YAML, not JSON: the program stops on it.
 UNREADABLE = "deepspeed-config-unreadable"
 #: What the frameworks do with it, said after why it does not read.
 STOPS = " (the Trainer and Axolotl json.load it: the run stops there)"
@@ -76,10 +76,22 @@ def read_partner(reading: Reading, target, bases: list[Path] | None = None) -> N
             )
         )
         return
+    text = read_text(path)
     try:
-        reading.partners.append(deepspeed.read(read_text(path), str(path)))
+        reading.partners.append(deepspeed.read(text, str(path)))
     except InputError as exc:
+        if not _yaml_mapping(text, str(path)):
+            raise  # not text, or nothing a config could be: the input cannot be used
         reading.findings.append(finding(UNREADABLE, f"{exc}{STOPS}", where=where))
+
+
+def _yaml_mapping(text: str, where: str) -> bool:
+    """Whether ``text`` reads as a YAML mapping (an accelerate config where a DeepSpeed JSON
+    belongs: a job that is wrong, not a file that cannot be used)."""
+    try:
+        return isinstance(parsing.load_yaml(text, where).data, dict)
+    except InputError:
+        return False
 
 
 def read_named(reading: Reading, call: Call) -> None:
