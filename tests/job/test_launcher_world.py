@@ -260,3 +260,32 @@ def test_a_deepspeed_key_naming_an_accelerate_yaml_is_an_error(tmp_path, monkeyp
     (tmp_path / name).write_text(text)
     code, out = inspect(name, "--world-size", "2", exits=(1,))
     assert "deepspeed-config-unreadable" in [f["code"] for f in out["findings"]]
+
+
+def test_one_generic_trainer_field_does_not_make_a_trainer_program(tmp_path):
+    """A custom FSDP loop taking ``--max_steps`` (a TrainingArguments field too) and its own
+    ``--train_batch_size`` is no HF Trainer program: exit 2, its launcher's world stated, no
+    data-parallel size of a Trainer it does not run; two Trainer fields, or one that names its
+    batch or output folder, still are."""
+    custom = write(
+        tmp_path,
+        "custom.sh",
+        """
+        #!/bin/bash
+        torchrun --nnodes 4 --nproc_per_node 8 train.py --max_steps=50 --train_batch_size=1 \\
+            --sharding_strategy=full --num_layers=32
+        """,
+    )
+    code, out = inspect(custom, exits=(2,))
+    assert out["framework"] is None and out["data_parallel_size"] is None
+    assert out["world_size"] == 32
+    trainer = write(
+        tmp_path,
+        "trainer.sh",
+        """
+        #!/bin/bash
+        torchrun --nproc_per_node 8 train.py --max_steps 50 --logging_steps 10
+        """,
+    )
+    code, out = inspect(trainer, exits=(0, 1))
+    assert out["framework"] == "hf"

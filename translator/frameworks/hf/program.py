@@ -1,5 +1,6 @@
-"""A Hugging Face Trainer program in a launch script: any program given TrainingArguments flags
-(``train.py --per_device_train_batch_size 4 --deepspeed ds.json``), one whose single argument
+"""A Hugging Face Trainer program in a launch script: a program given TrainingArguments flags
+(``train.py --per_device_train_batch_size 4 --deepspeed ds.json``; one that names the batch,
+DeepSpeed or the output folder, or two others), one whose single argument
 is a TrainingArguments JSON or YAML, and the ``trl`` command-line tool (``trl sft --config
 x.yaml --flag v``).
 
@@ -46,6 +47,14 @@ MARKS = {
     "gradient_checkpointing",
     "report_to",
 }
+#: The marks that alone make a program a Trainer's: its batch, DeepSpeed, its output folder.
+CLAIMS = {
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "deepspeed",
+    "auto_find_batch_size",
+    "output_dir",
+}
 #: The batch flags: a missing one is the program's own default (unknown).
 BATCH = ("per_device_train_batch_size", "gradient_accumulation_steps")
 #: Flags read beside the batch ones (as the TrainingArguments YAML reader reads them).
@@ -82,7 +91,7 @@ def program(call: Call) -> Reading | None:
     arguments = call.arguments[1:] if tool and call.arguments else call.arguments
     flags, positional, opaque = _parse(arguments)
     named = _arguments_file(flags, positional, tool) or _named_arguments(call, flags, positional)
-    if not tool and named is None and not any(f.key in MARKS for f in flags):
+    if not tool and named is None and not _trainer_flags(flags):
         return None
     reading = Reading(call.path, hf_trainer.NAME, call.text)
     reading.opaque = opaque
@@ -98,6 +107,14 @@ def program(call: Call) -> Reading | None:
     _deepspeed(reading, call)
     _world(reading, call, tool)
     return reading
+
+
+def _trainer_flags(flags: list[ArgumentFlag]) -> bool:
+    """Whether a program's flags are TrainingArguments': one that names the Trainer's batch,
+    DeepSpeed or output folder (:data:`CLAIMS`), or two of its other fields (:data:`MARKS`). One
+    such as ``--max_steps`` alone is any training script's (a custom FSDP loop takes it too)."""
+    keys = {f.key for f in flags}
+    return bool(keys & CLAIMS) or len(keys & MARKS) >= 2
 
 
 def _parse(words: list[Word]) -> tuple[list[ArgumentFlag], list[Word], list[str]]:
