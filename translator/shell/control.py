@@ -100,11 +100,7 @@ class Control(Walk):
     def _no_items(self, node, env: Env, src: ScriptText) -> bool:
         """Whether a ``for`` loop's words are none when run as read (``"$@"`` with no
         arguments, ``$X`` never set)."""
-        values = [
-            c
-            for i, c in enumerate(node.children)
-            if node.field_name_for_child(i) == "value" and c.is_named
-        ]
+        values = _values(node)
         if not values:
             args = env.get("@")  # no ``in``: ``"$@"``
             return args is None or isinstance(args, Var) and arrays.count(args) == 0
@@ -114,11 +110,7 @@ class Control(Walk):
     def _items(self, node, env: Env, src: ScriptText) -> list[tuple] | None:
         """The words a ``for ... in WORDS`` loop goes over, each as ``(pieces, line)``, when
         every one is known and so is their count (at most MAX_LOOPS); else ``None``."""
-        values = [
-            c
-            for i, c in enumerate(node.children)
-            if node.field_name_for_child(i) == "value" and c.is_named
-        ]
+        values = _values(node)
         if not values:
             return None
         items: list[tuple] = []
@@ -212,3 +204,12 @@ class Control(Walk):
             self.statement(right, env, src)
         elif runs is None:
             self.branches(env, [[right], None], src, src.line(node.start_byte), f"the {op}")
+
+
+def _values(node) -> list:
+    """The words of a ``for NAME in WORDS`` loop, as nodes (none: the loop has no ``in``)."""
+    return [
+        c
+        for i, c in enumerate(node.children)
+        if node.field_name_for_child(i) == "value" and c.is_named
+    ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from translator.shell import arrays
 from translator.shell.assign import TARGET
-from translator.shell.values import Env, Piece, Word, merge_sources
+from translator.shell.values import Env, Piece, Word, merge_sources, text_of
 
 #: What bash's ``IFS`` is when the script does not set it.
 DEFAULT_IFS = " \t\n"
@@ -64,11 +64,11 @@ def read_herestring(
     Whether it was followed (``text`` known, options and names plain): else the names stay
     unknown, as for any ``read``."""
     names = read_names(words)
-    known = "".join(p.text for p in text if p.text is not None)
-    if names is None or any(p.text is None for p in text):
+    given = text_of(text)
+    if names is None or given is None:
         return False
     sources = merge_sources(text)
-    values = fields(known.split("\n", 1)[0], DEFAULT_IFS if ifs is None else ifs, len(names))
+    values = fields(given.split("\n", 1)[0], DEFAULT_IFS if ifs is None else ifs, len(names))
     for name, value in zip(names, values):
         arrays.set_scalar(env, name, (Piece(value, None, None, sources),), False, line)
     return True

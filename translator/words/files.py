@@ -104,7 +104,7 @@ def read_text(path: str | Path) -> str:
     given = _READ_AS.get()
     if given and (real := os.path.realpath(path)) in given:
         return given[real]
-    file = os.path.realpath(path) if os.path.islink(path) else os.fspath(path)
+    file = _target(path)
     folder = os.path.dirname(file) or "."
     if os.path.lexists(os.path.join(folder, JOURNAL)):
         recover(folder)
@@ -117,7 +117,7 @@ def read_text(path: str | Path) -> str:
             st = os.fstat(fd)
             _require_regular(path, st)
             data = _read_at_most(fd, MAX_BYTES + 1)
-            _SEEN[_place(file)] = _identity(st)
+            _SEEN[_place_of(file)] = _identity(st)
         finally:
             os.close(fd)
     except OSError as exc:
@@ -300,11 +300,21 @@ def _move_into_place(plans: list[_Plan]) -> None:
             p.kept = None
 
 
+def _target(path: str | Path) -> str:
+    """The file ``path`` names: through a link at ``path`` itself, the link's target (a link
+    among its folders leads to the same folder either way)."""
+    return os.path.realpath(path) if os.path.islink(path) else os.fspath(path)
+
+
 def _place(path: str | Path) -> tuple[int, int, str]:
     """Which file ``path`` is, however its folder is reached (a link to it, ``..``): the
     folder's device and inode and the file's name (through a link at ``path`` itself, its
     target's). A stat or two, where ``os.path.realpath`` takes one per folder of the path."""
-    file = os.path.realpath(path) if os.path.islink(path) else os.fspath(path)
+    return _place_of(_target(path))
+
+
+def _place_of(file: str) -> tuple[int, int, str]:
+    """:func:`_place` of a path that is no link itself (:func:`_target`'s answer)."""
     folder = os.stat(os.path.dirname(file) or ".")
     return folder.st_dev, folder.st_ino, os.path.basename(file)
 
