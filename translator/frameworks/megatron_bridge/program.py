@@ -77,7 +77,7 @@ def program(call: Call) -> Reading | None:
     reading = Reading(call.path, rules.NAME, call.text)
     loose = _arguments(reading, call, words)
     if name == EXPERIMENT:
-        _experiment_world(reading, call, words)
+        _experiment_world(reading, call)
     if name == RUNNER and loose:
         shown = " ".join(w.text or "" for w in loose)
         reading.findings.append(
@@ -126,7 +126,9 @@ def _arguments(reading: Reading, call: Call, words: list[Word]) -> list[Word]:
             _unknown_word(reading, word)
             continue
         flag, eq, inline = text.partition("=")
-        if flag.startswith("-") and (flag in OPTIONS or flag in RECIPE or flag in CONFIG):
+        if flag.startswith("-") and (
+            flag in OPTIONS or flag in RECIPE or flag in CONFIG or flag in NUM_GPUS
+        ):
             value: Word | None = Word(inline, word.line, None, sources=word.sources) if eq else None
             if value is None and i < len(words):
                 value, i = words[i], i + 1
@@ -137,6 +139,8 @@ def _arguments(reading: Reading, call: Call, words: list[Word]) -> list[Word]:
             elif flag in RECIPE:
                 named = rules.FACTORY if flag in ("--factory", "-f") else "--recipe"
                 reading.values[named] = Value(value.text, value.line)
+            elif flag in NUM_GPUS:  # setup_experiment.py's world (:func:`_experiment_world`)
+                reading.values[NUM_GPUS[1]] = _parsed(value, None)
             else:
                 raw = value.text or ""
                 span = value_span(word, inline, call) if eq else value_span(value, raw, call)
@@ -212,26 +216,18 @@ def _set(
     reading.set_later(key, value, FIELDS.get(key), shown, why)
 
 
-def _experiment_world(reading: Reading, call: Call, words: list[Word]) -> None:
+def _experiment_world(reading: Reading, call: Call) -> None:
     """``setup_experiment.py``'s world: the ``--num_gpus`` it submits the run on (not the one
-    process of the python that runs it); unknown when that is not a number."""
-    given = None
-    for i, word in enumerate(words):
-        flag, eq, inline = (word.text or "").partition("=")
-        if flag in NUM_GPUS:
-            value = (
-                Word(inline, word.line) if eq else (words[i + 1] if i + 1 < len(words) else None)
-            )
-            given = (value, flag) if value is not None else given
-    value = given[0] if given else None
-    if value is None or value.text is None or not value.text.isdigit() or int(value.text) < 1:
-        why = "is not given" if value is None else f"is {value.why_unknown or repr(value.text)}"
+    process of the python that runs it); unknown when that is not a count."""
+    given = reading.values.get(NUM_GPUS[1])
+    if given is None or given.count is None:
+        why = "is not given" if given is None else f"is {given.why_unknown or repr(given.value)}"
         reading.world_unknown = Note(
             call.line, f"setup_experiment.py submits the run on --num_gpus GPUs, which {why}"
         )
         return
-    reading.world_size = int(value.text)
-    shown = f"{call.path}:{value.line} {given[1] if given else NUM_GPUS[1]} (setup_experiment.py)"
+    reading.world_size = given.count
+    shown = f"{call.path}:{given.line} {NUM_GPUS[1]} (setup_experiment.py)"
     reading.sources.append(Source("world_size", reading.world_size, shown))
 
 
