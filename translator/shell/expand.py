@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from dataclasses import replace
 
 from translator.shell import arith, arrays
 from translator.shell.fields import BREAK, At, joined, split_fields
@@ -192,6 +193,7 @@ class Expander:
             if not quoted and kind in SPLITS:
                 ifs = env.get("IFS") is not None  # the script's own IFS: not followed
                 self.spread |= any(_may_split(seg, ifs) for seg in out)
+                return [_splitting(seg) for seg in out]
             return out
         if not node.named_children:
             return [_verbatim(src, node.start_byte, node.end_byte, raw)]
@@ -560,6 +562,15 @@ def _may_split(segment, ifs: bool) -> bool:
             return False
         return piece.text is None or bool(GLOB.search(piece.text)) or (ifs and piece.text != "")
     return isinstance(segment, Piece) and segment.text is None
+
+
+def _splitting(segment):
+    """An unquoted expansion's segment, its unknown text marked as text bash may split."""
+    if type(segment) is Piece and segment.text is None:
+        return replace(segment, splits=True)
+    if type(segment) is tuple and segment[0].text is None:
+        return replace(segment[0], splits=True), segment[1]
+    return segment
 
 
 def _all_items(node) -> bool:

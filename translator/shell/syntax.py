@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+from dataclasses import replace
 
 from translator.shell.notes import Note
 from translator.shell.values import Piece, Span, clip
@@ -305,7 +306,7 @@ def _write_hole(buf: bytearray, start: int, end: int, src: ScriptText, holes, no
     if ref is None:
         return False
     buf[start:end] = ref
-    holes[start] = _unparsed(src, start, end, notes)
+    holes[start] = replace(_unparsed(src, start, end, notes), placeholder=True)
     return True
 
 

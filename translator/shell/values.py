@@ -57,6 +57,12 @@ class Piece:
     """For unknown text: what a name the script never sets (or an argument not given) gives.
     Run as read, with nothing set, it is empty (conditions and ``${X:-d}`` take it so); as a
     batch value it stays unknown, since only the environment or an argument supplies it."""
+    splits: bool = False
+    """For unknown text: it stands unquoted (``$EXTRA``, ``$(cat args)``), so bash may split it
+    into several words; quoted (``"x=$EXTRA"``) it stays inside its one word."""
+    placeholder: bool = False
+    """For unknown text: a template's placeholder (``<PATH TO DATA>``), which stands for one
+    value to fill in, never for flags."""
 
 
 @dataclass(frozen=True)

@@ -267,6 +267,25 @@ def test_an_unknown_program_word_still_starts_the_program(tmp_path):
     assert any(f["code"] == "job-defaults" for f in out["findings"])
 
 
+@pytest.mark.parametrize(
+    "tail, holds",
+    [
+        ('--data-path 1 "TRAIN: 1 0:0.6 $DATA"', False),  # quoted, starts as no flag does
+        ("--data-path 0.2 <PATH TO DATA> 0.8 <PATH TO MORE>", False),
+        ('--data-path 1 "TRAIN: 1 0:0.6 "$DATA', True),  # unquoted: $DATA may split into flags
+        ('--data-path 1 "$DATA"', True),  # may be --tensor-model-parallel-size=2
+    ],
+)
+def test_an_unknown_word_holds_flags_only_where_it_may_be_one(tmp_path, tail, holds):
+    """A quoted word whose known start is no flag, and a template's ``<placeholder>``, are
+    one value each whatever they hold: the sizes they cannot set keep their defaults."""
+    text = f"DATA=$(cat data.txt)\ntorchrun --nproc_per_node 4 {PROGRAM} {tail}\n"
+    _, out = inspect_run_sh(tmp_path, text)
+    assert out["global_batch_size"] == 64
+    assert (out["tensor_parallel_size"] is None) is holds
+    assert (out["gradient_accumulation_steps"] is None) is holds
+
+
 def test_yaml_cfg_replaces_every_argument(tmp_path):
     code, out = inspect_run_sh(
         tmp_path, f"torchrun --nproc_per_node 4 {PROGRAM} --yaml-cfg run.yaml\n"

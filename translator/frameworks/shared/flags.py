@@ -41,6 +41,8 @@ def scan(words: list[Word], switches: Collection[str] = frozenset()) -> Iterator
             if head.startswith("--") and "=" in head:  # --flag=$X
                 unknown = Word(None, word.line, why_unknown=word.why_unknown)
                 yield Arg("flag", word, head[2:].split("=", 1)[0], unknown, (word,))
+            elif _no_flag(word, head):
+                yield Arg("positional", word, stood=(word,))
             elif not word.absent:
                 yield Arg("unknown", word, stood=(word,))
             continue
@@ -61,6 +63,16 @@ def scan(words: list[Word], switches: Collection[str] = frozenset()) -> Iterator
             i += 1
         else:
             yield Arg("flag", word, name, None, (word,))
+
+
+def _no_flag(word: Word, head: str) -> bool:
+    """Whether an unknown word is one argument that is no flag, whatever its unknown text:
+    a template's placeholder (``<PATH>``), or quoted text that starts otherwise
+    (``"VALID: 1 $DATA"``)."""
+    unknown = [p for p in word.parts if p.text is None]
+    if unknown and all(p.placeholder for p in unknown):
+        return True
+    return bool(head) and not head.startswith("-") and not any(p.splits for p in unknown)
 
 
 def flag_of(word: Word) -> str:
