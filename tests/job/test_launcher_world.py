@@ -50,6 +50,34 @@ def test_a_skypilot_task_of_a_custom_program_has_the_world_of_its_nodes(tmp_path
     assert out["world_size"] == 4
 
 
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        "python -u -m torch.distributed.run --nproc_per_node 8 --nnodes $SLURM_NNODES",
+        "python -u -m accelerate.commands.launch --num_processes 16 --num_machines 2",
+        "python -m deepspeed.launcher.runner --num_gpus 8 --num_nodes 2",
+    ],
+)
+def test_a_launcher_module_behind_srun_bash_c_starts_the_program(tmp_path, launcher):
+    """``srun bash -c "$CMD"``, one task a node, ``$CMD`` a launcher run as a module with a
+    part left to each node (``\\$SLURM_PROCID``): the launcher's world, the program named
+    once."""
+    job = write(
+        tmp_path,
+        "job.slurm",
+        f"""
+        #!/bin/bash
+        #SBATCH --nodes=2
+        #SBATCH --ntasks-per-node=1
+        CMD="{launcher} --node_rank \\$SLURM_PROCID gpu-test.py"
+        srun --jobid $SLURM_JOB_ID bash -c "$CMD"
+        """,
+    )
+    code, out = inspect(job, exits=(2,))
+    assert out["world_size"] == 16
+    assert out["error"].count("gpu-test.py") == 1
+
+
 def test_several_unread_launches_of_different_worlds_give_no_world(tmp_path):
     job = write(
         tmp_path,

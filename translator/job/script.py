@@ -26,6 +26,7 @@ from translator.plugin.registry import FRAMEWORKS, by_claim_order
 from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call, Launch, Note, Reading, Source, Value, running_in
 from translator.shell import launchers, slurm
+from translator.shell.following import shell_string
 from translator.shell.uses import PRINTERS, uses_of
 from translator.shell.values import clip
 from translator.words.errors import InputError, NotAJob
@@ -133,12 +134,13 @@ def _claims(
     programs launched that no framework reads (``run_as``: where the job's files are mounted
     from, the GPUs its node has)."""
     commands = {c for f in readers for c in f.commands}
+    modules = launcher_modules()
     claimed: list[tuple[int, Framework, Reading, Call]] = []
     unread: list[Unread] = []
     for i, words in enumerate(script.commands):
         if not words or words[0].text in PRINTERS:
             continue
-        split = launchers.call_of(words, commands)
+        split = launchers.call_of(words, commands, modules)
         if split is None:
             continue
         environment = script.environments[i]
@@ -155,8 +157,14 @@ def _claims(
                 claimed.append((i, f, reading, call))
                 break
         else:
-            unread.append(Unread(f"{clip(call.program)} (line {call.line})", sizes.world()[0]))
+            if shell_string(words) is None:  # a `bash -c` string's commands are read apart
+                unread.append(Unread(f"{clip(call.program)} (line {call.line})", sizes.world()[0]))
     return claimed, unread
+
+
+def launcher_modules() -> frozenset[str]:
+    """The modules that are a launcher under ``python -m`` (``torch.distributed.run``)."""
+    return frozenset(m for d in known_launchers().values() for m in d.modules)
 
 
 def _stops_note(text: str, stop: Note, not_known: tuple[str, ...]) -> Note:
@@ -474,7 +482,7 @@ def _either_way(reading: Reading, script: shell.Script, chosen: int, others: lis
         if split is None:
             continue
         words = script.commands[other]
-        found = launchers.call_of(words)
+        found = launchers.call_of(words, modules=launcher_modules())
         world = (
             launchers.sizes(found.launch, script.variables, known=known_launchers()).world()[0]
             if found

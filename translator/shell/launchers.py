@@ -239,19 +239,21 @@ def split(words: list[Word]) -> tuple[list[Word], list[Word] | None]:
     return (words, None) if found is None else (found.launch, [found.program, *found.arguments])
 
 
-def call_of(words: list[Word], commands: Collection[str] = ()) -> Split | None:
+def call_of(
+    words: list[Word], commands: Collection[str] = (), modules: Collection[str] = TORCH_MODULES
+) -> Split | None:
     """The program a command runs and its arguments: the first ``*.py`` word (not a launcher's
-    module), a module after ``-m``, the word after ``python`` and its options, or one of
-    ``commands`` (tools such as ``llamafactory-cli``), whichever comes first; ``None`` when the
-    command runs none of them, or installs or fetches them (``pip install trl``, ``git clone
-    .../axolotl``)."""
+    module), a module after ``-m`` (not one of ``modules``, the launchers' own), the word
+    after ``python`` and its options, or one of ``commands`` (tools such as
+    ``llamafactory-cli``), whichever comes first; ``None`` when the command runs none of
+    them, or installs or fetches them (``pip install trl``, ``git clone .../axolotl``)."""
     if _installs(words):
         return None
     candidates = [
         at
         for at in (
             _script_at(words),
-            _module_at(words),
+            _module_at(words, modules),
             _python_program_at(words),
             _command_at(words, commands),
         )
@@ -283,10 +285,10 @@ def _script_at(words: list[Word]) -> int | None:
     return None
 
 
-def _module_at(words: list[Word]) -> int | None:
-    """Where the module of ``-m MODULE`` stands (not torchrun's own module)."""
+def _module_at(words: list[Word], launchers: Collection[str]) -> int | None:
+    """Where the module of ``-m MODULE`` stands (not one of ``launchers``)."""
     for i, word in enumerate(words[:-1]):
-        if word.text == "-m" and words[i + 1].text not in TORCH_MODULES:
+        if word.text == "-m" and words[i + 1].text not in launchers:
             return i + 1
     return None
 
@@ -384,9 +386,9 @@ def sizes(
     launcher = known[name]
     out = Sizes(name, launch[start].line, launcher, visible=visible, given=given)
     flags = launch[start + 1 :]
-    if launcher.subcommand is not None and flags:
-        flags = flags[1:]
     if flags and flags[0].text in launcher.modules:
+        flags = flags[1:]
+    elif launcher.subcommand is not None and flags:
         flags = flags[1:]
     _read_flags(out, launcher, flags)
     if launcher.resources is not None:

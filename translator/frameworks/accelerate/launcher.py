@@ -38,6 +38,7 @@ LAUNCHER = LauncherDefinition(
     nodes=("--num_machines", "--num-machines"),
     total=("--num_processes", "--num-processes"),
     subcommand="launch",
+    modules=frozenset({"accelerate.commands.launch"}),  # python -m accelerate.commands.launch
     switches=frozenset(
         {
             *("--multi_gpu", "--multi-gpu", "--use_deepspeed", "--use-deepspeed"),

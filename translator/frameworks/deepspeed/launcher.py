@@ -74,6 +74,7 @@ LAUNCHER = LauncherDefinition(
     "deepspeed",
     ("--num_gpus", "--num-gpus"),
     ("--num_nodes", "--num-nodes"),
+    modules=frozenset({"deepspeed.launcher.runner"}),  # the deepspeed command's module
     switches=frozenset(
         {"--no_ssh", "--no_ssh_check", "--force_multi", "--no_local_rank", "--module"}
     ),
