@@ -317,3 +317,44 @@ def test_one_generic_trainer_field_does_not_make_a_trainer_program(tmp_path):
     )
     code, out = inspect(trainer, exits=(0, 1))
     assert out["framework"] == "hf"
+
+
+@pytest.mark.parametrize(
+    "launch, world",
+    [
+        ("FORCE_TORCHRUN=1 NNODES=4 llamafactory-cli train sft.yaml", 32),
+        ("FORCE_TORCHRUN=1 llamafactory-cli train sft.yaml", 8),  # NNODES: 1
+        ("deepspeed train.py --deepspeed ds.json --per_device_train_batch_size 2 $GA", 8),
+        ("torchrun --nnodes 2 --nproc_per_node 4 train.py --per_device_train_batch_size 2 $GA", 8),
+    ],
+)
+def test_processes_per_node_alone_is_the_gpus_each_node_has(tmp_path, launch, world):
+    """``--nproc-per-node 8`` without a world: a launcher that starts one process per visible
+    GPU starts 8 on each of the nodes the job gives; one that says its own sizes keeps them."""
+    (tmp_path / "sft.yaml").write_text(
+        "stage: sft\ndo_train: true\nmodel_name_or_path: m\nper_device_train_batch_size: 2\n"
+    )
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": "auto"}\n')
+    job = write(
+        tmp_path, "train.sh", f"#!/bin/bash\nGA='--gradient_accumulation_steps 1'\n{launch}\n"
+    )
+    code, out = inspect(job, "--nproc-per-node", "8")
+    assert out["world_size"] == world
+    assert out["global_batch_size"] == 2 * world
+    where = next(s["where"] for s in out["sources"] if s["field"] == "world_size")
+    assert ("--nproc-per-node" in where) is ("torchrun" not in launch)
+
+
+@pytest.mark.parametrize(
+    "launch, world",
+    [
+        ("mpirun -np 8 ./train_gpt2cu -b 64 -n 5000", 8),  # a C/CUDA trainer
+        ("fabric run --num-nodes 2 --devices 4 train.py --lr 3e-4", 8),
+        ("fabric run model --devices=8 pretrain.py", 8),  # the older spelling
+        ("fabric run train.py", 1),  # --devices "1", --num-nodes 1
+    ],
+)
+def test_a_launcher_states_its_world_whatever_it_runs(tmp_path, launch, world):
+    job = write(tmp_path, "launch.sh", f"#!/bin/bash\nsrun hostname\n{launch}\n")
+    code, out = inspect(job, exits=(2,))
+    assert out["world_size"] == world

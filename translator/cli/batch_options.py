@@ -98,7 +98,8 @@ def launch_options(fn=None, *, replaces: bool = False):
             "--nproc-per-node",
             type=COUNT,
             default=None,
-            help="Processes per node (with --nnodes, or with --world-size: world / N nodes).",
+            help="Processes per node (with --nnodes, or with --world-size: world / N nodes); "
+            "alone, the GPUs each node has, the job giving its nodes.",
         ),
         click.option(
             "--tp",
@@ -134,12 +135,24 @@ def job_options(fn):
     )(fn)
 
 
-def pop_run_as(params: dict):
+def pop_job(params: dict):
+    """``(launch, run_as)``: :func:`pop_launch` and :func:`pop_run_as`, where
+    ``--nproc-per-node`` given alone is the GPUs each node of the job has (what a launcher that
+    starts one process per visible GPU starts), the job's own lines giving its nodes."""
+    gpus = None
+    if params.get("world_size") is None and params.get("nnodes") is None:
+        gpus = params.pop("nproc_per_node", None)
+        params["nproc_per_node"] = None
+    return pop_launch(params), pop_run_as(params, gpus)
+
+
+def pop_run_as(params: dict, gpus: int | None = None):
     """Take the job options out of a command's parameters as a :class:`~translator.job.script.RunAs`;
-    the script's arguments are what followed ``--``."""
+    the script's arguments are what followed ``--``; ``gpus``: the GPUs each node has."""
     import re
 
     from translator.job.script import RunAs
+    from translator.shell.values import Word
     from translator.words.errors import InputError
 
     environment = {}
@@ -149,7 +162,10 @@ def pop_run_as(params: dict):
             raise InputError(f"--env {item!r}: give NAME=VALUE")
         environment[name] = value
     args = click.get_current_context().meta.get("batchspec.script_args")
-    return RunAs(args, environment, params.pop("run_dir", None))
+    given = None if gpus is None else Word(str(gpus), 1)
+    return RunAs(
+        args, environment, params.pop("run_dir", None), gpus=given, gpus_key="--nproc-per-node"
+    )
 
 
 def pop_launch(params: dict):

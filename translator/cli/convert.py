@@ -8,8 +8,7 @@ from translator.cli.batch_options import (
     into_options,
     job_options,
     launch_options,
-    pop_launch,
-    pop_run_as,
+    pop_job,
 )
 from translator.cli.command import command
 from translator.cli.output import print_into, write_rendered
@@ -57,8 +56,8 @@ def convert(
     if (out_dir is None) == (into is None):
         raise InputError("give --out or --into, one of them")
     frameworks = get_many(targets)
-    launch = pop_launch(params)
-    inspection = inspect_file(file, framework, launch, pop_run_as(params))
+    launch, run_as = pop_job(params)
+    inspection = inspect_file(file, framework, launch, run_as)
     spec, findings = on_given_sizes(inspection, launch)
     if into is not None:
         done, refused = write_into(spec, list(frameworks), into, strict)

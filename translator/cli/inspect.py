@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from translator.checks.inspect_files import inspect_files
-from translator.cli.batch_options import job_options, launch_options, pop_launch, pop_run_as
+from translator.cli.batch_options import job_options, launch_options, pop_job
 from translator.cli.command import command
 from translator.cli.output import (
     FindingsPrinter,
@@ -46,8 +46,7 @@ def inspect(
       $ batchspec inspect ds_config.json --world-size 16
       $ batchspec inspect train.sh --env NNODES=2
     """
-    launch = pop_launch(params)
-    run_as = pop_run_as(params)
+    launch, run_as = pop_job(params)
     inspections, unusable = inspect_files(files, framework, launch, run_as=run_as)
     print_unusable(unusable)
     if model_config is not None:

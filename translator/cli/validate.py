@@ -7,7 +7,7 @@ import dataclasses
 import click
 
 from translator.checks.inspect_files import inspect_files
-from translator.cli.batch_options import job_options, launch_options, pop_launch, pop_run_as
+from translator.cli.batch_options import job_options, launch_options, pop_job
 from translator.cli.command import command
 from translator.cli.output import (
     DEBUG,
@@ -58,8 +58,7 @@ def validate(
       $ batchspec validate ds_config.json axolotl.yml --world-size 16 -q --strict
       $ batchspec validate ds_config.json --world-size 16 --with-framework
     """
-    launch = pop_launch(params)
-    run_as = pop_run_as(params)
+    launch, run_as = pop_job(params)
     inspections, unusable = inspect_files(files, framework, launch, skip_other_files, run_as)
     print_unusable(unusable)
     if with_framework:

@@ -37,6 +37,8 @@ from translator.words.findings import finding
 ARGUMENT = re.compile(r"\$\{?([1-9][0-9]*)")
 #: File name endings that mark a launch script.
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".zsh")
+#: Shells: a launcher running one runs a script the reader follows, not a program.
+SHELLS = frozenset({"bash", "sh", "zsh", "dash", "env"})
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ class RunAs:
     """The count of GPUs the system gives each node, with the line that gives it (a job
     definition's ``nvidia.com/gpu: 8``): those a process sees where ``CUDA_VISIBLE_DEVICES``
     does not say; ``None``: not known."""
+    gpus_key: str = "the node's GPUs"
+    """What gives ``gpus``, for messages (``nvidia.com/gpu``, ``--nproc-per-node``)."""
 
 
 def is_job(path: str, text: str) -> bool:
@@ -141,11 +145,19 @@ def _claims(
         if not words or words[0].text in PRINTERS:
             continue
         split = launchers.call_of(words, commands, modules)
-        if split is None:
-            continue
         environment = script.environments[i]
+        if split is None:
+            binary = _binary_launch(words, script, environment, run_as)
+            if binary is not None:
+                unread.append(binary)
+            continue
         sizes = launchers.sizes(
-            split.launch, script.variables, environment, known=known_launchers(), gpus=run_as.gpus
+            split.launch,
+            script.variables,
+            environment,
+            known=known_launchers(),
+            gpus=run_as.gpus,
+            gpus_key=run_as.gpus_key,
         )
         moved = _moved(folders, script.folders[i])
         call = Call(
@@ -160,6 +172,24 @@ def _claims(
             if shell_string(words) is None:  # a `bash -c` string's commands are read apart
                 unread.append(Unread(f"{clip(call.program)} (line {call.line})", sizes.world()[0]))
     return claimed, unread
+
+
+def _binary_launch(
+    words: list[shell.Word], script: shell.Script, environment, run_as: RunAs
+) -> Unread | None:
+    """A launcher starting a program that is no Python (``mpirun -np 8 ./train_gpt2cu``): a
+    path to an executable, not a shell or a script the reader follows, nor a bare command
+    (``srun hostname``)."""
+    sizes = launchers.sizes(
+        words, script.variables, environment, known=known_launchers(), gpus=run_as.gpus
+    )
+    if sizes.launcher in (None, "python") or sizes.runs_at is None:
+        return None
+    text = words[sizes.runs_at].text or ""
+    name = text.rsplit("/", 1)[-1]
+    if "/" not in text or not name or name.endswith(SCRIPT_SUFFIXES) or name in SHELLS:
+        return None
+    return Unread(f"{clip(text)} (line {words[0].line})", sizes.world()[0])
 
 
 def launcher_modules() -> frozenset[str]:

@@ -35,6 +35,8 @@ class LauncherDefinition:
     """Nodes when no flag says (``None``: decided by a host file or the allocation)."""
     subcommand: str | None = None
     """The word after the launcher's name that makes it one (``accelerate launch``)."""
+    after_subcommand: frozenset[str] = frozenset()
+    """Words that may follow the subcommand before the flags (``fabric run model``)."""
     switches: frozenset[str] = frozenset()
     """Its flags that take no value (so the word after one is the program)."""
     several_nodes: str | None = None
@@ -115,6 +117,12 @@ class Sizes:
     given: int | None = None
     """The GPUs the system gives the node, when ``visible`` is that count (a number, never a
     list of the GPUs: a definition may ask for any number)."""
+    visible_key: str = VISIBLE
+    """What gives ``visible``, for messages: ``CUDA_VISIBLE_DEVICES``, else what says the
+    node's GPUs (a definition's GPU count, ``--nproc-per-node``)."""
+    runs_at: int | None = None
+    """Where, among the words sized, the command the launcher runs starts (``./train_gpt2cu``
+    of ``mpirun -np 8 ./train_gpt2cu``); ``None``: none follows its flags."""
 
     def counts(self) -> dict[str, int]:
         """Role -> the count its word gives, else the launcher's default; roles whose word is
@@ -364,33 +372,41 @@ def sizes(
     *,
     known: Mapping[str, LauncherDefinition],
     gpus: Word | None = None,
+    gpus_key: str = "the node's GPUs",
 ) -> Sizes:
     """How ``launch`` (the words before the program) sizes the job; ``variables``: the
     script's, for what ``#SBATCH`` gives ``srun``; ``environment``: what the command's
     processes see (``CUDA_VISIBLE_DEVICES``); ``known``: every launcher definition by name
     (:data:`LAUNCHERS` and the frameworks', as ``translator.plugin.registry.launchers`` gives
-    them); ``gpus``: the count of GPUs the system gives the node, when it gives one."""
+    them); ``gpus``: the count of GPUs the system gives the node, when it gives one, and
+    ``gpus_key`` what gives it."""
     environment = environment or {}
     found = [(i, n) for i in range(len(launch)) if (n := _name(launch, i, known))]
-    visible, given = environment.get(VISIBLE), None
+    visible, given, key = environment.get(VISIBLE), None, VISIBLE
     if visible is None and gpus is not None and gpus.text is not None:
-        visible, given = gpus, int(gpus.text)
+        visible, given, key = gpus, int(gpus.text), gpus_key
     if not found:
         if any(PYTHONS.fullmatch((w.text or "").rsplit("/", 1)[-1]) for w in launch):
             return Sizes(
-                "python", launch[0].line, defaults={"total": 1}, visible=visible, given=given
+                "python",
+                launch[0].line,
+                defaults={"total": 1},
+                visible=visible,
+                given=given,
+                visible_key=key,
             )
         why = f"no launcher ({', '.join(known)}) starts the program"
-        return Sizes(missing=why, visible=visible, given=given)
+        return Sizes(missing=why, visible=visible, given=given, visible_key=key)
     start, name = found[-1]
     launcher = known[name]
-    out = Sizes(name, launch[start].line, launcher, visible=visible, given=given)
-    flags = launch[start + 1 :]
-    if flags and flags[0].text in launcher.modules:
-        flags = flags[1:]
-    elif launcher.subcommand is not None and flags:
-        flags = flags[1:]
-    _read_flags(out, launcher, flags)
+    out = Sizes(name, launch[start].line, launcher, visible=visible, given=given, visible_key=key)
+    at = start + 1
+    if at < len(launch) and (launch[at].text in launcher.modules or launcher.subcommand):
+        at += 1
+    if at < len(launch) and launch[at].text in launcher.after_subcommand:
+        at += 1
+    command = _read_flags(out, launcher, launch[at:])
+    out.runs_at = None if command is None else at + command
     if launcher.resources is not None:
         launcher.resources(out, variables, environment)
     if launcher.default_per_node:
@@ -416,9 +432,9 @@ def _torchrun_environment(
             out.words[role] = (variable, environment[variable])
 
 
-def _read_flags(out: Sizes, launcher: LauncherDefinition, flags: list[Word]) -> None:
+def _read_flags(out: Sizes, launcher: LauncherDefinition, flags: list[Word]) -> int | None:
     """The launcher's flags, up to the command it runs (a container, a wrapper script, the
-    program)."""
+    program): where that command starts among ``flags``, when it does."""
     for j, word in enumerate(flags):
         text = _head(word)  # --rdzv_id=$SLURM_JOB_ID
         _sizing_flag(out, launcher, flags, j)
@@ -448,7 +464,8 @@ def _read_flags(out: Sizes, launcher: LauncherDefinition, flags: list[Word]) -> 
                 )
             continue
         if not text.startswith("-") and not after_option:
-            break  # the command the launcher runs starts here
+            return j  # the command the launcher runs starts here
+    return None
 
 
 def _sizing_flag(out: Sizes, launcher: LauncherDefinition, flags: list[Word], j: int) -> None:
@@ -545,6 +562,17 @@ LAUNCHERS = {
         unsized=_srun_unsized,
     ),
     "mpirun": LauncherDefinition("mpirun", total=("-np", "-n", "--np")),
+    # Lightning Fabric's CLI (lightning_fabric/cli.py): --devices "1" and --num-nodes 1 unless
+    # given; `fabric run model` is its older spelling
+    "fabric": LauncherDefinition(
+        "fabric",
+        ("--devices",),
+        ("--num-nodes", "--num_nodes"),
+        default_per_node=1,
+        default_nodes=1,
+        subcommand="run",
+        after_subcommand=frozenset({"model"}),
+    ),
     "mpiexec": LauncherDefinition("mpiexec", total=("-np", "-n", "--np")),
     # LSF: resource sets; --tasks_per_rs defaults to 1
     "jsrun": LauncherDefinition(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from translator.shell.launchers import VISIBLE, LauncherDefinition, Sizes, flag_value
+from translator.shell.launchers import LauncherDefinition, Sizes, flag_value
 from translator.shell.values import Word
 
 
@@ -58,7 +58,7 @@ def _resources(
     if "total" not in out.words and "per_node" not in out.words and not several:
         count, _ = out.visible_count()
         if count is not None and out.visible is not None:
-            out.words["total"] = (VISIBLE, Word(str(count), out.visible.line))
+            out.words["total"] = (out.visible_key, Word(str(count), out.visible.line))
             return
     if "nodes" not in out.words:
         out.defaults["nodes"] = 1

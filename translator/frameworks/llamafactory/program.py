@@ -305,7 +305,7 @@ def _torchrun_world(reading: Reading, call: Call, count: int | None, why_count: 
             reading.launch_keys[role] = name
     if "NPROC_PER_NODE" not in env and count is not None and call.sizes.visible is not None:
         reading.values["CUDA_VISIBLE_DEVICES"] = Value(
-            count, call.sizes.visible.line, None, "the count of CUDA_VISIBLE_DEVICES"
+            count, call.sizes.visible.line, None, f"the count of {call.sizes.visible_key}"
         )
         reading.launch_keys["per_node"] = "CUDA_VISIBLE_DEVICES"
     reading.launch_counts = {
@@ -320,7 +320,7 @@ def _torchrun_world(reading: Reading, call: Call, count: int | None, why_count: 
     reading.world_size = nodes * per_node
     given = [(k, env[k].line) for k in ("NNODES", "NPROC_PER_NODE") if k in env]
     if "NPROC_PER_NODE" not in env and call.sizes.visible is not None:
-        given.append(("CUDA_VISIBLE_DEVICES", call.sizes.visible.line))
+        given.append((call.sizes.visible_key, call.sizes.visible.line))
     where = "; ".join(f"{call.path}:{line} {k}" for k, line in given)
     reading.sources.append(Source("world_size", reading.world_size, where))
 

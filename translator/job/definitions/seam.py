@@ -73,6 +73,7 @@ def _given(run_as: RunAs, run: Run) -> RunAs:
         args=run_as.args if run_as.args is not None else run.args,
         run_dir=run_as.run_dir or run.run_dir,
         gpus=None if gpus.value is None else Word(str(gpus.value), gpus.line or 1),
+        gpus_key=gpus.key or run_as.gpus_key,
         mounts={**{at: held.path for at, held in run.files.items()}, **run_as.mounts},
     )
 
