@@ -174,7 +174,7 @@ def test_a_manifest_of_another_kind_is_not_a_training_job():
 @pytest.mark.parametrize(
     "api, kind, said",
     [
-        ("kubeflow.org/v2beta1", "MPIJob", "MPIJob: a kind of training job"),
+        ("kubeflow.org/v1", "TFJob", "TFJob: a kind of training job"),
         ("batch.volcano.sh/v1alpha1", "Job", "VolcanoJob: a kind of training job"),
         ("apps/v1", "StatefulSet", "not a training job"),
     ],

@@ -358,3 +358,92 @@ def test_a_launcher_states_its_world_whatever_it_runs(tmp_path, launch, world):
     job = write(tmp_path, "launch.sh", f"#!/bin/bash\nsrun hostname\n{launch}\n")
     code, out = inspect(job, exits=(2,))
     assert out["world_size"] == world
+
+
+PYTORCHJOB_OF_AN_IMAGE = """
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: mnist}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: example/mnist:latest
+              args: ["--backend", "nccl"]
+              resources: {limits: {nvidia.com/gpu: 1}}
+    Worker:
+      replicas: 3
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: example/mnist:latest
+              args: ["--backend", "nccl"]
+              resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+MPIJOB = """
+apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {name: hvd}
+spec:
+  slotsPerWorker: 1
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: mpi
+            image: horovod/horovod:0.28.1
+            command: [mpirun]
+            args: [-np, "2", -bind-to, none, -x, PATH, python, /examples/mnist.py]
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+          - name: mpi
+            image: horovod/horovod:0.28.1
+            resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+@pytest.mark.parametrize(
+    "manifest, world, says",
+    [
+        (PYTORCHJOB_OF_AN_IMAGE, 4, "their controller sets WORLD_SIZE 4"),
+        (MPIJOB, 2, "its launcher starts 2 processes"),
+    ],
+)
+def test_a_kubeflow_job_of_an_unread_program_states_its_world(tmp_path, manifest, world, says):
+    """A PyTorchJob whose containers give only their image's program flags (``args`` with no
+    ``command``): the operator's ``WORLD_SIZE``; an MPIJob: its Launcher's ``mpirun``."""
+    code, out = inspect(write(tmp_path, "job.yaml", manifest), exits=(2,))
+    assert out["world_size"] == world
+    assert says in out["error"]
+
+
+@pytest.mark.parametrize(
+    "spawn, world",
+    [("--world_size 8 --use_deepspeed", 8), ("--use_mpi", 1)],  # --world_size: 1 unless given
+)
+def test_a_launcher_script_is_no_program(tmp_path, spawn, world):
+    """``python gaudi_spawn.py --world_size 8 sft.py ...``: the spawner starts the program,
+    it is not the program (the Trainer's flags are sft.py's)."""
+    job = write(
+        tmp_path,
+        "train.sh",
+        f"""
+        #!/bin/bash
+        python ../gaudi_spawn.py {spawn} sft.py --output_dir out \\
+            --per_device_train_batch_size=1 --gradient_accumulation_steps=2
+        """,
+    )
+    code, out = inspect(job, exits=(0,))
+    assert out["world_size"] == world
+    assert out["global_batch_size"] == 2 * world

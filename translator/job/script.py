@@ -193,8 +193,12 @@ def _binary_launch(
 
 
 def launcher_modules() -> frozenset[str]:
-    """The modules that are a launcher under ``python -m`` (``torch.distributed.run``)."""
-    return frozenset(m for d in known_launchers().values() for m in d.modules)
+    """The modules and scripts that are a launcher under ``python`` (``-m
+    torch.distributed.run``, ``gaudi_spawn.py``)."""
+    known = known_launchers()
+    return frozenset(m for d in known.values() for m in d.modules) | {
+        name for name in known if name.endswith(".py")
+    }
 
 
 def _stops_note(text: str, stop: Note, not_known: tuple[str, ...]) -> Note:

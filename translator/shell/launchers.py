@@ -250,19 +250,20 @@ def split(words: list[Word]) -> tuple[list[Word], list[Word] | None]:
 def call_of(
     words: list[Word], commands: Collection[str] = (), modules: Collection[str] = TORCH_MODULES
 ) -> Split | None:
-    """The program a command runs and its arguments: the first ``*.py`` word (not a launcher's
-    module), a module after ``-m`` (not one of ``modules``, the launchers' own), the word
-    after ``python`` and its options, or one of ``commands`` (tools such as
-    ``llamafactory-cli``), whichever comes first; ``None`` when the command runs none of
-    them, or installs or fetches them (``pip install trl``, ``git clone .../axolotl``)."""
+    """The program a command runs and its arguments: the first ``*.py`` word, a module after
+    ``-m``, the word after ``python`` and its options (none of them one of ``modules``, the
+    launchers' own modules and scripts: ``torch.distributed.run``, ``gaudi_spawn.py``), or
+    one of ``commands`` (tools such as ``llamafactory-cli``), whichever comes first; ``None``
+    when the command runs none of them, or installs or fetches them (``pip install trl``,
+    ``git clone .../axolotl``)."""
     if _installs(words):
         return None
     candidates = [
         at
         for at in (
-            _script_at(words),
+            _script_at(words, modules),
             _module_at(words, modules),
-            _python_program_at(words),
+            _python_program_at(words, modules),
             _command_at(words, commands),
         )
         if at is not None
@@ -284,11 +285,16 @@ def _installs(words: list[Word]) -> bool:
     return name in INSTALLERS or following in INSTALLING.get(name, ())
 
 
-def _script_at(words: list[Word]) -> int | None:
+def _script_at(words: list[Word], launchers: Collection[str]) -> int | None:
     """Where the first ``*.py`` word stands (`` `pwd`/pretrain_gpt.py`` too), not counting the
-    module after ``-m``."""
+    module after ``-m`` nor a launcher's own script (one of ``launchers``)."""
     for i, word in enumerate(words):
-        if _tail(word).endswith(".py") and not (i and words[i - 1].text == "-m"):
+        tail = _tail(word)
+        if (
+            tail.endswith(".py")
+            and not (i and words[i - 1].text == "-m")
+            and tail.rsplit("/", 1)[-1] not in launchers
+        ):
             return i
     return None
 
@@ -316,10 +322,14 @@ def _takes_value(word: Word) -> bool:
     return text.startswith("-") and "=" not in text and len(text) > 1
 
 
-def _python_program_at(words: list[Word]) -> int | None:
-    """Where the program of the first ``python [options] PROGRAM`` stands."""
+def _python_program_at(words: list[Word], launchers: Collection[str]) -> int | None:
+    """Where the program of the first ``python [options] PROGRAM`` stands (not a launcher's
+    own script, one of ``launchers``)."""
     after = (_after_python(words, i) for i in range(len(words)))
-    return next((j for j in after if j is not None), None)
+    return next(
+        (j for j in after if j is not None and _tail(words[j]).rsplit("/", 1)[-1] not in launchers),
+        None,
+    )
 
 
 def _after_python(words: list[Word], i: int) -> int | None:
@@ -562,6 +572,15 @@ LAUNCHERS = {
         unsized=_srun_unsized,
     ),
     "mpirun": LauncherDefinition("mpirun", total=("-np", "-n", "--np")),
+    # optimum-habana's spawner for Gaudi (examples/gaudi_spawn.py): --world_size, default 1
+    "gaudi_spawn.py": LauncherDefinition(
+        "gaudi_spawn.py",
+        total=("--world_size",),
+        default_per_node=1,
+        default_nodes=1,
+        switches=frozenset({"--use_deepspeed", "--use_mpi"}),
+        hostfile=("--hostfile",),
+    ),
     # Lightning Fabric's CLI (lightning_fabric/cli.py): --devices "1" and --num-nodes 1 unless
     # given; `fabric run model` is its older spelling
     "fabric": LauncherDefinition(

@@ -13,7 +13,7 @@ of its flags. The command is read as on the first pod (rank 0): each pod runs th
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -30,9 +30,10 @@ TRAINING_KINDS = {
     ("kubeflow.org", "PyTorchJob"): "PyTorchJob",
     ("trainer.kubeflow.org", "TrainJob"): "TrainJob",
     ("jobset.x-k8s.io", "JobSet"): "JobSet",
+    ("kubeflow.org", "MPIJob"): "MPIJob",
 }
 #: Kinds that run training, which batchspec does not read (yet): named as such.
-OTHER_TRAINING = {"MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "RayJob", "VolcanoJob"}
+OTHER_TRAINING = {"TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "RayJob", "VolcanoJob"}
 #: The note every kind shares.
 FIRST_POD = "read as on the first pod (rank 0): every pod runs the same command"
 
@@ -47,6 +48,9 @@ class Around:
     """The file's text, which its nodes' offsets index."""
     configmaps: dict[str, yaml.Node]
     """Its ConfigMaps by name: the scripts, variables and files its containers may take."""
+    imaged: list[Run] = field(default_factory=list)
+    """The runs of containers that set no command (their images' own run), as their
+    controller lays them out."""
 
     @functools.cached_property
     def lines(self) -> Lines:
@@ -100,9 +104,13 @@ def runs(docs: list[yaml.Node], path: str, env: dict[str, str], text: str) -> li
             + f" (batchspec reads {', '.join(READERS)})"
         )
     if not out:
+        worlds = {e.value for r in around.imaged for e in r.exports if e.name == "WORLD_SIZE"}
+        world = int(worlds.pop()) if len(worlds) == 1 and len(around.imaged) == 1 else None
         raise NotAJob(
             f"{path}: its containers set no command: they run their images' own (a TrainJob "
             "without trainer.command: its runtime's), which the manifest does not show"
+            + ("" if world is None else f"; their controller sets WORLD_SIZE {world}"),
+            world,
         )
     return out
 
@@ -124,10 +132,11 @@ def _pod_runs(pod: yaml.Node | None, around: Around, env: dict[str, str], make) 
     spec = n.child(pod, "spec")
     out = []
     for container in n.items(n.child(spec, "containers")):
-        run = container_run(
-            container, spec, around.configmaps, make(gpus(n.child(container, "resources"), env))
-        )
-        if run is not None:
+        made = make(gpus(n.child(container, "resources"), env))
+        run = container_run(container, spec, around.configmaps, made)
+        if run is None:
+            around.imaged.append(made)
+        else:
             mounted = mounts(container, spec, around.configmaps)
             run.files = held.files(around.path, around.lines, mounted) if mounted else {}
             out.append(run)
@@ -330,4 +339,33 @@ def _jobset(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
     return out
 
 
-READERS = {"Job": _job, "PyTorchJob": _pytorchjob, "TrainJob": _trainjob, "JobSet": _jobset}
+def _mpijob(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
+    """A Kubeflow MPIJob (mpi-operator): its Launcher pod runs ``mpirun``, which starts the
+    ranks on the Worker pods (``slotsPerWorker`` each in the host file it writes); the nodes
+    are the Workers, with their GPUs."""
+    roles = n.child(doc, "spec", "mpiReplicaSpecs")
+    worker = n.child(roles, "Worker")
+    r = n.child(worker, "replicas")
+    workers = (
+        Size(1)
+        if r is None
+        else count(n.text(r), n.line(r), "Worker replicas", env, n.literal_span(r))
+    )
+    pods = n.items(n.child(worker, "template", "spec", "containers"))
+    g = gpus(n.child(pods[0], "resources"), env) if pods else Size(None)
+    note = "read as the Launcher pod runs it: mpirun starts the ranks on the Worker pods"
+    return _pod_runs(
+        n.child(n.child(roles, "Launcher"), "template"),
+        around,
+        env,
+        lambda _: Run("Kubeflow MPIJob", workers, g, notes=[note]),
+    )
+
+
+READERS = {
+    "Job": _job,
+    "PyTorchJob": _pytorchjob,
+    "TrainJob": _trainjob,
+    "JobSet": _jobset,
+    "MPIJob": _mpijob,
+}

@@ -43,7 +43,8 @@ def container_run(
     run: Run,
 ) -> Run | None:
     """``run`` given the container's command and environment; ``None`` when the container
-    sets no command (its image's own runs, which the manifest does not show)."""
+    sets no command (its image's own runs, which the manifest does not show), or only
+    ``args`` that are flags (``["--backend", "nccl"]``: the options of its image's program)."""
     run.name = n.text(n.child(container, "name")) or run.name
     run.exports += environment(container, configmaps)
     for source in n.items(n.child(container, "envFrom")):
@@ -57,6 +58,8 @@ def container_run(
                 )
     words = [*n.items(n.child(container, "command")), *n.items(n.child(container, "args"))]
     if not words:
+        return None
+    if n.child(container, "command") is None and (n.text(words[0]) or "").startswith("-"):
         return None
     known = {e.name for e in run.exports}
     mounted = mounts(container, pod, configmaps)
