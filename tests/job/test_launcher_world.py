@@ -447,3 +447,24 @@ def test_a_launcher_script_is_no_program(tmp_path, spawn, world):
     code, out = inspect(job, exits=(0,))
     assert out["world_size"] == world
     assert out["global_batch_size"] == 2 * world
+
+
+def test_a_skypilot_task_counts_its_nodes_from_their_addresses(tmp_path):
+    """``SKYPILOT_NODE_IPS`` holds a line per node: ``wc -l`` counts them, ``head -n1`` is the
+    head node."""
+    task = write(
+        tmp_path,
+        "task.yaml",
+        """
+        resources:
+          accelerators: A100:8
+        num_nodes: 2
+        run: |
+          num_nodes=`echo "$SKYPILOT_NODE_IPS" | wc -l`
+          master_addr=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
+          python -m torch.distributed.run --nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE \\
+            --nnodes=$num_nodes --master_addr=$master_addr train_custom.py
+        """,
+    )
+    code, out = inspect(task, exits=(2,))
+    assert out["world_size"] == 16

@@ -11,7 +11,7 @@ import fnmatch
 import re
 from dataclasses import replace
 
-from translator.shell import arith, arrays
+from translator.shell import arith, arrays, pipes
 from translator.shell.fields import BREAK, At, joined, split_fields
 from translator.shell.syntax import ScriptText, literal
 from translator.shell.values import (
@@ -243,7 +243,40 @@ class Expander:
     def _substitution(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         if raw.startswith("$((") and raw.endswith("))"):  # tree-sitter's reading of $(( (...) ))
             return self._arithmetic(node, raw, env, src, quoted)
+        printed = self._printed(node, env, src)
+        if printed is not None:
+            return [(Piece(printed), not quoted)]
         return self._not_run(node, raw, env, src, quoted)
+
+    def _printed(self, node, env: Env, src: ScriptText) -> str | None:
+        """What a substitution of text tools prints (``$(echo "$IPS" | wc -l)``), when every
+        word of it is known: see :mod:`translator.shell.pipes`."""
+        inner = node.named_children
+        if len(inner) != 1 or inner[0].type not in ("pipeline", "command"):
+            return None
+        commands = [inner[0]] if inner[0].type == "command" else inner[0].named_children
+        texts: list[list[str]] = []
+        for command in commands:
+            if command.type != "command" or any(
+                c.type
+                not in (
+                    "command_name",
+                    "word",
+                    "string",
+                    "raw_string",
+                    "simple_expansion",
+                    "expansion",
+                    "concatenation",
+                    "number",
+                )
+                for c in command.named_children
+            ):
+                return None
+            words = [w for c in command.named_children for w in self.words(c, env, src)]
+            if any(w.text is None for w in words):
+                return None
+            texts.append([w.text for w in words if w.text is not None])
+        return pipes.output(texts)
 
     def _not_run(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         if PWD.fullmatch(raw):

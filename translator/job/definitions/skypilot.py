@@ -1,6 +1,7 @@
 """A SkyPilot task YAML as SkyPilot runs it: ``run`` on each of ``num_nodes`` nodes, in the
 ``workdir``, with ``envs`` and what SkyPilot sets (``SKYPILOT_NUM_NODES``,
-``SKYPILOT_NUM_GPUS_PER_NODE`` from ``resources.accelerators``, ``SKYPILOT_NODE_RANK``); the
+``SKYPILOT_NUM_GPUS_PER_NODE`` from ``resources.accelerators``, ``SKYPILOT_NODE_RANK``,
+``SKYPILOT_NODE_IPS``: a line per node, named ``node-0``... here); the
 files named through ``file_mounts`` are looked for at their local source. ``setup`` runs
 before, in another shell: what it sets does not reach ``run``."""
 
@@ -16,6 +17,9 @@ from translator.job.definitions.tasks import gpu_count, same_count, task_env
 
 #: Keys that mark a SkyPilot task beside ``run``.
 TASK_KEYS = ("resources", "num_nodes", "setup", "envs", "workdir", "file_mounts")
+#: The most nodes whose addresses ``SKYPILOT_NODE_IPS`` is given, one line each (symbolic:
+#: ``node-0``...); more are unknown.
+MAX_LISTED = 1024
 #: Where SkyPilot puts the workdir on each node.
 REMOTE_WORKDIR = "~/sky_workdir"
 #: The folder a command starts in, as long as :data:`REMOTE_WORKDIR`.
@@ -40,6 +44,9 @@ def run(doc: yaml.Node, path: str, env: dict[str, str]) -> tuple[Run, dict[str, 
     exports = [Export("SKYPILOT_NODE_RANK", "0")]
     if nodes.value is not None:
         exports.append(Export.of("SKYPILOT_NUM_NODES", nodes))
+        if nodes.value <= MAX_LISTED:  # one line per node: `wc -l` counts them
+            hosts = "\\n".join(f"node-{i}" for i in range(nodes.value))
+            exports.append(Export("SKYPILOT_NODE_IPS", f"$'{hosts}'", nodes.line))
     if g.value is not None:
         exports.append(Export.of("SKYPILOT_NUM_GPUS_PER_NODE", g))
     own, left = task_env(n.child(doc, "envs"), env)
