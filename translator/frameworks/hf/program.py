@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from translator.frameworks.deepspeed import config_json as deepspeed_json
+from translator.frameworks.hf import source
 from translator.frameworks.shared import hf_deepspeed, hf_trainer
 from translator.frameworks.shared.flags import scan
 from translator.job.detection import detect
@@ -91,7 +92,8 @@ def program(call: Call) -> Reading | None:
     arguments = call.arguments[1:] if tool and call.arguments else call.arguments
     flags, positional, opaque = _parse(arguments)
     named = _arguments_file(flags, positional, tool) or _named_arguments(call, flags, positional)
-    if not tool and named is None and not _trainer_flags(flags):
+    built = None if tool or named is not None else _source(call)
+    if not tool and named is None and not _trainer_flags(flags) and built is None:
         return None
     reading = Reading(call.path, hf_trainer.NAME, call.text)
     reading.opaque = opaque
@@ -103,10 +105,52 @@ def program(call: Call) -> Reading | None:
             _set(reading, flag, call)
         elif flag.value is not None and flag.value.absent:
             reading.findings.append(_empty_value(flag, call.path))
+    if built is not None:
+        _from_source(reading, call, built, flags)
     _missing_batch(reading, call, tool)
     _deepspeed(reading, call)
-    _world(reading, call, tool)
+    _world(reading, call, tool, built)
     return reading
+
+
+def _source(call: Call) -> source.Program | None:
+    """How a program whose source is here and builds TrainingArguments sets its batch (see
+    :mod:`translator.frameworks.hf.source`)."""
+    if not call.program.endswith(".py"):
+        return None
+    found, _ = call.locate(call.program)
+    if found is None:
+        return None
+    try:
+        text = read_text(found)
+    except InputError:
+        return None
+    return source.read(text, str(found))
+
+
+def _from_source(reading: Reading, call: Call, built: source.Program, flags) -> None:
+    """Each batch field as the program's source sets it: its literal, else the flag or the
+    environment variable it reads (the job's when the job gives it), else that one's default."""
+    path = built.path
+    given = {f.key: f for f in flags}
+    for key, setting in built.settings.items():
+        where = f"{path}:{setting.line}"
+        if setting.flag is not None and setting.flag[2:].replace("-", "_") in given:
+            flag = given[setting.flag[2:].replace("-", "_")]
+            if flag.key != key:  # the program's own flag for it (--batch_size)
+                _set(reading, ArgumentFlag(key, flag.word, flag.value), call)
+            continue
+        if setting.variable is not None and setting.variable in call.environment:
+            word = call.environment[setting.variable]
+            value = Value.of_word(word)
+            where = f"{call.path}:{word.line} {setting.variable} (read by {where})"
+        elif setting.value is None:
+            value = Value(None, None, None, setting.why or "not known")
+        else:
+            value = Value(setting.value, setting.line, None, None, path)
+            what = setting.flag or (f"${setting.variable}" if setting.variable else key)
+            where = f"{where} {what} (the program's own)"
+        reading.set_later(key, value, FIELDS.get(key), where, "the program sets it so")
 
 
 def _trainer_flags(flags: list[ArgumentFlag]) -> bool:
@@ -299,9 +343,10 @@ def _deepspeed(reading: Reading, call: Call) -> None:
     hf_deepspeed.read_located(reading, call, name, f"{call.path}:{line}")
 
 
-def _world(reading: Reading, call: Call, tool: bool) -> None:
+def _world(reading: Reading, call: Call, tool: bool, built: source.Program | None) -> None:
     """Plain ``python``: one process; without DeepSpeed the Trainer runs DataParallel over the
-    visible GPUs, so the batch counts each of them. The ``trl`` tool starts ``accelerate
+    visible GPUs, so the batch counts each of them, unless the program spreads its model
+    over them (``device_map``: then it may run none). The ``trl`` tool starts ``accelerate
     launch``, sized by its ``--num_processes`` (or its config's ``num_processes``)."""
     if tool:
         _tool_world(reading, call)
@@ -312,6 +357,14 @@ def _world(reading: Reading, call: Call, tool: bool) -> None:
         reading.world_size = 1  # DeepSpeed makes its own one-process group
         return
     count, why = call.sizes.visible_count()
+    if count is not None and count > 1 and built is not None and built.device_map is not None:
+        count, why = (
+            None,
+            (
+                f"{built.path}:{built.device_map} places the model with device_map: spread over "
+                "the GPUs, the Trainer runs no DataParallel, on one it runs it over all"
+            ),
+        )
     if count is None:
         reading.world_unknown = Note(
             call.line,
@@ -321,14 +374,14 @@ def _world(reading: Reading, call: Call, tool: bool) -> None:
         return
     reading.world_size = count
     reading.sources.append(
-        Source("world_size", count, f"{call.path}:{call.line} CUDA_VISIBLE_DEVICES")
+        Source("world_size", count, f"{call.path}:{call.line} {call.sizes.visible_key}")
     )
     if count > 1:
         reading.findings.append(
             finding(
                 "hf-dataparallel",
                 f"python starts one process and the HF Trainer runs DataParallel over the {count} "
-                "GPUs CUDA_VISIBLE_DEVICES lists: each step takes per-device × "
+                f"GPUs {call.sizes.visible_key} gives: each step takes per-device × "
                 f"{count} × accumulation samples",
                 hint="launch with torchrun or accelerate launch for one process per GPU",
                 where=f"{call.path}:{call.line}",
