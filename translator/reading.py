@@ -314,12 +314,29 @@ class Call:
         candidates += [n for c in candidates if ".." in c.parts and (n := _lexical(c)) != c]
         looked = ", ".join(str(c) for c in candidates)
         for candidate in candidates:
+            copied = self._copied(candidate)
+            if copied is not None:
+                return copied, f"{looked} (a copy the job made of {copied})"
             try:
                 if candidate.is_file():
                     return candidate, looked
             except (OSError, ValueError):  # a name too long, a NUL byte: not there either way
                 continue
         return None, looked
+
+    def _copied(self, candidate: Path) -> Path | None:
+        """The source of a copy the job made earlier at ``candidate`` (``cp config.yaml
+        repo/recipes/config.yaml``), when that source is here."""
+        if not self.script.copies:
+            return None
+        wanted = os.path.normpath(candidate)
+        for base in self.folders:
+            for target, source in self.script.copies.items():
+                if os.path.normpath(base / target) == wanted:
+                    found = base / source
+                    if found.is_file():
+                        return found
+        return None
 
     @property
     def arguments(self) -> list[Word]:

@@ -126,6 +126,8 @@ class Commands(Following):
             _shift(words, env)
         elif name == "cd":
             _cd(words, env)
+        elif name == "cp":
+            _cp(words, env, self.script.copies)
         elif name == "set":
             _set(words, env)
         elif name in STOPS and self.catcher(name) is not None:
@@ -229,3 +231,22 @@ def _cd(words: list[Word], env: Env) -> None:
         return
     moved = target if target.startswith("/") else posixpath.join(here, target)
     env.set(FOLDER, Var(((Piece(posixpath.normpath(moved) if moved else ""),),)))
+
+
+def _cp(words: list[Word], env: Env, copies: dict[str, str]) -> None:
+    """``cp [-OPTIONS] SOURCE TARGET`` of one file: the target is the source from now on (a
+    target ending in ``/`` is the folder the copy goes into); other forms are not followed."""
+    here = folder_of(env)
+    names = [w.text for w in words[1:] if not (w.text or "").startswith("-")]
+    if here is None or len(names) != 2 or None in names:
+        return
+    source, target = names[0] or "", names[1] or ""
+    if target.endswith("/"):
+        target += posixpath.basename(source)
+    copies[_from_start(here, target)] = _from_start(here, source)
+
+
+def _from_start(here: str, path: str) -> str:
+    """``path`` relative to where the script started, from the folder ``here`` (an absolute
+    path stays)."""
+    return posixpath.normpath(path if path.startswith("/") else posixpath.join(here, path))

@@ -109,6 +109,9 @@ class Script:
     choice never both run."""
     heredocs: list[Heredoc] = field(default_factory=list)
     """Here-documents written to a file (``cat <<EOT > $config_json``), expanded."""
+    copies: dict[str, str] = field(default_factory=dict)
+    """Files a ``cp SOURCE TARGET`` made: the target -> its source, both relative to where
+    the script started (the job's later commands read the copy, which is the source)."""
     defaults: list[Default] = field(default_factory=list)
     """Each default the script takes because a name is not set (``${GPUS_PER_NODE:-8}``,
     ``${1:-4}`` with no argument given), once each, in the order first taken: what the batch
