@@ -176,7 +176,7 @@ def test_a_manifest_of_another_kind_is_not_a_training_job():
     [
         ("kubeflow.org/v1", "TFJob", "TFJob: a kind of training job"),
         ("batch.volcano.sh/v1alpha1", "Job", "VolcanoJob: a kind of training job"),
-        ("apps/v1", "StatefulSet", "not a training job"),
+        ("apps/v1", "Deployment", "not a training job"),
     ],
 )
 def test_other_kinds_are_named_not_read(tmp_path, api, kind, said):

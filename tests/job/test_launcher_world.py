@@ -468,3 +468,47 @@ def test_a_skypilot_task_counts_its_nodes_from_their_addresses(tmp_path):
     )
     code, out = inspect(task, exits=(2,))
     assert out["world_size"] == 16
+
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: finetune}
+spec:
+  containers:
+  - name: trainer
+    image: example/trainer
+    command: ["bash", "-c"]
+    args:
+    - accelerate launch --num_processes 4 train.py --output_dir o
+      --per_device_train_batch_size 2 --gradient_accumulation_steps 3
+    resources: {limits: {nvidia.com/gpu: 4}}
+"""
+
+STATEFULSET = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: trainer}
+spec:
+  replicas: 2
+  serviceName: trainer
+  template:
+    spec:
+      containers:
+      - name: trainer
+        image: example/trainer
+        command: ["torchrun", "--nnodes=2", "--nproc_per_node=8", "train.py",
+                  "--output_dir", "o", "--per_device_train_batch_size", "2"]
+        resources: {limits: {nvidia.com/gpu: 8}}
+"""
+
+
+@pytest.mark.parametrize(
+    "manifest, world, global_batch",
+    [(POD, 4, 24), (STATEFULSET, 16, None)],  # the StatefulSet's program leaves accumulation
+)
+def test_a_pod_and_a_statefulset_run_their_command(tmp_path, manifest, world, global_batch):
+    code, out = inspect(write(tmp_path, "job.yaml", manifest))
+    assert out["world_size"] == world
+    assert out["global_batch_size"] == global_batch
+    assert out["job_definition"]["nodes"] == world // (4 if world == 4 else 8)

@@ -31,6 +31,8 @@ TRAINING_KINDS = {
     ("trainer.kubeflow.org", "TrainJob"): "TrainJob",
     ("jobset.x-k8s.io", "JobSet"): "JobSet",
     ("kubeflow.org", "MPIJob"): "MPIJob",
+    ("", "Pod"): "Pod",
+    ("apps", "StatefulSet"): "StatefulSet",
 }
 #: Kinds that run training, which batchspec does not read (yet): named as such.
 OTHER_TRAINING = {"TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "RayJob", "VolcanoJob"}
@@ -362,10 +364,32 @@ def _mpijob(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
     )
 
 
+def _pod(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
+    """A bare Pod: one node running its containers' commands."""
+    return _pod_runs(doc, around, env, lambda g: Run("Kubernetes Pod", Size(1), g))
+
+
+def _statefulset(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
+    """A StatefulSet: ``replicas`` pods (one by default), each running the template's
+    command; a pod's rank is its name's ordinal, which the command reads at run time."""
+    spec = n.child(doc, "spec")
+    r = n.child(spec, "replicas")
+    pods = Size(1) if r is None else count(n.text(r), n.line(r), "replicas", env, n.literal_span(r))
+    note = "read as on its first pod (ordinal 0): every pod runs the same command"
+    return _pod_runs(
+        n.child(spec, "template"),
+        around,
+        env,
+        lambda g: Run("Kubernetes StatefulSet", pods, g, notes=[note]),
+    )
+
+
 READERS = {
     "Job": _job,
     "PyTorchJob": _pytorchjob,
     "TrainJob": _trainjob,
     "JobSet": _jobset,
     "MPIJob": _mpijob,
+    "Pod": _pod,
+    "StatefulSet": _statefulset,
 }
