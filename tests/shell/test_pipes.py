@@ -41,3 +41,34 @@ def test_text_tools_on_known_text_print_what_they_print(substitution, printed):
 )
 def test_anything_else_stays_unknown(substitution):
     assert value(f"{HOSTS}V={substitution}\n") is None
+
+
+@pytest.mark.parametrize(
+    "substitution, printed",
+    [
+        ("$(nvidia-smi -L | wc -l)", "4"),
+        ("$(nvidia-smi --list-gpus | wc -l)", "4"),
+        ("$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)", "4"),
+        ('$(python -c "import torch; print(torch.cuda.device_count())")', "4"),
+        # torch sees what CUDA_VISIBLE_DEVICES leaves it; nvidia-smi lists the node's all
+        (
+            '$(CUDA_VISIBLE_DEVICES=0,1 python3 -c "import torch; print(torch.cuda.device_count())")',
+            None,
+        ),
+    ],
+)
+def test_a_gpu_query_answers_the_gpus_of_the_node(substitution, printed):
+    assert shell.parse(f"V={substitution}\n", "t.sh", gpus="4").variables["V"][-1].text == printed
+    assert value(f"V={substitution}\n") is None  # the node's GPUs not known
+
+
+def test_torch_counts_the_gpus_cuda_visible_devices_lists():
+    script = 'export CUDA_VISIBLE_DEVICES=0,1\nV=$(python -c "import torch; print(torch.cuda.device_count())")\n'
+    assert shell.parse(script, "t.sh", gpus="8").variables["V"][-1].text == "2"
+    script = "export CUDA_VISIBLE_DEVICES=0,1\nV=$(nvidia-smi -L | wc -l)\n"
+    assert shell.parse(script, "t.sh", gpus="8").variables["V"][-1].text == "8"
+
+
+def test_slurm_gives_the_node_its_gpus():
+    script = "#!/bin/bash\n#SBATCH --gres=gpu:4\nV=$(nvidia-smi -L | wc -l)\n"
+    assert value(script) == "4"

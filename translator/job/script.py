@@ -91,14 +91,16 @@ def read_job(
     args = None if run_as.args is None else list(run_as.args)
     folders = _folders(path, run_as.run_dir)
     opener = _opener(folders)
-    script = shell.parse(text, path, args, dict(run_as.environment), opener)
+    environment = dict(run_as.environment)
+    gpus = run_as.gpus.text if run_as.gpus is not None else None
+    script = shell.parse(text, path, args, environment, opener, gpus=gpus)
     frameworks = [FRAMEWORKS[framework]] if framework else by_claim_order()
     readers = [f for f in frameworks if f.program is not None]
     claimed, unread = _claims(script, text, path, readers, folders, run_as)
     stop = next((n for n in script.notes if "exits here" in n.text), None)
     if not claimed and stop is not None and args is None:
         for not_known in (("arguments",), ("arguments", "environment")):
-            again = shell.parse(text, path, None, dict(run_as.environment), opener, not_known)
+            again = shell.parse(text, path, None, environment, opener, not_known, gpus)
             claimed, unread = _claims(again, text, path, readers, folders, run_as)
             if claimed:
                 script = again

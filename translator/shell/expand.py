@@ -17,9 +17,11 @@ from translator.shell.syntax import ScriptText, literal
 from translator.shell.values import (
     ARGS_GIVEN,
     MAX_DEPTH,
+    NODE_GPUS,
     OPEN_ENV,
     SOURCED,
     UNSET,
+    VISIBLE,
     Default,
     Env,
     Heredoc,
@@ -276,7 +278,17 @@ class Expander:
             if any(w.text is None for w in words):
                 return None
             texts.append([w.text for w in words if w.text is not None])
-        return pipes.output(texts)
+        gpus = _count(env, NODE_GPUS) or _count(env, "SLURM_GPUS_ON_NODE")
+        var = env.get(VISIBLE)
+        listed = text_of(var.scalar) if isinstance(var, Var) else None
+        visible = (
+            gpus
+            if var is None
+            else len([x for x in listed.split(",") if x.strip()])
+            if listed
+            else None
+        )
+        return pipes.output(texts, gpus, visible)
 
     def _not_run(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         if PWD.fullmatch(raw):
@@ -595,6 +607,15 @@ def _may_split(segment, ifs: bool) -> bool:
             return False
         return piece.text is None or bool(GLOB.search(piece.text)) or (ifs and piece.text != "")
     return isinstance(segment, Piece) and segment.text is None
+
+
+def _count(env: Env, name: str) -> int | None:
+    """A variable's value when it is a count."""
+    var = env.get(name)
+    text = text_of(var.scalar) if isinstance(var, Var) else None
+    return (
+        int(text) if text is not None and text.isascii() and text.isdigit() and int(text) else None
+    )
 
 
 def _splitting(segment):

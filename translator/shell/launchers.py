@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from translator.shell.notes import Note
-from translator.shell.values import Word
+from translator.shell.values import VISIBLE, Word
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,6 @@ SLURM_SIZES = {
     "nodes": "SLURM_NNODES",
     "total": "SLURM_NTASKS",
 }
-#: The variable that lists the GPUs a process sees.
-VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 
 @dataclass

@@ -1,7 +1,11 @@
 """What a command substitution of text tools prints, when its input is text the script knows:
 ``$(echo "$SKYPILOT_NODE_IPS" | wc -l)`` counts the lines of a known value, ``| head -n1``
-takes its first. Only ``echo`` starts such a pipeline; each filter is read as its coreutils
-manual (or POSIX awk) says, and anything else leaves the output unknown."""
+takes its first. Such a pipeline starts with ``echo``, or with a question to the node whose
+answer is its GPU count, when that is known: ``nvidia-smi -L`` (a line per GPU of the node),
+``nvidia-smi --query-gpu=... --format=csv,noheader`` (the same), ``python -c "import torch;
+print(torch.cuda.device_count())"`` (the GPUs ``CUDA_VISIBLE_DEVICES`` leaves it). Each filter
+is read as its coreutils manual (or POSIX awk) says; anything else leaves the output
+unknown."""
 
 from __future__ import annotations
 
@@ -10,22 +14,46 @@ from collections.abc import Callable
 
 #: ``head``/``tail``'s count: ``-n N``, ``-nN``, ``-N`` (``-n +N`` and ``-c`` are not read).
 COUNT = re.compile(r"-n?(\d+)")
+#: ``python -c`` code that prints the GPUs torch sees.
+DEVICE_COUNT = re.compile(
+    r"\s*import torch\s*[;\n]\s*print\(\s*torch\.cuda\.device_count\(\)\s*\)\s*;?\s*"
+)
 #: awk's one program read: print one field of each line.
 AWK_FIELD = re.compile(r"\{\s*print\s+\$(\d+)\s*;?\s*\}")
 
 
-def output(commands: list[list[str]]) -> str | None:
+def output(
+    commands: list[list[str]], gpus: int | None = None, visible: int | None = None
+) -> str | None:
     """What ``commands`` (a pipeline, each command's words known) print, trailing newlines
-    removed as ``$(...)`` removes them; ``None`` when a command is not one read here."""
-    if not commands or not commands[0] or commands[0][0] != "echo":
+    removed as ``$(...)`` removes them; ``None`` when a command is not one read here.
+    ``gpus``: the node's GPUs; ``visible``: those its processes see."""
+    if not commands or not commands[0]:
         return None
-    text: str | None = _echo(commands[0][1:])
+    text = _first(commands[0], gpus, visible)
     for words in commands[1:]:
         step = FILTERS.get(words[0]) if words else None
         if step is None or text is None:
             return None
         text = step(words[1:], text)
     return None if text is None else text.rstrip("\n")
+
+
+def _first(words: list[str], gpus: int | None, visible: int | None) -> str | None:
+    """What the pipeline's first command prints."""
+    name = words[0].rsplit("/", 1)[-1]
+    if name == "echo":
+        return _echo(words[1:])
+    if name == "nvidia-smi" and gpus is not None:
+        args = words[1:]
+        listing = args in (["-L"], ["--list-gpus"])
+        query = len(args) == 2 and args[0].startswith("--query-gpu=")
+        if listing or (query and args[1] == "--format=csv,noheader"):
+            return "".join(f"GPU {i}\n" for i in range(gpus))
+    if name.startswith("python") and words[1:2] == ["-c"] and len(words) == 3:
+        if visible is not None and DEVICE_COUNT.fullmatch(words[2]):
+            return f"{visible}\n"
+    return None
 
 
 def _echo(args: list[str]) -> str | None:

@@ -26,6 +26,7 @@ from translator.shell.slurm import sbatch_variables
 from translator.shell.syntax import ScriptText, refuse_long_numbers, repair
 from translator.shell.values import (
     ARGS_GIVEN,
+    NODE_GPUS,
     OPEN_ENV,
     OWN,
     UNSET,
@@ -54,10 +55,13 @@ class Reader(Commands):
         environment: dict[str, str] | None = None,
         opener: Opener | None = None,
         not_known: tuple[str, ...] = (),
+        gpus: str | None = None,
     ):
         super().__init__(where, budget, opener)
         self.args, self.environment_given = args, environment or {}
         self.not_known = not_known
+        self.gpus = gpus
+        """The GPUs the node has, when known (what its GPU queries answer)."""
         self.handlers = {
             "variable_assignment": self._assign,
             "variable_assignments": self._assignments,
@@ -121,6 +125,8 @@ class Reader(Commands):
             if not NAME.fullmatch(name) or name.startswith(OWN):
                 raise InputError(f"{self.where}: {name!r} is not a variable name bash accepts")
             env.set(name, Var(((Piece(value),),)))
+        if self.gpus is not None:
+            env.set(NODE_GPUS, scalar(self.gpus))
         for name in list(env.own):
             if not name.startswith(OWN):
                 env.export(name)
@@ -218,12 +224,14 @@ def parse(
     environment: dict[str, str] | None = None,
     opener: Opener | None = None,
     not_known: tuple[str, ...] = (),
+    gpus: str | None = None,
 ) -> Script:
     """The commands and variables of ``text`` as it runs with the arguments ``args`` (``None``:
     none given) in an environment that sets only ``environment`` (NAME -> value, what the
     user sets) and what the script's ``#SBATCH`` lines set. ``opener`` opens the script files
     it runs or sources (none are read without one); ``not_known`` holds ``"arguments"`` and
-    ``"environment"`` to read it with those not known rather than empty. An :class:`InputError` naming the
+    ``"environment"`` to read it with those not known rather than empty; ``gpus``: the GPUs
+    the node has, when known. An :class:`InputError` naming the
     line when the script is not valid bash (an unterminated quote, array or heredoc);
     statements bash cannot parse (a template's ``<Specify path>``) are read as unknown, with
     a note."""
@@ -233,7 +241,7 @@ def parse(
     for name, value in (environment or {}).items():
         refuse_long_numbers(value, f"{where}: --env {name}", line=False)
     try:
-        reader = Reader(where, 20 * len(text) + 10_000, args, environment, opener, not_known)
+        reader = Reader(where, 20 * len(text) + 10_000, args, environment, opener, not_known, gpus)
         with collector.paused():  # what a read makes lives until it ends
             return reader.read(text)
     except RecursionError:

@@ -36,6 +36,11 @@ OPEN_ENV = "__batchspec_open_env"
 ARGS_GIVEN = "__batchspec_args"
 #: Names the reader keeps for itself start so (left out of :attr:`Script.variables`).
 OWN = "__batchspec_"
+#: The variable that lists the GPUs a process sees.
+VISIBLE = "CUDA_VISIBLE_DEVICES"
+#: Set in the environment to the GPUs the job's node has, when its definition or the user
+#: says (what ``nvidia-smi -L`` lists there).
+NODE_GPUS = "__batchspec_node_gpus"
 
 
 @dataclass(frozen=True)
