@@ -512,3 +512,24 @@ def test_a_pod_and_a_statefulset_run_their_command(tmp_path, manifest, world, gl
     assert out["world_size"] == world
     assert out["global_batch_size"] == global_batch
     assert out["job_definition"]["nodes"] == world // (4 if world == 4 else 8)
+
+
+@pytest.mark.parametrize(
+    "tasks, nnodes, error",
+    [
+        ("#SBATCH --ntasks-per-node=8", "--nnodes=2", True),  # 16 torchruns told of 2 nodes
+        ("#SBATCH --ntasks-per-node=1", "--nnodes=2", False),  # one a node: as written
+        ("", "--nnodes=2", False),  # sbatch's default: one task a node
+        ("#SBATCH --ntasks-per-node=1", "", True),  # 2 torchruns, each told of 1 node
+    ],
+)
+def test_a_node_launcher_started_by_srun_needs_one_copy_a_node(tmp_path, tasks, nnodes, error):
+    job = write(
+        tmp_path,
+        "job.slurm",
+        f"#!/bin/bash\n#SBATCH --nodes=2\n{tasks}\nsrun torchrun --nproc_per_node=8 {nnodes} "
+        "pretrain_gpt.py --micro-batch-size 1 --global-batch-size 64\n",
+    )
+    code, out = inspect(job)
+    assert (code == 1) is error
+    assert any(f["code"] == "launcher-copies" for f in out["findings"]) is error

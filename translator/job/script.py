@@ -328,6 +328,7 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
                 or f"{call.path}:{call.line} ({sizes.launcher}'s defaults)"
             )
             reading.sources.append(Source("world_size", reading.world_size, where))
+    _copies(reading, call)
     if sizes.config_file is not None:
         launcher_config(reading, call, sizes, sizes.config_file)
     imposed = sizes.accumulation()
@@ -361,6 +362,28 @@ def _finish(reading: Reading, call: Call, script: shell.Script) -> None:
                 where=call.path if note.line is None else f"{call.path}:{note.line}",
             )
         )
+
+
+def _copies(reading: Reading, call: Call) -> None:
+    """A node launcher started by another (``srun torchrun``): each copy is one node's agent,
+    so there must be as many copies as the nodes it is told of; else the copies wait for
+    agents that never come, or crowd one node's GPUs."""
+    sizes = call.sizes
+    nodes = sizes.counts().get("nodes")
+    if sizes.copies is None or nodes is None or sizes.copies[1] == nodes:
+        return
+    outer, copies, line = sizes.copies
+    reading.findings.append(
+        finding(
+            "launcher-copies",
+            f"{outer} starts {copies} copies of {sizes.launcher}, each one node's launcher, "
+            f"but {sizes.launcher} is told the job has {nodes} node(s): the run does not start "
+            "as written",
+            hint=f"start one {sizes.launcher} a node ({outer} --ntasks-per-node=1), or tell it "
+            f"{copies} nodes",
+            where=f"{call.path}:{line or call.line}",
+        )
+    )
 
 
 def _slurm_at(call: Call) -> str | None:

@@ -121,6 +121,9 @@ class Sizes:
     runs_at: int | None = None
     """Where, among the words sized, the command the launcher runs starts (``./train_gpt2cu``
     of ``mpirun -np 8 ./train_gpt2cu``); ``None``: none follows its flags."""
+    copies: tuple[str, int, int | None] | None = None
+    """For a launcher started by another (``srun torchrun``): ``(the outer launcher, how many
+    copies of this one it starts, its line)``, when it says how many."""
 
     def counts(self) -> dict[str, int]:
         """Role -> the count its word gives, else the launcher's default; roles whose word is
@@ -415,6 +418,11 @@ def sizes(
         at += 1
     command = _read_flags(out, launcher, launch[at:])
     out.runs_at = None if command is None else at + command
+    if len(found) > 1:  # each copy the outer launcher starts is one node's launcher
+        outer = sizes(launch[:start], variables, environment, known=known)
+        copies = outer.world()[0]
+        if outer.launcher is not None and copies is not None:
+            out.copies = (outer.launcher, copies, outer.line)
     if launcher.resources is not None:
         launcher.resources(out, variables, environment)
     if launcher.default_per_node:

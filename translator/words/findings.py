@@ -114,6 +114,11 @@ CATALOGUE: dict[str, tuple[Severity, str]] = {
         "info",
         "the batch rests on defaults the script takes when a variable or argument is not set",
     ),
+    "launcher-copies": (
+        "error",
+        "an outer launcher starts another number of copies of a node launcher than the node "
+        "launcher is told there are nodes (srun --ntasks-per-node=8 of torchrun --nnodes 2)",
+    ),
     "job-launches-several": (
         "warning",
         "the script trains several times in turn with other values (a loop over layouts): "
