@@ -13,6 +13,7 @@ the notes on what the reader did not follow, and the literals with several uses.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from translator.plugin.registry import FRAMEWORKS, by_claim_order
 from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call, Launch, Note, Reading, Source, Value, running_in
 from translator.shell import launchers, slurm
+from translator.shell.expand import HERE, THERE
 from translator.shell.following import shell_string
 from translator.shell.uses import PRINTERS, uses_of
 from translator.shell.values import clip
@@ -147,6 +149,8 @@ def _claims(
         if not words or words[0].text in PRINTERS:
             continue
         split = launchers.call_of(words, commands, modules)
+        if split is not None:
+            split = _placed(split, path)
         environment = script.environments[i]
         if split is None:
             binary = _binary_launch(words, script, environment, run_as)
@@ -174,6 +178,22 @@ def _claims(
             if shell_string(words) is None:  # a `bash -c` string's commands are read apart
                 unread.append(Unread(f"{clip(call.program)} (line {call.line})", sizes.world()[0]))
     return claimed, unread
+
+
+def _placed(split: launchers.Split, path: str) -> launchers.Split:
+    """The program named under the folder the job runs in (``$(pwd)/train.py``) or under the
+    script's own (``$SCRIPT_DIR/train.py``, ``SCRIPT_DIR=$(dirname "$0")``), as the path that
+    names it from here."""
+    parts = split.program.parts
+    if split.program.text is not None or not parts or parts[0].why not in (HERE, THERE):
+        return split
+    rest = [p.text for p in parts[1:]]
+    tail = "".join(t for t in rest if t is not None)
+    if None in rest or not tail.startswith("/"):
+        return split
+    folder = "" if parts[0].why == HERE else os.path.dirname(path)
+    named = os.path.join(folder, tail.lstrip("/"))
+    return dataclasses.replace(split, program=shell.Word(named, split.program.line))
 
 
 def _binary_launch(

@@ -77,6 +77,17 @@ DECIMAL = re.compile(r"0|[1-9][0-9]{0,17}")
 #: a script named under it is the one named from there (see ``Following.open_script``).
 HERE = "$(pwd) (the folder the job runs in)"
 PWD = re.compile(r"\$\(\s*pwd\s*\)|`\s*pwd\s*`")
+#: What the script's own folder stands for (``$(dirname "$0")``): a path the reader does not
+#: know, but a program named under it is the one in the script's folder here.
+THERE = "$(dirname $0) (the script's own folder)"
+_SELF = r"\$\{?(?:0|BASH_SOURCE(?:\[0\])?)\}?"
+_DIRNAME = rf"""dirname\s+"?(?:{_SELF}|\$\(\s*(?:realpath|readlink\s+-f)\s+"?{_SELF}"?\s*\))"?"""
+#: ``$(dirname "$0")``, ``$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)``, ``$(realpath
+#: $(dirname $0))``...: the folder of the script itself.
+SCRIPT_FOLDER = re.compile(
+    rf"""\$\(\s*(?:{_DIRNAME}|cd\s+"?\$\(\s*{_DIRNAME}\s*\)"?\s*(?:&&|;)\s*pwd(?:\s+-P)?"""
+    rf"""|(?:realpath|readlink\s+-f)\s+"?\$\(\s*{_DIRNAME}\s*\)"?)\s*\)"""
+)
 #: Variables bash itself sets (``env -i bash`` has them): never absent.
 BASH_SETS = frozenset(
     "PATH PWD OLDPWD HOSTNAME HOSTTYPE SHELL TERM RANDOM SRANDOM SHLVL IFS OPTIND OPTERR PS1 PS2 "
@@ -293,6 +304,10 @@ class Expander:
     def _not_run(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:
         if PWD.fullmatch(raw):
             return [Piece(None, None, HERE)]
+        if SCRIPT_FOLDER.fullmatch(raw):
+            if env.get(SBATCH) is not None:  # sbatch runs a copy in its spool folder
+                return [Piece(None, None, f"{clip(raw)} (Slurm's copy of the script)")]
+            return [Piece(None, None, THERE)]
         return [Piece(None, None, f"{clip(raw)} is not run")]
 
     def _brace(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:

@@ -147,7 +147,7 @@ def _int(node: ast.expr | None) -> int | None:
 
 def _argparse_defaults(tree: ast.Module) -> dict[str, tuple[str, int | None, int]]:
     """argparse's destinations -> (the option as written, its default, its line)."""
-    out = {}
+    out: dict[str, tuple[str, int | None, int]] = {}
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"):
             continue
@@ -161,11 +161,12 @@ def _argparse_defaults(tree: ast.Module) -> dict[str, tuple[str, int | None, int
             (
                 k.value.value
                 for k in node.keywords
-                if k.arg == "dest" and isinstance(k.value, ast.Constant)
+                if k.arg == "dest"
+                and isinstance(k.value, ast.Constant)
+                and isinstance(k.value.value, str)
             ),
-            None,
+            longs[0][2:].replace("-", "_"),
         )
-        dest = dest or longs[0][2:].replace("-", "_")
         default = next((k.value for k in node.keywords if k.arg == "default"), None)
         out[dest] = (longs[0], _int(default) if default is not None else None, node.lineno)
     return out
