@@ -533,3 +533,16 @@ def test_a_node_launcher_started_by_srun_needs_one_copy_a_node(tmp_path, tasks, 
     code, out = inspect(job)
     assert (code == 1) is error
     assert any(f["code"] == "launcher-copies" for f in out["findings"]) is error
+
+
+def test_a_slurm_count_that_is_no_number_is_unknown_not_a_default(tmp_path):
+    """``#SBATCH --ntasks-per-node=YOUR_NUM_TASKS_PER_NODE`` (a template's): the tasks are
+    unknown, not Slurm's one a node."""
+    job = write(
+        tmp_path,
+        "job.slurm",
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=YOUR_NUM_TASKS_PER_NODE\n"
+        "srun python pretrain_gpt.py --micro-batch-size 1 --global-batch-size 64\n",
+    )
+    code, out = inspect(job)
+    assert out["world_size"] is None and out["global_batch_size"] == 64

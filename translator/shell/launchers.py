@@ -506,7 +506,7 @@ def _srun_allocation(
             continue
         if value and len(value) == 1 and value[0].span:
             out.words[role] = (f"#SBATCH {variable}", value[0])
-        elif variable in environment and environment[variable].text is not None:
+        elif variable in environment:  # unknown too (a template's YOUR_NUM_TASKS)
             out.words[role] = (f"#SBATCH {variable}", environment[variable])
     if "total" not in out.words and "nodes" in out.words and "per_node" not in out.words:
         out.defaults["per_node"] = 1  # Slurm starts one task per node by default

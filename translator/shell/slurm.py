@@ -155,6 +155,10 @@ def _option(rest: str, at: int | None, given: dict[str, Piece]) -> None:
         count, group = re.search(r"(\d+)$", value), 1
     else:
         count, group = picked or re.fullmatch(r"\d+", value), 2 if picked else 0
+    if count is None and option not in TRAILING_COUNT:  # a template's YOUR_NUM_TASKS: no count
+        for name in VARIABLES[option]:
+            given[name] = Piece(None, None, f"{option}={value} is no count")
+        return
     if count is None:
         return
     if at is None:
