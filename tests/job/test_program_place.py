@@ -51,3 +51,31 @@ def test_under_sbatch_the_scripts_folder_is_not_known(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out = inspect("run.sh", exits=(2,))
     assert out["world_size"] == 4 and out["global_batch_size"] is None
+
+
+def test_slurm_submit_dir_is_where_the_job_runs(tmp_path, monkeypatch):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(PROGRAM)
+    job = tmp_path / "job.slurm"
+    job.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=1\ncd $SLURM_SUBMIT_DIR\n"
+        "srun torchrun --nproc_per_node 4 ${SLURM_SUBMIT_DIR}/src/train.py\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    code, out = inspect("job.slurm", exits=(0,))
+    assert out["global_batch_size"] == 2 * 4
+
+
+def test_cd_to_the_scripts_folder_moves_there(tmp_path, monkeypatch):
+    (tmp_path / "jobs" / "conf").mkdir(parents=True)
+    (tmp_path / "jobs" / "conf" / "args.yaml").write_text(
+        "per_device_train_batch_size: 3\ngradient_accumulation_steps: 1\noutput_dir: o\n"
+    )
+    job = tmp_path / "jobs" / "run.sh"
+    job.write_text(
+        '#!/bin/bash\ncd "$(dirname "$0")"\ntorchrun --nproc_per_node 2 train.py conf/args.yaml\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    code, out = inspect("jobs/run.sh", exits=(0,))
+    assert out["global_batch_size"] == 3 * 2
+    assert not any("a folder not known" in f["message"] for f in out["findings"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 
 from translator.shell import arrays, assign
-from translator.shell.expand import arith_piece, forget_targets
+from translator.shell.expand import HERE, THERE, arith_piece, forget_targets
 from translator.shell.exports import own_line
 from translator.shell.fields import joined
 from translator.shell.following import (
@@ -125,7 +125,7 @@ class Commands(Following):
         if name == "shift":
             _shift(words, env)
         elif name == "cd":
-            _cd(words, env)
+            _cd(words, env, self.where)
         elif name == "cp":
             _cp(words, env, self.script.copies)
         elif name == "set":
@@ -220,10 +220,13 @@ def _set(words: list[Word], env: Env) -> None:
         forget_args(env, f"the arguments set on line {words[0].line} (not all known)")
 
 
-def _cd(words: list[Word], env: Env) -> None:
+def _cd(words: list[Word], env: Env, script: str) -> None:
     """``cd DIR``: where the commands after it run (``cd`` alone, ``cd -`` or a folder that
-    is not known: somewhere the reader cannot say)."""
+    is not known: somewhere the reader cannot say); ``$(pwd)/x`` (``$SLURM_SUBMIT_DIR``) is
+    ``x`` from where the job runs, ``$(dirname "$0")`` the folder of ``script``."""
     target = words[1].text if len(words) > 1 else None
+    if target is None and len(words) > 1:
+        target = _placed(words[1], script)
     here = folder_of(env)
     if target is None or target in ("-", "~") or target.startswith("~") or here is None:
         why = f"cd {clip(target or words[1].why_unknown or '') if len(words) > 1 else ''}"
@@ -231,6 +234,20 @@ def _cd(words: list[Word], env: Env) -> None:
         return
     moved = target if target.startswith("/") else posixpath.join(here, target)
     env.set(FOLDER, Var(((Piece(posixpath.normpath(moved) if moved else ""),),)))
+
+
+def _placed(word: Word, script: str) -> str | None:
+    """A path under the folder the job runs in or under the script's own, from where the
+    job runs (``None`` for any other unknown word)."""
+    parts = word.parts
+    if not parts or parts[0].text is not None or parts[0].why not in (HERE, THERE):
+        return None
+    rest = [p.text for p in parts[1:]]
+    if None in rest:
+        return None
+    tail = "".join(t for t in rest if t is not None).lstrip("/")
+    start = "." if parts[0].why == HERE else posixpath.dirname(script) or "."
+    return posixpath.normpath(posixpath.join(start, tail))
 
 
 def _cp(words: list[Word], env: Env, copies: dict[str, str]) -> None:

@@ -694,8 +694,8 @@ def _not_set(name: str, env: Env) -> Piece:
     """The value of a name the script never sets: absent (empty when run as read, unknown as a
     value) or, for what the running system sets, unknown."""
     if name[:1].isalpha() or name[:1] == "_":
-        if name == "PWD":
-            return Piece(None, None, HERE)
+        if name == "PWD" or (name == "SLURM_SUBMIT_DIR" and env.get(SBATCH) is not None):
+            return Piece(None, None, HERE)  # sbatch is run where the job runs
         if name in BASH_SETS:
             return Piece(None, None, f"${name} (set by bash when the script runs)")
         if name.startswith("SLURM_") and env.get(SBATCH) is not None:
