@@ -240,5 +240,5 @@ def test_a_cd_before_the_launch_moves_where_its_files_are_looked_for(tmp_path):
     code, out = inspect_job("(cd sub && ls)\n" + launch)
     assert code == 0  # a subshell's cd stays in it
     assert any(f["code"] == "job-file-not-found" for f in out["findings"])
-    _, out = inspect_job('cd "$(dirname "$0")"\n' + launch)
+    _, out = inspect_job('cd "$(mktemp -d)"\n' + launch)
     assert any("moves (cd) to a folder not known" in f["message"] for f in out["findings"])

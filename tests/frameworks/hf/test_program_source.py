@@ -110,3 +110,35 @@ def test_a_program_that_builds_no_trainer_arguments_is_not_claimed(tmp_path):
     program = "import torch\nfor step in range(10):\n    pass\n"
     code, out = inspect(job(tmp_path, program, "torchrun --nproc_per_node 2 train.py"), exits=(2,))
     assert out["world_size"] == 2 and out["micro_batch_size"] is None
+
+
+PARSER = """
+from transformers import HfArgumentParser, TrainingArguments
+from dataclasses import dataclass
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = "m"
+parser = HfArgumentParser((ModelArguments, TrainingArguments))
+model_args, training_args = parser.parse_args_into_dataclasses()
+"""
+
+FOREIGN_CLASS = """
+from my_project.args import MyTrainingArguments
+args = MyTrainingArguments(output_dir="o", gradient_accumulation_steps=2)
+"""
+
+
+def test_the_stock_arguments_through_hfargumentparser_have_their_defaults(tmp_path):
+    """transformers' own examples (run_clm.py...): the flags the job gives, else
+    TrainingArguments' defaults (micro 8, accumulation 1)."""
+    launch = "torchrun --nproc_per_node 2 train.py --model_name_or_path m --do_train"
+    code, out = inspect(job(tmp_path, PARSER, launch), exits=(0,))
+    assert (out["micro_batch_size"], out["gradient_accumulation_steps"]) == (8, 1)
+    code, out = inspect(job(tmp_path, PARSER, launch + " --per_device_train_batch_size 4"))
+    assert out["global_batch_size"] == 4 * 2
+
+
+def test_a_class_from_elsewhere_keeps_its_own_defaults_unknown(tmp_path):
+    code, out = inspect(job(tmp_path, FOREIGN_CLASS, "torchrun --nproc_per_node 2 train.py"))
+    assert out["gradient_accumulation_steps"] == 2
+    assert out["micro_batch_size"] is None and out["global_batch_size"] is None

@@ -29,6 +29,8 @@ TRL_CONFIGS = {
     "PRMConfig",
     "BCOConfig",
 }
+#: The packages whose arguments classes have the defaults above.
+MODULES = ("transformers", "trl")
 #: How deep a name is followed to what it was assigned.
 MAX_HOPS = 4
 
@@ -69,9 +71,47 @@ def read(text: str, path: str) -> Program | None:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return None
+    stock = _stock(tree)
     calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and _is_arguments(c.func)]
-    found = _of_call(tree, calls[0]) if len(calls) == 1 else None if calls else _of_subclass(tree)
+    found: dict[str, Setting] | None
+    if len(calls) == 1:
+        found = _of_call(tree, calls[0], stock)
+    elif calls:
+        return None
+    else:
+        found = _of_subclass(tree, stock) or _of_parser(tree, stock)
     return None if found is None else Program(path, found, _device_map(tree))
+
+
+def _stock(tree: ast.Module) -> set[str]:
+    """The names that are transformers' or TRL's own arguments classes here (``from
+    transformers import TrainingArguments``; ``transformers.TrainingArguments`` is one by
+    its attribute): their batch defaults are known."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in MODULES:
+            for alias in node.names:
+                if _is_arguments(ast.Name(alias.name)):
+                    out.add(alias.asname or alias.name)
+    return out
+
+
+def _is_stock(func: ast.expr, stock: set[str]) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in stock
+    base = getattr(func, "value", None)
+    return isinstance(base, ast.Name) and base.id in MODULES and _is_arguments(func)
+
+
+def _own_defaults(tree: ast.Module, name: str, stock: set[str]) -> dict[str, Setting] | None:
+    """The batch defaults of ``name`` when it is TrainingArguments itself or a subclass this
+    file defines on it; ``None`` when they are not known here."""
+    if name in stock:
+        return {k: Setting(v, 0) for k, v in DEFAULTS.items()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return _of_subclass(tree, stock, node)
+    return None
 
 
 def _device_map(tree: ast.Module) -> int | None:
@@ -92,26 +132,53 @@ def _is_arguments(func: ast.expr) -> bool:
     return name.endswith("TrainingArguments") or name in TRL_CONFIGS
 
 
-def _of_call(tree: ast.Module, call: ast.Call) -> dict[str, Setting]:
+def _of_call(tree: ast.Module, call: ast.Call, stock: set[str]) -> dict[str, Setting]:
     given = {k.arg: k.value for k in call.keywords if k.arg is not None}
     spread = any(k.arg is None for k in call.keywords)  # **kwargs: any key may be in it
     flags = _argparse_defaults(tree)
+    name = call.func.id if isinstance(call.func, ast.Name) else None
+    stocked = _is_stock(call.func, stock)
+    own = None if stocked or name is None else _own_defaults(tree, name, stock)
     out = {}
     for key, default in DEFAULTS.items():
         if key in given:
             out[key] = _trace(tree, given[key], flags, 0)
         elif spread:
             out[key] = Setting(None, call.lineno, why="the call's **kwargs may set it")
+        elif stocked:
+            out[key] = Setting(default, call.lineno)
+        elif own is not None:
+            out[key] = Setting(own[key].value, own[key].line, why=own[key].why)
         else:
-            out[key] = Setting(default, call.lineno, why=None)
+            why = f"{ast.unparse(call.func)}'s own default, which is not read here"
+            out[key] = Setting(None, call.lineno, why=why)
     return out
 
 
-def _of_subclass(tree: ast.Module) -> dict[str, Setting] | None:
-    """``class Args(TrainingArguments)`` with batch fields: the flags ``HfArgumentParser``
-    makes of it, their defaults the subclass's."""
+def _of_parser(tree: ast.Module, stock: set[str]) -> dict[str, Setting] | None:
+    """``HfArgumentParser((..., TrainingArguments))`` (or TRL's ``TrlParser``) of the stock
+    class: its flags, with TrainingArguments' defaults."""
     for node in ast.walk(tree):
-        if not isinstance(node, ast.ClassDef) or not any(map(_is_arguments, node.bases)):
+        if not isinstance(node, ast.Call) or ast.unparse(node.func).rsplit(".", 1)[-1] not in (
+            "HfArgumentParser",
+            "TrlParser",
+        ):
+            continue
+        classes = [
+            e for a in node.args for e in (a.elts if isinstance(a, ast.Tuple | ast.List) else [a])
+        ]
+        if any(_is_stock(c, stock) for c in classes):
+            return {k: Setting(v, node.lineno, flag=f"--{k}") for k, v in DEFAULTS.items()}
+    return None
+
+
+def _of_subclass(
+    tree: ast.Module, stock: set[str], only: ast.ClassDef | None = None
+) -> dict[str, Setting] | None:
+    """``class Args(TrainingArguments)`` (the stock class) with batch fields: the flags
+    ``HfArgumentParser`` makes of it, their defaults the subclass's (``only``: that class)."""
+    for node in [only] if only is not None else ast.walk(tree):
+        if not isinstance(node, ast.ClassDef) or not any(_is_stock(b, stock) for b in node.bases):
             continue
         out = {}
         for key, default in DEFAULTS.items():
