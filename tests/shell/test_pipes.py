@@ -72,3 +72,13 @@ def test_torch_counts_the_gpus_cuda_visible_devices_lists():
 def test_slurm_gives_the_node_its_gpus():
     script = "#!/bin/bash\n#SBATCH --gres=gpu:4\nV=$(nvidia-smi -L | wc -l)\n"
     assert value(script) == "4"
+
+
+@pytest.mark.parametrize(
+    "gres, gpus",
+    [("gpu:a100:8", "8"), ("gpu:8", "8"), ("gpu:a100", "1"), ("gpu", "1"), ("gpu:4,nvme:1", "4")],
+)
+def test_gres_gives_the_node_its_count_of_gpus(gres, gpus):
+    """``--gres=gpu[:type][:count]``: the count, one when not written (``gpu:a100`` is one
+    A100, not 100 GPUs)."""
+    assert value(f"#!/bin/bash\n#SBATCH --gres={gres}\nV=$(nvidia-smi -L | wc -l)\n") == gpus

@@ -38,6 +38,9 @@ OPTION = re.compile(r"(--[a-z-]+(?:[= ]\s*)|-[A-Za-z](?:[= ]\s*)?)(\S+)")
 STARTS = re.compile(r"(?<!\S)(?:--[a-z-]+(?=[= ])|-[A-Za-z](?=[= ]|\d))")
 #: A count Slurm picks from a range (``--nodes=2-4``; ``4-4`` is 4).
 RANGE = re.compile(r"(\d+)-(\d+)")
+#: The count of ``gpu[:type]:count`` (``--gres=gpu:a100:8``, ``--gpus=h100:16``, ``8``); a
+#: value with none (``gpu:a100``) is one, as Slurm's manual says of ``--gres``.
+GPU_COUNT = re.compile(r"(?:gpu:)?(?:[^:,(]+:)?(\d+)(?=$|,|\()")
 #: Options whose count ends the value (``--gres=gpu:a100:8``, ``--gpus=h100:16``).
 TRAILING_COUNT = ("--gres", "--gpus-per-node", "--gpus", "-G", "--gpus-per-task")
 #: ``sbatch``/``srun`` options that take no value (so the word after one is the script).
@@ -152,14 +155,16 @@ def _option(rest: str, at: int | None, given: dict[str, Piece]) -> None:
             given[name] = Piece(None, None, why)
         return
     if option in TRAILING_COUNT:
-        count, group = re.search(r"(\d+)$", value), 1
+        count, group = GPU_COUNT.match(value), 1
     else:
         count, group = picked or re.fullmatch(r"\d+", value), 2 if picked else 0
     if count is None and option not in TRAILING_COUNT:  # a template's YOUR_NUM_TASKS: no count
         for name in VARIABLES[option]:
             given[name] = Piece(None, None, f"{option}={value} is no count")
         return
-    if count is None:
+    if count is None:  # --gres=gpu, --gres=gpu:a100: Slurm's count is one
+        for name in VARIABLES[option]:
+            given[name] = Piece("1")
         return
     if at is None:
         piece = Piece(count.group(group))
