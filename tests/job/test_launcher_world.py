@@ -360,30 +360,24 @@ def test_a_launcher_states_its_world_whatever_it_runs(tmp_path, launch, world):
     assert out["world_size"] == world
 
 
-PYTORCHJOB_OF_AN_IMAGE = """
+#: A role of a PyTorchJob whose container gives only its image's program flags.
+IMAGE_ROLE = """
+      replicas: {}
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: example/mnist:latest
+              args: ["--backend", "nccl"]
+              resources: {{limits: {{nvidia.com/gpu: 1}}}}"""
+PYTORCHJOB_OF_AN_IMAGE = f"""
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
-metadata: {name: mnist}
+metadata: {{name: mnist}}
 spec:
   pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template:
-        spec:
-          containers:
-            - name: pytorch
-              image: example/mnist:latest
-              args: ["--backend", "nccl"]
-              resources: {limits: {nvidia.com/gpu: 1}}
-    Worker:
-      replicas: 3
-      template:
-        spec:
-          containers:
-            - name: pytorch
-              image: example/mnist:latest
-              args: ["--backend", "nccl"]
-              resources: {limits: {nvidia.com/gpu: 1}}
+    Master:{IMAGE_ROLE.format(1)}
+    Worker:{IMAGE_ROLE.format(3)}
 """
 
 MPIJOB = """

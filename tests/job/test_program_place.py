@@ -41,29 +41,23 @@ def test_a_program_under_the_folder_the_job_runs_in(tmp_path, monkeypatch):
     assert out["global_batch_size"] == 2 * 2
 
 
-def test_under_sbatch_the_scripts_folder_is_not_known(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "lines, program, exits, global_batch",
+    [
+        # sbatch runs a copy of the script in its spool folder: its folder is not known
+        ('D=$(dirname "$0")\n', "$D/train.py", 2, None),
+        ("cd $SLURM_SUBMIT_DIR\n", "${SLURM_SUBMIT_DIR}/train.py", 0, 8),  # where sbatch ran
+    ],
+)
+def test_under_sbatch(tmp_path, monkeypatch, lines, program, exits, global_batch):
     (tmp_path / "train.py").write_text(PROGRAM)
-    job = tmp_path / "run.sh"
-    job.write_text(
-        '#!/bin/bash\n#SBATCH --nodes=1\nD=$(dirname "$0")\n'
-        "srun torchrun --nproc_per_node 4 $D/train.py\n"
-    )
-    monkeypatch.chdir(tmp_path)
-    code, out = inspect("run.sh", exits=(2,))
-    assert out["world_size"] == 4 and out["global_batch_size"] is None
-
-
-def test_slurm_submit_dir_is_where_the_job_runs(tmp_path, monkeypatch):
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "train.py").write_text(PROGRAM)
     job = tmp_path / "job.slurm"
     job.write_text(
-        "#!/bin/bash\n#SBATCH --nodes=1\ncd $SLURM_SUBMIT_DIR\n"
-        "srun torchrun --nproc_per_node 4 ${SLURM_SUBMIT_DIR}/src/train.py\n"
+        f"#!/bin/bash\n#SBATCH --nodes=1\n{lines}srun torchrun --nproc_per_node 4 {program}\n"
     )
     monkeypatch.chdir(tmp_path)
-    code, out = inspect("job.slurm", exits=(0,))
-    assert out["global_batch_size"] == 2 * 4
+    code, out = inspect("job.slurm", exits=(exits,))
+    assert out["world_size"] == 4 and out["global_batch_size"] == global_batch
 
 
 def test_cd_to_the_scripts_folder_moves_there(tmp_path, monkeypatch):
