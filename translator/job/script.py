@@ -13,7 +13,6 @@ the notes on what the reader did not follow, and the literals with several uses.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,8 +26,7 @@ from translator.plugin.registry import FRAMEWORKS, by_claim_order
 from translator.plugin.registry import launchers as known_launchers
 from translator.reading import Call, Launch, Note, Reading, Source, Value, running_in
 from translator.shell import launchers, slurm
-from translator.shell.expand import HERE, THERE
-from translator.shell.following import shell_string
+from translator.shell.following import SHELLS, placed, shell_string
 from translator.shell.uses import PRINTERS, uses_of
 from translator.shell.values import clip
 from translator.words.errors import InputError, NotAJob
@@ -39,8 +37,6 @@ from translator.words.findings import finding
 ARGUMENT = re.compile(r"\$\{?([1-9][0-9]*)")
 #: File name endings that mark a launch script.
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".zsh")
-#: Shells: a launcher running one runs a script the reader follows, not a program.
-SHELLS = frozenset({"bash", "sh", "zsh", "dash", "env"})
 
 
 @dataclass(frozen=True)
@@ -184,15 +180,9 @@ def _placed(split: launchers.Split, path: str) -> launchers.Split:
     """The program named under the folder the job runs in (``$(pwd)/train.py``) or under the
     script's own (``$SCRIPT_DIR/train.py``, ``SCRIPT_DIR=$(dirname "$0")``), as the path that
     names it from here."""
-    parts = split.program.parts
-    if split.program.text is not None or not parts or parts[0].why not in (HERE, THERE):
+    named = None if split.program.text is not None else placed(split.program, path)
+    if named is None or named == ".":
         return split
-    rest = [p.text for p in parts[1:]]
-    tail = "".join(t for t in rest if t is not None)
-    if None in rest or not tail.startswith("/"):
-        return split
-    folder = "" if parts[0].why == HERE else os.path.dirname(path)
-    named = os.path.join(folder, tail.lstrip("/"))
     return dataclasses.replace(split, program=shell.Word(named, split.program.line))
 
 
@@ -209,7 +199,7 @@ def _binary_launch(
         return None
     text = words[sizes.runs_at].text or ""
     name = text.rsplit("/", 1)[-1]
-    if "/" not in text or not name or name.endswith(SCRIPT_SUFFIXES) or name in SHELLS:
+    if "/" not in text or not name or name.endswith(SCRIPT_SUFFIXES) or name in (*SHELLS, "env"):
         return None
     return Unread(f"{clip(text)} (line {words[0].line})", sizes.world()[0])
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 
 from translator.shell import arrays, assign
-from translator.shell.expand import HERE, THERE, arith_piece, forget_targets
+from translator.shell.expand import arith_piece, forget_targets
 from translator.shell.exports import own_line
 from translator.shell.fields import joined
 from translator.shell.following import (
@@ -16,6 +16,7 @@ from translator.shell.following import (
     Following,
     folder_of,
     forget_args,
+    placed,
     set_args,
     shell_string,
     wrapped_string,
@@ -226,7 +227,7 @@ def _cd(words: list[Word], env: Env, script: str) -> None:
     ``x`` from where the job runs, ``$(dirname "$0")`` the folder of ``script``."""
     target = words[1].text if len(words) > 1 else None
     if target is None and len(words) > 1:
-        target = _placed(words[1], script)
+        target = placed(words[1], script)
     here = folder_of(env)
     if target is None or target in ("-", "~") or target.startswith("~") or here is None:
         why = f"cd {clip(target or words[1].why_unknown or '') if len(words) > 1 else ''}"
@@ -234,20 +235,6 @@ def _cd(words: list[Word], env: Env, script: str) -> None:
         return
     moved = target if target.startswith("/") else posixpath.join(here, target)
     env.set(FOLDER, Var(((Piece(posixpath.normpath(moved) if moved else ""),),)))
-
-
-def _placed(word: Word, script: str) -> str | None:
-    """A path under the folder the job runs in or under the script's own, from where the
-    job runs (``None`` for any other unknown word)."""
-    parts = word.parts
-    if not parts or parts[0].text is not None or parts[0].why not in (HERE, THERE):
-        return None
-    rest = [p.text for p in parts[1:]]
-    if None in rest:
-        return None
-    tail = "".join(t for t in rest if t is not None).lstrip("/")
-    start = "." if parts[0].why == HERE else posixpath.dirname(script) or "."
-    return posixpath.normpath(posixpath.join(start, tail))
 
 
 def _cp(words: list[Word], env: Env, copies: dict[str, str]) -> None:

@@ -30,6 +30,7 @@ from translator.shell.values import (
     Word,
     as_run,
     clip,
+    listed_devices,
     merge_sources,
     text_of,
     to_word,
@@ -87,6 +88,12 @@ _DIRNAME = rf"""dirname\s+"?(?:{_SELF}|\$\(\s*(?:realpath|readlink\s+-f)\s+"?{_S
 SCRIPT_FOLDER = re.compile(
     rf"""\$\(\s*(?:{_DIRNAME}|cd\s+"?\$\(\s*{_DIRNAME}\s*\)"?\s*(?:&&|;)\s*pwd(?:\s+-P)?"""
     rf"""|(?:realpath|readlink\s+-f)\s+"?\$\(\s*{_DIRNAME}\s*\)"?)\s*\)"""
+)
+#: The nodes a command of a printed substitution may hold: its name and plain words (no
+#: ``X=1`` prefix, no redirection, no substitution inside).
+PRINTED_WORDS = frozenset(
+    {"command_name", "word", "string", "raw_string", "simple_expansion", "expansion"}
+    | {"concatenation", "number"}
 )
 #: Variables bash itself sets (``env -i bash`` has them): never absent.
 BASH_SETS = frozenset(
@@ -271,18 +278,7 @@ class Expander:
         texts: list[list[str]] = []
         for command in commands:
             if command.type != "command" or any(
-                c.type
-                not in (
-                    "command_name",
-                    "word",
-                    "string",
-                    "raw_string",
-                    "simple_expansion",
-                    "expansion",
-                    "concatenation",
-                    "number",
-                )
-                for c in command.named_children
+                c.type not in PRINTED_WORDS for c in command.named_children
             ):
                 return None
             words = [w for c in command.named_children for w in self.words(c, env, src)]
@@ -291,14 +287,11 @@ class Expander:
             texts.append([w.text for w in words if w.text is not None])
         gpus = _count(env, NODE_GPUS) or _count(env, "SLURM_GPUS_ON_NODE")
         var = env.get(VISIBLE)
-        listed = text_of(var.scalar) if isinstance(var, Var) else None
-        visible = (
-            gpus
-            if var is None
-            else len([x for x in listed.split(",") if x.strip()])
-            if listed
-            else None
-        )
+        if var is None:
+            visible = gpus
+        else:
+            listed = text_of(var.scalar) if isinstance(var, Var) else None
+            visible = (listed_devices(listed) or None) if listed is not None else None
         return pipes.output(texts, gpus, visible)
 
     def _not_run(self, node, raw: str, env: Env, src: ScriptText, quoted: bool) -> list:

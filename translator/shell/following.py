@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 
 from translator.shell import arrays, slurm
-from translator.shell.expand import HERE, SBATCH
+from translator.shell.expand import HERE, SBATCH, THERE
 from translator.shell.exports import Exports
 from translator.shell.notes import Note
 from translator.shell.syntax import ScriptText, repair
@@ -45,7 +45,7 @@ from translator.words.errors import InputError
 #: A value set by the reader itself (markers, the arguments).
 MARK = Var(((Piece("1"),),))
 #: Shells that run a script file named after their options.
-SHELLS = {"bash", "sh", "zsh"}
+SHELLS = {"bash", "sh", "zsh", "dash"}
 #: Names that mark a script file run as a command of its own.
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 #: Markers a script run as a process of its own keeps from the one that runs it.
@@ -222,8 +222,8 @@ class Following(Exports):
         """``(path, text, pieces, holes)`` of the script file ``word`` names (see
         :func:`_eval_string`), from a heredoc the script wrote, else from the disk; ``None``
         when it is not found, or is being read already."""
-        path = word.text if word.text is not None else _under_here(word)
-        if path is None or not path.strip():
+        path = word.text if word.text is not None else placed(word)
+        if path is None or not path.strip() or path == ".":
             return None
         here = folder_of(env)
         if not path.startswith("/") and here is not None:
@@ -341,16 +341,24 @@ def _script_of(words: list[Word]) -> tuple[int, int, int] | None:
     return None
 
 
-def _under_here(word: Word) -> str | None:
-    """The path ``$(pwd)/run.sh`` names from the folder the job runs in (``run.sh``)."""
+def placed(word: Word, script: str | None = None) -> str | None:
+    """The path an unknown word names under the folder the job runs in (``$(pwd)/run.sh``:
+    ``run.sh``) or, given the ``script`` it stands in, under that script's own folder
+    (``$(dirname "$0")/train.py``: ``jobs/train.py`` for ``jobs/run.sh``), from where the job
+    runs (``.`` for the folder itself); ``None`` for any other word."""
     parts = word.parts
-    if not parts or parts[0].text is not None or parts[0].why != HERE:
+    if not parts or parts[0].text is not None or parts[0].why not in (HERE, THERE):
+        return None
+    if parts[0].why == THERE and script is None:
         return None
     rest = [p.text for p in parts[1:]]
-    if any(t is None for t in rest):
+    if None in rest:
         return None
-    path = "".join(t for t in rest if t is not None)
-    return path.lstrip("/") or None if path.startswith("/") else None
+    tail = "".join(t for t in rest if t is not None)
+    if tail and not tail.startswith("/"):
+        return None
+    start = "." if parts[0].why == HERE else posixpath.dirname(script or "") or "."
+    return posixpath.normpath(posixpath.join(start, tail.lstrip("/")))
 
 
 def _eval_string(words: list[Word]) -> tuple[str, list, dict]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from translator.shell.notes import Note
-from translator.shell.values import VISIBLE, Word
+from translator.shell.values import VISIBLE, Word, listed_devices
 
 
 @dataclass(frozen=True)
@@ -212,8 +212,8 @@ class Sizes:
             return None, f"{VISIBLE} is not set"
         if self.visible.text is None:
             return None, f"{VISIBLE} is {self.visible.why_unknown}"
-        listed = [x for x in self.visible.text.split(",") if x.strip()]
-        return (len(listed), "") if listed else (None, f"{VISIBLE} is empty (no GPU)")
+        listed = listed_devices(self.visible.text)
+        return (listed, "") if listed else (None, f"{VISIBLE} is empty (no GPU)")
 
 
 PYTHONS = re.compile(r"python[0-9.]*")

@@ -38,6 +38,13 @@ ARGS_GIVEN = "__batchspec_args"
 OWN = "__batchspec_"
 #: The variable that lists the GPUs a process sees.
 VISIBLE = "CUDA_VISIBLE_DEVICES"
+
+
+def listed_devices(text: str) -> int:
+    """How many GPUs a :data:`VISIBLE` value lists (``0,1,3``: 3; empty: none)."""
+    return len([x for x in text.split(",") if x.strip()])
+
+
 #: Set in the environment to the GPUs the job's node has, when its definition or the user
 #: says (what ``nvidia-smi -L`` lists there).
 NODE_GPUS = "__batchspec_node_gpus"

@@ -135,8 +135,9 @@ def _from_source(reading: Reading, call: Call, built: source.Program, flags) -> 
     given = {f.key: f for f in flags}
     for key, setting in built.settings.items():
         where = f"{path}:{setting.line}"
-        if setting.flag is not None and setting.flag[2:].replace("-", "_") in given:
-            flag = given[setting.flag[2:].replace("-", "_")]
+        own = setting.flag[2:].replace("-", "_") if setting.flag is not None else None
+        if own is not None and own in given:
+            flag = given[own]
             if flag.key != key:  # the program's own flag for it (--batch_size)
                 _set(reading, ArgumentFlag(key, flag.word, flag.value), call)
             continue

@@ -91,7 +91,7 @@ def _stock(tree: ast.Module) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in MODULES:
             for alias in node.names:
-                if _is_arguments(ast.Name(alias.name)):
+                if _arguments_class(alias.name):
                     out.add(alias.asname or alias.name)
     return out
 
@@ -128,7 +128,11 @@ def _device_map(tree: ast.Module) -> int | None:
 
 
 def _is_arguments(func: ast.expr) -> bool:
-    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+    """Whether a called or named class (``TrainingArguments``, ``trl.SFTConfig``) is one."""
+    return _arguments_class(func.id if isinstance(func, ast.Name) else getattr(func, "attr", ""))
+
+
+def _arguments_class(name: str) -> bool:
     return name.endswith("TrainingArguments") or name in TRL_CONFIGS
 
 

@@ -158,17 +158,21 @@ def _job(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
 def _pods(spec: yaml.Node | None, env: dict[str, str], replicas: Size | None = None) -> Size:
     """The pods a Job runs at once: ``parallelism`` (else ``completions``, else one), times
     its replicas in a JobSet."""
-    node = n.child(spec, "parallelism") or n.child(spec, "completions")
-    pods = (
-        Size(1)
-        if node is None
-        else count(n.text(node), n.line(node), "parallelism", env, n.literal_span(node))
+    pods = _count_or_one(
+        n.child(spec, "parallelism") or n.child(spec, "completions"), "parallelism", env
     )
     if replicas is None:
         return pods
     if pods.value is None or replicas.value is None:
         return Size(None, replicas.line, replicas.why or pods.why)
     return Size(pods.value * replicas.value, replicas.line)
+
+
+def _count_or_one(node: yaml.Node | None, key: str, env: dict[str, str]) -> Size:
+    """The count a key writes (``replicas: 2``), one when it is not written."""
+    if node is None:
+        return Size(1)
+    return count(n.text(node), n.line(node), key, env, n.literal_span(node))
 
 
 def _indexed(spec: yaml.Node | None) -> dict:
@@ -347,12 +351,7 @@ def _mpijob(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Run]:
     are the Workers, with their GPUs."""
     roles = n.child(doc, "spec", "mpiReplicaSpecs")
     worker = n.child(roles, "Worker")
-    r = n.child(worker, "replicas")
-    workers = (
-        Size(1)
-        if r is None
-        else count(n.text(r), n.line(r), "Worker replicas", env, n.literal_span(r))
-    )
+    workers = _count_or_one(n.child(worker, "replicas"), "Worker replicas", env)
     pods = n.items(n.child(worker, "template", "spec", "containers"))
     g = gpus(n.child(pods[0], "resources"), env) if pods else Size(None)
     note = "read as the Launcher pod runs it: mpirun starts the ranks on the Worker pods"
@@ -373,8 +372,7 @@ def _statefulset(doc: yaml.Node, around: Around, env: dict[str, str]) -> list[Ru
     """A StatefulSet: ``replicas`` pods (one by default), each running the template's
     command; a pod's rank is its name's ordinal, which the command reads at run time."""
     spec = n.child(doc, "spec")
-    r = n.child(spec, "replicas")
-    pods = Size(1) if r is None else count(n.text(r), n.line(r), "replicas", env, n.literal_span(r))
+    pods = _count_or_one(n.child(spec, "replicas"), "replicas", env)
     note = "read as on its first pod (ordinal 0): every pod runs the same command"
     return _pod_runs(
         n.child(spec, "template"),

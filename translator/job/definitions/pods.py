@@ -16,13 +16,13 @@ import yaml
 
 from translator.job.definitions import nodes as n
 from translator.job.definitions.runs import REFERENCE, Export, Run, Size, count, shell_value
+from translator.shell.following import SHELLS
 
 #: The resource names that count GPUs.
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 #: Commands that run the command after their own options as it is.
 WRAPPERS = {"stdbuf", "env", "nice", "time", "tini", "dumb-init"}
 #: Shells that take a script with ``-c``.
-SHELLS = {"bash", "sh", "zsh", "dash"}
 
 
 def gpus(resources: yaml.Node | None, env: dict[str, str]) -> Size:
